@@ -1,0 +1,253 @@
+"""The common interface of block transports, their errors, and small shared helpers.
+
+A *transport* makes a volume reachable by a client (Cinder calls it a target): the
+volume itself (a file, or an SPDK bdev) is owned by the dataplane driver, the transport
+only exports it. The management plane picks one transport per export by protocol:
+
+    transport = transports[protocol]          # e.g. {"iscsi": TgtdTarget, "nbd": qsd, ...}
+    info = transport.export("exp-7", "/pools/p/vols/v.raw", read_only=False, host_group=hg)
+    # info is a JSON-friendly dict that tells the client how to connect
+    transport.resize("exp-7")                 # after the dataplane grew the volume
+    transport.unexport("exp-7")
+
+No Django here: this runs (and is tested) on its own.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+EXPORT_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+
+
+class TransportError(Exception):
+    """Base of every transport error; ``code`` is the machine-readable kind."""
+
+    code = "transport_error"
+
+
+class InvalidExport(TransportError):
+    """The request cannot be satisfied as given (bad name, missing file, conflicting CHAP user)."""
+
+    code = "invalid"
+
+
+class ExportNotFound(TransportError):
+    """No export (or target, or node) with that name exists."""
+
+    code = "not_found"
+
+
+class ExportExists(TransportError):
+    """An export with that id already exists with different settings."""
+
+    code = "exists"
+
+
+class DaemonError(TransportError):
+    """The daemon is not running, did not start, or refused a command (message says which)."""
+
+    code = "command_failed"
+
+
+@dataclass
+class Host:
+    """A client machine: its iSCSI initiator name and/or NVMe host NQN, address and CHAP secret."""
+
+    name: str
+    iqn: str | None = None
+    nqn: str | None = None
+    address: str | None = None
+    chap_user: str | None = None
+    chap_secret: str | None = None
+
+
+@dataclass
+class HostGroup:
+    """Hosts that see the same set of LUNs/namespaces; one iSCSI target per group.
+
+    ``mutual_chap_user``/``mutual_chap_secret`` make the target authenticate itself to the
+    initiators too (mutual CHAP).
+    """
+
+    name: str
+    hosts: list[Host] = field(default_factory=list)
+    mutual_chap_user: str | None = None
+    mutual_chap_secret: str | None = None
+
+
+@dataclass
+class QosLimits:
+    """Per-export limits; 0 or None means unlimited. bps = bytes per second."""
+
+    iops_read: int | None = None
+    iops_write: int | None = None
+    iops_total: int | None = None
+    bps_read: int | None = None
+    bps_write: int | None = None
+    bps_total: int | None = None
+
+
+class Transport(abc.ABC):
+    """What the management plane needs from every block transport.
+
+    ``protocols`` names the protocols the transport serves ("iscsi", "nbd",
+    "vhost-user-blk", "nvmf"). Every method raises a :class:`TransportError` subclass.
+    """
+
+    protocols: tuple[str, ...] = ()
+
+    @abc.abstractmethod
+    def start(self) -> None:
+        """Start (or attach to) the daemon and re-apply the recorded exports."""
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Stop the daemon this object started (by PID); exports are kept in the record."""
+
+    @abc.abstractmethod
+    def export(self, export_id: str, volume_path: str, *, protocol: str | None = None,
+               read_only: bool = False, host_group: HostGroup | None = None,
+               qos: QosLimits | None = None) -> dict:
+        """Export ``volume_path`` under ``export_id``; return how to connect (a plain dict)."""
+
+    @abc.abstractmethod
+    def unexport(self, export_id: str) -> None:
+        """Remove the export; the volume's bytes are untouched."""
+
+    @abc.abstractmethod
+    def resize(self, export_id: str) -> int:
+        """Make clients see the volume's current (grown) size without re-export; return it."""
+
+    @abc.abstractmethod
+    def health(self) -> dict:
+        """Return {"running": bool, "pid": int|None, "exports": int, "detail": str}."""
+
+    @abc.abstractmethod
+    def connection_info(self, export_id: str) -> dict:
+        """Return the same dict ``export`` returned for an existing export."""
+
+    @abc.abstractmethod
+    def list_exports(self) -> list[str]:
+        """Ids of the exports this transport serves."""
+
+
+def check_export_id(export_id: str) -> None:
+    """Raise InvalidExport unless ``export_id`` is a safe name."""
+    if not isinstance(export_id, str) or not EXPORT_ID_RE.match(export_id):
+        raise InvalidExport(
+            f"export id {export_id!r} must match [a-z0-9][a-z0-9._-]{{0,62}}")
+
+
+def check_volume_file(volume_path: str) -> Path:
+    """Return the volume file as a Path, or raise InvalidExport if it is not a file."""
+    path = Path(volume_path)
+    if not path.is_file() and not path.is_block_device():
+        raise InvalidExport(f"volume {volume_path} is not a file or block device")
+    return path.resolve()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (for tests and defaults)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(host: str, port: int, timeout: float = 10.0) -> bool:
+    """True once something accepts TCP connections on host:port."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+class Supervised:
+    """A child daemon started in the foreground, logging to a file, stopped by PID."""
+
+    def __init__(self, argv: list[str], log_path: Path, name: str):
+        self.argv = argv
+        self.log_path = Path(log_path)
+        self.name = name
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        """Spawn the process (its own session, so it never gets our terminal's signals)."""
+        if self.running():
+            return
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        except FileNotFoundError as exc:
+            raise DaemonError(f"{self.name}: {self.argv[0]} is not installed") from exc
+        finally:
+            log.close()
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, n: int = 2000) -> str:
+        try:
+            return self.log_path.read_bytes()[-n:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def wait_exit(self, timeout: float) -> bool:
+        if self.proc is None:
+            return True
+        try:
+            self.proc.wait(timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    def kill(self, grace: float = 5.0) -> None:
+        """SIGTERM then SIGKILL this PID only (after a polite stop was tried)."""
+        if not self.running():
+            return
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+            try:
+                os.kill(self.proc.pid, sig)
+            except ProcessLookupError:
+                return
+            if self.wait_exit(wait):
+                return
+
+
+def run_tool(argv: list[str], *, input: bytes | None = None, timeout: float = 60.0,
+             what: str = "") -> subprocess.CompletedProcess:
+    """Run a control tool; raise DaemonError with its stderr if it fails."""
+    try:
+        cp = subprocess.run(argv, input=input, capture_output=True, timeout=timeout)
+    except FileNotFoundError as exc:
+        raise DaemonError(f"{argv[0]} is not installed") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise DaemonError(f"{' '.join(argv)} timed out after {timeout}s") from exc
+    if cp.returncode != 0:
+        err = (cp.stderr or cp.stdout).decode(errors="replace").strip()
+        raise DaemonError(f"{what or argv[0]} failed (exit {cp.returncode}): {err}")
+    return cp
+
+
+def volume_size(path: str | Path) -> int:
+    """Size in bytes of a volume file or block device."""
+    with open(path, "rb") as f:
+        return f.seek(0, os.SEEK_END)
