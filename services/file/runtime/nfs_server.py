@@ -1,0 +1,167 @@
+"""Supervisor for NFS-Ganesha: start, apply exports (write, SIGHUP, check), health, stop."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import struct
+import threading
+import time
+
+from .errors import DaemonStartError, FilesystemMissing, ReloadError
+from .files import write_if_changed
+from .ganesha import build_ganesha_config, render_ganesha_conf
+from .process import ChildDaemon, probe_address, require_binary
+from .specs import NfsExport, NfsSettings
+
+_RELOAD_DONE = "Reread exports complete"
+_RELOAD_ERRORS = (":CRIT :", ":MAJ :", ":FATAL :")
+
+
+def nfs_null_ping(host: str, port: int, timeout: float = 2.0) -> bool:
+    """Send an ONC RPC NULL call to NFS program 100003 v4 over TCP; True if it succeeds.
+
+    This proves the daemon's RPC dispatcher answers, not just that the port is open.
+    """
+    xid = random.getrandbits(32)
+    # xid, CALL, rpcvers 2, program, version 4, procedure NULL, AUTH_NONE cred and verifier
+    body = struct.pack(">10I", xid, 0, 2, 100003, 4, 0, 0, 0, 0, 0)
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.sendall(struct.pack(">I", 0x80000000 | len(body)) + body)
+            reply = b""
+            while len(reply) < 28:
+                chunk = sock.recv(64)
+                if not chunk:
+                    return False
+                reply += chunk
+    except OSError:
+        return False
+    rxid, mtype, stat, _flavor, _vlen, accept = struct.unpack(">6I", reply[4:28])
+    return rxid == xid and mtype == 1 and stat == 0 and accept == 0
+
+
+class NfsServer(ChildDaemon):
+    """One ``ganesha.nfsd`` we started, its config in ``settings.state_dir``.
+
+    Usage: ``server = NfsServer(settings); server.start(exports); server.apply(new_exports);
+    server.stop()``. ``apply`` raises (and keeps the previous config installed and serving)
+    when the new exports are refused.
+    """
+
+    name = "ganesha.nfsd"
+
+    def __init__(self, settings: NfsSettings) -> None:
+        super().__init__()
+        self.settings = settings
+        state = settings.state_dir
+        self.conf_path = os.path.join(state, "ganesha.conf")
+        self.log_path = os.path.join(state, "ganesha.log")
+        self.pid_path = os.path.join(state, "ganesha.pid")
+        self.exports: list[NfsExport] = []
+        self._lock = threading.Lock()
+
+    def start(self, exports: list[NfsExport] = (), timeout: float = 15.0) -> None:
+        """Write the config for ``exports``, start Ganesha in the foreground, wait for RPC."""
+        binary = require_binary("ganesha.nfsd")
+        os.makedirs(os.path.join(self.settings.state_dir, "recovery"), exist_ok=True)
+        exports = list(exports)
+        text = self._render(exports)
+        write_if_changed(self.conf_path, text)
+        self._spawn([binary, "-F", "-f", self.conf_path, "-L", self.log_path,
+                     "-p", self.pid_path], self.log_path + ".stdout")
+        try:
+            self._wait_until(self.healthy, timeout, "waiting for NFS RPC", self.log_path)
+        except DaemonStartError:
+            self.stop()
+            raise
+        self.exports = exports
+
+    def healthy(self) -> bool:
+        """True if our Ganesha is alive and answers an RPC NULL call."""
+        return self.is_running() and nfs_null_ping(
+            probe_address(self.settings.bind_address), self.settings.port)
+
+    def apply(self, exports: list[NfsExport], timeout: float = 15.0) -> bool:
+        """Make the running Ganesha serve exactly ``exports``; True if the config changed.
+
+        Build -> render -> write if changed -> SIGHUP -> wait for Ganesha's "Reread exports
+        complete" -> check the log for errors of this reload -> health-check. On any
+        failure the previous config is written back and re-read, then the error is raised.
+        """
+        exports = list(exports)
+        text = self._render(exports)
+        with self._lock:
+            old = _read(self.conf_path)
+            if not write_if_changed(self.conf_path, text):
+                self.exports = exports
+                return False
+            if not self.is_running():
+                self.exports = exports
+                return True
+            try:
+                self._reload(timeout)
+            except ReloadError:
+                if old is not None:
+                    write_if_changed(self.conf_path, old)
+                    try:
+                        self._reload(timeout)
+                    except ReloadError:
+                        pass  # the first error is the one to report; it is raised below
+                raise
+            self.exports = exports
+            return True
+
+    def _render(self, exports: list[NfsExport]) -> str:
+        for export in exports:
+            if not os.path.isdir(export.path):
+                raise FilesystemMissing(
+                    f"export {export.pseudo!r}: path {export.path!r} does not exist "
+                    "(was its file system deleted?)")
+        return render_ganesha_conf(build_ganesha_config(self.settings, exports))
+
+    def _reload(self, timeout: float) -> None:
+        offset = _size(self.log_path)
+        self.signal(signal.SIGHUP)
+        deadline = time.monotonic() + timeout
+        new = ""
+        while _RELOAD_DONE not in new:
+            if time.monotonic() > deadline or not self.is_running():
+                raise ReloadError(f"ganesha.nfsd did not finish re-reading {self.conf_path} "
+                                  f"in {timeout:.0f}s; see {self.log_path}")
+            time.sleep(0.05)
+            new = _read_from(self.log_path, offset)
+        # config errors are logged just after "complete": wait until the log is quiet
+        size = -1
+        while size != _size(self.log_path):
+            size = _size(self.log_path)
+            time.sleep(0.15)
+        new = _read_from(self.log_path, offset)
+        errors = [line for line in new.splitlines() if any(t in line for t in _RELOAD_ERRORS)]
+        if errors:
+            raise ReloadError("ganesha.nfsd refused the new exports:\n" + "\n".join(errors))
+        if not self.healthy():
+            raise ReloadError(f"ganesha.nfsd does not answer after reload; see {self.log_path}")
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _read_from(path: str, offset: int) -> str:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read().decode("utf-8", "replace")
