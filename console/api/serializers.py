@@ -1,0 +1,67 @@
+from django.contrib.auth.models import Group, User
+from rest_framework import serializers
+
+from console.models import AuditEvent, Job
+from console.roles import ROLES, role_of
+
+
+class JobSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="job-detail")
+    user = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = Job
+        fields = [
+            "id", "url", "kind", "state", "progress", "message", "result", "error",
+            "target_type", "target_name", "cancel_requested", "user",
+            "created_at", "started_at", "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AuditEvent
+        fields = ["id", "time", "username", "method", "path", "action", "status_code",
+                  "result", "detail", "remote_addr"]
+        read_only_fields = fields
+
+
+class UserSerializer(serializers.ModelSerializer):
+    role = serializers.ChoiceField(choices=ROLES, default="viewer")
+    password = serializers.CharField(write_only=True, min_length=8, required=False)
+
+    class Meta:
+        model = User
+        fields = ["id", "username", "role", "password", "is_active", "date_joined"]
+        read_only_fields = ["id", "date_joined"]
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        data["role"] = role_of(instance)
+        return data
+
+    def validate(self, attrs):
+        if self.instance is None and not attrs.get("password"):
+            raise serializers.ValidationError({"password": "A new user needs a password."})
+        return attrs
+
+    def _apply(self, user, role, password):
+        if password:
+            user.set_password(password)
+        user.save()
+        if role:
+            user.is_superuser = user.is_staff = role == "admin"
+            user.save()
+            user.groups.set([Group.objects.get_or_create(name=role)[0]])
+        return user
+
+    def create(self, validated):
+        role, password = validated.pop("role", "viewer"), validated.pop("password", None)
+        return self._apply(User(**validated), role, password)
+
+    def update(self, instance, validated):
+        role, password = validated.pop("role", None), validated.pop("password", None)
+        for key, value in validated.items():
+            setattr(instance, key, value)
+        return self._apply(instance, role, password)

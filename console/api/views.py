@@ -1,0 +1,109 @@
+import socket
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import connection
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, viewsets
+from rest_framework.decorators import action, api_view, permission_classes
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+
+from console.api.serializers import AuditEventSerializer, JobSerializer, UserSerializer
+from console.jobs import cancel_job
+from console.models import AuditEvent, Job
+from console.roles import role_of
+
+
+class JobViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = Job.objects.select_related("user")
+    serializer_class = JobSerializer
+    filterset_fields = ["state", "kind", "target_type", "target_name"]
+
+    @extend_schema(request=None, responses=JobSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        job = cancel_job(self.get_object())
+        return Response(self.get_serializer(job).data)
+
+
+class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = AuditEvent.objects.all()
+    serializer_class = AuditEventSerializer
+    filterset_fields = ["username", "method", "result"]
+
+
+class UserViewSet(viewsets.ModelViewSet):
+    queryset = User.objects.prefetch_related("groups").order_by("id")
+    serializer_class = UserSerializer
+    lookup_field = "username"
+    admin_only = True
+
+
+class MeViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    """Who am I: username and role of the caller."""
+
+    serializer_class = UserSerializer
+
+    def list(self, request):
+        return Response({"username": request.user.get_username(), "role": role_of(request.user)})
+
+
+def _check_database() -> dict:
+    try:
+        with connection.cursor() as cur:
+            cur.execute("SELECT 1")
+        return {"state": "ok", "engine": connection.vendor}
+    except Exception as exc:
+        return {"state": "error", "detail": str(exc)}
+
+
+def _check_broker() -> dict:
+    from console.celery import app
+
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+        return {"state": "ok"}
+    except Exception as exc:
+        return {"state": "error", "detail": str(exc)}
+
+
+def _check_worker() -> dict:
+    from console.celery import app
+
+    try:
+        replies = app.control.ping(timeout=1.0)
+    except Exception as exc:
+        return {"state": "error", "detail": str(exc)}
+    if not replies:
+        return {"state": "error", "detail": "no Celery worker answered within 1 s"}
+    return {"state": "ok", "workers": sorted(name for r in replies for name in r)}
+
+
+@extend_schema(responses={200: dict})
+@api_view(["GET"])
+@permission_classes([AllowAny])
+def health(request):
+    """Component states: database, redis (broker), worker and each pool. No auth."""
+    from services.storage.health import pool_health
+
+    components = {
+        "database": _check_database(),
+        "redis": _check_broker(),
+    }
+    components["worker"] = (
+        _check_worker() if components["redis"]["state"] == "ok"
+        else {"state": "error", "detail": "broker unreachable"}
+    )
+    pools = pool_health() if components["database"]["state"] == "ok" else {}
+    healthy = all(c["state"] == "ok" for c in components.values()) and all(
+        p["state"] == "online" for p in pools.values()
+    )
+    return Response({
+        "status": "ok" if healthy else "degraded",
+        "host": socket.gethostname(),
+        "data_dir": str(settings.DATA_DIR),
+        "components": components,
+        "pools": pools,
+    })

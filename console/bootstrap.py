@@ -1,0 +1,70 @@
+"""First start and every start of `strata up`: roles, the admin user and its credentials
+file, the default pool, and pools brought back online after a restart."""
+import json
+import os
+import secrets
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth.models import Group, User
+from rest_framework.authtoken.models import Token
+
+from console.roles import ROLES
+
+
+def write_private_json(path: Path, data: dict) -> None:
+    """Write JSON atomically with mode 0600 (it holds secrets)."""
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=2)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def ensure_admin(api_url: str, console_url: str) -> Path:
+    """Create the admin user on first start; (re)write credentials.json with its secrets."""
+    for role in ROLES:
+        Group.objects.get_or_create(name=role)
+    path = settings.DATA_DIR / "credentials.json"
+    creds = json.loads(path.read_text()) if path.exists() else {}
+    user = User.objects.filter(username=creds.get("username") or "admin").first()
+    password = creds.get("password")
+    if user is None or not password or not user.check_password(password):
+        password = secrets.token_urlsafe(16)
+        user = user or User(username="admin")
+        user.is_superuser = user.is_staff = True
+        user.set_password(password)
+        user.save()
+        user.groups.set([Group.objects.get(name="admin")])
+    token, _ = Token.objects.get_or_create(user=user)
+    creds.update({"api_url": api_url, "console_url": console_url,
+                  "username": user.username, "password": password, "token": token.key})
+    write_private_json(path, creds)
+    return path
+
+
+def ensure_default_pool(size: str) -> str:
+    """Create the pool named `default` once (a user who deletes it keeps it deleted)."""
+    from services.storage import service
+    from services.storage.drivers import default_driver_kind
+
+    marker = settings.DATA_DIR / ".default-pool-created"
+    if marker.exists():
+        return "exists"
+    kind = default_driver_kind()
+    devices = [{"path": f"image:{size}", "fault_domain": "default"}] if kind == "local" else []
+    service.create_pool(name="default", driver=kind, devices=devices, redundancy="none",
+                        media="flash")
+    marker.write_text(kind + "\n")
+    return f"created ({kind})"
+
+
+def bring_pools_online() -> dict:
+    from services.storage import service
+    from services.storage.models import Pool
+
+    return {p.name: service.refresh_pool(p).state for p in Pool.objects.all()}

@@ -1,0 +1,60 @@
+"""Jobs with progress and the audit log."""
+from django.conf import settings
+from django.db import models
+
+
+class Job(models.Model):
+    """A long operation run by a Celery worker, with its progress and outcome."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+
+    kind = models.CharField(max_length=64)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    progress = models.FloatField(default=0.0)
+    message = models.CharField(max_length=500, blank=True, default="")
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    target_type = models.CharField(max_length=32, blank=True, default="")
+    target_name = models.CharField(max_length=128, blank=True, default="")
+    params = models.JSONField(default=dict, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self):
+        return f"job {self.pk} {self.kind} {self.state} {self.progress:.0f}%"
+
+    @property
+    def finished(self) -> bool:
+        return self.state in self.FINISHED
+
+
+class AuditEvent(models.Model):
+    """One mutating API call: who, what, when and the result."""
+
+    time = models.DateTimeField(auto_now_add=True, db_index=True)
+    username = models.CharField(max_length=150, blank=True, default="")
+    method = models.CharField(max_length=10)
+    path = models.CharField(max_length=500)
+    action = models.CharField(max_length=200)
+    status_code = models.PositiveSmallIntegerField()
+    result = models.CharField(max_length=16)  # ok | denied | error
+    detail = models.JSONField(default=dict, blank=True)
+    remote_addr = models.CharField(max_length=64, blank=True, default="")
+
+    class Meta:
+        ordering = ["-id"]

@@ -1,0 +1,176 @@
+"""Django settings for the Strata management plane.
+
+Everything comes from the environment so that `strata up` (embedded defaults: SQLite and a
+private redis-server in the data directory) and deployments (PostgreSQL, a shared Redis) use
+the same file:
+
+- STRATA_DATA_DIR: where state lives (default ./var)
+- STRATA_DATABASE_URL: postgres://user@host:port/name, or unset for SQLite in the data dir
+- STRATA_REDIS_URL: Celery broker; default a unix socket in the data dir (started by `strata up`)
+- STRATA_DATAPLANE: driver for new pools: auto | local | directory
+"""
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import urlparse
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(os.environ.get("STRATA_DATA_DIR", BASE_DIR / "var")).resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    if os.environ.get("STRATA_SECRET_KEY"):
+        return os.environ["STRATA_SECRET_KEY"]
+    path = DATA_DIR / "secret_key"
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(50))
+    return path.read_text().strip()
+
+
+def _database(url: str | None) -> dict:
+    if not url:
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": DATA_DIR / "strata.sqlite3",
+            # worker, beat and web server write concurrently: WAL and immediate transactions
+            # turn "database is locked" into short waits.
+            "OPTIONS": {
+                "timeout": 30,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    u = urlparse(url)
+    if u.scheme not in ("postgres", "postgresql"):
+        raise ValueError(f"STRATA_DATABASE_URL: unsupported scheme {u.scheme!r} (use postgres://)")
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": u.path.lstrip("/") or "strata",
+        "USER": u.username or "postgres",
+        "PASSWORD": u.password or "",
+        "HOST": u.hostname or "127.0.0.1",
+        "PORT": str(u.port or 5432),
+        "CONN_MAX_AGE": 0,
+    }
+
+
+SECRET_KEY = _secret_key()
+DEBUG = os.environ.get("STRATA_DEBUG") == "1"
+ALLOWED_HOSTS = ["*"]
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("STRATA_CSRF_ORIGINS", "").split(",") if o]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_celery_beat",
+    "console",
+    "services.storage",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "console.audit.AuditMiddleware",
+]
+
+ROOT_URLCONF = "console.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "console" / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+ASGI_APPLICATION = "console.asgi.application"
+WSGI_APPLICATION = "console.wsgi.application"
+
+DATABASES = {"default": _database(os.environ.get("STRATA_DATABASE_URL"))}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = DATA_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+LOGIN_URL = "/login/"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["console.roles.RolePermission"],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 100,
+    "EXCEPTION_HANDLER": "console.errors.exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Strata API",
+    "DESCRIPTION": "Unified storage appliance: pools, file systems, volumes, snapshots, jobs.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# Celery: broker only; results live on Job rows.
+CELERY_BROKER_URL = os.environ.get(
+    "STRATA_REDIS_URL", f"redis+socket://{DATA_DIR / 'run' / 'redis.sock'}"
+)
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_BEAT_SCHEDULE = {
+    "reconcile-storage": {"task": "storage.reconcile_all", "schedule": 60.0},
+}
+
+STRATA_DATAPLANE = os.environ.get("STRATA_DATAPLANE", "auto")
+# A job row is updated at most this often while it reports progress.
+STRATA_JOB_PROGRESS_INTERVAL = 0.5
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("STRATA_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

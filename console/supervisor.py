@@ -1,0 +1,155 @@
+"""`strata up`: run the whole appliance in the foreground.
+
+Starts, in order: a private redis-server on a unix socket in the data directory (unless
+STRATA_REDIS_URL points at one), database migrations and the bootstrap (admin user,
+credentials.json, default pool, pools mounted again), the web server (API and console), a
+Celery worker and Celery beat. Children run in their own sessions so that Ctrl-C reaches only
+this process, which then stops them in reverse order. If any child dies, everything stops.
+"""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STOP_TIMEOUT = 20.0
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list
+    log: Path
+    proc: subprocess.Popen | None = field(default=None, repr=False)
+
+
+class Supervisor:
+    def __init__(self, data_dir: Path, env: dict):
+        self.data_dir, self.env = data_dir, env
+        self.children: list[Child] = []
+        self.stopping = False
+
+    def start(self, name: str, argv: list) -> Child:
+        child = Child(name, argv, self.data_dir / "log" / f"{name}.log")
+        out = open(child.log, "ab")
+        child.proc = subprocess.Popen(argv, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, start_new_session=True,
+                                      cwd=self.data_dir)
+        out.close()
+        self.children.append(child)
+        return child
+
+    def run_once(self, name: str, argv: list) -> str:
+        done = subprocess.run(argv, env=self.env, capture_output=True, text=True,
+                              cwd=self.data_dir)
+        with open(self.data_dir / "log" / f"{name}.log", "a") as f:
+            f.write(done.stdout + done.stderr)
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-15:]
+            raise SystemExit(f"strata up: {name} failed:\n" + "\n".join(tail))
+        return done.stdout
+
+    def stop_all(self) -> None:
+        self.stopping = True
+        for child in reversed(self.children):
+            if child.proc and child.proc.poll() is None:
+                child.proc.send_signal(signal.SIGTERM)
+                try:
+                    child.proc.wait(STOP_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    print(f"strata: {child.name} did not stop in {STOP_TIMEOUT:.0f}s; killing",
+                          flush=True)
+                    child.proc.kill()
+                    child.proc.wait()
+
+    def watch(self) -> int:
+        while not self.stopping:
+            for child in self.children:
+                code = child.proc.poll()
+                if code is not None:
+                    print(f"strata: {child.name} exited with code {code}; see {child.log}",
+                          flush=True)
+                    return 1
+            time.sleep(0.5)
+        return 0
+
+
+def _wait_for_socket(path: Path, child: Child, timeout=10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            return
+        if child.proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise SystemExit(f"strata up: {child.name} did not start; see {child.log}")
+
+
+def _wait_for_http(url: str, child: Child, timeout=60.0) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if child.proc.poll() is not None:
+            break
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit(f"strata up: {child.name} did not answer at {url}; see {child.log}")
+
+
+def up(data_dir: str, host: str, port: int, default_pool_size: str) -> int:
+    data = Path(data_dir).resolve()
+    for sub in ("run", "log"):
+        (data / sub).mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, STRATA_DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="console.settings",
+               PYTHONUNBUFFERED="1")
+    py = sys.executable
+    sup = Supervisor(data, env)
+
+    def on_signal(signum, frame):
+        sup.stopping = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        if not env.get("STRATA_REDIS_URL"):
+            sock = data / "run" / "redis.sock"
+            sock.unlink(missing_ok=True)
+            redis = shutil.which("redis-server")
+            if not redis:
+                raise SystemExit("strata up: redis-server is not installed "
+                                 "(apt-get install redis-server), or set STRATA_REDIS_URL")
+            child = sup.start("redis", [
+                redis, "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
+                "--dir", str(data / "run"), "--appendonly", "yes", "--save", "",
+                "--daemonize", "no"])
+            _wait_for_socket(sock, child)
+        manage = [py, str(Path(__file__).resolve().parent.parent / "manage.py")]
+        sup.run_once("migrate", manage + ["migrate", "--noinput"])
+        shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        base = f"http://{shown}:{port}"
+        print(sup.run_once("bootstrap", manage + [
+            "strata_bootstrap", "--api-url", f"{base}/api/v1/", "--console-url", f"{base}/",
+            "--default-pool-size", default_pool_size]).strip(), flush=True)
+        web = sup.start("web", [py, "-m", "uvicorn", "console.asgi:application",
+                                "--host", host, "--port", str(port), "--lifespan", "off"])
+        sup.start("worker", [py, "-m", "celery", "-A", "console", "worker", "-l", "info",
+                             "--concurrency", "2", "-n", f"strata-{port}@%h"])
+        sup.start("beat", [py, "-m", "celery", "-A", "console", "beat", "-l", "info",
+                           "--schedule", str(data / "run" / "celerybeat-schedule"),
+                           "--pidfile", ""])
+        _wait_for_http(f"{base}/api/v1/health", web)
+        print(f"Strata is up.\n  console:     {base}/\n  API:         {base}/api/v1/\n"
+              f"  credentials: {data / 'credentials.json'}\n  logs:        {data / 'log'}\n"
+              "Press Ctrl-C to stop.", flush=True)
+        code = sup.watch()
+    finally:
+        sup.stop_all()
+    print("Strata stopped.", flush=True)
+    return code

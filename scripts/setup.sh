@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Set up everything Strata needs on Debian 12 (run as root): the Debian packages that are
+# missing, a venv in .venv and the Python packages of pyproject.toml. Idempotent and quick
+# when nothing changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  python3 python3-venv python3-dev build-essential pkg-config
+  btrfs-progs xfsprogs util-linux e2fsprogs
+  redis-server postgresql
+  nfs-ganesha nfs-ganesha-vfs samba smbclient dbus
+  tgt libiscsi-bin qemu-system-common qemu-utils libnbd-bin
+  chromium
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: missing Debian packages (${missing[*]}); run as root or install them" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Debian starts some daemons on install; Strata runs its own copies on its own ports.
+  for svc in nfs-ganesha smbd nmbd tgt; do
+    command -v systemctl >/dev/null && systemctl disable --now "$svc" >/dev/null 2>&1 || true
+  done
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.strata-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e '.[test]'
+  touch "$stamp"
+fi

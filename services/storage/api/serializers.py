@@ -1,0 +1,165 @@
+from rest_framework import serializers
+
+from services.storage.drivers import default_driver_kind
+from services.storage.models import FileSystem, Pool, Snapshot, Volume
+
+
+class DeviceField(serializers.Field):
+    """A device is "PATH" or {"path": PATH, "fault_domain": LABEL}; PATH may be image:SIZE."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str):
+            data = {"path": data}
+        if not isinstance(data, dict) or not isinstance(data.get("path"), str) or not data["path"]:
+            raise serializers.ValidationError(
+                'A device is a path string or {"path": ..., "fault_domain": ...}.')
+        return {"path": data["path"], "fault_domain": str(data.get("fault_domain") or "default")}
+
+    def to_representation(self, value):
+        return value
+
+
+class PoolSerializer(serializers.ModelSerializer):
+    devices = serializers.ListField(child=DeviceField(), required=False, default=list)
+    driver = serializers.ChoiceField(choices=["local", "directory"], required=False)
+
+    class Meta:
+        model = Pool
+        fields = ["id", "name", "driver", "devices", "redundancy", "media", "state", "error",
+                  "mountpoint", "size_bytes", "used_bytes", "free_bytes", "device_status",
+                  "features_off", "created_at", "updated_at"]
+        read_only_fields = ["state", "error", "mountpoint", "size_bytes", "used_bytes",
+                            "free_bytes", "device_status", "features_off",
+                            "created_at", "updated_at"]
+
+    def validate(self, attrs):
+        if self.instance is not None:
+            raise serializers.ValidationError("A pool's devices and layout cannot be changed.")
+        attrs.setdefault("driver", default_driver_kind())
+        devices = attrs.get("devices") or []
+        if attrs["driver"] == "directory":
+            if devices:
+                raise serializers.ValidationError(
+                    {"devices": "The directory driver takes no devices."})
+            return attrs
+        redundancy = attrs.get("redundancy", "none")
+        need = Pool.MIN_DEVICES[redundancy]
+        if len(devices) < need:
+            raise serializers.ValidationError({"devices": (
+                f"Redundancy {redundancy} needs at least {need} device(s); "
+                f"{len(devices)} given.")})
+        paths = [d["path"] for d in devices if not d["path"].startswith("image:")]
+        if len(paths) != len(set(paths)):
+            raise serializers.ValidationError({"devices": "A device is listed twice."})
+        for pool in Pool.objects.all():
+            used = {d["path"] for d in pool.devices} & set(paths)
+            if used:
+                raise serializers.ValidationError({"devices": (
+                    f"Device {sorted(used)[0]} is already in use by pool {pool.name}.")})
+        return attrs
+
+
+class FileSystemSerializer(serializers.ModelSerializer):
+    pool = serializers.SlugRelatedField(slug_field="name", queryset=Pool.objects.all(),
+                                        required=False)
+    origin = serializers.StringRelatedField(read_only=True)
+    quota_bytes = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+
+    class Meta:
+        model = FileSystem
+        fields = ["id", "name", "pool", "quota_bytes", "path", "used_bytes", "origin",
+                  "state", "error", "created_at", "updated_at"]
+        read_only_fields = ["path", "used_bytes", "origin", "state", "error",
+                            "created_at", "updated_at"]
+
+    def validate_pool(self, pool):
+        if self.instance is not None and pool != self.instance.pool:
+            raise serializers.ValidationError("A file system cannot move to another pool.")
+        return pool
+
+    def validate(self, attrs):
+        if self.instance is not None and attrs.get("name", self.instance.name) != self.instance.name:
+            raise serializers.ValidationError({"name": "A file system cannot be renamed."})
+        pool = attrs.get("pool") or (self.instance.pool if self.instance else _default_pool())
+        attrs["pool"] = pool
+        quota = attrs.get("quota_bytes")
+        if quota and pool.size_bytes and quota > pool.size_bytes:
+            raise serializers.ValidationError({"quota_bytes": (
+                f"Quota {quota} bytes is larger than pool {pool.name} "
+                f"({pool.size_bytes} bytes).")})
+        return attrs
+
+
+class VolumeSerializer(serializers.ModelSerializer):
+    pool = serializers.SlugRelatedField(slug_field="name", queryset=Pool.objects.all(),
+                                        required=False)
+    origin = serializers.StringRelatedField(read_only=True)
+    size_bytes = serializers.IntegerField(min_value=1)
+
+    class Meta:
+        model = Volume
+        fields = ["id", "name", "pool", "size_bytes", "thin", "path", "used_bytes", "origin",
+                  "state", "error", "created_at", "updated_at"]
+        read_only_fields = ["thin", "path", "used_bytes", "origin", "state", "error",
+                            "created_at", "updated_at"]
+
+    def validate(self, attrs):
+        if self.instance is not None:
+            raise serializers.ValidationError(
+                "Use the resize action to grow a volume; other fields cannot change.")
+        attrs["pool"] = attrs.get("pool") or _default_pool()
+        return attrs
+
+
+class ResizeSerializer(serializers.Serializer):
+    size_bytes = serializers.IntegerField(min_value=1)
+
+
+class SnapshotSerializer(serializers.ModelSerializer):
+    filesystem = serializers.SlugRelatedField(slug_field="name", required=False,
+                                              allow_null=True,
+                                              queryset=FileSystem.objects.all())
+    volume = serializers.SlugRelatedField(slug_field="name", required=False, allow_null=True,
+                                          queryset=Volume.objects.all())
+    clones = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Snapshot
+        fields = ["id", "name", "filesystem", "volume", "path", "state", "error", "clones",
+                  "created_at"]
+        read_only_fields = ["path", "state", "error", "created_at"]
+
+    def get_clones(self, snap) -> list[str]:
+        return [c.name for c in snap.clones()]
+
+    def validate(self, attrs):
+        if self.instance is not None:
+            raise serializers.ValidationError("Snapshots are read-only; delete and take anew.")
+        if bool(attrs.get("filesystem")) == bool(attrs.get("volume")):
+            raise serializers.ValidationError(
+                "Give exactly one of 'filesystem' or 'volume' to snapshot.")
+        source = attrs.get("filesystem") or attrs.get("volume")
+        if source.snapshots.filter(name=attrs["name"]).exists():
+            raise serializers.ValidationError(
+                {"name": f"{source.name} already has a snapshot named {attrs['name']}."})
+        return attrs
+
+
+class CloneSerializer(serializers.Serializer):
+    name = serializers.RegexField(r"^[a-z0-9][a-z0-9._-]{0,62}$", max_length=63)
+    size_bytes = serializers.IntegerField(min_value=1, required=False)
+    quota_bytes = serializers.IntegerField(min_value=1, required=False)
+
+    def validate_name(self, name):
+        snap = self.context["snapshot"]
+        model = FileSystem if snap.filesystem_id else Volume
+        if model.objects.filter(name=name).exists():
+            raise serializers.ValidationError(f"{name} already exists.")
+        return name
+
+
+def _default_pool() -> Pool:
+    pool = Pool.objects.filter(name="default").first()
+    if pool is None:
+        raise serializers.ValidationError({"pool": "No pool given and no pool named default."})
+    return pool

@@ -1,0 +1,115 @@
+from drf_spectacular.utils import extend_schema
+from rest_framework import status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from console.api.serializers import JobSerializer
+from console.jobs import start_job
+from services.storage import service, tasks
+from services.storage.api import serializers as s
+from services.storage.models import FileSystem, Pool, Snapshot, Volume
+
+
+def job_accepted(job, request) -> Response:
+    data = JobSerializer(job, context={"request": request}).data
+    return Response({"job": data["url"], "id": job.pk, **data}, status=status.HTTP_202_ACCEPTED,
+                    headers={"Location": data["url"]})
+
+
+class PoolViewSet(viewsets.ModelViewSet):
+    queryset = Pool.objects.all()
+    serializer_class = s.PoolSerializer
+    lookup_field = "name"
+    filterset_fields = ["media", "state", "driver"]
+    http_method_names = ["get", "post", "delete", "head", "options"]
+
+    def perform_create(self, serializer):
+        serializer.instance = service.create_pool(**serializer.validated_data)
+
+    def perform_destroy(self, pool):
+        service.delete_pool(pool)
+
+    def retrieve(self, request, *args, **kwargs):
+        pool = service.refresh_pool(self.get_object())
+        return Response(self.get_serializer(pool).data)
+
+    @extend_schema(request=None, responses={202: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def scrub(self, request, name=None):
+        pool = self.get_object()
+        job = start_job("scrub", tasks.scrub_pool, user=request.user,
+                        target=("pool", pool.name), params={"pool": pool.name})
+        return job_accepted(job, request)
+
+
+class FileSystemViewSet(viewsets.ModelViewSet):
+    queryset = FileSystem.objects.select_related("pool", "origin")
+    serializer_class = s.FileSystemSerializer
+    lookup_field = "name"
+    filterset_fields = ["pool__name", "state"]
+
+    def perform_create(self, serializer):
+        serializer.instance = service.create_filesystem(**serializer.validated_data)
+
+    def perform_update(self, serializer):
+        fs = serializer.instance
+        if "quota_bytes" in serializer.validated_data:
+            service.set_filesystem_quota(fs, serializer.validated_data["quota_bytes"])
+
+    def perform_destroy(self, fs):
+        service.delete_filesystem(fs)
+
+
+class VolumeViewSet(viewsets.ModelViewSet):
+    queryset = Volume.objects.select_related("pool", "origin")
+    serializer_class = s.VolumeSerializer
+    lookup_field = "name"
+    filterset_fields = ["pool__name", "state"]
+    http_method_names = ["get", "post", "delete", "head", "options"]
+
+    def perform_create(self, serializer):
+        serializer.instance = service.create_volume(**serializer.validated_data)
+
+    def perform_destroy(self, vol):
+        service.delete_volume(vol)
+
+    @extend_schema(request=s.ResizeSerializer, responses=s.VolumeSerializer)
+    @action(detail=True, methods=["post"])
+    def resize(self, request, name=None):
+        vol = self.get_object()
+        body = s.ResizeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        vol = service.resize_volume(vol, body.validated_data["size_bytes"])
+        return Response(self.get_serializer(vol).data)
+
+
+class SnapshotViewSet(viewsets.ModelViewSet):
+    queryset = Snapshot.objects.select_related("filesystem__pool", "volume__pool")
+    serializer_class = s.SnapshotSerializer
+    filterset_fields = {"filesystem__name": ["exact"], "volume__name": ["exact"]}
+    http_method_names = ["get", "post", "delete", "head", "options"]
+
+    def get_queryset(self):
+        qs = super().get_queryset()
+        params = self.request.query_params
+        if params.get("filesystem"):
+            qs = qs.filter(filesystem__name=params["filesystem"])
+        if params.get("volume"):
+            qs = qs.filter(volume__name=params["volume"])
+        return qs
+
+    def perform_create(self, serializer):
+        serializer.instance = service.create_snapshot(**serializer.validated_data)
+
+    def perform_destroy(self, snap):
+        service.delete_snapshot(snap)
+
+    @extend_schema(request=s.CloneSerializer, responses={201: dict})
+    @action(detail=True, methods=["post"])
+    def clone(self, request, pk=None):
+        snap = self.get_object()
+        body = s.CloneSerializer(data=request.data, context={"snapshot": snap})
+        body.is_valid(raise_exception=True)
+        obj = service.clone_snapshot(snap, **body.validated_data)
+        ser = s.FileSystemSerializer if snap.filesystem_id else s.VolumeSerializer
+        return Response(ser(obj).data, status=status.HTTP_201_CREATED)

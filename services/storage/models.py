@@ -1,0 +1,156 @@
+"""Desired state of the dataplane: pools, file systems, volumes and snapshots.
+
+Rows hold what the user asked for; `services.storage.service` makes the dataplane match and
+records what it found (`state`, `error`, usage) back on the row.
+"""
+from django.core.validators import RegexValidator
+from django.db import models
+
+NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,62}$"
+name_validator = RegexValidator(
+    NAME_RE,
+    "Names are 1-63 characters: lower-case letters, digits, '.', '_' and '-', "
+    "starting with a letter or digit.",
+)
+
+
+def NameField(**kwargs):
+    return models.CharField(max_length=63, validators=[name_validator], **kwargs)
+
+
+class State(models.TextChoices):
+    ONLINE = "online"
+    DEGRADED = "degraded"
+    OFFLINE = "offline"
+    ERROR = "error"
+
+
+class Pool(models.Model):
+    """Devices of one media class grouped with a redundancy profile (a btrfs file system)."""
+
+    class Redundancy(models.TextChoices):
+        NONE = "none"
+        MIRROR = "mirror"
+        MIRROR3 = "mirror3"
+        RAID10 = "raid10"
+
+    class Media(models.TextChoices):
+        FLASH = "flash"
+        CAPACITY = "capacity"
+
+    MIN_DEVICES = {"none": 1, "mirror": 2, "mirror3": 3, "raid10": 4}
+
+    name = NameField(unique=True)
+    driver = models.CharField(max_length=16)
+    devices = models.JSONField(default=list, blank=True)  # [{"path", "fault_domain"}]
+    redundancy = models.CharField(max_length=8, choices=Redundancy.choices, default="none")
+    media = models.CharField(max_length=8, choices=Media.choices, default="flash")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.ONLINE)
+    error = models.TextField(blank=True, default="")
+    mountpoint = models.CharField(max_length=500, blank=True, default="")
+    size_bytes = models.BigIntegerField(default=0)
+    used_bytes = models.BigIntegerField(default=0)
+    free_bytes = models.BigIntegerField(default=0)
+    device_status = models.JSONField(default=list, blank=True)
+    features_off = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class FileSystem(models.Model):
+    """A directory tree with a quota (a btrfs subvolume on the local driver)."""
+
+    name = NameField(unique=True)
+    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="filesystems")
+    quota_bytes = models.BigIntegerField(null=True, blank=True)
+    path = models.CharField(max_length=500, blank=True, default="")
+    used_bytes = models.BigIntegerField(default=0)
+    origin = models.ForeignKey(
+        "Snapshot", null=True, blank=True, on_delete=models.PROTECT, related_name="fs_clones"
+    )
+    state = models.CharField(max_length=16, choices=State.choices, default=State.ONLINE)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class Volume(models.Model):
+    """A thin block volume (a sparse file on the local driver)."""
+
+    name = NameField(unique=True)
+    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="volumes")
+    size_bytes = models.BigIntegerField()
+    thin = models.BooleanField(default=True)
+    path = models.CharField(max_length=500, blank=True, default="")
+    used_bytes = models.BigIntegerField(default=0)
+    origin = models.ForeignKey(
+        "Snapshot", null=True, blank=True, on_delete=models.PROTECT, related_name="volume_clones"
+    )
+    state = models.CharField(max_length=16, choices=State.choices, default=State.ONLINE)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class Snapshot(models.Model):
+    """A read-only point-in-time copy of a file system or a volume."""
+
+    name = NameField()
+    filesystem = models.ForeignKey(
+        FileSystem, null=True, blank=True, on_delete=models.CASCADE, related_name="snapshots"
+    )
+    volume = models.ForeignKey(
+        Volume, null=True, blank=True, on_delete=models.CASCADE, related_name="snapshots"
+    )
+    path = models.CharField(max_length=500, blank=True, default="")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.ONLINE)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["filesystem", "name"], name="uniq_fs_snapshot"),
+            models.UniqueConstraint(fields=["volume", "name"], name="uniq_volume_snapshot"),
+            models.CheckConstraint(
+                condition=models.Q(filesystem__isnull=False, volume__isnull=True)
+                | models.Q(filesystem__isnull=True, volume__isnull=False),
+                name="snapshot_of_one_source",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.source.name}@{self.name}"
+
+    @property
+    def kind(self) -> str:
+        return "filesystem" if self.filesystem_id else "volume"
+
+    @property
+    def source(self):
+        return self.filesystem or self.volume
+
+    @property
+    def pool(self) -> Pool:
+        return self.source.pool
+
+    def clones(self) -> list:
+        return list(self.fs_clones.all()) + list(self.volume_clones.all())

@@ -1,0 +1,222 @@
+"""Make the dataplane match the rows, and record what it reports back on them.
+
+Every change goes through here: the row and the dataplane change inside one database
+transaction, so a dataplane error rolls the row back and nothing changes; the periodic
+reconcile brings pools back after a restart and records usage, health and drift.
+"""
+import logging
+
+from django.db import transaction
+
+from console.errors import Conflict
+from dataplane.driver import DeviceSpec
+from dataplane.errors import DataplaneError, NotFound
+from services.storage.drivers import driver_for
+from services.storage.models import FileSystem, Pool, Snapshot, State, Volume
+
+log = logging.getLogger(__name__)
+
+
+def _apply_pool_info(pool: Pool, info) -> None:
+    pool.mountpoint = info.mountpoint
+    pool.size_bytes, pool.used_bytes, pool.free_bytes = (
+        info.size_bytes, info.used_bytes, info.free_bytes)
+    pool.device_status = [
+        {"path": d.path, "backing": d.backing, "fault_domain": d.fault_domain,
+         "size_bytes": d.size_bytes, "state": d.state, "errors": d.errors}
+        for d in info.devices
+    ]
+    pool.features_off = info.features_off
+    pool.state = info.health if info.health in State.values else State.ERROR
+    pool.error = ""
+
+
+# -- pools ---------------------------------------------------------------------------------
+
+def create_pool(*, name, driver, devices, redundancy, media) -> Pool:
+    specs = [DeviceSpec(path=d["path"], fault_domain=d.get("fault_domain", "default"))
+             for d in devices]
+    with transaction.atomic():
+        pool = Pool.objects.create(name=name, driver=driver, devices=devices,
+                                   redundancy=redundancy, media=media)
+        info = driver_for(driver).create_pool(name, specs, redundancy=redundancy, media=media)
+        _apply_pool_info(pool, info)
+        pool.save()
+    return pool
+
+
+def delete_pool(pool: Pool) -> None:
+    held = [f"file system {n}" for n in pool.filesystems.values_list("name", flat=True)]
+    held += [f"volume {n}" for n in pool.volumes.values_list("name", flat=True)]
+    if held:
+        raise Conflict(f"Pool {pool.name} still holds {', '.join(held)}; delete them first.")
+    with transaction.atomic():
+        pool.delete()
+        try:
+            driver_for(pool.driver).destroy_pool(pool.name)
+        except NotFound:
+            pass  # already gone from the dataplane: the row was all that was left
+
+
+def refresh_pool(pool: Pool) -> Pool:
+    """Bring a pool online if it is not (after a restart), then record usage and health."""
+    drv = driver_for(pool.driver)
+    try:
+        try:
+            info = drv.pool_info(pool.name)
+            if info.health == "offline":
+                info = drv.activate_pool(pool.name)
+        except NotFound:
+            info = drv.activate_pool(pool.name)
+        _apply_pool_info(pool, info)
+    except DataplaneError as exc:
+        pool.state, pool.error = State.ERROR, str(exc)
+    pool.save()
+    return pool
+
+
+# -- file systems --------------------------------------------------------------------------
+
+def create_filesystem(*, name, pool: Pool, quota_bytes=None, origin: Snapshot | None = None):
+    drv = driver_for(pool.driver)
+    with transaction.atomic():
+        fs = FileSystem.objects.create(name=name, pool=pool, quota_bytes=quota_bytes,
+                                       origin=origin)
+        if origin is None:
+            info = drv.create_filesystem(pool.name, name, quota_bytes)
+        else:
+            info = drv.clone_snapshot(pool.name, "filesystem", origin.filesystem.name,
+                                      origin.name, name)
+            if quota_bytes is not None:
+                drv.set_filesystem_quota(pool.name, name, quota_bytes)
+        fs.path, fs.used_bytes = info.path, info.used_bytes
+        fs.save()
+    return fs
+
+
+def set_filesystem_quota(fs: FileSystem, quota_bytes) -> FileSystem:
+    with transaction.atomic():
+        fs.quota_bytes = quota_bytes
+        fs.save()
+        driver_for(fs.pool.driver).set_filesystem_quota(fs.pool.name, fs.name, quota_bytes)
+    return fs
+
+
+def _refuse_if_cloned(snapshots) -> None:
+    cloned = [f"{s.name} (cloned to {', '.join(c.name for c in s.clones())})"
+              for s in snapshots if s.clones()]
+    if cloned:
+        raise Conflict("Snapshot " + "; ".join(cloned)
+                       + " has clones that depend on it; delete or promote the clones first.")
+
+
+def delete_filesystem(fs: FileSystem) -> None:
+    _refuse_if_cloned(fs.snapshots.all())
+    with transaction.atomic():
+        fs.delete()
+        try:
+            driver_for(fs.pool.driver).delete_filesystem(fs.pool.name, fs.name)
+        except NotFound:
+            pass
+
+
+# -- volumes -------------------------------------------------------------------------------
+
+def create_volume(*, name, pool: Pool, size_bytes, origin: Snapshot | None = None) -> Volume:
+    drv = driver_for(pool.driver)
+    with transaction.atomic():
+        vol = Volume.objects.create(name=name, pool=pool, size_bytes=size_bytes or 0,
+                                    origin=origin)
+        if origin is None:
+            info = drv.create_volume(pool.name, name, size_bytes)
+        else:
+            info = drv.clone_snapshot(pool.name, "volume", origin.volume.name, origin.name, name)
+            if size_bytes and size_bytes > info.size_bytes:
+                info = drv.resize_volume(pool.name, name, size_bytes) or drv.volume_info(
+                    pool.name, name)
+        vol.path, vol.size_bytes, vol.used_bytes = info.path, info.size_bytes, info.used_bytes
+        vol.save()
+    return vol
+
+
+def resize_volume(vol: Volume, size_bytes: int) -> Volume:
+    drv = driver_for(vol.pool.driver)
+    with transaction.atomic():
+        drv.resize_volume(vol.pool.name, vol.name, size_bytes)
+        info = drv.volume_info(vol.pool.name, vol.name)
+        vol.size_bytes, vol.used_bytes = info.size_bytes, info.used_bytes
+        vol.save()
+    return vol
+
+
+def delete_volume(vol: Volume) -> None:
+    _refuse_if_cloned(vol.snapshots.all())
+    with transaction.atomic():
+        vol.delete()
+        try:
+            driver_for(vol.pool.driver).delete_volume(vol.pool.name, vol.name)
+        except NotFound:
+            pass
+
+
+# -- snapshots -----------------------------------------------------------------------------
+
+def create_snapshot(*, name, filesystem=None, volume=None) -> Snapshot:
+    source = filesystem or volume
+    kind = "filesystem" if filesystem else "volume"
+    with transaction.atomic():
+        snap = Snapshot.objects.create(name=name, filesystem=filesystem, volume=volume)
+        info = driver_for(source.pool.driver).create_snapshot(
+            source.pool.name, kind, source.name, name)
+        snap.path = info.path
+        snap.save()
+    return snap
+
+
+def delete_snapshot(snap: Snapshot) -> None:
+    _refuse_if_cloned([snap])
+    source = snap.source
+    with transaction.atomic():
+        snap.delete()
+        try:
+            driver_for(source.pool.driver).delete_snapshot(
+                source.pool.name, snap.kind, source.name, snap.name)
+        except NotFound:
+            pass
+
+
+def clone_snapshot(snap: Snapshot, *, name, size_bytes=None, quota_bytes=None):
+    if snap.filesystem_id:
+        return create_filesystem(name=name, pool=snap.pool, quota_bytes=quota_bytes, origin=snap)
+    return create_volume(name=name, pool=snap.pool, size_bytes=size_bytes, origin=snap)
+
+
+# -- periodic reconcile --------------------------------------------------------------------
+
+def reconcile_all() -> dict:
+    """Activate pools, record usage and health, mark what went missing from the dataplane."""
+    summary = {"pools": {}, "missing": []}
+    for pool in Pool.objects.all():
+        refresh_pool(pool)
+        summary["pools"][pool.name] = pool.state
+        if pool.state == State.ERROR:
+            continue
+        drv = driver_for(pool.driver)
+        for fs in pool.filesystems.all():
+            _refresh(fs, lambda: drv.filesystem_info(pool.name, fs.name), summary)
+        for vol in pool.volumes.all():
+            _refresh(vol, lambda: drv.volume_info(pool.name, vol.name), summary)
+    return summary
+
+
+def _refresh(obj, info_fn, summary) -> None:
+    try:
+        info = info_fn()
+    except NotFound:
+        obj.state, obj.error = State.ERROR, "missing from the dataplane"
+        summary["missing"].append(obj.name)
+    except DataplaneError as exc:
+        obj.state, obj.error = State.ERROR, str(exc)
+    else:
+        obj.state, obj.error, obj.used_bytes = State.ONLINE, "", info.used_bytes
+    obj.save(update_fields=["state", "error", "used_bytes", "updated_at"])

@@ -1,0 +1,24 @@
+"""Celery tasks of the storage service."""
+from celery import shared_task
+
+from console.jobs import job_task
+from services.storage import service
+from services.storage.drivers import driver_for
+from services.storage.models import Pool
+
+
+@job_task("storage.scrub_pool")
+def scrub_pool(ctx, pool: str):
+    """Read and verify every block of a pool; repair from redundancy where it can."""
+    row = Pool.objects.get(name=pool)
+    ctx.progress(0, f"scrubbing {pool}")
+    result = driver_for(row.driver).scrub_pool(
+        pool, progress=ctx.progress, should_cancel=ctx.should_cancel)
+    return {"bytes_scrubbed": result.bytes_scrubbed,
+            "errors_corrected": result.errors_corrected,
+            "errors_uncorrectable": result.errors_uncorrectable}
+
+
+@shared_task(name="storage.reconcile_all")
+def reconcile_all():
+    return service.reconcile_all()

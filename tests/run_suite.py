@@ -1,0 +1,103 @@
+"""Run the whole test suite: clear leftovers of a crashed earlier run, find or start
+PostgreSQL and Redis, then run pytest. Called by `make test`.
+
+PostgreSQL and Redis at 127.0.0.1 are used when they answer (as in CI); otherwise a private
+PostgreSQL cluster and redis-server are started in a temporary directory and stopped after.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def answers(port: int, host="127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, what: str, timeout=30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if answers(port):
+            return
+        time.sleep(0.2)
+    raise SystemExit(f"run_suite: {what} did not start on port {port}")
+
+
+def start_postgres(tmp: Path, procs: list) -> str:
+    bindirs = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
+    if not bindirs:
+        raise SystemExit("run_suite: no PostgreSQL at 127.0.0.1:5432 and none installed "
+                         "(apt-get install postgresql)")
+    bindir, port = bindirs[-1], free_port()
+    pgdata = tmp / "pgdata"
+    pgdata.mkdir()
+    shutil.chown(tmp, "postgres")
+    shutil.chown(pgdata, "postgres")
+    as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    subprocess.run(as_pg + [str(bindir / "initdb"), "-D", str(pgdata), "-A", "trust",
+                            "-U", "postgres"], check=True, stdout=subprocess.DEVNULL)
+    procs.append(subprocess.Popen(as_pg + [
+        str(bindir / "postgres"), "-D", str(pgdata), "-p", str(port), "-k", str(tmp),
+        "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    wait_port(port, "PostgreSQL")
+    return f"postgres://postgres@127.0.0.1:{port}/postgres"
+
+
+def start_redis(tmp: Path, procs: list) -> str:
+    port = free_port()
+    procs.append(subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                                   "--save", "", "--dir", str(tmp)],
+                                  stdout=subprocess.DEVNULL))
+    wait_port(port, "redis-server")
+    return f"redis://127.0.0.1:{port}/0"
+
+
+def main(argv: list) -> int:
+    subprocess.run([sys.executable, str(ROOT / "tests" / "cleanup_leftovers.py")], check=False)
+    tmp = Path(tempfile.mkdtemp(prefix="strata-test-suite-"))
+    procs: list = []
+    env = dict(os.environ)
+    try:
+        if "STRATA_DATABASE_URL" not in env:
+            env["STRATA_DATABASE_URL"] = (
+                "postgres://postgres@127.0.0.1:5432/test" if answers(5432)
+                else start_postgres(tmp, procs))
+        if "STRATA_REDIS_URL" not in env:
+            env["STRATA_REDIS_URL"] = ("redis://127.0.0.1:6379/13" if answers(6379)
+                                       else start_redis(tmp, procs))
+        env["STRATA_DATA_DIR"] = str(tmp / "data")
+        print(f"run_suite: database {env['STRATA_DATABASE_URL']}, "
+              f"redis {env['STRATA_REDIS_URL']}", flush=True)
+        out = ROOT / "test-output"
+        out.mkdir(exist_ok=True)
+        cmd = [sys.executable, "-m", "pytest", f"--junitxml={out / 'junit.xml'}", *argv]
+        return subprocess.run(cmd, cwd=ROOT, env=env).returncode
+    finally:
+        for p in procs:
+            p.terminate()
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
