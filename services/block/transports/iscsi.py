@@ -1,0 +1,421 @@
+"""iSCSI exports through tgtd (Debian `tgt`), reconciled with `tgtadm`.
+
+One target per host group (IQN ``<iqn_base>:<group>``), one LUN per exported volume
+(backing store ``rdwr`` on the volume file), initiator ACLs by IQN and by address, CHAP
+accounts for the group's hosts (incoming) and an optional mutual-CHAP account (outgoing).
+
+The desired state (exports and host groups) is recorded in ``<state_dir>/iscsi.json``;
+every change computes a :class:`Plan` — add/update/remove sets against what
+``tgtadm --op show`` reports — and applies it. tgtd keeps nothing across restarts, so
+``start()`` simply reconciles again.
+
+tgtd reads a backing file's size only when it opens it; :meth:`TgtdTarget.resize`
+re-opens the file in place (``online=0``, ``path=<same>``, ``online=1``), so an initiator
+sees the new capacity on its next READ CAPACITY without losing the target or the LUN.
+
+tgtd ignores SIGTERM: :meth:`stop` deletes the targets and then the system with
+``tgtadm --op delete --mode system``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .base import (DaemonError, ExportExists, ExportNotFound, HostGroup, Host, InvalidExport,
+                   QosLimits, Supervised, Transport, check_export_id, check_volume_file,
+                   volume_size, wait_for_port)
+from .tgtadm import LiveTarget, Tgtadm
+
+DEFAULT_IQN_BASE = "iqn.2026-01.io.strata"
+OPEN_GROUP = "any"           # target name for exports without a host group (ACL ALL)
+
+
+def pick_control_port() -> int:
+    """A tgtd control-socket number (-C, at most 32767) that no tgtd here is using."""
+    for _ in range(100):
+        n = random.randint(1000, 32000)
+        if not os.path.exists(f"/var/run/tgtd/socket.{n}"):
+            return n
+    return random.randint(1000, 32000)
+
+
+@dataclass
+class LunSpec:
+    """A desired LUN: number, backing file, read-only flag."""
+
+    lun: int
+    path: str
+    read_only: bool = False
+
+
+@dataclass
+class TargetSpec:
+    """A desired target. ``allow_all`` binds the ACL ``ALL`` (no initiator filtering)."""
+
+    iqn: str
+    luns: list[LunSpec] = field(default_factory=list)
+    initiator_names: list[str] = field(default_factory=list)
+    initiator_addresses: list[str] = field(default_factory=list)
+    allow_all: bool = False
+    chap: dict[str, str] = field(default_factory=dict)          # incoming user -> secret
+    mutual_chap: tuple[str, str] | None = None                   # outgoing (user, secret)
+
+
+@dataclass
+class Plan:
+    """What reconcile will do, as readable add/update/remove lines plus the tgtadm calls."""
+
+    add: list[str] = field(default_factory=list)
+    update: list[str] = field(default_factory=list)
+    remove: list[str] = field(default_factory=list)
+    steps: list[tuple[str, ...]] = field(default_factory=list)
+
+    def empty(self) -> bool:
+        return not self.steps
+
+
+class TgtdTarget(Transport):
+    """Supervise one tgtd and keep its targets equal to the recorded exports."""
+
+    protocols = ("iscsi",)
+
+    def __init__(self, state_dir: str | Path, *, portal_host: str = "127.0.0.1",
+                 portal_port: int = 3260, control_port: int | None = None,
+                 iqn_base: str = DEFAULT_IQN_BASE):
+        self.state_dir = Path(state_dir)
+        self.portal_host = portal_host
+        self.portal_port = portal_port
+        self.control_port = control_port or pick_control_port()
+        self.iqn_base = iqn_base
+        self.tgtadm = Tgtadm(self.control_port)
+        self.record_path = self.state_dir / "iscsi.json"
+        self._proc: Supervised | None = None
+        self._secrets: dict[str, str] = {}      # CHAP secrets tgtd currently holds
+        rec = self._load_record()
+        self._exports: dict[str, dict] = rec.get("exports", {})
+        self._groups: dict[str, dict] = rec.get("groups", {})
+
+    # ---------------------------------------------------------------- daemon lifecycle
+    def start(self) -> None:
+        """Start tgtd in the foreground on the portal, wait until it answers, reconcile."""
+        if self._proc is not None and self._proc.running():
+            return
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        argv = ["tgtd", "-f", "-C", str(self.control_port),
+                "--iscsi", f"portal={self.portal_host}:{self.portal_port}"]
+        self._proc = Supervised(argv, self.state_dir / "tgtd.log", "tgtd")
+        self._proc.start()
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.tgtadm.run("--op", "show", "--mode", "sys")
+                break
+            except DaemonError:
+                if not self._proc.running() or time.monotonic() > deadline:
+                    tail = self._proc.log_tail()
+                    self._proc.kill()
+                    raise DaemonError(f"tgtd did not start (control port "
+                                      f"{self.control_port}): {tail}") from None
+                time.sleep(0.05)
+        if not wait_for_port(self.portal_host, self.portal_port, 5):
+            self.stop()
+            raise DaemonError(f"tgtd is not listening on {self.portal_host}:{self.portal_port}")
+        self._secrets = {}
+        self.reconcile()
+
+    def stop(self) -> None:
+        """Delete every target (forcing sessions off) and the system; SIGKILL the PID if stuck."""
+        if self._proc is None:
+            return
+        if self._proc.running():
+            try:
+                for t in self.tgtadm.show_targets().values():
+                    self.tgtadm.run("--op", "delete", "--mode", "target", "--tid", str(t.tid),
+                                    "--force")
+                self.tgtadm.run("--op", "delete", "--mode", "system")
+            except DaemonError:
+                pass
+            if not self._proc.wait_exit(5.0):
+                self._proc.kill(grace=0.5)
+        self._proc = None
+
+    def health(self) -> dict:
+        """Running state, PID, number of LUNs live versus recorded."""
+        running = self._proc is not None and self._proc.running()
+        detail, luns = ("running" if running else "not running"), 0
+        if running:
+            try:
+                live = self.tgtadm.show_targets()
+                luns = sum(len(t.luns) for t in live.values())
+                if not self.plan(live).empty():
+                    detail = "live state differs from the recorded exports; reconcile"
+            except DaemonError as exc:
+                running, detail = False, str(exc)
+        return {"running": running, "pid": self._proc.pid if self._proc else None,
+                "exports": luns, "detail": detail,
+                "portal": f"{self.portal_host}:{self.portal_port}"}
+
+    # ---------------------------------------------------------------- the plane's API
+    def set_host_group(self, group: HostGroup) -> Plan:
+        """Record a host group's hosts and CHAP settings and apply them to its target."""
+        self._groups[group.name] = asdict(group)
+        self._save_record()
+        return self.reconcile()
+
+    def remove_host_group(self, name: str) -> Plan:
+        """Forget a host group; refused while exports still use it."""
+        users = [e for e, r in self._exports.items() if r["group"] == name]
+        if users:
+            raise InvalidExport(f"host group {name} still has exports: {', '.join(users)}")
+        self._groups.pop(name, None)
+        self._save_record()
+        return self.reconcile()
+
+    def export(self, export_id: str, volume_path: str, *, protocol: str | None = "iscsi",
+               read_only: bool = False, host_group: HostGroup | None = None,
+               qos: QosLimits | None = None) -> dict:
+        """Add the volume as the next free LUN of its host group's target.
+
+        Without a host group the LUN goes to the open target (ACL ALL).
+        """
+        check_export_id(export_id)
+        if protocol not in (None, "iscsi"):
+            raise InvalidExport(f"tgtd serves iscsi, not {protocol}")
+        if qos is not None and any(asdict(qos).values()):
+            raise InvalidExport("tgtd has no per-LUN QoS; export over nbd/vhost-user-blk "
+                                "(qemu-storage-daemon) or nvmf (spdk driver) to limit I/O")
+        path = str(check_volume_file(volume_path))
+        group = host_group.name if host_group else OPEN_GROUP
+        if export_id in self._exports:
+            old = self._exports[export_id]
+            if (old["path"], old["read_only"], old["group"]) != (path, bool(read_only), group):
+                raise ExportExists(f"export {export_id} already exists for {old['path']}; "
+                                   f"unexport it first")
+            return self.connection_info(export_id)
+        if host_group is not None:
+            self._groups[group] = asdict(host_group)
+        used = {r["lun"] for r in self._exports.values() if r["group"] == group}
+        lun = next(n for n in range(1, 256) if n not in used)
+        self._exports[export_id] = {"path": path, "read_only": bool(read_only),
+                                    "group": group, "lun": lun}
+        try:
+            self.reconcile()
+        except Exception:
+            del self._exports[export_id]
+            self.reconcile()
+            raise
+        self._save_record()
+        return self.connection_info(export_id)
+
+    def unexport(self, export_id: str) -> None:
+        """Remove the LUN (and the target when it was the group's last LUN)."""
+        if export_id not in self._exports:
+            raise ExportNotFound(f"no iSCSI export {export_id}")
+        del self._exports[export_id]
+        self._save_record()
+        self.reconcile()
+
+    def resize(self, export_id: str) -> int:
+        """Re-open the LUN's backing file so tgtd reports its new size; return the size."""
+        rec = self._get(export_id)
+        live = self.tgtadm.show_targets().get(self.target_iqn(rec["group"]))
+        if live is None or rec["lun"] not in live.luns:
+            raise DaemonError(f"export {export_id} is not live in tgtd; reconcile first")
+        self._refresh_lun(live.tid, rec["lun"], rec["path"])
+        return volume_size(rec["path"])
+
+    def connection_info(self, export_id: str) -> dict:
+        """{"protocol": "iscsi", "target_iqn", "portal", "lun"} (no secrets)."""
+        rec = self._get(export_id)
+        return {"protocol": "iscsi", "export_id": export_id,
+                "target_iqn": self.target_iqn(rec["group"]),
+                "portal": f"{self.portal_host}:{self.portal_port}", "lun": rec["lun"],
+                "read_only": rec["read_only"]}
+
+    def list_exports(self) -> list[str]:
+        return sorted(self._exports)
+
+    def target_iqn(self, group: str) -> str:
+        """The IQN of a host group's target."""
+        return f"{self.iqn_base}:{group}"
+
+    # ---------------------------------------------------------------- reconcile
+    def desired_targets(self) -> dict[str, TargetSpec]:
+        """Build the desired targets from the recorded exports and host groups."""
+        targets: dict[str, TargetSpec] = {}
+        for rec in self._exports.values():
+            iqn = self.target_iqn(rec["group"])
+            spec = targets.get(iqn)
+            if spec is None:
+                spec = targets[iqn] = self._target_for_group(iqn, rec["group"])
+            spec.luns.append(LunSpec(rec["lun"], rec["path"], rec["read_only"]))
+        return targets
+
+    def _target_for_group(self, iqn: str, group_name: str) -> TargetSpec:
+        if group_name == OPEN_GROUP and group_name not in self._groups:
+            return TargetSpec(iqn, allow_all=True)
+        g = self._groups.get(group_name)
+        if g is None:
+            raise InvalidExport(f"host group {group_name} is not known; set_host_group first")
+        hosts = [Host(**h) for h in g["hosts"]]
+        spec = TargetSpec(iqn, initiator_names=sorted({h.iqn for h in hosts if h.iqn}),
+                          initiator_addresses=sorted({h.address for h in hosts if h.address}))
+        for h in hosts:
+            if h.chap_user:
+                if not h.chap_secret or not 12 <= len(h.chap_secret) <= 16:
+                    raise InvalidExport(f"host {h.name}: the CHAP secret must be 12 to 16 "
+                                        f"characters (iSCSI initiators reject others)")
+                if spec.chap.get(h.chap_user, h.chap_secret) != h.chap_secret:
+                    raise InvalidExport(f"CHAP user {h.chap_user} has two different secrets")
+                spec.chap[h.chap_user] = h.chap_secret
+        if g.get("mutual_chap_user"):
+            spec.mutual_chap = (g["mutual_chap_user"], g.get("mutual_chap_secret") or "")
+        return spec
+
+    def plan(self, live: dict[str, LiveTarget] | None = None) -> Plan:
+        """Compare desired and live state; return the add/update/remove plan (not applied)."""
+        desired = self.desired_targets()
+        live = self.tgtadm.show_targets() if live is None else live
+        accounts = self.tgtadm.show_accounts()
+        p = Plan()
+        # CHAP accounts are global in tgtd: one secret per user name
+        want_accounts: dict[str, str] = {}
+        for t in desired.values():
+            pairs = list(t.chap.items()) + ([t.mutual_chap] if t.mutual_chap else [])
+            for user, secret in pairs:
+                if want_accounts.setdefault(user, secret) != secret:
+                    raise InvalidExport(f"CHAP user {user} is used with two different secrets")
+        for iqn, lt in live.items():
+            if iqn not in desired:
+                p.remove.append(f"target {iqn}")
+                p.steps.append(("--op", "delete", "--mode", "target", "--tid", str(lt.tid),
+                                "--force"))
+        changed: set[str] = set()
+        for user in sorted(accounts):
+            if user in want_accounts and self._secrets.get(user) != want_accounts[user]:
+                changed.add(user)
+                p.update.append(f"account {user} (secret)")
+                for lt in live.values():
+                    if user in lt.incoming or user in lt.outgoing:
+                        p.steps.append(self._unbind(lt.tid, user, user in lt.outgoing))
+                        lt.incoming.discard(user)
+                        lt.outgoing.discard(user)
+                p.steps.append(("--op", "delete", "--mode", "account", "--user", user))
+                accounts = accounts - {user}
+        for user, secret in sorted(want_accounts.items()):
+            if user not in accounts:
+                if user not in changed:
+                    p.add.append(f"account {user}")
+                p.steps.append(("--op", "new", "--mode", "account", "--user", user,
+                                "--password", secret))
+        used_tids = {lt.tid for lt in live.values() if lt.iqn in desired}
+        for iqn, t in sorted(desired.items()):
+            lt = live.get(iqn)
+            if lt is None:
+                tid = next(n for n in range(1, 10000) if n not in used_tids)
+                used_tids.add(tid)
+                lt = LiveTarget(tid, iqn)
+                p.add.append(f"target {iqn}")
+                p.steps.append(("--op", "new", "--mode", "target", "--tid", str(tid), "-T", iqn))
+            self._plan_target(p, t, lt)
+        for user in sorted(accounts - set(want_accounts)):
+            p.remove.append(f"account {user}")
+            p.steps.append(("--op", "delete", "--mode", "account", "--user", user))
+        return p
+
+    def _plan_target(self, p: Plan, t: TargetSpec, lt: LiveTarget) -> None:
+        tid = str(lt.tid)
+        want = {ls.lun: ls for ls in t.luns}
+        for n, ll in sorted(lt.luns.items()):
+            ls = want.get(n)
+            if ls is None or ll.path != ls.path:
+                p.remove.append(f"{t.iqn} lun {n}")
+                p.steps.append(("--op", "delete", "--mode", "logicalunit", "--tid", tid,
+                                "--lun", str(n)))
+                lt.luns.pop(n)
+        for n, ls in sorted(want.items()):
+            ll = lt.luns.get(n)
+            if ll is None:
+                p.add.append(f"{t.iqn} lun {n} {ls.path}")
+                p.steps.append(("--op", "new", "--mode", "logicalunit", "--tid", tid,
+                                "--lun", str(n), "-b", ls.path, "--bstype", "rdwr"))
+                if ls.read_only:
+                    p.steps.append(self._lu_param(tid, n, "readonly=1"))
+                continue
+            if ll.read_only != ls.read_only:
+                p.update.append(f"{t.iqn} lun {n} read_only={ls.read_only}")
+                p.steps.append(self._lu_param(tid, n, f"readonly={int(ls.read_only)}"))
+            if ll.size_mb != volume_size(ls.path) // 1_000_000:
+                p.update.append(f"{t.iqn} lun {n} size")
+                p.steps += [self._lu_param(tid, n, "online=0"),
+                            self._lu_param(tid, n, f"path={ls.path}"),
+                            self._lu_param(tid, n, "online=1")]
+        acl = [("-Q", name) for name in t.initiator_names] + \
+              [("-I", addr) for addr in (["ALL"] if t.allow_all else t.initiator_addresses)]
+        live_acl = [("-Q", n) for n in lt.acl_names] + [("-I", a) for a in lt.acl_addresses]
+        for flag, value in sorted(set(live_acl) - set(acl)):
+            p.remove.append(f"{t.iqn} acl {value}")
+            p.steps.append(("--op", "unbind", "--mode", "target", "--tid", tid, flag, value))
+        for flag, value in sorted(set(acl) - set(live_acl)):
+            p.add.append(f"{t.iqn} acl {value}")
+            p.steps.append(("--op", "bind", "--mode", "target", "--tid", tid, flag, value))
+        want_out = {t.mutual_chap[0]} if t.mutual_chap else set()
+        for users, live_users, outgoing in ((set(t.chap), lt.incoming, False),
+                                            (want_out, lt.outgoing, True)):
+            for user in sorted(live_users - users):
+                p.remove.append(f"{t.iqn} account {user}")
+                p.steps.append(self._unbind(lt.tid, user, outgoing))
+            for user in sorted(users - live_users):
+                p.add.append(f"{t.iqn} account {user}")
+                p.steps.append(("--op", "bind", "--mode", "account", "--tid", tid,
+                                "--user", user) + (("--outgoing",) if outgoing else ()))
+
+    @staticmethod
+    def _unbind(tid: int, user: str, outgoing: bool) -> tuple[str, ...]:
+        return ("--op", "unbind", "--mode", "account", "--tid", str(tid), "--user", user) + \
+            (("--outgoing",) if outgoing else ())
+
+    @staticmethod
+    def _lu_param(tid: str, lun: int, param: str) -> tuple[str, ...]:
+        return ("--op", "update", "--mode", "logicalunit", "--tid", tid, "--lun", str(lun),
+                "--params", param)
+
+    def reconcile(self) -> Plan:
+        """Make tgtd match the record; return the plan that was applied."""
+        p = self.plan()
+        for step in p.steps:
+            self.tgtadm.run(*step)
+            if step[:4] == ("--op", "new", "--mode", "account"):
+                self._secrets[step[5]] = step[7]
+        return p
+
+    def _refresh_lun(self, tid: int, lun: int, path: str) -> None:
+        for param in ("online=0", f"path={path}", "online=1"):
+            self.tgtadm.run(*self._lu_param(str(tid), lun, param))
+
+    # ---------------------------------------------------------------- record
+    def _get(self, export_id: str) -> dict:
+        try:
+            return self._exports[export_id]
+        except KeyError:
+            raise ExportNotFound(f"no iSCSI export {export_id}") from None
+
+    def _load_record(self) -> dict:
+        try:
+            return json.loads(self.record_path.read_text())
+        except FileNotFoundError:
+            return {}
+
+    def _save_record(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.record_path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)   # holds CHAP secrets
+        with os.fdopen(fd, "w") as f:
+            json.dump({"exports": self._exports, "groups": self._groups}, f, indent=1,
+                      sort_keys=True)
+        os.replace(tmp, self.record_path)
