@@ -1,0 +1,60 @@
+"""Strata's dataplane: pools, file systems, volumes, snapshots and send/receive.
+
+No Django here. Pick a driver with :func:`open_driver`::
+
+    from dataplane import open_driver, DeviceSpec
+    drv = open_driver("auto", "/var/lib/strata")
+    drv.create_pool("default", [DeviceSpec("image:8G")])
+"""
+
+import os
+import shutil
+from pathlib import Path
+from typing import Union
+
+from .directory import DirectoryDriver
+from .driver import (DeviceInfo, DeviceSpec, Driver, FileSystemInfo, PoolInfo, ScrubResult,
+                     SnapshotInfo, VolumeInfo, parse_size, validate_name)
+from .errors import (AlreadyExists, Cancelled, CommandFailed, DataplaneError, InsufficientDevices,
+                     InUse, InvalidArgument, NotFound, Offline, Unsupported)
+from .local import LocalDriver
+from .runner import Runner
+
+DRIVERS = {"local": LocalDriver, "directory": DirectoryDriver}
+
+__all__ = [
+    "AlreadyExists", "Cancelled", "CommandFailed", "DataplaneError", "DeviceInfo", "DeviceSpec",
+    "DirectoryDriver", "Driver", "DRIVERS", "FileSystemInfo", "InUse", "InsufficientDevices",
+    "InvalidArgument", "LocalDriver", "NotFound", "Offline", "PoolInfo", "Runner",
+    "ScrubResult", "SnapshotInfo", "Unsupported", "VolumeInfo", "local_available",
+    "open_driver", "parse_size", "validate_name",
+]
+
+
+def local_available() -> tuple:
+    """``(True, "")`` when the local driver can run here, else ``(False, why not)``."""
+    if os.geteuid() != 0:
+        return False, "not running as root"
+    for tool in ("btrfs", "mkfs.btrfs", "losetup", "mount", "blkid"):
+        if not shutil.which(tool):
+            return False, f"{tool} is not installed (apt-get install btrfs-progs util-linux)"
+    try:
+        with open("/proc/filesystems") as f:
+            if "btrfs" not in f.read().split():
+                return False, "the kernel has no btrfs support loaded (modprobe btrfs)"
+    except OSError as exc:
+        return False, f"cannot read /proc/filesystems: {exc}"
+    return True, ""
+
+
+def open_driver(kind: str, state_dir: Union[str, Path], runner: Runner = None) -> Driver:
+    """The driver ``kind`` ("local", "directory" or "auto") keeping state in ``state_dir``.
+
+    "auto" is local when running as root with btrfs-progs and kernel btrfs, else directory.
+    """
+    if kind == "auto":
+        kind = "local" if local_available()[0] else "directory"
+    if kind not in DRIVERS:
+        raise InvalidArgument(f"unknown dataplane driver {kind!r}: use one of "
+                              f"{', '.join(DRIVERS)} or 'auto'")
+    return DRIVERS[kind](state_dir, runner=runner)

@@ -1,0 +1,223 @@
+"""Thin wrappers around the btrfs command-line tools (btrfs-progs 6.2 and later)."""
+
+import os
+import re
+from pathlib import Path
+from typing import Optional
+
+from .errors import CommandFailed
+from .runner import Runner
+
+# redundancy -> (data profile, metadata profile)
+PROFILES = {
+    "none": ("single", "dup"),
+    "mirror": ("raid1", "raid1"),
+    "mirror3": ("raid1c3", "raid1c3"),
+    "raid10": ("raid10", "raid10"),
+}
+SUBVOLUME_ROOT_INO = 256  # every btrfs subvolume root has this inode number
+
+
+def mkfs(runner: Runner, devices: list, redundancy: str, label: str) -> None:
+    """Make a btrfs file system over ``devices`` (refuses devices with a signature)."""
+    data, meta = PROFILES[redundancy]
+    runner.run(["mkfs.btrfs", "-q", "-L", label[:255], "-d", data, "-m", meta, *devices])
+
+
+def mount(runner: Runner, device: str, mountpoint: Path, degraded: bool = False) -> None:
+    """Mount the btrfs holding ``device`` at ``mountpoint``."""
+    opts = "noatime,degraded" if degraded else "noatime"
+    runner.run(["mount", "-t", "btrfs", "-o", opts, device, str(mountpoint)])
+
+
+def umount(runner: Runner, mountpoint: Path) -> None:
+    """Unmount ``mountpoint``."""
+    runner.run(["umount", str(mountpoint)])
+
+
+def is_mounted(mountpoint: Path) -> bool:
+    """Whether something is mounted exactly at ``mountpoint``."""
+    target = os.path.realpath(mountpoint)
+    return target in mount_points()
+
+
+def mount_points() -> dict:
+    """Mounted paths -> (fstype, source), from /proc/self/mountinfo."""
+    result = {}
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fields = left.split()
+            rfields = right.split()
+            if len(fields) >= 5 and len(rfields) >= 2:
+                path = fields[4].replace("\\040", " ")
+                result[path] = (rfields[0], rfields[1])
+    return result
+
+
+def device_scan(runner: Runner, device: Optional[str] = None) -> None:
+    """Register btrfs member devices with the kernel."""
+    runner.run(["btrfs", "device", "scan"] + ([device] if device else []), check=False)
+
+
+def forget(runner: Runner, device: str) -> None:
+    """Make the kernel forget an unmounted member device (before detaching its loop)."""
+    runner.run(["btrfs", "device", "scan", "--forget", device], check=False)
+
+
+def filesystem_show(runner: Runner, mountpoint: Path) -> dict:
+    """``{"uuid": ..., "devices": [{"devid", "size", "path" or None if missing}]}``."""
+    out = runner.run(["btrfs", "filesystem", "show", "--raw", str(mountpoint)]).stdout
+    info = {"uuid": None, "devices": [], "missing": "missing" in out.lower()}
+    m = re.search(r"uuid:\s*([0-9a-f-]{36})", out)
+    if m:
+        info["uuid"] = m.group(1)
+    for m in re.finditer(r"devid\s+(\d+)\s+size\s+(\d+)\s+used\s+\d+\s+path\s*(.*)", out):
+        path = m.group(3).strip()
+        missing = (not path) or "MISSING" in path or "<missing" in path
+        info["devices"].append({"devid": int(m.group(1)), "size": int(m.group(2)),
+                                "path": None if missing else path.split()[0]})
+    return info
+
+
+def device_errors(runner: Runner, mountpoint: Path) -> dict:
+    """Sum of the error counters of each member: ``{path or "devid:N": count}``."""
+    out = runner.run(["btrfs", "device", "stats", str(mountpoint)], check=False).stdout
+    errors = {}
+    for m in re.finditer(r"^\[(.+?)\]\.\w+\s+(\d+)", out, re.MULTILINE):
+        errors[m.group(1)] = errors.get(m.group(1), 0) + int(m.group(2))
+    return errors
+
+
+def quota_enable(runner: Runner, mountpoint: Path) -> None:
+    """Turn on qgroup quotas."""
+    runner.run(["btrfs", "quota", "enable", str(mountpoint)])
+
+
+def subvolume_create(runner: Runner, path: Path) -> None:
+    """Create an empty subvolume at ``path``."""
+    runner.run(["btrfs", "subvolume", "create", str(path)])
+
+
+def subvolume_delete(runner: Runner, path: Path) -> None:
+    """Delete the subvolume at ``path`` (it must hold no nested subvolume)."""
+    runner.run(["btrfs", "subvolume", "delete", str(path)])
+
+
+def snapshot(runner: Runner, source: Path, dest: Path, readonly: bool) -> None:
+    """Snapshot subvolume ``source`` to ``dest`` (read-only or writable)."""
+    argv = ["btrfs", "subvolume", "snapshot"] + (["-r"] if readonly else [])
+    runner.run(argv + [str(source), str(dest)])
+
+
+def set_readonly(runner: Runner, path: Path, readonly: bool) -> None:
+    """Set a subvolume's ro property."""
+    runner.run(["btrfs", "property", "set", "-ts", str(path), "ro",
+                "true" if readonly else "false"])
+
+
+def is_subvolume(path: Path) -> bool:
+    """Whether ``path`` is the root of a btrfs subvolume."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    import stat as _stat
+    return _stat.S_ISDIR(st.st_mode) and st.st_ino == SUBVOLUME_ROOT_INO
+
+
+def root_id(runner: Runner, path: Path) -> int:
+    """The subvolume id (qgroup 0/id) of ``path``."""
+    return int(runner.run(["btrfs", "inspect-internal", "rootid", str(path)]).stdout.strip())
+
+
+def qgroup_limit(runner: Runner, path: Path, limit: Optional[int]) -> None:
+    """Limit the referenced bytes of the subvolume at ``path`` (None removes the limit)."""
+    runner.run(["btrfs", "qgroup", "limit", "none" if limit is None else str(limit), str(path)])
+
+
+def qgroup_usage(runner: Runner, path: Path) -> tuple:
+    """``(referenced bytes, max referenced or None)`` of the subvolume at ``path``."""
+    qid = f"0/{root_id(runner, path)}"
+    out = runner.run(["btrfs", "qgroup", "show", "-r", "--raw", str(path)]).stdout
+    for line in out.splitlines():
+        fields = line.split()
+        if fields and fields[0] == qid and len(fields) >= 4:
+            limit = fields[3]
+            return int(fields[1]), (None if limit == "none" else int(limit))
+    return 0, None
+
+
+def scrub_start(runner: Runner, mountpoint: Path) -> None:
+    """Start a scrub in the background."""
+    runner.run(["btrfs", "scrub", "start", str(mountpoint)])
+
+
+def scrub_cancel(runner: Runner, mountpoint: Path) -> None:
+    """Cancel a running scrub (no error when none runs)."""
+    runner.run(["btrfs", "scrub", "cancel", str(mountpoint)], check=False)
+
+
+def scrub_status(runner: Runner, mountpoint: Path) -> dict:
+    """Raw scrub counters plus ``status`` ("running", "finished", "aborted", ...)."""
+    out = runner.run(["btrfs", "scrub", "status", "-R", str(mountpoint)]).stdout
+    status = {"status": "unknown"}
+    m = re.search(r"Status:\s*(\w+)", out)
+    if m:
+        status["status"] = m.group(1).lower()
+    for m in re.finditer(r"^\s*(\w+):\s+(\d+)\s*$", out, re.MULTILINE):
+        status[m.group(1)] = int(m.group(2))
+    return status
+
+
+def used_bytes(runner: Runner, mountpoint: Path) -> int:
+    """Bytes of data and metadata in use (what scrub will read, once per copy)."""
+    try:
+        out = runner.run(["btrfs", "filesystem", "usage", "-b", str(mountpoint)]).stdout
+    except CommandFailed:
+        return 0
+    m = re.search(r"^\s*Used:\s+(\d+)", out, re.MULTILINE)
+    return int(m.group(1)) if m else 0
+
+
+def signature(runner: Runner, device: str) -> Optional[str]:
+    """The file system or partition-table type found on ``device``, or None."""
+    proc = runner.run(["blkid", "-p", "-o", "export", device], check=False)
+    if proc.returncode != 0:
+        return None
+    fields = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+    return fields.get("TYPE") or fields.get("PTTYPE") or "unknown"
+
+
+def wipe(runner: Runner, device: str) -> None:
+    """Erase file system signatures from a real device the pool no longer uses."""
+    runner.run(["wipefs", "--all", "--quiet", device], check=False)
+
+
+def _mount_root(path: Path) -> Path:
+    mnt = Path(path)
+    while not is_mounted(mnt) and mnt.parent != mnt:
+        mnt = mnt.parent
+    return mnt
+
+
+def child_subvolumes(runner: Runner, path: Path) -> list:
+    """Subvolumes nested directly in the subvolume at ``path``, in creation order:
+    ``[{"id", "path", "otime" (epoch seconds, snapshots only)}]``. Paths assume the pool is
+    mounted at its top level, as the local driver mounts it."""
+    import time as _time
+    mnt = _mount_root(path)
+    listing = re.compile(r"^ID (\d+) .*?(?:otime (\S+ \S+) )?path (.*)$")
+    subs, otimes = {}, {}
+    for argv_extra, store in (([], subs), (["-s"], otimes)):
+        out = runner.run(["btrfs", "subvolume", "list", "-o", *argv_extra, str(path)]).stdout
+        for line in out.splitlines():
+            m = listing.match(line.strip())
+            if not m:
+                continue
+            if store is subs:
+                subs[int(m.group(1))] = mnt / m.group(3)
+            elif m.group(2):
+                otimes[int(m.group(1))] = _time.mktime(
+                    _time.strptime(m.group(2), "%Y-%m-%d %H:%M:%S"))
+    return [{"id": i, "path": subs[i], "otime": otimes.get(i)} for i in sorted(subs)]

@@ -1,0 +1,271 @@
+"""The driver interface of the dataplane and the plain data it returns.
+
+Every driver (``local`` = btrfs, ``directory`` = plain directories, later ``spdk`` and
+``ceph``) subclasses :class:`Driver` and passes ``tests/compliance``. Results are
+dataclasses that ``dataclasses.asdict`` turns into JSON-friendly dicts.
+"""
+
+import abc
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Optional, Union
+
+from .errors import InvalidArgument
+from .runner import Runner
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+REDUNDANCY_MIN_DEVICES = {"none": 1, "mirror": 2, "mirror3": 3, "raid10": 4}
+MEDIA = ("flash", "capacity")
+KINDS = ("filesystem", "volume")
+SNAPSHOTS_DIR = ".snapshots"
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(?:i?b)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+
+
+@dataclass
+class DeviceSpec:
+    """A device to build a pool from: a block device path or ``image:SIZE``."""
+
+    path: str
+    fault_domain: str = "default"
+
+
+@dataclass
+class DeviceInfo:
+    """A pool member as it is now (``path`` = /dev/loopN or the block device)."""
+
+    path: Optional[str]
+    backing: Optional[str]
+    fault_domain: str
+    size_bytes: int
+    state: str  # "online" | "missing"
+    errors: int = 0
+
+
+@dataclass
+class PoolInfo:
+    """A pool: where it is mounted, its redundancy, usage, health and members."""
+
+    name: str
+    driver: str
+    mountpoint: str
+    redundancy: str
+    media: str
+    size_bytes: int
+    used_bytes: int
+    free_bytes: int
+    health: str  # "online" | "degraded" | "offline"
+    devices: list = field(default_factory=list)
+    features_off: dict = field(default_factory=dict)
+
+
+@dataclass
+class FileSystemInfo:
+    """A file system (a btrfs subvolume, or a directory) in a pool."""
+
+    pool: str
+    name: str
+    path: str
+    quota_bytes: Optional[int]
+    used_bytes: int
+
+
+@dataclass
+class VolumeInfo:
+    """A thin volume; ``path`` is the file that holds its bytes."""
+
+    pool: str
+    name: str
+    path: str
+    size_bytes: int
+    used_bytes: int
+
+
+@dataclass
+class SnapshotInfo:
+    """A read-only snapshot of a file system (path = directory) or volume (path = file)."""
+
+    pool: str
+    kind: str  # "filesystem" | "volume"
+    source: str
+    name: str
+    path: str
+    created: float
+
+
+@dataclass
+class ScrubResult:
+    """What a scrub read and repaired."""
+
+    bytes_scrubbed: int
+    errors_corrected: int
+    errors_uncorrectable: int
+
+
+def validate_name(name, what: str = "name") -> str:
+    """Return ``name`` if it matches ``[a-z0-9][a-z0-9._-]{0,62}``, else raise InvalidArgument."""
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise InvalidArgument(
+            f"invalid {what} {name!r}: use 1-63 characters a-z, 0-9, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def validate_kind(kind) -> str:
+    """Return ``kind`` if it is "filesystem" or "volume", else raise InvalidArgument."""
+    if kind not in KINDS:
+        raise InvalidArgument(f"invalid snapshot kind {kind!r}: use 'filesystem' or 'volume'")
+    return kind
+
+
+def parse_size(text) -> int:
+    """Parse ``2G``, ``512M``, ``1.5GiB`` or a byte count into bytes (powers of 1024)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text <= 0:
+            raise InvalidArgument(f"invalid size {text!r}: must be positive")
+        return text
+    m = _SIZE_RE.match(str(text))
+    if not m:
+        raise InvalidArgument(f"invalid size {text!r}: use bytes or a number with K, M, G, T")
+    value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if value <= 0:
+        raise InvalidArgument(f"invalid size {text!r}: must be positive")
+    return value
+
+
+def validate_bytes(value, what: str) -> int:
+    """Return a positive int byte count, else raise InvalidArgument."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvalidArgument(f"invalid {what} {value!r}: give a positive number of bytes")
+    return value
+
+
+ProgressFn = Callable[[float, str], None]
+CancelFn = Callable[[], bool]
+
+
+class Driver(abc.ABC):
+    """A storage engine: pools of devices holding file systems, volumes and snapshots.
+
+    ``state_dir`` holds the driver's pools (mounted or plain at ``<state_dir>/pools/<name>``),
+    their JSON records and image devices. ``runner`` runs external commands (injectable).
+    Names are checked against ``[a-z0-9][a-z0-9._-]{0,62}`` (InvalidArgument otherwise).
+    """
+
+    name = "abstract"
+
+    def __init__(self, state_dir: Union[str, Path], runner: Optional[Runner] = None):
+        self.state_dir = Path(state_dir).absolute()
+        self.runner = runner or Runner()
+        self.pools_dir = self.state_dir / "pools"
+        self.devices_dir = self.state_dir / "devices"
+
+    # -- capabilities ------------------------------------------------------------------
+    @abc.abstractmethod
+    def capabilities(self) -> dict:
+        """What this driver can do, as data (see the module doc of each driver)."""
+
+    # -- pools -------------------------------------------------------------------------
+    @abc.abstractmethod
+    def create_pool(self, name: str, devices: list, redundancy: str = "none",
+                    media: str = "flash") -> PoolInfo:
+        """Create and mount a pool; on failure leave nothing behind."""
+
+    @abc.abstractmethod
+    def activate_pool(self, name: str) -> PoolInfo:
+        """Mount a known pool again (after a restart), degraded when a mirror member is gone."""
+
+    @abc.abstractmethod
+    def deactivate_pool(self, name: str) -> None:
+        """Unmount a pool and release its devices; its record stays."""
+
+    @abc.abstractmethod
+    def destroy_pool(self, name: str) -> None:
+        """Delete an empty pool, its images and record (InUse if it holds anything)."""
+
+    @abc.abstractmethod
+    def pool_info(self, name: str) -> PoolInfo:
+        """The pool's usage, health and devices."""
+
+    @abc.abstractmethod
+    def list_pools(self) -> list:
+        """Names of the pools this driver has records for."""
+
+    @abc.abstractmethod
+    def scrub_pool(self, name: str, progress: Optional[ProgressFn] = None,
+                   should_cancel: Optional[CancelFn] = None) -> ScrubResult:
+        """Read and verify every block; report progress; Cancelled when asked to stop."""
+
+    # -- file systems ------------------------------------------------------------------
+    @abc.abstractmethod
+    def create_filesystem(self, pool: str, name: str,
+                          quota_bytes: Optional[int] = None) -> FileSystemInfo:
+        """Create a file system, optionally with a quota."""
+
+    @abc.abstractmethod
+    def set_filesystem_quota(self, pool: str, name: str, quota_bytes: Optional[int]) -> None:
+        """Set (or with None, remove) a file system's quota."""
+
+    @abc.abstractmethod
+    def filesystem_info(self, pool: str, name: str) -> FileSystemInfo:
+        """A file system's path, quota and usage."""
+
+    @abc.abstractmethod
+    def list_filesystems(self, pool: str) -> list:
+        """Names of the pool's file systems."""
+
+    @abc.abstractmethod
+    def delete_filesystem(self, pool: str, name: str) -> None:
+        """Delete a file system and its snapshots."""
+
+    # -- volumes -----------------------------------------------------------------------
+    @abc.abstractmethod
+    def create_volume(self, pool: str, name: str, size_bytes: int) -> VolumeInfo:
+        """Create a thin volume of ``size_bytes``."""
+
+    @abc.abstractmethod
+    def resize_volume(self, pool: str, name: str, size_bytes: int) -> VolumeInfo:
+        """Grow a volume (shrinking raises InvalidArgument)."""
+
+    @abc.abstractmethod
+    def volume_info(self, pool: str, name: str) -> VolumeInfo:
+        """A volume's path, size and usage."""
+
+    @abc.abstractmethod
+    def list_volumes(self, pool: str) -> list:
+        """Names of the pool's volumes."""
+
+    @abc.abstractmethod
+    def delete_volume(self, pool: str, name: str) -> None:
+        """Delete a volume and its snapshots."""
+
+    # -- snapshots ---------------------------------------------------------------------
+    @abc.abstractmethod
+    def create_snapshot(self, pool: str, kind: str, source: str, name: str) -> SnapshotInfo:
+        """Take a read-only snapshot of a file system or volume."""
+
+    @abc.abstractmethod
+    def delete_snapshot(self, pool: str, kind: str, source: str, name: str) -> None:
+        """Delete a snapshot."""
+
+    @abc.abstractmethod
+    def list_snapshots(self, pool: str, kind: str, source: str) -> list:
+        """The source's snapshots (SnapshotInfo), oldest first."""
+
+    @abc.abstractmethod
+    def clone_snapshot(self, pool: str, kind: str, source: str, snapshot: str,
+                       new_name: str) -> Union[FileSystemInfo, VolumeInfo]:
+        """Make a writable file system or volume from a snapshot."""
+
+    @abc.abstractmethod
+    def send_snapshot(self, pool: str, kind: str, source: str, snapshot: str,
+                      parent: Optional[str] = None) -> Iterator[bytes]:
+        """Yield a byte stream of the snapshot (incremental against ``parent``)."""
+
+    @abc.abstractmethod
+    def receive_snapshot(self, pool: str, kind: str, target: str, stream: Iterable[bytes],
+                         name: str) -> SnapshotInfo:
+        """Apply a stream from send_snapshot as ``target``'s snapshot ``name``."""

@@ -1,0 +1,336 @@
+"""The ``local`` driver: pools are btrfs file systems over block devices or image files.
+
+File systems are subvolumes with qgroup quotas; each volume is a subvolume holding one sparse
+file (``data``), so snapshots of both are read-only subvolume snapshots (instant whatever the
+size), clones are writable snapshots, and ``btrfs send``/``receive`` carries them between
+pools incrementally. Snapshots live inside their source at ``.snapshots/<name>``.
+"""
+
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Iterable, Iterator, Optional
+
+from . import btrfs
+from .base import DATA_FILE, remove_tree, tree_usage
+from .driver import (REDUNDANCY_MIN_DEVICES, SNAPSHOTS_DIR, FileSystemInfo, SnapshotInfo,
+                     VolumeInfo, validate_bytes, validate_kind, validate_name)
+from .errors import (AlreadyExists, CommandFailed, DataplaneError, InvalidArgument, NotFound,
+                     Unsupported)
+from .local_pools import LocalPoolsMixin
+from .sendstream import StreamFilter
+
+CHUNK = 1 << 20
+
+
+class LocalDriver(LocalPoolsMixin):
+    """btrfs pools on this machine (needs root, btrfs-progs and util-linux)."""
+
+    name = "local"
+
+    def capabilities(self) -> dict:
+        """What the local driver does, as data."""
+        return {
+            "driver": self.name,
+            "redundancy": list(REDUNDANCY_MIN_DEVICES),
+            "min_devices": dict(REDUNDANCY_MIN_DEVICES),
+            "media": ["flash", "capacity"],
+            "quotas": True,
+            "instant_snapshots": True,
+            "readonly_snapshots": True,
+            "send_receive": True,
+            "scrub": True,
+            "volumes": True,
+            "filesystems": True,
+            "clones": True,
+            # a clone shares extents but not lineage: its snapshot may be deleted freely
+            "clones_depend_on_snapshot": False,
+            "block_devices": True,
+            "image_devices": True,
+            "features_off": {},
+        }
+
+    def _is_snapshot(self, path: Path) -> bool:
+        return btrfs.is_subvolume(path)
+
+    def _quotas_on(self, pool: str) -> None:
+        off = self._load_record(pool).get("features_off", {})
+        if "quotas" in off:
+            raise Unsupported(f"quotas are off in pool {pool!r}: {off['quotas']}")
+
+    def _check_quota(self, pool: str, quota_bytes) -> Optional[int]:
+        if quota_bytes is None:
+            return None
+        validate_bytes(quota_bytes, "quota")
+        self._quotas_on(pool)
+        size = self.pool_info(pool).size_bytes
+        if quota_bytes > size:
+            raise InvalidArgument(f"quota of {quota_bytes} bytes is larger than pool {pool!r} "
+                                  f"({size} bytes): give a smaller quota or grow the pool")
+        return quota_bytes
+
+    def _delete_subvolume_tree(self, path: Path) -> None:
+        """Delete a subvolume and every subvolume nested in it, deepest first."""
+        for sub in btrfs.child_subvolumes(self.runner, path):
+            if sub["path"] != path and btrfs.is_subvolume(sub["path"]):
+                self._delete_subvolume_tree(sub["path"])
+        btrfs.subvolume_delete(self.runner, path)
+
+    # -- file systems ------------------------------------------------------------------
+    def create_filesystem(self, pool, name, quota_bytes=None) -> FileSystemInfo:
+        """Create a subvolume ``fs/<name>`` (with ``.snapshots/``) and its quota."""
+        path = self._object_dir(pool, "filesystem", name, must_exist=False)
+        quota = self._check_quota(pool, quota_bytes)
+        if path.exists():
+            raise AlreadyExists(f"file system {name!r} already exists in pool {pool!r}")
+        btrfs.subvolume_create(self.runner, path)
+        try:
+            (path / SNAPSHOTS_DIR).mkdir()
+            if quota is not None:
+                btrfs.qgroup_limit(self.runner, path, quota)
+        except BaseException:
+            btrfs.subvolume_delete(self.runner, path)
+            raise
+        return self.filesystem_info(pool, name)
+
+    def set_filesystem_quota(self, pool, name, quota_bytes) -> None:
+        """Set the file system's qgroup limit (None removes it)."""
+        path = self._object_dir(pool, "filesystem", name)
+        quota = self._check_quota(pool, quota_bytes)
+        if quota is None and "quotas" in self._load_record(pool).get("features_off", {}):
+            return
+        btrfs.qgroup_limit(self.runner, path, quota)
+
+    def filesystem_info(self, pool, name) -> FileSystemInfo:
+        """Path, quota and referenced bytes (from qgroups) of a file system."""
+        path = self._object_dir(pool, "filesystem", name)
+        if "quotas" in self._load_record(pool).get("features_off", {}):
+            used, quota = tree_usage(path, skip=SNAPSHOTS_DIR), None
+        else:
+            used, quota = btrfs.qgroup_usage(self.runner, path)
+        return FileSystemInfo(pool=pool, name=name, path=str(path), quota_bytes=quota,
+                              used_bytes=used)
+
+    def list_filesystems(self, pool) -> list:
+        """Names of the pool's file systems."""
+        return self._list_names(pool, "filesystem")
+
+    def delete_filesystem(self, pool, name) -> None:
+        """Delete the file system's subvolume and its snapshots."""
+        self._delete_subvolume_tree(self._object_dir(pool, "filesystem", name))
+
+    # -- volumes -----------------------------------------------------------------------
+    def create_volume(self, pool, name, size_bytes) -> VolumeInfo:
+        """Create subvolume ``vol/<name>`` holding a sparse file of ``size_bytes``."""
+        path = self._object_dir(pool, "volume", name, must_exist=False)
+        validate_bytes(size_bytes, "volume size")
+        if path.exists():
+            raise AlreadyExists(f"volume {name!r} already exists in pool {pool!r}")
+        btrfs.subvolume_create(self.runner, path)
+        try:
+            (path / SNAPSHOTS_DIR).mkdir()
+            with open(path / DATA_FILE, "xb") as f:
+                f.truncate(size_bytes)
+        except BaseException:
+            self._delete_subvolume_tree(path)
+            raise
+        return self.volume_info(pool, name)
+
+    def resize_volume(self, pool, name, size_bytes) -> VolumeInfo:
+        """Grow the volume; a smaller size raises InvalidArgument."""
+        data = self._object_dir(pool, "volume", name) / DATA_FILE
+        validate_bytes(size_bytes, "volume size")
+        current = data.stat().st_size
+        if size_bytes < current:
+            raise InvalidArgument(f"volume {name!r} is {current} bytes: shrinking to "
+                                  f"{size_bytes} would destroy data and is refused")
+        if size_bytes > current:
+            os.truncate(data, size_bytes)
+        return self.volume_info(pool, name)
+
+    def volume_info(self, pool, name) -> VolumeInfo:
+        """Path of the data file, its size and allocated bytes."""
+        data = self._object_dir(pool, "volume", name) / DATA_FILE
+        st = data.stat()
+        return VolumeInfo(pool=pool, name=name, path=str(data), size_bytes=st.st_size,
+                          used_bytes=st.st_blocks * 512)
+
+    def list_volumes(self, pool) -> list:
+        """Names of the pool's volumes."""
+        return self._list_names(pool, "volume")
+
+    def delete_volume(self, pool, name) -> None:
+        """Delete the volume's subvolume and its snapshots."""
+        self._delete_subvolume_tree(self._object_dir(pool, "volume", name))
+
+    # -- snapshots ---------------------------------------------------------------------
+    def _snapshot_info(self, pool, kind, source, name, path: Path) -> SnapshotInfo:
+        return SnapshotInfo(pool=pool, kind=kind, source=source, name=name,
+                            path=str(path / DATA_FILE if kind == "volume" else path),
+                            created=path.lstat().st_ctime)
+
+    def create_snapshot(self, pool, kind, source, name) -> SnapshotInfo:
+        """Read-only subvolume snapshot at ``<source>/.snapshots/<name>`` (instant)."""
+        validate_kind(kind)
+        obj = self._object_dir(pool, kind, source)
+        path = self._snapshot_dir(pool, kind, source, name, must_exist=False)
+        if path.exists():
+            raise AlreadyExists(f"snapshot {name!r} of {kind} {source!r} already exists")
+        path.parent.mkdir(exist_ok=True)
+        btrfs.snapshot(self.runner, obj, path, readonly=True)
+        return self._snapshot_info(pool, kind, source, name, path)
+
+    def delete_snapshot(self, pool, kind, source, name) -> None:
+        """Delete a snapshot (clones do not depend on it)."""
+        btrfs.subvolume_delete(self.runner, self._snapshot_dir(pool, kind, source, name))
+
+    def list_snapshots(self, pool, kind, source) -> list:
+        """The source's snapshots, oldest first (by subvolume id, i.e. creation order)."""
+        obj = self._object_dir(pool, validate_kind(kind), source)
+        result = []
+        for sub in btrfs.child_subvolumes(self.runner, obj):
+            path = sub["path"]
+            if path.parent != obj / SNAPSHOTS_DIR or path.name.startswith("."):
+                continue
+            info = self._snapshot_info(pool, kind, source, path.name, path)
+            if sub.get("otime"):
+                info.created = sub["otime"]
+            result.append(info)
+        return result
+
+    def clone_snapshot(self, pool, kind, source, snapshot, new_name):
+        """Writable snapshot of a snapshot as a new file system or volume."""
+        snap = self._snapshot_dir(pool, validate_kind(kind), source, snapshot)
+        new = self._object_dir(pool, kind, new_name, must_exist=False)
+        if new.exists():
+            raise AlreadyExists(f"{kind} {new_name!r} already exists in pool {pool!r}")
+        btrfs.snapshot(self.runner, snap, new, readonly=False)
+        self._reset_snapshots_dir(new)
+        if kind == "filesystem":
+            return self.filesystem_info(pool, new_name)
+        return self.volume_info(pool, new_name)
+
+    @staticmethod
+    def _reset_snapshots_dir(obj: Path) -> None:
+        """A snapshot shows its source's snapshots as empty placeholder directories: drop
+        them so the new object starts with no snapshots."""
+        snaps = obj / SNAPSHOTS_DIR
+        if snaps.is_dir():
+            for entry in snaps.iterdir():
+                if entry.is_dir() and not any(entry.iterdir()):
+                    entry.rmdir()
+        snaps.mkdir(exist_ok=True)
+
+    # -- send / receive ----------------------------------------------------------------
+    def send_snapshot(self, pool, kind, source, snapshot, parent=None) -> Iterator[bytes]:
+        """Stream of ``btrfs send`` (incremental from ``parent``, a snapshot of the same
+        source). Arguments are checked now; bytes flow as the iterator is consumed."""
+        snap = self._snapshot_dir(pool, validate_kind(kind), source, snapshot)
+        argv = ["btrfs", "send", "-q"]
+        if parent is not None:
+            if parent == snapshot:
+                raise InvalidArgument("the parent of an incremental send must be an older "
+                                      "snapshot, not the snapshot itself")
+            argv += ["-p", str(self._snapshot_dir(pool, kind, source, parent))]
+        return self._stream(argv + [str(snap)])
+
+    def _stream(self, argv) -> Iterator[bytes]:
+        err = tempfile.TemporaryFile()
+        proc = self.runner.popen(argv, stdout=subprocess.PIPE, stderr=err)
+        try:
+            while True:
+                chunk = proc.stdout.read(CHUNK)
+                if not chunk:
+                    break
+                yield chunk
+            rc = proc.wait()
+            if rc != 0:
+                err.seek(0)
+                raise CommandFailed(argv, rc, err.read().decode(errors="replace"))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+            err.close()
+
+    def receive_snapshot(self, pool, kind, target, stream: Iterable[bytes],
+                         name) -> SnapshotInfo:
+        """Apply a send stream as snapshot ``name`` of ``target``. A missing target is
+        created from the received snapshot. A truncated or corrupt stream raises
+        InvalidArgument and leaves nothing behind."""
+        validate_kind(kind)
+        validate_name(name, "snapshot name")
+        tdir = self._object_dir(pool, kind, target, must_exist=False)
+        created_target = False
+        if not tdir.exists():
+            btrfs.subvolume_create(self.runner, tdir)
+            (tdir / SNAPSHOTS_DIR).mkdir()
+            created_target = True
+        snaps = tdir / SNAPSHOTS_DIR
+        final = snaps / name
+        incoming = snaps / f".incoming-{secrets.token_hex(6)}"
+        try:
+            if final.exists():
+                raise AlreadyExists(f"snapshot {name!r} of {kind} {target!r} already exists")
+            snaps.mkdir(exist_ok=True)
+            self._receive_into(snaps, incoming.name, stream)
+            os.rename(incoming, final)
+            if created_target:
+                self._fill_from_snapshot(final, tdir)
+        except BaseException:
+            if btrfs.is_subvolume(incoming):
+                btrfs.subvolume_delete(self.runner, incoming)
+            elif incoming.exists():
+                remove_tree(incoming)
+            if created_target:
+                self._delete_subvolume_tree(tdir)
+            raise
+        return self._snapshot_info(pool, kind, target, name, final)
+
+    def _receive_into(self, directory: Path, subvol_name: str, stream) -> None:
+        argv = ["btrfs", "receive", str(directory)]
+        filt = StreamFilter(subvol_name)
+        err = tempfile.TemporaryFile()
+        proc = self.runner.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                 stderr=err)
+        try:
+            broken = False
+            try:
+                for chunk in stream:
+                    data = filt.feed(bytes(chunk))
+                    if data and not broken:
+                        try:
+                            proc.stdin.write(data)
+                        except BrokenPipeError:
+                            broken = True
+            finally:
+                try:
+                    proc.stdin.close()
+                except BrokenPipeError:
+                    pass
+            rc = proc.wait()
+            err.seek(0)
+            stderr = err.read().decode(errors="replace")
+            if rc != 0:
+                if "parent" in stderr.lower() and filt.incremental:
+                    raise NotFound("the parent snapshot of this incremental stream is not in "
+                                   f"this pool: receive the full stream first ({stderr.strip()})")
+                filt.check_complete()
+                raise InvalidArgument(f"btrfs receive rejected the stream: {stderr.strip()}")
+            filt.check_complete()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            err.close()
+
+    def _fill_from_snapshot(self, snap: Path, target: Path) -> None:
+        """Make a new target's live content equal to a received snapshot (reflinks)."""
+        for entry in snap.iterdir():
+            if entry.name == SNAPSHOTS_DIR:
+                continue
+            self.runner.run(["cp", "-a", "--reflink=always", str(entry), str(target)])

@@ -1,0 +1,341 @@
+"""Compliance suite: every dataplane driver must pass these tests.
+
+Parametrized over ``DRIVER_FACTORIES`` in ``tests/dataplane_support.py``; a new driver joins
+by adding a factory there. Drivers that switch a feature off must raise ``Unsupported`` with
+a clear message (checked from ``capabilities()["features_off"]``).
+"""
+
+import errno
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dataplane_support import (driver_params, file_sha, make_state_dir, read_at, sha,  # noqa: E402
+                               teardown_state_dir, write_at)
+
+from dataplane import (AlreadyExists, DataplaneError, FileSystemInfo, InvalidArgument,  # noqa: E402
+                       NotFound, SnapshotInfo, Unsupported, VolumeInfo)
+
+MiB = 1 << 20
+A = os.urandom(256 * 1024)
+B = os.urandom(256 * 1024)
+
+
+@pytest.fixture(params=driver_params())
+def factory(request):
+    why = request.param.skip_reason()
+    if why:
+        pytest.skip(why)
+    return request.param
+
+
+@pytest.fixture
+def driver(factory):
+    state = make_state_dir()
+    drv = factory.make(state)
+    try:
+        yield drv
+    finally:
+        teardown_state_dir(drv, state)
+
+
+@pytest.fixture
+def pool(driver, factory):
+    driver.create_pool("p1", factory.pool_devices(1))
+    return "p1"
+
+
+def _off(driver, feature):
+    return driver.capabilities()["features_off"].get(feature)
+
+
+def _expect_unsupported(excinfo_ctx, reason):
+    assert excinfo_ctx.value.code == "unsupported"
+    assert reason and reason in str(excinfo_ctx.value)
+
+
+# -- capabilities and pools ---------------------------------------------------------------
+
+def test_capabilities_are_data(driver):
+    caps = driver.capabilities()
+    json.dumps(caps)
+    for key in ("driver", "redundancy", "quotas", "instant_snapshots", "send_receive", "scrub",
+                "volumes", "filesystems", "features_off"):
+        assert key in caps, key
+    assert caps["driver"] == driver.name
+    for feature, why in caps["features_off"].items():
+        assert isinstance(why, str) and len(why) > 10, feature
+
+
+def test_pool_create_list_info_destroy(driver, factory):
+    info = driver.create_pool("alpha", factory.pool_devices(1), media="capacity")
+    assert info.name == "alpha" and info.driver == driver.name
+    assert info.health == "online" and info.media == "capacity"
+    assert info.size_bytes > 0 and 0 <= info.used_bytes <= info.size_bytes
+    assert Path(info.mountpoint).is_dir()
+    json.dumps(asdict(info))
+    assert driver.list_pools() == ["alpha"]
+    with pytest.raises(AlreadyExists):
+        driver.create_pool("alpha", factory.pool_devices(1))
+    driver.destroy_pool("alpha")
+    assert driver.list_pools() == []
+    assert not Path(info.mountpoint).exists()
+    with pytest.raises(NotFound):
+        driver.pool_info("alpha")
+
+
+@pytest.mark.parametrize("bad", ["", "Upper", "-dash", "a/b", "x" * 64, "..", "a b"])
+def test_invalid_names_are_refused(driver, pool, bad):
+    with pytest.raises(InvalidArgument):
+        driver.create_pool(bad, [])
+    with pytest.raises(InvalidArgument):
+        driver.create_filesystem(pool, bad)
+    with pytest.raises(InvalidArgument):
+        driver.create_volume(pool, bad, MiB)
+    assert driver.list_filesystems(pool) == [] and driver.list_volumes(pool) == []
+
+
+def test_missing_objects_raise_not_found(driver, pool):
+    for call in (lambda: driver.filesystem_info(pool, "nope"),
+                 lambda: driver.volume_info(pool, "nope"),
+                 lambda: driver.delete_filesystem(pool, "nope"),
+                 lambda: driver.delete_volume(pool, "nope"),
+                 lambda: driver.create_snapshot(pool, "volume", "nope", "s"),
+                 lambda: driver.list_snapshots(pool, "filesystem", "nope"),
+                 lambda: driver.filesystem_info("nopool", "x")):
+        with pytest.raises(NotFound):
+            call()
+
+
+# -- file systems -------------------------------------------------------------------------
+
+def test_filesystem_bytes_round_trip(driver, pool):
+    fs = driver.create_filesystem(pool, "data")
+    assert isinstance(fs, FileSystemInfo) and fs.quota_bytes is None
+    path = Path(fs.path)
+    (path / "dir").mkdir()
+    payload = os.urandom(3 * MiB + 17)
+    (path / "dir" / "blob").write_bytes(payload)
+    assert sha((path / "dir" / "blob").read_bytes()) == sha(payload)
+    assert driver.list_filesystems(pool) == ["data"]
+    with pytest.raises(AlreadyExists):
+        driver.create_filesystem(pool, "data")
+    driver.delete_filesystem(pool, "data")
+    assert driver.list_filesystems(pool) == []
+    assert not path.exists()
+
+
+def test_filesystem_quota(driver, pool):
+    if _off(driver, "quotas"):
+        with pytest.raises(Unsupported) as exc:
+            driver.create_filesystem(pool, "q", quota_bytes=64 * MiB)
+        _expect_unsupported(exc, _off(driver, "quotas"))
+        assert driver.list_filesystems(pool) == []
+        return
+    fs = driver.create_filesystem(pool, "q", quota_bytes=64 * MiB)
+    assert fs.quota_bytes == 64 * MiB
+    driver.set_filesystem_quota(pool, "q", 32 * MiB)
+    assert driver.filesystem_info(pool, "q").quota_bytes == 32 * MiB
+    driver.set_filesystem_quota(pool, "q", None)
+    assert driver.filesystem_info(pool, "q").quota_bytes is None
+    size = driver.pool_info(pool).size_bytes
+    with pytest.raises(InvalidArgument):
+        driver.set_filesystem_quota(pool, "q", size * 2)
+
+
+# -- volumes ------------------------------------------------------------------------------
+
+def test_volume_bytes_at_offsets_and_resize(driver, pool):
+    vol = driver.create_volume(pool, "disk", 64 * MiB)
+    assert isinstance(vol, VolumeInfo) and vol.size_bytes == 64 * MiB
+    assert os.path.getsize(vol.path) == 64 * MiB
+    chunks = {0: os.urandom(4096), MiB + 123: os.urandom(5000), 64 * MiB - 4096: os.urandom(4096)}
+    for off, data in chunks.items():
+        write_at(vol.path, off, data)
+    for off, data in chunks.items():
+        assert read_at(vol.path, off, len(data)) == data
+    assert driver.list_volumes(pool) == ["disk"]
+
+    grown = driver.resize_volume(pool, "disk", 128 * MiB)
+    assert grown.size_bytes == 128 * MiB == driver.volume_info(pool, "disk").size_bytes
+    for off, data in chunks.items():
+        assert read_at(vol.path, off, len(data)) == data
+    with pytest.raises(InvalidArgument) as exc:
+        driver.resize_volume(pool, "disk", 32 * MiB)
+    assert "shrink" in str(exc.value)
+    assert driver.volume_info(pool, "disk").size_bytes == 128 * MiB
+    with pytest.raises(AlreadyExists):
+        driver.create_volume(pool, "disk", MiB)
+    driver.delete_volume(pool, "disk")
+    assert driver.list_volumes(pool) == []
+
+
+# -- snapshots ----------------------------------------------------------------------------
+
+def test_volume_snapshot_keeps_old_bytes(driver, pool):
+    vol = driver.create_volume(pool, "disk", 16 * MiB)
+    write_at(vol.path, MiB, A)
+    snap = driver.create_snapshot(pool, "volume", "disk", "s1")
+    assert isinstance(snap, SnapshotInfo) and snap.kind == "volume" and snap.source == "disk"
+    write_at(vol.path, MiB, B)
+    assert read_at(snap.path, MiB, len(A)) == A
+    assert read_at(vol.path, MiB, len(B)) == B
+    assert os.path.getsize(snap.path) == 16 * MiB
+    with pytest.raises(OSError):
+        write_at(snap.path, 0, b"x")
+    assert [s.name for s in driver.list_snapshots(pool, "volume", "disk")] == ["s1"]
+    with pytest.raises(AlreadyExists):
+        driver.create_snapshot(pool, "volume", "disk", "s1")
+    driver.delete_snapshot(pool, "volume", "disk", "s1")
+    assert driver.list_snapshots(pool, "volume", "disk") == []
+
+
+def test_filesystem_snapshot_visible_and_read_only(driver, pool):
+    fs = driver.create_filesystem(pool, "home")
+    f = Path(fs.path) / "file"
+    f.write_bytes(A)
+    snap = driver.create_snapshot(pool, "filesystem", "home", "before")
+    f.write_bytes(B)
+    seen = Path(fs.path) / ".snapshots" / "before"
+    assert Path(snap.path) == seen
+    assert (seen / "file").read_bytes() == A
+    assert f.read_bytes() == B
+    with pytest.raises(OSError):
+        (seen / "file").write_bytes(b"x")
+    with pytest.raises(OSError):
+        (seen / "new").write_bytes(b"x")
+    assert [s.name for s in driver.list_snapshots(pool, "filesystem", "home")] == ["before"]
+    driver.create_snapshot(pool, "filesystem", "home", "after")
+    assert [s.name for s in driver.list_snapshots(pool, "filesystem", "home")] == [
+        "before", "after"]
+    driver.delete_filesystem(pool, "home")  # takes its snapshots with it
+    assert driver.list_filesystems(pool) == []
+
+
+@pytest.mark.parametrize("kind", ["filesystem", "volume"])
+def test_clone_is_writable_and_independent(driver, pool, kind):
+    if kind == "filesystem":
+        src = Path(driver.create_filesystem(pool, "src").path) / "f"
+        src.write_bytes(A)
+    else:
+        src = Path(driver.create_volume(pool, "src", 8 * MiB).path)
+        write_at(src, 0, A)
+    driver.create_snapshot(pool, kind, "src", "s1")
+    clone = driver.clone_snapshot(pool, kind, "src", "s1", "copy")
+    path = Path(clone.path) / "f" if kind == "filesystem" else Path(clone.path)
+    assert read_at(path, 0, len(A)) == A
+    write_at(path, 0, B)
+    assert read_at(src, 0, len(A)) == A
+    write_at(src, 0, os.urandom(len(A)))
+    assert read_at(path, 0, len(B)) == B
+    assert driver.list_snapshots(pool, kind, "copy") == []
+    with pytest.raises(AlreadyExists):
+        driver.clone_snapshot(pool, kind, "src", "s1", "copy")
+    if not driver.capabilities().get("clones_depend_on_snapshot", True):
+        driver.delete_snapshot(pool, kind, "src", "s1")
+        assert read_at(path, 0, len(B)) == B
+
+
+# -- send / receive -----------------------------------------------------------------------
+
+def _write_source(driver, pool, kind, data):
+    if kind == "filesystem":
+        path = Path(driver.filesystem_info(pool, "src").path) / "f"
+        path.write_bytes(data)
+        return path
+    path = driver.volume_info(pool, "src").path
+    write_at(path, 2 * MiB, data)
+    return path
+
+
+def _read_snapshot(snap, kind):
+    if kind == "filesystem":
+        return (Path(snap.path) / "f").read_bytes()
+    return read_at(snap.path, 2 * MiB, len(A))
+
+
+@pytest.mark.parametrize("kind", ["filesystem", "volume"])
+def test_send_receive_full_and_incremental(driver, pool, factory, kind):
+    if kind == "filesystem":
+        driver.create_filesystem(pool, "src")
+    else:
+        driver.create_volume(pool, "src", 8 * MiB)
+    _write_source(driver, pool, kind, A)
+    driver.create_snapshot(pool, kind, "src", "s1")
+    reason = _off(driver, "send_receive")
+    if reason:
+        with pytest.raises(Unsupported) as exc:
+            b"".join(driver.send_snapshot(pool, kind, "src", "s1"))
+        _expect_unsupported(exc, reason)
+        with pytest.raises(Unsupported):
+            driver.receive_snapshot(pool, kind, "dst", [b"x"], "s1")
+        return
+
+    driver.create_pool("p2", factory.pool_devices(1))
+    full = b"".join(driver.send_snapshot(pool, kind, "src", "s1"))
+    got = driver.receive_snapshot("p2", kind, "dst", [full[i:i + 65536]
+                                                      for i in range(0, len(full), 65536)], "r1")
+    assert got.name == "r1" and got.source == "dst"
+    assert _read_snapshot(got, kind) == A
+    _write_source(driver, pool, kind, B)
+    driver.create_snapshot(pool, kind, "src", "s2")
+    inc = b"".join(driver.send_snapshot(pool, kind, "src", "s2", parent="s1"))
+    assert len(inc) < len(full) or kind == "filesystem"
+    got2 = driver.receive_snapshot("p2", kind, "dst", iter([inc]), "r2")
+    assert _read_snapshot(got2, kind) == B
+    assert _read_snapshot(driver.list_snapshots("p2", kind, "dst")[0], kind) == A
+    assert [s.name for s in driver.list_snapshots("p2", kind, "dst")] == ["r1", "r2"]
+
+    # a truncated stream raises and leaves neither a snapshot nor a new target behind
+    whole = b"".join(driver.send_snapshot(pool, kind, "src", "s2"))
+    for cut in (len(whole) // 2, len(whole) - 1, 20):
+        with pytest.raises(DataplaneError):
+            driver.receive_snapshot("p2", kind, "fresh", [whole[:cut]], "r1")
+        with pytest.raises(DataplaneError):
+            driver.receive_snapshot("p2", kind, "dst", [whole[:cut]], "r3")
+    assert [s.name for s in driver.list_snapshots("p2", kind, "dst")] == ["r1", "r2"]
+    lister = driver.list_filesystems if kind == "filesystem" else driver.list_volumes
+    assert lister("p2") == ["dst"]
+    assert not [p for p in (Path(driver.pool_info("p2").mountpoint)).rglob(".incoming-*")]
+    # a corrupt stream is refused
+    bad = bytearray(full)
+    bad[len(bad) // 2] ^= 0xFF
+    with pytest.raises(DataplaneError):
+        driver.receive_snapshot("p2", kind, "dst", [bytes(bad)], "r4")
+    assert [s.name for s in driver.list_snapshots("p2", kind, "dst")] == ["r1", "r2"]
+    # an incremental stream whose parent is not in the pool is refused
+    driver.delete_snapshot("p2", kind, "dst", "r1")
+    with pytest.raises(NotFound):
+        driver.receive_snapshot("p2", kind, "other", [inc], "x")
+    assert lister("p2") == ["dst"]
+    assert [s.name for s in driver.list_snapshots("p2", kind, "dst")] == ["r2"]
+
+
+# -- features that are off ----------------------------------------------------------------
+
+def test_features_off_raise_unsupported(driver, factory, pool):
+    off = driver.capabilities()["features_off"]
+    if "scrub" in off:
+        with pytest.raises(Unsupported) as exc:
+            driver.scrub_pool(pool)
+        _expect_unsupported(exc, off["scrub"])
+    else:
+        result = driver.scrub_pool(pool)
+        assert result.errors_uncorrectable == 0
+    if "redundancy" in off:
+        with pytest.raises(Unsupported) as exc:
+            driver.create_pool("mirrored", factory.pool_devices(2), redundancy="mirror")
+        _expect_unsupported(exc, off["redundancy"])
+        assert "mirrored" not in driver.list_pools()
+    if "quotas" in off:
+        driver.create_filesystem(pool, "fs")
+        with pytest.raises(Unsupported) as exc:
+            driver.set_filesystem_quota(pool, "fs", MiB)
+        _expect_unsupported(exc, off["quotas"])
+        assert driver.filesystem_info(pool, "fs").quota_bytes is None
