@@ -1,0 +1,26 @@
+"""Strata's vector engine: faiss collections with durable writes. No Django here.
+
+See vector/engine/README.md for the API contract the REST layer builds on.
+"""
+
+from . import errors
+from .budget import MemoryBudget
+from .collection import Collection
+from .errors import (BuildCancelled, BuildInProgress, CollectionClosed, CollectionExists,
+                     CollectionLocked, CollectionNotFound, CorruptCollection, DimensionMismatch,
+                     InsufficientTrainingData, InvalidFilter, InvalidId, InvalidInput, InvalidK,
+                     InvalidMetadata, InvalidName, InvalidParams, InvalidValues,
+                     MemoryBudgetExceeded, UnknownFilterField, UnknownIndexType, UnknownMetric,
+                     VectorError, VectorNotFound, http_status)
+from .manager import CollectionManager
+from .spec import INDEX_PARAMS, INDEX_TYPES, MAX_K, METRICS, CollectionSpec, estimate_memory
+
+__all__ = [
+    "Collection", "CollectionManager", "CollectionSpec", "MemoryBudget", "estimate_memory",
+    "errors", "http_status", "METRICS", "INDEX_TYPES", "INDEX_PARAMS", "MAX_K",
+    "VectorError", "InvalidInput", "DimensionMismatch", "InvalidValues", "InvalidId",
+    "InvalidMetadata", "UnknownMetric", "UnknownIndexType", "InvalidParams", "InvalidK",
+    "InvalidFilter", "UnknownFilterField", "InvalidName", "VectorNotFound", "CollectionNotFound",
+    "CollectionExists", "CollectionLocked", "CollectionClosed", "BuildInProgress",
+    "BuildCancelled", "InsufficientTrainingData", "MemoryBudgetExceeded", "CorruptCollection",
+]

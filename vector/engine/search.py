@@ -1,0 +1,83 @@
+"""Running a search on a collection's serving index (called under the collection's read lock).
+
+Filtered searches over few rows (``Collection.brute_force_limit``) and every filtered search
+on a flat index are exact scans of the matching rows; larger filtered searches pass a faiss
+ID selector (a bitmap of allowed slots) to the approximate index. HNSW graphs that still hold
+deleted rows always search with a bitmap of live slots.
+"""
+
+import faiss
+import numpy as np
+
+
+def _bitmap(mask):
+    bits = np.packbits(mask, bitorder="little")
+    return bits, faiss.IDSelectorBitmap(len(bits), faiss.swig_ptr(bits))
+
+
+def _alive_selector(coll):
+    cached = coll._alive_bitmap
+    if cached is None:
+        st = coll._store
+        cached = coll._alive_bitmap = _bitmap(st.alive[:st.n_slots])
+    return cached
+
+
+def run_search(coll, q, k, allowed, nprobe, ef_search, include_metadata):
+    """Return one result list per query row of ``q`` (see Collection.search_batch)."""
+    st, kind, index = coll._store, coll._kind, coll._index
+    nq = len(q)
+    keep = None
+    sel = None
+    if allowed is not None:
+        if not allowed:
+            return [[] for _ in range(nq)]
+        if kind == "flat" or len(allowed) <= coll.brute_force_limit:
+            slots = np.fromiter(allowed, np.int64, len(allowed))
+            slots.sort()
+            D, I = faiss.knn(q, st.vectors[slots], min(k, len(slots)),
+                             metric=coll.spec.faiss_metric)
+            labels = np.where(I >= 0, slots[np.maximum(I, 0)], -1)
+            return format_results(st, D, labels, include_metadata)
+        mask = np.zeros(st.n_slots, bool)
+        mask[np.fromiter(allowed, np.int64, len(allowed))] = True
+        keep, sel = _bitmap(mask)
+    elif coll._dead_in_graph:
+        keep, sel = _alive_selector(coll)
+    params = None
+    if kind == "ivf" and (sel is not None or nprobe):
+        ivf = faiss.extract_index_ivf(index)
+        params = faiss.SearchParametersIVF(nprobe=min(nprobe or ivf.nprobe, ivf.nlist))
+    elif kind == "hnsw" and (sel is not None or ef_search):
+        params = faiss.SearchParametersHNSW(efSearch=ef_search or coll._built_params["efSearch"])
+    elif kind == "flat" and sel is not None:
+        params = faiss.SearchParameters()
+    if params is not None and sel is not None:
+        params.sel = sel
+    D, I = index.search(q, k, params=params)
+    del keep  # the bitmap had to outlive the search
+    return format_results(st, D, I, include_metadata)
+
+
+def format_results(st, D, I, include_metadata):
+    """Turn faiss (distances, labels) into [[{id, score, metadata}]]; -1 labels are dropped."""
+    ok = I >= 0
+    safe = np.where(ok, I, 0)
+    ids = st.ids[safe].tolist()
+    scores = D.tolist()
+    metas = st.meta[safe].tolist() if include_metadata else None
+    out = []
+    full = bool(ok.all())
+    if include_metadata:
+        for r, (ir, sr, mr) in enumerate(zip(ids, scores, metas)):
+            row = [{"id": a, "score": b, "metadata": c} for a, b, c in zip(ir, sr, mr)]
+            if not full:
+                row = [x for x, good in zip(row, ok[r]) if good]
+            out.append(row)
+    else:
+        for r, (ir, sr) in enumerate(zip(ids, scores)):
+            row = [{"id": a, "score": b} for a, b in zip(ir, sr)]
+            if not full:
+                row = [x for x, good in zip(row, ok[r]) if good]
+            out.append(row)
+    return out
