@@ -1,0 +1,93 @@
+"""A small client for the S3 gateway's admin interface (stdlib only; no Django).
+
+The management plane uses it to mirror its desired state into the gateway::
+
+    client = GatewayAdminClient("http://127.0.0.1:9000", token)
+    client.create_bucket("ckpt", owner="alice", quota={"bytes": 10 << 30})
+    client.list_buckets()   # [{"name", "owner", "bytes", "objects", "quota", ...}]
+"""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from urllib.parse import quote
+
+
+class GatewayAdminError(Exception):
+    """The gateway refused an admin request; ``code`` is the S3-style error code."""
+
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(f"{status} {code}: {message}")
+        self.status, self.code, self.message = status, code, message
+
+
+class GatewayAdminClient:
+    """Calls ``/_strata/admin/`` on one gateway with its Bearer token."""
+
+    def __init__(self, endpoint: str, token: str, timeout: float = 10.0):
+        self.endpoint = endpoint.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    def _call(self, method: str, path: str, body: dict | None = None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(f"{self.endpoint}/_strata/admin/{path}", data=data, method=method,
+                                     headers={"Authorization": f"Bearer {self.token}",
+                                              "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            raw = exc.read()
+            try:
+                err = json.loads(raw)
+            except ValueError:
+                err = {"error": "HTTPError", "message": raw.decode(errors="replace")}
+            raise GatewayAdminError(exc.code, err.get("error", ""), err.get("message", "")) from None
+        except urllib.error.URLError as exc:
+            raise GatewayAdminError(0, "Unreachable", f"S3 gateway at {self.endpoint} is not answering: "
+                                    f"{exc.reason}") from None
+        return json.loads(raw) if raw else None
+
+    def health(self) -> dict:
+        """``{"status": "ok", "buckets": N}``."""
+        return self._call("GET", "health")
+
+    def list_buckets(self) -> list[dict]:
+        """Every bucket with owner, versioning, quota and usage (bytes, objects)."""
+        return self._call("GET", "buckets")["buckets"]
+
+    def get_bucket(self, name: str) -> dict:
+        """One bucket's settings and usage."""
+        return self._call("GET", f"buckets/{quote(name)}")
+
+    def create_bucket(self, name: str, owner: str, versioning: str | None = None,
+                      quota: dict | None = None) -> dict:
+        """Create a bucket owned by ``owner`` (an S3 user name from the config)."""
+        body = {"name": name, "owner": owner}
+        if versioning:
+            body["versioning"] = versioning
+        if quota:
+            body["quota"] = quota
+        return self._call("POST", "buckets", body)
+
+    def delete_bucket(self, name: str) -> None:
+        """Delete an empty bucket (``GatewayAdminError`` code BucketNotEmpty otherwise)."""
+        self._call("DELETE", f"buckets/{quote(name)}")
+
+    def get_quota(self, name: str) -> dict:
+        """``{"bytes": n, "objects": n}`` (absent keys mean unlimited)."""
+        return self._call("GET", f"buckets/{quote(name)}/quota")
+
+    def set_quota(self, name: str, bytes: int | None = None, objects: int | None = None) -> dict:
+        """Set (or with None, lift) the bucket's byte and object quotas."""
+        return self._call("PUT", f"buckets/{quote(name)}/quota", {"bytes": bytes, "objects": objects})
+
+    def get_versioning(self, name: str) -> str:
+        """'Enabled', 'Suspended' or 'Disabled'."""
+        return self._call("GET", f"buckets/{quote(name)}/versioning")["status"]
+
+    def set_versioning(self, name: str, status: str) -> str:
+        """Enable or suspend versioning ('Enabled' | 'Suspended')."""
+        return self._call("PUT", f"buckets/{quote(name)}/versioning", {"status": status})["status"]

@@ -1,0 +1,52 @@
+"""Strata's S3-compatible gateway: an ASGI app (uvicorn + uvloop + httptools), no Django.
+
+Run::
+
+    python -m services.object.gateway --config CONFIG.json --host 127.0.0.1 --port 9000
+
+Config contract (written by the management plane, atomically: write a temporary file in the
+same directory, fsync, rename over CONFIG.json). The gateway stats the file on each request
+and re-reads it when its mtime changes, so no database is queried per request; a file that
+does not parse is logged and the previous configuration stays in force::
+
+    {
+      "data_root": "/pools/flash/s3",     # directory on a dataplane pool: buckets, indexes,
+                                          # segments (fixed for the gateway's lifetime)
+      "region": "us-east-1",              # SigV4 region and GetBucketLocation answer
+      "admin_token": "long-random",       # Bearer token for /_strata/admin/ ('' disables it)
+      "domains": ["localhost"],           # optional: virtual-host style for <bucket>.<domain>
+      "users": {
+        "<access_key>": {"secret_key": "...", "user": "alice", "admin": false}
+      }
+    }
+
+``user`` is the owner name recorded on buckets the key creates; a key may use only buckets
+owned by its user, unless ``admin`` is true (then it sees every bucket). Buckets live in the
+gateway's storage, created by S3 CreateBucket or by the admin interface.
+
+Admin interface, same port, JSON in and out, ``Authorization: Bearer <admin_token>``:
+
+=======  =====================================  ==============================================
+GET      /_strata/admin/health                  {"status": "ok", "buckets": N}
+GET      /_strata/admin/buckets                 {"buckets": [BUCKET, ...]}
+POST     /_strata/admin/buckets                 {"name", "owner", ["versioning"], ["quota"]}
+                                                -> 201 BUCKET; 409 BucketAlreadyExists /
+                                                BucketAlreadyOwnedByYou; 400 InvalidBucketName
+GET      /_strata/admin/buckets/NAME            BUCKET (404 NoSuchBucket)
+DELETE   /_strata/admin/buckets/NAME            204; 409 BucketNotEmpty
+GET/PUT  /_strata/admin/buckets/NAME/quota      {"bytes": int|null, "objects": int|null}
+GET/PUT  /_strata/admin/buckets/NAME/versioning {"status": "Enabled"|"Suspended"|"Disabled"}
+=======  =====================================  ==============================================
+
+BUCKET is ``{"name", "owner", "created" (epoch s), "versioning": "Enabled"|"Suspended"|
+"Disabled", "quota": {"bytes"?, "objects"?}, "bytes", "objects"}``; usage counts every
+stored version (not delete markers). Errors: ``{"error": CODE, "message": TEXT}`` with the
+S3 status of CODE (403 AccessDenied for a wrong token). A PUT over quota gets S3 error
+``QuotaExceeded`` (403).
+
+Modules: :mod:`.app` (ASGI, routing, auth), :mod:`.sigv4`, :mod:`.body` (aws-chunked),
+:mod:`.checksums`, :mod:`.errors` (S3 XML errors), :mod:`.bucket_ops`, :mod:`.object_ops`,
+:mod:`.multipart`, :mod:`.admin`, :mod:`.core` (byte paths), :mod:`.storage` (segments,
+files), :mod:`.index` (sharded SQLite), :mod:`.commit` (group commit), :mod:`.buckets`,
+:mod:`.config`.
+"""

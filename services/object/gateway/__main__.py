@@ -1,0 +1,36 @@
+"""``python -m services.object.gateway --config CONFIG.json --host 127.0.0.1 --port 9000``."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import uvicorn
+
+from .app import create_app
+from .config import ConfigError, ConfigWatcher
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, check the config, and serve until SIGTERM/SIGINT."""
+    parser = argparse.ArgumentParser(prog="python -m services.object.gateway",
+                                     description="Strata S3-compatible gateway")
+    parser.add_argument("--config", required=True, help="JSON config written by the management plane")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9000)
+    parser.add_argument("--log-level", default="warning")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        ConfigWatcher(args.config)
+    except (OSError, ConfigError) as exc:
+        print(f"strata-s3: cannot use config {args.config}: {exc}", file=sys.stderr)
+        return 2
+    uvicorn.run(create_app(args.config), host=args.host, port=args.port, loop="uvloop", http="httptools",
+                lifespan="on", log_level=args.log_level, access_log=False, timeout_keep_alive=30,
+                backlog=2048)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

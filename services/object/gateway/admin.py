@@ -1,0 +1,109 @@
+"""The admin interface under ``/_strata/admin/`` (JSON, ``Authorization: Bearer <admin_token>``).
+
+The management plane calls it through :mod:`services.object.admin_client`; the routes are
+listed in the package docstring. Errors are JSON ``{"error": CODE, "message": TEXT}`` with
+the HTTP status of the matching S3 error.
+"""
+from __future__ import annotations
+
+import hmac
+import json
+
+from .bucket_ops import set_versioning
+from .core import Gateway
+from .errors import S3Error
+from .request import Request, Response
+
+
+def _json(data, status: int = 200) -> Response:
+    return Response(status, {"content-type": "application/json"}, json.dumps(data).encode())
+
+
+def _error(code: str, message: str, status: int) -> Response:
+    return _json({"error": code, "message": message}, status)
+
+
+def _check_quota_value(name: str, value) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise S3Error("InvalidArgument", f"quota '{name}' must be a non-negative integer or null")
+    return value
+
+
+async def handle(gw: Gateway, req: Request, path: str) -> Response:
+    """Serve one admin request; ``path`` is what follows ``/_strata/admin/``."""
+    token = gw.config.get("admin_token") or ""
+    given = req.headers.get("authorization", "")
+    if not token or not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+        return _error("AccessDenied", "Send Authorization: Bearer <admin_token> from the gateway config", 403)
+    try:
+        return await _route(gw, req, [p for p in path.split("/") if p])
+    except S3Error as err:
+        return _error(err.code, err.message, err.status)
+
+
+async def _body(req: Request) -> dict:
+    raw = await req.body().read_all(1024 * 1024)
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise S3Error("InvalidArgument", f"request body is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise S3Error("InvalidArgument", "request body must be a JSON object")
+    return data
+
+
+async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
+    m = req.method
+    if parts == ["health"] and m == "GET":
+        return _json({"status": "ok", "buckets": len(gw.buckets.buckets)})
+    if parts == ["buckets"]:
+        if m == "GET":
+            return _json({"buckets": [b.usage() for _, b in sorted(gw.buckets.buckets.items())]})
+        if m == "POST":
+            data = await _body(req)
+            name, owner = data.get("name"), data.get("owner")
+            if not name or not owner:
+                raise S3Error("InvalidArgument", "creating a bucket needs 'name' and 'owner'")
+            bucket = await gw.run(gw.buckets.create, name, owner, gw.config["region"])
+            if data.get("versioning"):
+                await gw.run(set_versioning, bucket, data["versioning"])
+            if data.get("quota"):
+                await _set_quota(gw, bucket, data["quota"])
+            return _json(bucket.usage(), 201)
+    if len(parts) >= 2 and parts[0] == "buckets":
+        bucket = gw.buckets.get(parts[1])
+        rest = parts[2:]
+        if not rest:
+            if m == "GET":
+                return _json(bucket.usage())
+            if m == "DELETE":
+                await gw.run(gw.buckets.delete, bucket.name)
+                return Response(204)
+        elif rest == ["quota"]:
+            if m == "GET":
+                return _json(bucket.settings.get("quota") or {})
+            if m == "PUT":
+                return _json(await _set_quota(gw, bucket, await _body(req)))
+        elif rest == ["versioning"]:
+            if m == "GET":
+                return _json({"status": bucket.versioning or "Disabled"})
+            if m == "PUT":
+                status = (await _body(req)).get("status")
+                if status not in ("Enabled", "Suspended"):
+                    raise S3Error("InvalidArgument", "versioning 'status' must be Enabled or Suspended")
+                await gw.run(set_versioning, bucket, status)
+                return _json({"status": bucket.versioning or "Disabled"})
+    return _error("NotFound", f"no admin route {m} /{'/'.join(parts)}", 404)
+
+
+async def _set_quota(gw: Gateway, bucket, data: dict) -> dict:
+    quota = {"bytes": _check_quota_value("bytes", data.get("bytes")),
+             "objects": _check_quota_value("objects", data.get("objects"))}
+    quota = {k: v for k, v in quota.items() if v is not None}
+    bucket.settings["quota"] = quota
+    await gw.run(bucket.save)
+    return quota

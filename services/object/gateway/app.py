@@ -1,0 +1,229 @@
+"""The ASGI application: parse, route (path-style and virtual-host-style), authenticate,
+dispatch to the handlers, and render every failure as S3 XML.
+"""
+from __future__ import annotations
+
+import logging
+from urllib.parse import parse_qsl, unquote
+
+from . import admin, bucket_ops, multipart, object_ops
+from .core import Gateway
+from .errors import S3Error
+from .request import Request, Response
+from .sigv4 import verify_request
+
+log = logging.getLogger("strata.s3")
+MAX_KEY_BYTES = 1024
+ADMIN_PREFIX = "/_strata/admin/"
+
+# Sub-resources S3 defines that this gateway does not implement (answered NotImplemented).
+UNSUPPORTED = {"acl", "cors", "website", "logging", "notification", "replication", "requestPayment",
+               "encryption", "object-lock", "legal-hold", "retention", "analytics", "inventory",
+               "metrics", "intelligent-tiering", "ownershipControls", "publicAccessBlock",
+               "accelerate", "torrent", "select", "attributes", "restore", "policyStatus"}
+
+
+def _route(gw: Gateway, host: str, path: str) -> tuple[str, str]:
+    """(bucket, key) from the Host header and the decoded path."""
+    hostname = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    for domain in gw.config.get("domains", ["localhost"]):
+        if hostname.endswith("." + domain):
+            return hostname[: -len(domain) - 1], path[1:]
+    bucket, _, key = path[1:].partition("/")
+    return bucket, key
+
+
+class S3App:
+    """ASGI callable serving S3 and the admin interface."""
+
+    def __init__(self, config_path: str):
+        self.config_path = config_path
+        self.gw: Gateway | None = None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        if self.gw is None:  # servers without lifespan support
+            await self._startup()
+        await self._http(scope, receive, send)
+
+    async def _startup(self) -> None:
+        if self.gw is None:
+            self.gw = Gateway(self.config_path)
+            await self.gw.start()
+
+    async def _lifespan(self, receive, send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self._startup()
+                except Exception as exc:  # noqa: BLE001 - reported to the server, which exits
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                if self.gw:
+                    await self.gw.stop()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _http(self, scope, receive, send) -> None:
+        headers: dict[str, str] = {}
+        for name, value in scope["headers"]:
+            n = name.decode("latin-1").lower()
+            v = value.decode("latin-1")
+            headers[n] = f"{headers[n]},{v}" if n in headers else v
+        raw_path = scope.get("raw_path", b"").decode("latin-1") or scope["path"]
+        raw_path = raw_path.split("?", 1)[0]
+        raw_query = scope.get("query_string", b"").decode("latin-1")
+        query = dict(parse_qsl(raw_query, keep_blank_values=True))
+        req = Request(scope["method"], raw_path, raw_query, headers, query, receive=receive)
+        try:
+            path = unquote(raw_path)
+            if path.startswith(ADMIN_PREFIX) or path == ADMIN_PREFIX.rstrip("/"):
+                resp = await admin.handle(self.gw, req, path[len(ADMIN_PREFIX):])
+            else:
+                req.bucket, req.key = _route(self.gw, headers.get("host", ""), path)
+                resp = await self._s3(req)
+        except S3Error as err:
+            resp = self._error(req, err)
+        except Exception:  # noqa: BLE001 - the client gets InternalError, the log the traceback
+            log.exception("unhandled error in %s %s", req.method, raw_path)
+            resp = self._error(req, S3Error("InternalError"))
+        await self._send(send, req, resp)
+
+    def _error(self, req: Request, err: S3Error) -> Response:
+        if not err.resource:
+            err.resource = req.raw_path
+        headers = dict(err.headers)
+        if req.method == "HEAD" or err.status == 304:
+            return Response(err.status, headers, b"")
+        headers["content-type"] = "application/xml"
+        return Response(err.status, headers, err.to_xml(req.request_id))
+
+    async def _send(self, send, req: Request, resp: Response) -> None:
+        headers = [(b"x-amz-request-id", req.request_id.encode()), (b"server", b"Strata")]
+        body = resp.body
+        streaming = not isinstance(body, (bytes, bytearray))
+        if not streaming and "content-length" not in resp.headers:
+            headers.append((b"content-length", str(len(body)).encode()))
+        for name, value in resp.headers.items():
+            headers.append((name.lower().encode("latin-1"), str(value).encode("latin-1", "replace")))
+        try:
+            await send({"type": "http.response.start", "status": resp.status, "headers": headers})
+            if not streaming:
+                await send({"type": "http.response.body", "body": bytes(body) if req.method != "HEAD" else b""})
+                return
+            async for chunk in body:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+        except OSError:
+            pass  # client went away
+
+    async def _s3(self, req: Request) -> Response:
+        gw = self.gw
+        cfg = gw.config
+        req.auth = verify_request(req.method, req.raw_path, req.raw_query, req.headers,
+                                  cfg["users"], cfg["region"])
+        for name in req.query:
+            if name in UNSUPPORTED:
+                raise S3Error("NotImplemented", f"The '{name}' sub-resource is not implemented by Strata")
+        if not req.bucket:
+            if req.method == "GET":
+                return await bucket_ops.list_buckets(gw, req)
+            raise S3Error("MethodNotAllowed")
+        if len(req.key.encode()) > MAX_KEY_BYTES:
+            raise S3Error("KeyTooLongError", Size=str(len(req.key.encode())), MaxSizeAllowed=str(MAX_KEY_BYTES))
+        if req.key:
+            return await object_dispatch(gw, req)
+        return await bucket_dispatch(gw, req)
+
+
+def authorize(gw: Gateway, req: Request):
+    """The request's bucket, if the signer owns it (or is an admin); else an S3 error."""
+    bucket = gw.buckets.get(req.bucket)
+    if bucket.owner != req.auth.user and not req.auth.admin:
+        raise S3Error("AccessDenied", resource=f"/{req.bucket}")
+    return bucket
+
+
+async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
+    """Bucket-level operations."""
+    q, m = req.query, req.method
+    if m == "PUT":
+        if "versioning" in q:
+            return await bucket_ops.put_versioning(gw, req, authorize(gw, req))
+        if "tagging" in q or "lifecycle" in q or "policy" in q:
+            raise S3Error("NotImplemented", "Bucket tagging, lifecycle and policy are not implemented yet")
+        return await bucket_ops.create_bucket(gw, req)
+    if m == "DELETE":
+        if "tagging" in q or "lifecycle" in q or "policy" in q:
+            authorize(gw, req)
+            return Response(204)
+        authorize(gw, req)
+        return await bucket_ops.delete_bucket(gw, req)
+    bucket = authorize(gw, req)
+    if m == "HEAD":
+        return Response(200, {"x-amz-bucket-region": gw.config["region"]})
+    if m == "GET":
+        if "location" in q:
+            return bucket_ops.location(gw, req)
+        if "versioning" in q:
+            return bucket_ops.get_versioning(bucket)
+        if "versions" in q:
+            return await bucket_ops.list_versions(gw, req, bucket)
+        if "uploads" in q:
+            return await multipart.list_uploads(gw, req, bucket)
+        if "lifecycle" in q:
+            raise S3Error("NoSuchLifecycleConfiguration")
+        if "policy" in q:
+            raise S3Error("NoSuchBucketPolicy")
+        if "tagging" in q:
+            raise S3Error("NoSuchTagSet")
+        return await bucket_ops.list_objects(gw, req, bucket)
+    if m == "POST" and "delete" in q:
+        return await object_ops.delete_objects(gw, req, bucket)
+    raise S3Error("MethodNotAllowed")
+
+
+async def object_dispatch(gw: Gateway, req: Request) -> Response:
+    """Object-level operations."""
+    bucket = authorize(gw, req)
+    q, m = req.query, req.method
+    if m == "PUT":
+        if "uploadId" in q:
+            if "x-amz-copy-source" in req.headers:
+                return await multipart.upload_part_copy(gw, req, bucket)
+            return await multipart.upload_part(gw, req, bucket)
+        if "tagging" in q:
+            return await object_ops.put_tagging(gw, req, bucket)
+        if "x-amz-copy-source" in req.headers:
+            return await object_ops.copy_object(gw, req, bucket)
+        return await object_ops.put_object(gw, req, bucket)
+    if m in ("GET", "HEAD"):
+        if "uploadId" in q and m == "GET":
+            return await multipart.list_parts(gw, req, bucket)
+        if "tagging" in q and m == "GET":
+            return await object_ops.get_tagging(gw, req, bucket)
+        return await object_ops.get_object(gw, req, bucket)
+    if m == "DELETE":
+        if "uploadId" in q:
+            return await multipart.abort(gw, req, bucket)
+        if "tagging" in q:
+            return await object_ops.delete_tagging(gw, req, bucket)
+        return await object_ops.delete_object(gw, req, bucket)
+    if m == "POST":
+        if "uploads" in q:
+            return await multipart.create(gw, req, bucket)
+        if "uploadId" in q:
+            return await multipart.complete(gw, req, bucket)
+    raise S3Error("MethodNotAllowed")
+
+
+def create_app(config_path: str) -> S3App:
+    """The ASGI application for ``config_path``."""
+    return S3App(config_path)

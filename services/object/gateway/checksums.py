@@ -1,0 +1,131 @@
+"""Object digests: the MD5 ETag and the S3 additional checksums (CRC32, CRC32C, SHA1, SHA256).
+
+A :class:`Digests` is fed every byte of a body once (from a worker thread for large bodies:
+hashlib and zlib release the GIL) and then checked against what the client claimed.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import zlib
+
+from .errors import S3Error
+
+try:  # C implementation (PyPI crc32c); the pure-Python fallback is slow but correct
+    from crc32c import crc32c as _crc32c
+except ImportError:  # pragma: no cover - exercised only without the wheel
+    _TABLE = []
+    for _i in range(256):
+        _c = _i
+        for _ in range(8):
+            _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
+        _TABLE.append(_c)
+
+    def _crc32c(data: bytes, value: int = 0) -> int:
+        crc = value ^ 0xFFFFFFFF
+        for b in data:
+            crc = _TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
+        return crc ^ 0xFFFFFFFF
+
+ALGORITHMS = ("crc32", "crc32c", "sha1", "sha256")
+
+
+class _Crc:
+    def __init__(self, fn):
+        self.fn, self.value = fn, 0
+
+    def update(self, data: bytes) -> None:
+        self.value = self.fn(data, self.value)
+
+    def digest(self) -> bytes:
+        return (self.value & 0xFFFFFFFF).to_bytes(4, "big")
+
+
+def _new(algorithm: str):
+    if algorithm == "crc32":
+        return _Crc(zlib.crc32)
+    if algorithm == "crc32c":
+        return _Crc(_crc32c)
+    if algorithm == "sha1":
+        return hashlib.sha1()
+    if algorithm == "sha256":
+        return hashlib.sha256()
+    raise S3Error("InvalidRequest", f"Unsupported checksum algorithm {algorithm!r}; use one of {ALGORITHMS}")
+
+
+def requested_algorithms(headers: dict[str, str]) -> set[str]:
+    """Checksum algorithms a request asks for (by value header, SDK header or trailer)."""
+    algos = set()
+    for name in headers:
+        if name.startswith("x-amz-checksum-") and name[15:] in ALGORITHMS:
+            algos.add(name[15:])
+    sdk = headers.get("x-amz-sdk-checksum-algorithm") or headers.get("x-amz-checksum-algorithm")
+    if sdk:
+        algo = sdk.lower()
+        if algo not in ALGORITHMS:
+            raise S3Error("InvalidRequest", f"Unsupported checksum algorithm {sdk!r}; use one of {ALGORITHMS}")
+        algos.add(algo)
+    for name in headers.get("x-amz-trailer", "").split(","):
+        name = name.strip().lower()
+        if name.startswith("x-amz-checksum-"):
+            algo = name[15:]
+            if algo not in ALGORITHMS:
+                raise S3Error("InvalidRequest", f"Unsupported trailer checksum {name!r}")
+            algos.add(algo)
+    return algos
+
+
+class Digests:
+    """Running MD5 (+ optional SHA-256 of the payload) and S3 checksums of one body."""
+
+    def __init__(self, algorithms: set[str] = frozenset(), payload_sha256: bool = False):
+        self.md5 = hashlib.md5()
+        self.size = 0
+        self.sha256 = hashlib.sha256() if payload_sha256 and "sha256" not in algorithms else None
+        self.checks = {a: _new(a) for a in algorithms}
+
+    def update(self, data: bytes) -> None:
+        """Feed the next bytes of the body."""
+        self.size += len(data)
+        self.md5.update(data)
+        if self.sha256 is not None:
+            self.sha256.update(data)
+        for h in self.checks.values():
+            h.update(data)
+
+    def payload_sha256_hex(self) -> str:
+        """Hex SHA-256 of the body (for x-amz-content-sha256)."""
+        if self.sha256 is not None:
+            return self.sha256.hexdigest()
+        return self.checks["sha256"].digest().hex()
+
+    def checksums(self) -> dict[str, str]:
+        """Base64 checksum values by algorithm, as S3 returns them."""
+        return {a: base64.b64encode(h.digest()).decode() for a, h in self.checks.items()}
+
+    def verify(self, headers: dict[str, str], trailers: dict[str, str], payload_hash: str | None) -> dict[str, str]:
+        """Compare the body against Content-MD5, x-amz-checksum-* and the payload hash.
+
+        Returns the checksums to store. Raises ``BadDigest`` / ``InvalidDigest`` /
+        ``XAmzContentSHA256Mismatch``.
+        """
+        md5 = headers.get("content-md5")
+        if md5 is not None:
+            try:
+                want = base64.b64decode(md5, validate=True)
+            except ValueError:
+                raise S3Error("InvalidDigest") from None
+            if len(want) != 16:
+                raise S3Error("InvalidDigest")
+            if want != self.md5.digest():
+                raise S3Error("BadDigest", "The Content-MD5 you specified did not match what we received.")
+        if payload_hash and len(payload_hash) == 64 and (self.sha256 is not None or "sha256" in self.checks):
+            if payload_hash != self.payload_sha256_hex():
+                raise S3Error("XAmzContentSHA256Mismatch", ClientComputedContentSHA256=payload_hash,
+                              S3ComputedContentSHA256=self.payload_sha256_hex())
+        stored = self.checksums()
+        for algo, value in stored.items():
+            claimed = trailers.get(f"x-amz-checksum-{algo}") or headers.get(f"x-amz-checksum-{algo}")
+            if claimed is not None and claimed != value:
+                raise S3Error("BadDigest", f"The {algo.upper()} you specified did not match the calculated checksum.")
+        return stored

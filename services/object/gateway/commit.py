@@ -1,0 +1,117 @@
+"""Group commit: one segment fsync and one transaction per index shard for every PUT that
+arrived while the previous batch was being made durable.
+
+A request appends its bytes (segment or its own fsynced file), then awaits
+:meth:`GroupCommitter.commit`. The committer takes everything queued, fdatasyncs the dirty
+segments, applies the index ops shard by shard in parallel threads (each shard one durable
+SQLite transaction) and only then wakes the requests, which answer 200.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+
+from .index import BucketIndex, Op, OpResult
+from .storage import SegmentStore, remove_location
+
+log = logging.getLogger("strata.s3.commit")
+
+
+class GroupCommitter:
+    """Batches index writes (and the segment fsync they depend on) across concurrent requests."""
+
+    def __init__(self, segments: SegmentStore, threads: int = 8):
+        self.segments = segments
+        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="s3-commit")
+        self.shard_pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="s3-shard")
+        self.pending: list[tuple[BucketIndex, Op, bool, asyncio.Future]] = []
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task | None = None
+        self.on_applied = None   # callback(index, OpResult) for usage accounting
+
+    def start(self) -> None:
+        """Start the background commit loop on the running event loop."""
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        """Stop the loop after the current batch."""
+        if self.task:
+            self.task.cancel()
+            try:
+                await self.task
+            except asyncio.CancelledError:
+                pass
+        self.pool.shutdown(wait=True)
+        self.shard_pool.shutdown(wait=True)
+
+    async def commit(self, index: BucketIndex, op: Op, segment_data: bool) -> OpResult:
+        """Queue ``op``; returns once it (and the segment bytes it points to) is durable."""
+        fut = asyncio.get_running_loop().create_future()
+        self.pending.append((index, op, segment_data, fut))
+        self.wake.set()
+        return await fut
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            batch, self.pending = self.pending, []
+            if not batch:
+                continue
+            try:
+                outcomes = await loop.run_in_executor(self.pool, self._commit_batch, batch)
+            except Exception as exc:  # noqa: BLE001 - every waiter gets the failure
+                log.exception("group commit failed")
+                outcomes = [exc] * len(batch)
+            garbage = []
+            for (index, _op, _seg, fut), outcome in zip(batch, outcomes):
+                if isinstance(outcome, OpResult):
+                    if self.on_applied:
+                        self.on_applied(index, outcome)
+                    garbage.extend(r.loc for r in outcome.removed if "seg" not in r.loc)
+                if not fut.done():
+                    if isinstance(outcome, BaseException):
+                        fut.set_exception(outcome)
+                    else:
+                        fut.set_result(outcome)
+            if garbage:
+                loop.run_in_executor(self.pool, _remove_all, garbage)
+
+    def _commit_batch(self, batch) -> list:
+        if any(seg for _, _, seg, _ in batch):
+            self.segments.sync()
+        groups: dict[tuple[int, int], list[int]] = defaultdict(list)
+        shards = {}
+        for i, (index, op, _, _) in enumerate(batch):
+            key = op.record.key if op.record is not None else op.key
+            shard_no = index.shard_of(key)
+            groups[(id(index), shard_no)].append(i)
+            shards[(id(index), shard_no)] = index.shards[shard_no]
+        outcomes: list = [None] * len(batch)
+
+        def apply(group_key):
+            members = groups[group_key]
+            try:
+                results = shards[group_key].apply([batch[i][1] for i in members])
+            except Exception as exc:  # noqa: BLE001
+                results = [exc] * len(members)
+            for i, res in zip(members, results):
+                outcomes[i] = res
+
+        if len(groups) == 1:
+            apply(next(iter(groups)))
+        else:
+            # shards commit in parallel; each thread waits on its own WAL fsync
+            list(self.shard_pool.map(apply, list(groups)))
+        return outcomes
+
+
+def _remove_all(locs: list[dict]) -> None:
+    for loc in locs:
+        try:
+            remove_location(loc)
+        except OSError:
+            log.exception("could not remove replaced object data %s", loc)

@@ -1,0 +1,71 @@
+"""The gateway's configuration file, re-read whenever its mtime changes.
+
+See the package docstring for the contract. Checking costs one ``stat`` at most every
+``CHECK_INTERVAL`` seconds; a file that fails to parse keeps the previous configuration in
+force (and is logged), so a half-written file can never lock every user out.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+
+log = logging.getLogger("strata.s3.config")
+CHECK_INTERVAL = 0.0  # one stat per request: cheap, and a new key works at once
+
+
+class ConfigError(Exception):
+    """The configuration file is missing a required field or is not valid JSON."""
+
+
+def parse_config(text: str, path: str = "config") -> dict:
+    """Validate and normalise a configuration document."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be an object")
+    if not data.get("data_root"):
+        raise ConfigError(f"{path}: 'data_root' (directory for buckets and indexes) is required")
+    users = data.get("users") or {}
+    if not isinstance(users, dict):
+        raise ConfigError(f"{path}: 'users' must map access keys to {{secret_key, user, admin}}")
+    for key, user in users.items():
+        if not isinstance(user, dict) or not user.get("secret_key"):
+            raise ConfigError(f"{path}: user {key!r} needs a 'secret_key'")
+    data.setdefault("region", "us-east-1")
+    data.setdefault("admin_token", "")
+    data["users"] = users
+    return data
+
+
+class ConfigWatcher:
+    """Holds the current configuration; ``current()`` reloads it when the file changed."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._mtime = os.stat(path).st_mtime_ns
+        with open(path) as fh:
+            self.config = parse_config(fh.read(), path)
+        self._checked = time.monotonic()
+
+    def current(self) -> dict:
+        """The configuration in force (reloaded if the file's mtime moved)."""
+        now = time.monotonic()
+        if now - self._checked >= CHECK_INTERVAL:
+            self._checked = now
+            try:
+                mtime = os.stat(self.path).st_mtime_ns
+                if mtime != self._mtime:
+                    with open(self.path) as fh:
+                        new = parse_config(fh.read(), self.path)
+                    if new["data_root"] != self.config["data_root"]:
+                        log.warning("data_root changed in %s; restart the gateway to use it", self.path)
+                        new["data_root"] = self.config["data_root"]
+                    self.config, self._mtime = new, mtime
+                    log.info("reloaded %s (%d users)", self.path, len(new["users"]))
+            except (OSError, ConfigError) as exc:
+                log.error("keeping previous configuration: %s", exc)
+        return self.config

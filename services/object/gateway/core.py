@@ -1,0 +1,187 @@
+"""The gateway's state and the two byte paths every handler shares: store a body, read an object.
+
+:meth:`Gateway.store_body` puts a body below ``SMALL_OBJECT_LIMIT`` in a segment (bytes kept
+in memory, appended, made durable by the group commit), and streams anything larger into its
+own file through a worker thread (hashing and writing off the event loop, at most two blocks
+in flight, never the whole body in memory). :meth:`Gateway.read` streams an object back.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+from .body import Body
+from .buckets import Bucket, BucketStore
+from .checksums import Digests, requested_algorithms
+from .commit import GroupCommitter
+from .config import ConfigWatcher
+from .errors import S3Error
+from .index import Op, OpResult, Record, next_seq
+from .storage import (SMALL_OBJECT_LIMIT, LargeFileWriter, SegmentStore, file_ranges,
+                      read_file_blocks, reset_tmp)
+
+WRITE_BLOCK = 1024 * 1024
+MAX_OBJECT_SIZE = 5 * 1024 ** 4
+
+
+@dataclass
+class Stored:
+    """Where a body went and what it hashed to."""
+
+    loc: dict
+    size: int
+    md5_hex: str
+    checksums: dict
+    in_segment: bool
+
+
+class Gateway:
+    """Everything a request handler needs: config, buckets, segments, committer, I/O threads."""
+
+    def __init__(self, config_path: str, index_shards: int = 8):
+        self.watcher = ConfigWatcher(config_path)
+        root = self.watcher.config["data_root"]
+        os.makedirs(root, exist_ok=True)
+        self.root = root
+        reset_tmp(root)
+        self.buckets = BucketStore(root, index_shards)
+        self.segments = SegmentStore(root)
+        self.committer: GroupCommitter | None = None
+        self.io = ThreadPoolExecutor(max_workers=16, thread_name_prefix="s3-io")
+
+    @property
+    def config(self) -> dict:
+        return self.watcher.current()
+
+    async def start(self) -> None:
+        """Start background tasks (call on the serving event loop)."""
+        self.committer = GroupCommitter(self.segments)
+        self.committer.on_applied = self._account
+        self.committer.start()
+
+    async def stop(self) -> None:
+        """Stop background tasks."""
+        if self.committer:
+            await self.committer.stop()
+        self.io.shutdown(wait=False)
+
+    def _account(self, index, result: OpResult) -> None:
+        for bucket in self.buckets.buckets.values():
+            if bucket.index is index:
+                bucket.account(result)
+                return
+
+    async def run(self, fn, *args):
+        """Run blocking ``fn(*args)`` on the I/O thread pool."""
+        return await asyncio.get_running_loop().run_in_executor(self.io, fn, *args)
+
+    async def commit(self, bucket: Bucket, op: Op, in_segment: bool = False) -> OpResult:
+        """Durably apply one index op (group-committed with concurrent ones)."""
+        return await self.committer.commit(bucket.index, op, in_segment)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def store_body(self, bucket: Bucket, body: Body, headers: dict[str, str],
+                         dest_dir: str | None = None, force_file: bool = False) -> Stored:
+        """Receive and durably store a body (not yet visible: the caller commits the index)."""
+        size = body.size
+        if size is not None and size > MAX_OBJECT_SIZE:
+            raise S3Error("EntityTooLarge")
+        bucket.check_quota(size or 0, add_objects=0)
+        digests = Digests(requested_algorithms(headers), payload_sha256=bool(body.payload_hash))
+        if size is not None and size < SMALL_OBJECT_LIMIT and not force_file:
+            data = await body.read_all(SMALL_OBJECT_LIMIT)
+            digests.update(data)
+            checks = digests.verify(headers, body.trailers, body.payload_hash)
+            loc = self.segments.append(data)
+            return Stored(loc, len(data), digests.md5.hexdigest(), checks, True)
+        writer = await self.run(LargeFileWriter, self.root, dest_dir or bucket.data_dir)
+        try:
+            await self._pump(body.stream(), writer, digests)
+            checks = digests.verify(headers, body.trailers, body.payload_hash)
+            path = await self.run(writer.finish)
+        except BaseException:
+            await self.run(writer.abort)
+            raise
+        return Stored({"file": path}, digests.size, digests.md5.hexdigest(), checks, False)
+
+    async def _pump(self, chunks: AsyncIterator[bytes], writer: LargeFileWriter, digests: Digests) -> None:
+        loop = asyncio.get_running_loop()
+
+        def job(block: bytes) -> None:
+            digests.update(block)
+            writer.write(block)
+
+        pending = None
+        buf = bytearray()
+        async for data in chunks:
+            buf += data
+            if len(buf) >= WRITE_BLOCK:
+                if pending is not None:
+                    await pending
+                pending = loop.run_in_executor(self.io, job, bytes(buf))
+                buf.clear()
+        if pending is not None:
+            await pending
+        if buf:
+            await loop.run_in_executor(self.io, job, bytes(buf))
+
+    async def copy_data(self, bucket: Bucket, src: Record, start: int = 0, end: int | None = None,
+                        dest_dir: str | None = None, force_file: bool = False) -> Stored:
+        """Durably store a copy of bytes [start, end) of ``src`` (for CopyObject / UploadPartCopy)."""
+        end = src.size if end is None else end
+        length = end - start
+        bucket.check_quota(length, add_objects=0)
+        digests = Digests()
+        if length < SMALL_OBJECT_LIMIT and not force_file:
+            data = b"".join([c async for c in self.read(src, start, end)])
+            digests.update(data)
+            return Stored(self.segments.append(data), length, digests.md5.hexdigest(), {}, True)
+        writer = await self.run(LargeFileWriter, self.root, dest_dir or bucket.data_dir)
+        try:
+            await self._pump(self.read(src, start, end), writer, digests)
+            path = await self.run(writer.finish)
+        except BaseException:
+            await self.run(writer.abort)
+            raise
+        return Stored({"file": path}, length, digests.md5.hexdigest(), {}, False)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def read(self, rec: Record, start: int = 0, end: int | None = None) -> AsyncIterator[bytes]:
+        """Object bytes [start, end), in blocks (whatever tier the object is on)."""
+        end = rec.size if end is None else end
+        if end <= start:
+            return
+        if "seg" in rec.loc:
+            yield await self.run(self.segments.read, rec.loc, rec.size, start, end - start)
+            return
+        blocks = read_file_blocks(file_ranges(rec.loc, rec.size, start, end))
+        sentinel = object()
+        while True:
+            data = await self.run(next, blocks, sentinel)
+            if data is sentinel:
+                return
+            yield data
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    @staticmethod
+    def new_version_id(bucket: Bucket, seq: int) -> str:
+        """A fresh version id when versioning is Enabled, else S3's literal 'null'."""
+        if bucket.versioning == "Enabled":
+            return f"{seq:019d}.{uuid.uuid4().hex[:8]}"
+        return "null"
+
+    def make_record(self, bucket: Bucket, key: str, stored: Stored | None, etag: str, meta: dict,
+                    marker: bool = False) -> Record:
+        """A new latest version of ``key``."""
+        seq = next_seq()
+        return Record(key=key, seq=seq, version_id=self.new_version_id(bucket, seq), latest=True,
+                      marker=marker, size=stored.size if stored else 0, etag=etag, mtime=time.time(),
+                      tier="hot", loc=stored.loc if stored else {}, meta=meta)

@@ -1,0 +1,324 @@
+"""The bucket index: several SQLite (WAL) shards per bucket, merged in key order for listings.
+
+A key always lives in shard ``crc32(key) % shards``, so concurrent writers to different keys
+spread over independent databases (and independent write locks). Each shard holds every
+version of its keys; ``latest`` marks the version a plain GET sees. Writes arrive as batches
+from the group committer (:mod:`.commit`), one transaction per shard per batch, with
+``synchronous=FULL`` so an acknowledged PUT survives power loss.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Iterator
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS versions (
+    key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    version_id TEXT NOT NULL,
+    latest INTEGER NOT NULL,
+    marker INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    etag TEXT NOT NULL,
+    mtime REAL NOT NULL,
+    tier TEXT NOT NULL,
+    loc TEXT NOT NULL,
+    meta TEXT NOT NULL,
+    PRIMARY KEY (key, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS current ON versions(key) WHERE latest = 1 AND marker = 0;
+CREATE UNIQUE INDEX IF NOT EXISTS by_version ON versions(key, version_id);
+"""
+
+_seq_lock = threading.Lock()
+_last_seq = 0
+
+
+def next_seq() -> int:
+    """A process-wide increasing sequence number (nanoseconds, never repeating)."""
+    global _last_seq
+    with _seq_lock:
+        _last_seq = max(_last_seq + 1, time.time_ns())
+        return _last_seq
+
+
+@dataclass
+class Record:
+    """One version of one key, as stored in a shard."""
+
+    key: str
+    seq: int
+    version_id: str
+    latest: bool
+    marker: bool
+    size: int
+    etag: str
+    mtime: float
+    tier: str = "hot"
+    loc: dict = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_row(cls, row) -> "Record":
+        return cls(row[0], row[1], row[2], bool(row[3]), bool(row[4]), row[5], row[6], row[7],
+                   row[8], json.loads(row[9]), json.loads(row[10]))
+
+    def row(self) -> tuple:
+        return (self.key, self.seq, self.version_id, int(self.latest), int(self.marker), self.size,
+                self.etag, self.mtime, self.tier, json.dumps(self.loc), json.dumps(self.meta))
+
+
+COLUMNS = "key, seq, version_id, latest, marker, size, etag, mtime, tier, loc, meta"
+
+
+@dataclass
+class Op:
+    """An index change for one key: ``put`` a version, or ``delete`` one version by id."""
+
+    kind: str                      # "put" | "delete_version" | "set_meta"
+    record: Record | None = None   # for put
+    versioned: bool = False        # bucket versioning Enabled (keep older versions)
+    key: str = ""
+    version_id: str = ""           # for delete_version and set_meta
+    meta: dict | None = None       # for set_meta (replaces the version's metadata)
+
+
+@dataclass
+class OpResult:
+    """What an applied op replaced (for garbage collection and usage accounting)."""
+
+    removed: list[Record] = field(default_factory=list)
+    bytes_delta: int = 0
+    objects_delta: int = 0
+    found: bool = True
+
+
+class Shard:
+    """One SQLite database of the index; writes come only from the committer thread."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._local = threading.local()
+        self.write_lock = threading.Lock()
+        db = self._connect()
+        db.executescript(SCHEMA)
+        db.commit()
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        return db
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """This thread's connection."""
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = self._local.db = self._connect()
+        return db
+
+    def apply(self, ops: list[Op]) -> list[OpResult]:
+        """Apply ``ops`` in one durable transaction."""
+        with self.write_lock:
+            db = self.db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                results = [self._apply_one(db, op) for op in ops]
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return results
+
+    def _apply_one(self, db, op: Op) -> OpResult:
+        res = OpResult()
+        if op.kind == "put":
+            rec = op.record
+            if not op.versioned:
+                old = db.execute(f"SELECT {COLUMNS} FROM versions WHERE key=? AND version_id='null'",
+                                 (rec.key,)).fetchone()
+                if old is not None:
+                    old = Record.from_row(old)
+                    db.execute("DELETE FROM versions WHERE key=? AND seq=?", (old.key, old.seq))
+                    res.removed.append(old)
+                    if not old.marker:
+                        res.bytes_delta -= old.size
+                        res.objects_delta -= 1
+            db.execute("UPDATE versions SET latest=0 WHERE key=? AND latest=1", (rec.key,))
+            db.execute(f"INSERT INTO versions ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rec.row())
+            if not rec.marker:
+                res.bytes_delta += rec.size
+                res.objects_delta += 1
+            return res
+        if op.kind == "delete_version":
+            old = db.execute(f"SELECT {COLUMNS} FROM versions WHERE key=? AND version_id=?",
+                             (op.key, op.version_id)).fetchone()
+            if old is None:
+                res.found = False
+                return res
+            old = Record.from_row(old)
+            db.execute("DELETE FROM versions WHERE key=? AND seq=?", (old.key, old.seq))
+            res.removed.append(old)
+            if not old.marker:
+                res.bytes_delta -= old.size
+                res.objects_delta -= 1
+            if old.latest:
+                db.execute("UPDATE versions SET latest=1 WHERE key=? AND seq=(SELECT MAX(seq) FROM versions WHERE key=?)",
+                           (op.key, op.key))
+            return res
+        if op.kind == "set_meta":
+            cur = db.execute("UPDATE versions SET meta=? WHERE key=? AND version_id=?",
+                             (json.dumps(op.meta), op.key, op.version_id))
+            res.found = cur.rowcount > 0
+            return res
+        raise ValueError(f"unknown index op {op.kind!r}")
+
+
+class BucketIndex:
+    """All shards of one bucket."""
+
+    def __init__(self, directory: str, shards: int = 8):
+        os.makedirs(directory, exist_ok=True)
+        existing = sorted(n for n in os.listdir(directory) if n.startswith("shard-") and n.endswith(".db"))
+        count = len(existing) or shards
+        self.shards = [Shard(os.path.join(directory, f"shard-{i:02d}.db")) for i in range(count)]
+
+    def shard_of(self, key: str) -> int:
+        """Index of the shard that holds ``key``."""
+        return zlib.crc32(key.encode()) % len(self.shards)
+
+    def get(self, key: str, version_id: str | None = None) -> Record | None:
+        """The latest version of ``key`` (may be a delete marker), or the named version."""
+        db = self.shards[self.shard_of(key)].db
+        if version_id is None:
+            row = db.execute(f"SELECT {COLUMNS} FROM versions WHERE key=? AND latest=1", (key,)).fetchone()
+        else:
+            row = db.execute(f"SELECT {COLUMNS} FROM versions WHERE key=? AND version_id=?",
+                             (key, version_id)).fetchone()
+        return Record.from_row(row) if row else None
+
+    def usage(self) -> tuple[int, int]:
+        """(bytes, objects) over every stored version."""
+        total_bytes = total_objects = 0
+        for shard in self.shards:
+            b, n = shard.db.execute("SELECT COALESCE(SUM(size),0), COUNT(*) FROM versions WHERE marker=0").fetchone()
+            total_bytes += b
+            total_objects += n
+        return total_bytes, total_objects
+
+    def is_empty(self) -> bool:
+        """True when no version (not even a delete marker) is left."""
+        return all(s.db.execute("SELECT 1 FROM versions LIMIT 1").fetchone() is None for s in self.shards)
+
+    def iter_current(self, prefix: str = "", after: str = "") -> "MergedCursor":
+        """Current (non-deleted) objects with ``prefix``, key > ``after``, in key order."""
+        return MergedCursor(self.shards, prefix, after, versions=False)
+
+    def iter_versions(self, prefix: str = "", after: str = "", after_seq: int | None = None) -> "MergedCursor":
+        """Every version (newest first within a key) with ``prefix``, after (``after``, ``after_seq``)."""
+        return MergedCursor(self.shards, prefix, after, versions=True, after_seq=after_seq)
+
+    def versions_of(self, key: str) -> list[Record]:
+        """Every version of one key, newest first."""
+        db = self.shards[self.shard_of(key)].db
+        rows = db.execute(f"SELECT {COLUMNS} FROM versions WHERE key=? ORDER BY seq DESC", (key,)).fetchall()
+        return [Record.from_row(r) for r in rows]
+
+
+def _prefix_end(prefix: str) -> str | None:
+    """Smallest string greater than every string starting with ``prefix``."""
+    if not prefix:
+        return None
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+class _ShardCursor:
+    PAGE = 500
+
+    def __init__(self, shard: Shard, prefix: str, versions: bool):
+        self.shard, self.prefix, self.versions = shard, prefix, versions
+        self.end = _prefix_end(prefix)
+        self.buf: list[Record] = []
+        self.pos = 0
+        self.exhausted = True
+
+    def _load(self, cond: str, args: list) -> None:
+        conds, args = [cond], list(args)
+        if self.end is not None:
+            conds.append("key < ?")
+            args.append(self.end)
+        if self.versions:
+            sql = (f"SELECT {COLUMNS} FROM versions WHERE {' AND '.join(conds)} "
+                   f"ORDER BY key, seq DESC LIMIT {self.PAGE}")
+        else:
+            sql = (f"SELECT {COLUMNS} FROM versions WHERE latest=1 AND marker=0 AND {' AND '.join(conds)} "
+                   f"ORDER BY key LIMIT {self.PAGE}")
+        rows = self.shard.db.execute(sql, args).fetchall()
+        self.buf = [Record.from_row(r) for r in rows]
+        self.pos = 0
+        self.exhausted = len(rows) < self.PAGE
+
+    def seek_after(self, after: str, after_seq: int | None = None) -> None:
+        """Position on the first row with key > ``after`` (or same key, older than ``after_seq``)."""
+        if after < self.prefix:
+            self._load("key >= ?", [self.prefix])
+        elif after_seq is not None:
+            self._load("(key > ? OR (key = ? AND seq < ?))", [after, after, after_seq])
+        else:
+            self._load("key > ?", [after])
+
+    def seek_ge(self, key: str) -> None:
+        """Position on the first row with key >= ``key``."""
+        self._load("key >= ?", [max(key, self.prefix)])
+
+    def peek(self) -> Record | None:
+        if self.pos >= len(self.buf):
+            if self.exhausted:
+                return None
+            last = self.buf[-1]
+            self.seek_after(last.key, last.seq if self.versions else None)
+            if not self.buf:
+                return None
+        return self.buf[self.pos]
+
+    def advance(self) -> None:
+        self.pos += 1
+
+
+class MergedCursor:
+    """Key-ordered merge of per-shard cursors; ``skip_past`` jumps over a common prefix."""
+
+    def __init__(self, shards: list[Shard], prefix: str, after: str, versions: bool,
+                 after_seq: int | None = None):
+        self.cursors = [_ShardCursor(s, prefix, versions) for s in shards]
+        for c in self.cursors:
+            c.seek_after(after, after_seq)
+
+    def __iter__(self) -> Iterator[Record]:
+        return self
+
+    def __next__(self) -> Record:
+        best = None
+        for c in self.cursors:
+            rec = c.peek()
+            if rec is not None and (best is None or (rec.key, -rec.seq) < (best[0].key, -best[0].seq)):
+                best = (rec, c)
+        if best is None:
+            raise StopIteration
+        best[1].advance()
+        return best[0]
+
+    def skip_past(self, prefix: str) -> None:
+        """Drop every remaining key that starts with ``prefix``."""
+        end = _prefix_end(prefix)
+        for c in self.cursors:
+            rec = c.peek()
+            if rec is not None and rec.key.startswith(prefix):
+                c.seek_ge(end)

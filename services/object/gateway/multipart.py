@@ -1,0 +1,268 @@
+"""Multipart uploads: create, upload part (and part copy), complete, abort, list parts/uploads.
+
+An upload is a directory ``buckets/<b>/uploads/<id>/`` holding ``upload.json`` and, per part,
+a data file plus ``NNNNN.json`` (etag, size, file), each written durably before the part is
+acknowledged. Complete renames the directory into ``data/`` and commits one index entry that
+lists the part files: no byte is copied, and until that commit the object does not exist.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+
+from .bucket_ops import iso_time, owner_xml
+from .buckets import Bucket
+from .core import Gateway, Stored
+from .errors import S3Error, child_text, el, parse_xml, xml_doc
+from .index import Op
+from .object_ops import copy_source, meta_from_headers, parse_range
+from .request import Request, Response, xml_response
+from .storage import fsync_dir, write_json_atomic
+
+MIN_PART_SIZE = 5 * 1024 * 1024
+MAX_PARTS = 10000
+
+
+def _upload_dir(bucket: Bucket, upload_id: str) -> str:
+    if not upload_id or not all(c in "0123456789abcdef" for c in upload_id):
+        raise S3Error("NoSuchUpload", UploadId=upload_id)
+    return os.path.join(bucket.uploads_dir, upload_id)
+
+
+def _load_upload(bucket: Bucket, upload_id: str, key: str | None = None) -> tuple[str, dict]:
+    path = _upload_dir(bucket, upload_id)
+    try:
+        with open(os.path.join(path, "upload.json")) as fh:
+            info = json.load(fh)
+    except FileNotFoundError:
+        raise S3Error("NoSuchUpload", UploadId=upload_id) from None
+    if key is not None and info["key"] != key:
+        raise S3Error("NoSuchUpload", UploadId=upload_id)
+    return path, info
+
+
+def _parts(path: str) -> dict[int, dict]:
+    parts = {}
+    for name in os.listdir(path):
+        if name.endswith(".json") and name[:5].isdigit():
+            with open(os.path.join(path, name)) as fh:
+                parts[int(name[:5])] = json.load(fh)
+    return parts
+
+
+async def create(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """CreateMultipartUpload."""
+    upload_id = uuid.uuid4().hex
+    info = {"key": req.key, "meta": meta_from_headers(req.headers), "initiated": time.time(),
+            "owner": req.auth.user}
+
+    def make():
+        path = os.path.join(bucket.uploads_dir, upload_id)
+        os.makedirs(path)
+        write_json_atomic(os.path.join(path, "upload.json"), info)
+        fsync_dir(bucket.uploads_dir)
+
+    await gw.run(make)
+    return xml_response(xml_doc("InitiateMultipartUploadResult", el("Bucket", bucket.name) + el("Key", req.key)
+                                + el("UploadId", upload_id)))
+
+
+def _part_number(req: Request) -> int:
+    raw = req.query.get("partNumber", "")
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= MAX_PARTS:
+        raise S3Error("InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive",
+                      ArgumentName="partNumber", ArgumentValue=raw)
+    return n
+
+
+def _record_part(path: str, number: int, part: dict) -> None:
+    meta_path = os.path.join(path, f"{number:05d}.json")
+    old = None
+    if os.path.exists(meta_path):
+        with open(meta_path) as fh:
+            old = json.load(fh).get("file")
+    write_json_atomic(meta_path, part)
+    if old and old != part["file"]:
+        try:
+            os.unlink(old)
+        except FileNotFoundError:
+            pass
+
+
+async def upload_part(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """UploadPart: the part is durable before the 200."""
+    number = _part_number(req)
+    path, _ = await gw.run(_load_upload, bucket, req.query["uploadId"], req.key)
+    body = req.body()
+    if body.size is None:
+        raise S3Error("MissingContentLength")
+    stored = await gw.store_body(bucket, body, req.headers, dest_dir=os.path.join(path, "parts"), force_file=True)
+    part = {"etag": stored.md5_hex, "size": stored.size, "file": stored.loc["file"], "mtime": time.time(),
+            "ck": stored.checksums}
+    await gw.run(_record_part, path, number, part)
+    headers = {"etag": f'"{stored.md5_hex}"'}
+    for algo, value in stored.checksums.items():
+        headers[f"x-amz-checksum-{algo}"] = value
+    return Response(200, headers)
+
+
+async def upload_part_copy(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """UploadPartCopy, with an optional x-amz-copy-source-range."""
+    number = _part_number(req)
+    path, _ = await gw.run(_load_upload, bucket, req.query["uploadId"], req.key)
+    src = await copy_source(gw, req)
+    start, end = 0, src.size
+    rng = req.headers.get("x-amz-copy-source-range")
+    if rng:
+        parsed = parse_range(rng, src.size)
+        if parsed is None or parsed[1] - 1 >= src.size:
+            raise S3Error("InvalidArgument", "The x-amz-copy-source-range value must be of the form bytes=first-last "
+                          "where first and last are the zero-based offsets of the first and last bytes to copy",
+                          ArgumentName="x-amz-copy-source-range")
+        start, end = parsed
+    stored = await gw.copy_data(bucket, src, start, end, dest_dir=os.path.join(path, "parts"), force_file=True)
+    part = {"etag": stored.md5_hex, "size": stored.size, "file": stored.loc["file"], "mtime": time.time(), "ck": {}}
+    await gw.run(_record_part, path, number, part)
+    return xml_response(xml_doc("CopyPartResult", el("LastModified", iso_time(part["mtime"]))
+                                + el("ETag", f'"{stored.md5_hex}"')))
+
+
+def _parse_complete(body: bytes) -> list[tuple[int, str]]:
+    root = parse_xml(body)
+    if root.tag != "CompleteMultipartUpload":
+        raise S3Error("MalformedXML")
+    out = []
+    for part in root.findall("Part"):
+        num, etag = child_text(part, "PartNumber"), child_text(part, "ETag")
+        try:
+            out.append((int(num), (etag or "").strip().strip('"')))
+        except (TypeError, ValueError):
+            raise S3Error("MalformedXML", "PartNumber must be an integer") from None
+    if not out:
+        raise S3Error("MalformedXML", "You must specify at least one part")
+    return out
+
+
+async def complete(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """CompleteMultipartUpload: validate the part list, then commit the object durably."""
+    upload_id = req.query["uploadId"]
+    path, info = await gw.run(_load_upload, bucket, upload_id, req.key)
+    wanted = _parse_complete(await req.body().read_all(4 * 1024 * 1024))
+    parts = await gw.run(_parts, path)
+    numbers = [n for n, _ in wanted]
+    if any(b <= a for a, b in zip(numbers, numbers[1:])):
+        raise S3Error("InvalidPartOrder", UploadId=upload_id)
+    chosen = []
+    for i, (n, etag) in enumerate(wanted):
+        part = parts.get(n)
+        if part is None or part["etag"] != etag:
+            raise S3Error("InvalidPart", UploadId=upload_id, PartNumber=str(n), ETag=etag)
+        if i < len(wanted) - 1 and part["size"] < MIN_PART_SIZE:
+            raise S3Error("EntityTooSmall", UploadId=upload_id, PartNumber=str(n), ProposedSize=str(part["size"]),
+                          MinSizeAllowed=str(MIN_PART_SIZE))
+        chosen.append(part)
+    total = sum(p["size"] for p in chosen)
+    bucket.check_quota(total)
+    etag = hashlib.md5(b"".join(bytes.fromhex(p["etag"]) for p in chosen)).hexdigest() + f"-{len(chosen)}"
+    final_dir = os.path.join(bucket.data_dir, f"mpu-{upload_id}")
+
+    def seal() -> list:
+        # drop parts that were uploaded but not named, then move the upload into data/
+        keep = {p["file"] for p in chosen}
+        for p in parts.values():
+            if p["file"] not in keep:
+                try:
+                    os.unlink(p["file"])
+                except FileNotFoundError:
+                    pass
+        os.replace(path, final_dir)
+        fsync_dir(bucket.uploads_dir)
+        fsync_dir(bucket.data_dir)
+        return [[p["file"].replace(path, final_dir, 1), p["size"]] for p in chosen]
+
+    locs = await gw.run(seal)
+    stored = Stored({"parts": locs, "dir": final_dir}, total, etag, {}, False)
+    meta = dict(info["meta"])
+    meta["ck"] = {}
+    rec = gw.make_record(bucket, req.key, stored, etag, meta)
+    await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled"))
+    headers = {"x-amz-version-id": rec.version_id} if bucket.versioning else {}
+    host = req.headers.get("host", "")
+    return xml_response(xml_doc("CompleteMultipartUploadResult",
+                                el("Location", f"http://{host}/{bucket.name}/{req.key}") + el("Bucket", bucket.name)
+                                + el("Key", req.key) + el("ETag", f'"{etag}"')), headers=headers)
+
+
+async def abort(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """AbortMultipartUpload."""
+    path, _ = await gw.run(_load_upload, bucket, req.query["uploadId"], req.key)
+    await gw.run(shutil.rmtree, path, True)
+    return Response(204)
+
+
+async def list_parts(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """ListParts with part-number-marker and max-parts."""
+    upload_id = req.query["uploadId"]
+    path, info = await gw.run(_load_upload, bucket, upload_id, req.key)
+    parts = await gw.run(_parts, path)
+    try:
+        marker = int(req.query.get("part-number-marker", "0") or 0)
+        max_parts = min(int(req.query.get("max-parts", "1000")), 1000)
+    except ValueError:
+        raise S3Error("InvalidArgument", "part-number-marker and max-parts must be integers") from None
+    numbers = sorted(n for n in parts if n > marker)
+    page, truncated = numbers[:max_parts], len(numbers) > max_parts
+    body = [el("Bucket", bucket.name), el("Key", req.key), el("UploadId", upload_id),
+            owner_xml(info["owner"]).replace("Owner>", "Initiator>"), owner_xml(info["owner"]),
+            el("StorageClass", "STANDARD"), el("PartNumberMarker", marker),
+            el("NextPartNumberMarker", page[-1] if page else marker), el("MaxParts", max_parts),
+            el("IsTruncated", truncated)]
+    for n in page:
+        p = parts[n]
+        ck = "".join(el(f"Checksum{a.upper()}", v) for a, v in p.get("ck", {}).items())
+        body.append(f"<Part>{el('PartNumber', n)}{el('LastModified', iso_time(p['mtime']))}"
+                    f"{el('ETag', chr(34) + p['etag'] + chr(34))}{el('Size', p['size'])}{ck}</Part>")
+    return xml_response(xml_doc("ListPartsResult", "".join(body)))
+
+
+async def list_uploads(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """ListMultipartUploads (prefix, key-marker, upload-id-marker, max-uploads)."""
+    q = req.query
+    prefix = q.get("prefix", "")
+    key_marker, id_marker = q.get("key-marker", ""), q.get("upload-id-marker", "")
+    try:
+        limit = min(int(q.get("max-uploads", "1000")), 1000)
+    except ValueError:
+        raise S3Error("InvalidArgument", "max-uploads must be an integer") from None
+
+    def scan():
+        found = []
+        for upload_id in os.listdir(bucket.uploads_dir):
+            try:
+                with open(os.path.join(bucket.uploads_dir, upload_id, "upload.json")) as fh:
+                    info = json.load(fh)
+            except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
+                continue
+            if info["key"].startswith(prefix):
+                found.append((info["key"], upload_id, info))
+        return sorted(found)
+
+    uploads = [u for u in await gw.run(scan) if (u[0], u[1]) > (key_marker, id_marker)]
+    page, truncated = uploads[:limit], len(uploads) > limit
+    body = [el("Bucket", bucket.name), el("KeyMarker", key_marker), el("UploadIdMarker", id_marker),
+            el("Prefix", prefix), el("MaxUploads", limit), el("IsTruncated", truncated)]
+    if truncated and page:
+        body += [el("NextKeyMarker", page[-1][0]), el("NextUploadIdMarker", page[-1][1])]
+    for key, upload_id, info in page:
+        body.append(f"<Upload>{el('Key', key)}{el('UploadId', upload_id)}"
+                    f"{owner_xml(info['owner']).replace('Owner>', 'Initiator>')}{owner_xml(info['owner'])}"
+                    f"{el('StorageClass', 'STANDARD')}{el('Initiated', iso_time(info['initiated']))}</Upload>")
+    return xml_response(xml_doc("ListMultipartUploadsResult", "".join(body)))

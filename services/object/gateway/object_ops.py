@@ -1,0 +1,370 @@
+"""Object operations: put, get/head (ranges, conditions), delete, multi-delete, copy, tagging."""
+from __future__ import annotations
+
+from email.utils import formatdate, parsedate_to_datetime
+from urllib.parse import parse_qsl, unquote
+
+from .bucket_ops import iso_time
+from .buckets import Bucket
+from .core import Gateway
+from .errors import S3Error, child_text, el, parse_xml, xml_doc
+from .index import Op, Record
+from .request import Request, Response, xml_response
+
+MAX_TAGS = 10
+META_HEADERS = {"content-type": "ct", "content-encoding": "ce", "content-disposition": "cd",
+                "cache-control": "cc", "content-language": "cl", "expires": "ex"}
+RESPONSE_OVERRIDES = {"response-content-type": "content-type", "response-content-language": "content-language",
+                      "response-expires": "expires", "response-cache-control": "cache-control",
+                      "response-content-disposition": "content-disposition",
+                      "response-content-encoding": "content-encoding"}
+
+
+def http_date(ts: float) -> str:
+    """RFC 7231 date."""
+    return formatdate(ts, usegmt=True)
+
+
+def meta_from_headers(headers: dict[str, str]) -> dict:
+    """Stored metadata (system headers and x-amz-meta-*) from request headers."""
+    meta: dict = {"ct": headers.get("content-type") or "binary/octet-stream"}
+    for header, short in META_HEADERS.items():
+        if header != "content-type" and header in headers:
+            meta[short] = headers[header]
+    if "ce" in meta:
+        encs = [e.strip() for e in meta["ce"].split(",") if e.strip() and e.strip() != "aws-chunked"]
+        if encs:
+            meta["ce"] = ",".join(encs)
+        else:
+            del meta["ce"]
+    meta["um"] = {k[11:]: v for k, v in headers.items() if k.startswith("x-amz-meta-")}
+    if "x-amz-tagging" in headers:
+        meta["tags"] = parse_tag_header(headers["x-amz-tagging"])
+    return meta
+
+
+def parse_tag_header(value: str) -> dict:
+    """Tags from an ``x-amz-tagging`` query-string header."""
+    tags = dict(parse_qsl(value, keep_blank_values=True))
+    _check_tags(tags)
+    return tags
+
+
+def _check_tags(tags: dict) -> None:
+    if len(tags) > MAX_TAGS:
+        raise S3Error("InvalidTag", f"Object tags cannot be greater than {MAX_TAGS}")
+    for k, v in tags.items():
+        if not k or len(k) > 128 or len(v) > 256:
+            raise S3Error("InvalidTag", f"Tag {k!r} has an invalid key or value length")
+
+
+def object_headers(rec: Record, versioned: bool) -> dict[str, str]:
+    """Response headers describing a stored version."""
+    m = rec.meta
+    h = {"etag": f'"{rec.etag}"', "last-modified": http_date(rec.mtime), "accept-ranges": "bytes",
+         "content-type": m.get("ct", "binary/octet-stream"), "x-amz-storage-class": "STANDARD"}
+    for header, short in META_HEADERS.items():
+        if short in m and header != "content-type":
+            h[header] = m[short]
+    for k, v in m.get("um", {}).items():
+        h[f"x-amz-meta-{k}"] = v
+    if m.get("tags"):
+        h["x-amz-tagging-count"] = str(len(m["tags"]))
+    if versioned or rec.version_id != "null":
+        h["x-amz-version-id"] = rec.version_id
+    if "parts" in rec.loc:
+        h["x-amz-mp-parts-count"] = str(len(rec.loc["parts"]))
+    return h
+
+
+def _etag_matches(header: str, etag: str) -> bool:
+    return any(t.strip() in ("*", f'"{etag}"', etag) for t in header.split(","))
+
+
+def _parse_http_date(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def check_conditions(headers: dict[str, str], rec: Record, prefix: str = "", copy: bool = False) -> None:
+    """If-Match / If-None-Match / If-(Un)Modified-Since, raising 412 or 304 as S3 does."""
+    if_match = headers.get(prefix + "if-match")
+    if_none = headers.get(prefix + "if-none-match")
+    since = _parse_http_date(headers.get(prefix + "if-modified-since"))
+    unmod = _parse_http_date(headers.get(prefix + "if-unmodified-since"))
+    mtime = int(rec.mtime)
+    if if_match is not None and not _etag_matches(if_match, rec.etag):
+        raise S3Error("PreconditionFailed", Condition=f"{prefix}If-Match")
+    if unmod is not None and if_match is None and mtime > unmod:
+        raise S3Error("PreconditionFailed", Condition=f"{prefix}If-Unmodified-Since")
+    not_modified = "PreconditionFailed" if copy else "NotModified"
+    if if_none is not None and _etag_matches(if_none, rec.etag):
+        raise S3Error(not_modified, Condition=f"{prefix}If-None-Match", headers={"etag": f'"{rec.etag}"'})
+    if since is not None and if_none is None and mtime <= since:
+        raise S3Error(not_modified, Condition=f"{prefix}If-Modified-Since", headers={"etag": f'"{rec.etag}"'})
+
+
+def parse_range(value: str | None, size: int) -> tuple[int, int] | None:
+    """(start, end exclusive) for a single ``bytes=`` range; None means the whole object."""
+    if not value or not value.startswith("bytes=") or "," in value:
+        return None
+    first, sep, last = value[6:].strip().partition("-")
+    if not sep:
+        return None
+    try:
+        if first == "":
+            n = int(last)
+            if n < 0:
+                return None
+            if n == 0:
+                raise S3Error("InvalidRange", headers={"content-range": f"bytes */{size}"}, ActualObjectSize=str(size))
+            return max(0, size - n), size
+        start = int(first)
+        end = int(last) + 1 if last else size
+    except ValueError:
+        return None  # malformed ranges are ignored, as HTTP says
+    if start < 0 or (last and end <= start):
+        return None
+    if start >= size:
+        raise S3Error("InvalidRange", headers={"content-range": f"bytes */{size}"},
+                      RangeRequested=value, ActualObjectSize=str(size))
+    return start, min(end, size)
+
+
+def _version_query(req: Request) -> str | None:
+    vid = req.query.get("versionId")
+    return vid if vid else None
+
+
+async def lookup(gw: Gateway, bucket: Bucket, key: str, version_id: str | None, method: str = "GET") -> Record:
+    """The requested version, or the S3 error a GET of it gets."""
+    rec = await gw.run(bucket.index.get, key, version_id)
+    if rec is None:
+        if version_id is not None:
+            raise S3Error("NoSuchVersion", resource=f"/{bucket.name}/{key}", Key=key, VersionId=version_id)
+        raise S3Error("NoSuchKey", resource=f"/{bucket.name}/{key}", Key=key)
+    if rec.marker:
+        headers = {"x-amz-delete-marker": "true", "x-amz-version-id": rec.version_id}
+        if version_id is not None:
+            raise S3Error("MethodNotAllowed", headers=headers)
+        raise S3Error("NoSuchKey", resource=f"/{bucket.name}/{key}", headers=headers, Key=key)
+    return rec
+
+
+async def put_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """PutObject: durable (data and index entry fsynced) before the 200."""
+    headers = req.headers
+    body = req.body()
+    if body.size is None:
+        raise S3Error("MissingContentLength")
+    if "if-none-match" in headers or "if-match" in headers:
+        current = await gw.run(bucket.index.get, req.key, None)
+        if headers.get("if-none-match") == "*" and current is not None and not current.marker:
+            raise S3Error("PreconditionFailed", Condition="If-None-Match")
+        if "if-match" in headers and (current is None or current.marker
+                                      or not _etag_matches(headers["if-match"], current.etag)):
+            raise S3Error("PreconditionFailed" if current else "NoSuchKey", Condition="If-Match")
+    bucket.check_quota(body.size)
+    meta = meta_from_headers(headers)
+    stored = await gw.store_body(bucket, body, headers)
+    meta["ck"] = stored.checksums
+    rec = gw.make_record(bucket, req.key, stored, stored.md5_hex, meta)
+    await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled"), stored.in_segment)
+    out = {"etag": f'"{rec.etag}"'}
+    if bucket.versioning:
+        out["x-amz-version-id"] = rec.version_id
+    for algo, value in stored.checksums.items():
+        out[f"x-amz-checksum-{algo}"] = value
+    return Response(200, out)
+
+
+async def get_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """GetObject / HeadObject with Range, conditions and response-* overrides."""
+    rec = await lookup(gw, bucket, req.key, _version_query(req), req.method)
+    check_conditions(req.headers, rec)
+    headers = object_headers(rec, bool(bucket.versioning))
+    part = req.query.get("partNumber")
+    rng = parse_range(req.headers.get("range"), rec.size)
+    if part is not None and "parts" in rec.loc:
+        try:
+            n = int(part)
+            sizes = [s for _, s in rec.loc["parts"]]
+            start = sum(sizes[: n - 1])
+            rng = (start, start + sizes[n - 1])
+        except (ValueError, IndexError):
+            raise S3Error("InvalidPartNumber") from None
+    for q, header in RESPONSE_OVERRIDES.items():
+        if q in req.query:
+            headers[header] = req.query[q]
+    status = 200
+    start, end = 0, rec.size
+    if rng is not None:
+        start, end = rng
+        status = 206
+        headers["content-range"] = f"bytes {start}-{end - 1}/{rec.size}"
+    elif req.headers.get("x-amz-checksum-mode", "").upper() == "ENABLED":
+        for algo, value in rec.meta.get("ck", {}).items():
+            headers[f"x-amz-checksum-{algo}"] = value
+    headers["content-length"] = str(end - start)
+    if req.method == "HEAD":
+        return Response(status, headers, b"")
+    return Response(status, headers, gw.read(rec, start, end))
+
+
+async def delete_version_or_key(gw: Gateway, bucket: Bucket, key: str, version_id: str | None) -> dict:
+    """Delete one version, or add a delete marker / drop the null version; returns result fields."""
+    if version_id is not None:
+        if version_id != "null":
+            existing = await gw.run(bucket.index.get, key, version_id)
+            if existing is None and not _valid_version_id(version_id):
+                raise S3Error("InvalidArgument", "Invalid version id specified", ArgumentName="versionId")
+        res = await gw.commit(bucket, Op("delete_version", key=key, version_id=version_id))
+        was_marker = bool(res.removed and res.removed[0].marker)
+        return {"VersionId": version_id, "DeleteMarker": was_marker}
+    if not bucket.versioning:
+        await gw.commit(bucket, Op("delete_version", key=key, version_id="null"))
+        return {}
+    rec = gw.make_record(bucket, key, None, "", {}, marker=True)
+    await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled"))
+    return {"DeleteMarker": True, "DeleteMarkerVersionId": rec.version_id}
+
+
+def _valid_version_id(vid: str) -> bool:
+    head, _, tail = vid.partition(".")
+    return head.isdigit() and len(tail) == 8
+
+
+async def delete_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """DeleteObject (204 whether or not the key existed)."""
+    result = await delete_version_or_key(gw, bucket, req.key, _version_query(req))
+    headers = {}
+    if result.get("DeleteMarker"):
+        headers["x-amz-delete-marker"] = "true"
+    vid = result.get("DeleteMarkerVersionId") or result.get("VersionId")
+    if vid:
+        headers["x-amz-version-id"] = vid
+    return Response(204, headers)
+
+
+async def delete_objects(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """DeleteObjects (multi-object delete, up to 1000 keys)."""
+    root = parse_xml(await req.body().read_all(2 * 1024 * 1024))
+    if root.tag != "Delete":
+        raise S3Error("MalformedXML")
+    quiet = (child_text(root, "Quiet", "false") or "").lower() == "true"
+    objects = root.findall("Object")
+    if not objects or len(objects) > 1000:
+        raise S3Error("MalformedXML", "A Delete request names between 1 and 1000 objects")
+    out = []
+    for obj in objects:
+        key = child_text(obj, "Key")
+        vid = child_text(obj, "VersionId")
+        if not key:
+            raise S3Error("MalformedXML", "Every Object needs a Key")
+        try:
+            result = await delete_version_or_key(gw, bucket, key, vid)
+        except S3Error as err:
+            out.append(f"<Error>{el('Key', key)}{el('Code', err.code)}{el('Message', err.message)}</Error>")
+            continue
+        if quiet:
+            continue
+        fields = "".join(el(k, v) for k, v in result.items())
+        out.append(f"<Deleted>{el('Key', key)}{fields}</Deleted>")
+    return xml_response(xml_doc("DeleteResult", "".join(out)))
+
+
+def parse_copy_source(value: str) -> tuple[str, str, str | None]:
+    """(bucket, key, version id) from an x-amz-copy-source header."""
+    path, _, query = value.partition("?")
+    path = unquote(path).lstrip("/")
+    bucket, _, key = path.partition("/")
+    if not bucket or not key:
+        raise S3Error("InvalidArgument", "Copy Source must mention the source bucket and key: sourcebucket/sourcekey",
+                      ArgumentName="x-amz-copy-source")
+    vid = dict(parse_qsl(query)).get("versionId") if query else None
+    return bucket, key, vid
+
+
+async def copy_source(gw: Gateway, req: Request) -> Record:
+    """The source version of a copy, after the signer's access and copy-source conditions."""
+    sb, sk, svid = parse_copy_source(req.headers["x-amz-copy-source"])
+    src_bucket = gw.buckets.get(sb)
+    if src_bucket.owner != req.auth.user and not req.auth.admin:
+        raise S3Error("AccessDenied", resource=f"/{sb}/{sk}")
+    rec = await lookup(gw, src_bucket, sk, svid)
+    check_conditions(req.headers, rec, prefix="x-amz-copy-source-", copy=True)
+    return rec
+
+
+async def copy_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """CopyObject with the COPY/REPLACE metadata and tagging directives."""
+    src = await copy_source(gw, req)
+    directive = req.headers.get("x-amz-metadata-directive", "COPY").upper()
+    tag_directive = req.headers.get("x-amz-tagging-directive", "COPY").upper()
+    if directive not in ("COPY", "REPLACE") or tag_directive not in ("COPY", "REPLACE"):
+        raise S3Error("InvalidArgument", "Unknown metadata or tagging directive")
+    sb, sk, _ = parse_copy_source(req.headers["x-amz-copy-source"])
+    if sb == bucket.name and sk == req.key and directive == "COPY" and "x-amz-storage-class" not in req.headers:
+        raise S3Error("InvalidRequest", "This copy request is illegal because it is trying to copy an object to "
+                      "itself without changing the object's metadata, storage class, website redirect location "
+                      "or encryption attributes.")
+    meta = dict(src.meta) if directive == "COPY" else meta_from_headers(req.headers)
+    meta.pop("tags", None)
+    if tag_directive == "COPY" and src.meta.get("tags"):
+        meta["tags"] = src.meta["tags"]
+    elif tag_directive == "REPLACE" and "x-amz-tagging" in req.headers:
+        meta["tags"] = parse_tag_header(req.headers["x-amz-tagging"])
+    bucket.check_quota(src.size)
+    stored = await gw.copy_data(bucket, src)
+    meta["ck"] = src.meta.get("ck", {}) if "parts" not in src.loc else {}
+    etag = src.etag
+    rec = gw.make_record(bucket, req.key, stored, etag, meta)
+    await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled"), stored.in_segment)
+    headers = {}
+    if bucket.versioning:
+        headers["x-amz-version-id"] = rec.version_id
+    if src.version_id != "null":
+        headers["x-amz-copy-source-version-id"] = src.version_id
+    return xml_response(xml_doc("CopyObjectResult", el("LastModified", iso_time(rec.mtime))
+                                + el("ETag", f'"{etag}"')), headers=headers)
+
+
+async def put_tagging(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """PutObjectTagging (replaces the version's tag set)."""
+    root = parse_xml(await req.body().read_all(64 * 1024))
+    tags = {}
+    for tag in root.iter("Tag"):
+        k, v = child_text(tag, "Key"), child_text(tag, "Value", "")
+        if k is None:
+            raise S3Error("MalformedXML", "Every Tag needs a Key")
+        if k in tags:
+            raise S3Error("InvalidTag", "Cannot provide multiple Tags with the same key")
+        tags[k] = v
+    _check_tags(tags)
+    return await _set_tags(gw, req, bucket, tags)
+
+
+async def _set_tags(gw: Gateway, req: Request, bucket: Bucket, tags: dict) -> Response:
+    rec = await lookup(gw, bucket, req.key, _version_query(req))
+    meta = dict(rec.meta)
+    meta["tags"] = tags
+    await gw.commit(bucket, Op("set_meta", key=rec.key, version_id=rec.version_id, meta=meta))
+    status = 204 if req.method == "DELETE" else 200
+    return Response(status, {"x-amz-version-id": rec.version_id} if bucket.versioning else {})
+
+
+async def get_tagging(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """GetObjectTagging."""
+    rec = await lookup(gw, bucket, req.key, _version_query(req))
+    tags = "".join(f"<Tag>{el('Key', k)}{el('Value', v)}</Tag>" for k, v in rec.meta.get("tags", {}).items())
+    headers = {"x-amz-version-id": rec.version_id} if bucket.versioning else {}
+    return xml_response(xml_doc("Tagging", f"<TagSet>{tags}</TagSet>"), headers=headers)
+
+
+async def delete_tagging(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """DeleteObjectTagging."""
+    return await _set_tags(gw, req, bucket, {})

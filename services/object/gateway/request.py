@@ -1,0 +1,45 @@
+"""Request and response objects shared by the handlers."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import AsyncIterator
+
+from .body import Body
+from .sigv4 import AuthContext
+
+
+@dataclass
+class Request:
+    """One parsed S3 request."""
+
+    method: str
+    raw_path: str
+    raw_query: str
+    headers: dict[str, str]
+    query: dict[str, str]
+    bucket: str = ""
+    key: str = ""
+    receive: object = None
+    auth: AuthContext | None = None
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16].upper())
+
+    def body(self) -> Body:
+        """The request body reader."""
+        return Body(self.receive, self.headers, self.auth)
+
+
+@dataclass
+class Response:
+    """Status, headers and a body (bytes or an async iterator of bytes)."""
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | AsyncIterator[bytes] = b""
+
+
+def xml_response(body: bytes, status: int = 200, headers: dict | None = None) -> Response:
+    """An XML response."""
+    h = {"content-type": "application/xml"}
+    h.update(headers or {})
+    return Response(status, h, body)
