@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Clear what a crashed test run left behind: mounts and loop devices of /tmp/strata-test-*.
+
+Unmounts every mount whose mountpoint lies under a ``/tmp/strata-test-*`` directory or whose
+source is a loop device backed by a file there, then detaches those loop devices. Nothing
+else is touched. Prints what it cleared. Run as root: ``python tests/cleanup_leftovers.py``
+(``--dry-run`` only prints).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+DEFAULT_PREFIX = "/tmp/strata-test-"
+
+
+def _clean(path: str) -> str:
+    return path[: -len(" (deleted)")] if path.endswith(" (deleted)") else path
+
+
+def leftover_loops(prefix: str) -> dict:
+    """Loop device -> backing file, for backing files under ``prefix``."""
+    if not shutil.which("losetup"):
+        return {}
+    proc = subprocess.run(["losetup", "--list", "--json", "-O", "NAME,BACK-FILE"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        return {}
+    found = {}
+    for dev in json.loads(proc.stdout).get("loopdevices", []):
+        back = _clean(dev.get("back-file") or "")
+        if back.startswith(prefix):
+            found[dev["name"]] = back
+    return found
+
+
+def leftover_mounts(prefix: str, loops: dict) -> list:
+    """Mountpoints to unmount, deepest first."""
+    loop_paths = {os.path.realpath(d) for d in loops}
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            mnt = left.split()[4].replace("\\040", " ")
+            fields = right.split()
+            source = fields[1] if len(fields) > 1 else ""
+            if mnt.startswith(prefix) or (source.startswith("/dev/")
+                                          and os.path.realpath(source) in loop_paths):
+                found.append(mnt)
+    return sorted(set(found), key=lambda m: (-m.count("/"), m))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prefix", default=DEFAULT_PREFIX,
+                        help="only touch things under this path prefix (must start with "
+                             f"{DEFAULT_PREFIX})")
+    parser.add_argument("--dry-run", action="store_true", help="print, change nothing")
+    args = parser.parse_args(argv)
+    if not args.prefix.startswith(DEFAULT_PREFIX):
+        parser.error(f"--prefix must start with {DEFAULT_PREFIX}")
+    if os.geteuid() != 0:
+        print("cleanup_leftovers: not root, nothing to clear (tests without root make no "
+              "mounts or loops)")
+        return 0
+    loops = leftover_loops(args.prefix)
+    mounts = leftover_mounts(args.prefix, loops)
+    failed = 0
+    for mnt in mounts:
+        print(f"unmount {mnt}")
+        if args.dry_run:
+            continue
+        if subprocess.run(["umount", mnt], capture_output=True).returncode != 0:
+            proc = subprocess.run(["umount", "-l", mnt], capture_output=True, text=True)
+            if proc.returncode != 0:
+                print(f"  failed: {proc.stderr.strip()}", file=sys.stderr)
+                failed += 1
+    for dev, back in sorted(loops.items()):
+        print(f"detach {dev} ({back})")
+        if args.dry_run:
+            continue
+        if shutil.which("btrfs"):
+            subprocess.run(["btrfs", "device", "scan", "--forget", dev], capture_output=True)
+        proc = subprocess.run(["losetup", "--detach", dev], capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(f"  failed: {proc.stderr.strip()}", file=sys.stderr)
+            failed += 1
+    if not mounts and not loops:
+        print("cleanup_leftovers: nothing to clear")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
