@@ -33,7 +33,7 @@ def _apply_pool_info(pool: Pool, info) -> None:
 
 # -- pools ---------------------------------------------------------------------------------
 
-def create_pool(*, name, driver, devices, redundancy, media) -> Pool:
+def create_pool(*, name, driver, devices, redundancy="none", media="flash") -> Pool:
     specs = [DeviceSpec(path=d["path"], fault_domain=d.get("fault_domain", "default"))
              for d in devices]
     with transaction.atomic():

@@ -128,6 +128,7 @@ class SnapshotSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "filesystem", "volume", "path", "state", "error", "clones",
                   "created_at"]
         read_only_fields = ["path", "state", "error", "created_at"]
+        validators = []  # uniqueness per source is checked in validate() with a clear message
 
     def get_clones(self, snap) -> list[str]:
         return [c.name for c in snap.clones()]

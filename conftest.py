@@ -1,0 +1,82 @@
+"""Fixtures shared by the whole suite: a private data directory (pools in it are torn down,
+loops detached, even on failure), API clients per role, and a real Celery worker."""
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+
+def _teardown_pools(state_dir: Path) -> None:
+    import dataplane
+
+    for kind in ("local", "directory"):
+        try:
+            drv = dataplane.open_driver(kind, state_dir)
+            names = drv.list_pools()
+        except Exception:
+            continue
+        for name in names:
+            try:
+                drv.deactivate_pool(name)
+            except Exception:
+                pass
+
+
+@pytest.fixture
+def data_dir(settings):
+    """A fresh data directory for the plane; its pools are unmounted and detached after."""
+    path = Path(tempfile.mkdtemp(prefix="strata-test-"))
+    settings.DATA_DIR = path
+    yield path
+    _teardown_pools(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _client_for(user):
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.user = user
+    return client
+
+
+def _user(username, role):
+    from django.contrib.auth.models import Group, User
+
+    user = User.objects.create_user(username, password="pw-" + username + "-123")
+    if role == "admin":
+        user.is_superuser = user.is_staff = True
+        user.save()
+    user.groups.add(Group.objects.get_or_create(name=role)[0])
+    return user
+
+
+@pytest.fixture
+def api(db, data_dir):
+    """An admin API client (token auth)."""
+    return _client_for(_user("admin", "admin"))
+
+
+@pytest.fixture
+def viewer_api(db, data_dir):
+    return _client_for(_user("viewer", "viewer"))
+
+
+@pytest.fixture
+def operator_api(db, data_dir):
+    return _client_for(_user("operator", "operator"))
+
+
+@pytest.fixture
+def worker(transactional_db):
+    """A real Celery worker (in a thread) consuming the test broker."""
+    from celery.contrib.testing.worker import start_worker
+
+    from console.celery import app
+
+    app.control.purge()
+    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+        yield app

@@ -1,0 +1,52 @@
+"""Jobs run by a real Celery worker over the real Redis broker."""
+import time
+
+import pytest
+from celery.contrib.testing.worker import start_worker
+
+from console.celery import app
+from console.models import Job
+
+pytestmark = pytest.mark.root
+
+
+def wait_job(api, job_id, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = api.get(f"/api/v1/jobs/{job_id}/").json()
+        if job["state"] in ("succeeded", "failed", "cancelled"):
+            return job
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} did not finish: {job}")
+
+
+def test_scrub_runs_as_a_job_and_reports_no_errors(api, worker):
+    r = api.post("/api/v1/pools/", {"name": "p1", "driver": "local", "redundancy": "mirror",
+                                    "devices": ["image:300M", "image:300M"]}, format="json")
+    assert r.status_code == 201, r.json()
+    r = api.post("/api/v1/pools/p1/scrub/")
+    assert r.status_code == 202
+    assert r["Location"].endswith(f"/api/v1/jobs/{r.json()['id']}/")
+    job = wait_job(api, r.json()["id"])
+    assert job["state"] == "succeeded", job
+    assert job["progress"] == 100
+    assert job["result"]["errors_uncorrectable"] == 0
+    assert job["result"]["errors_corrected"] == 0
+    assert job["result"]["bytes_scrubbed"] > 0
+
+
+def test_cancel_before_it_runs(api, transactional_db):
+    api.post("/api/v1/pools/", {"name": "p1", "driver": "directory"}, format="json")
+    job_id = api.post("/api/v1/pools/p1/scrub/").json()["id"]
+    r = api.post(f"/api/v1/jobs/{job_id}/cancel/")
+    assert r.status_code == 200 and r.json()["state"] == "cancelled"
+    with start_worker(app, pool="solo", perform_ping_check=False):
+        time.sleep(1.0)  # give the queued message to the worker: it must not run the job
+    job = Job.objects.get(pk=job_id)
+    assert job.state == "cancelled" and job.started_at is None
+
+
+def test_failed_job_records_the_error(api, worker):
+    api.post("/api/v1/pools/", {"name": "d1", "driver": "directory"}, format="json")
+    job = wait_job(api, api.post("/api/v1/pools/d1/scrub/").json()["id"])
+    assert job["state"] == "failed" and "scrub" in job["error"].lower()
