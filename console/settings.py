@@ -79,6 +79,18 @@ INSTALLED_APPS = [
     "services.storage",
 ]
 
+
+def _service_apps() -> list[str]:
+    """Every service slice with a Django app (`services/<name>/apps.py`, `vector/apps.py`)
+    is installed; its API registers itself (see console/api/urls.py)."""
+    found = sorted(f"services.{p.parent.name}" for p in (BASE_DIR / "services").glob("*/apps.py"))
+    if (BASE_DIR / "vector" / "apps.py").exists():
+        found.append("vector")
+    return [app for app in found if app not in INSTALLED_APPS]
+
+
+INSTALLED_APPS += _service_apps()
+
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

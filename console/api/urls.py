@@ -1,16 +1,22 @@
+from importlib import import_module
+from importlib.util import find_spec
+
+from django.apps import apps
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
 from console.api import views
-from services.storage.api.urls import register as register_storage
 
 router = DefaultRouter(trailing_slash=True)
 router.register("jobs", views.JobViewSet)
 router.register("audit", views.AuditEventViewSet)
 router.register("users", views.UserViewSet)
 router.register("me", views.MeViewSet, basename="me")
-register_storage(router)
+# Each service app with an `api/urls.py` defining `register(router)` adds its resources.
+for app in apps.get_app_configs():
+    if app.name.startswith(("services.", "vector")) and find_spec(f"{app.name}.api.urls"):
+        import_module(f"{app.name}.api.urls").register(router)
 
 urlpatterns = [
     path("health", views.health, name="health"),

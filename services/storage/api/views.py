@@ -3,17 +3,12 @@ from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from console.api.responses import job_accepted
 from console.api.serializers import JobSerializer
 from console.jobs import start_job
 from services.storage import service, tasks
 from services.storage.api import serializers as s
 from services.storage.models import FileSystem, Pool, Snapshot, Volume
-
-
-def job_accepted(job, request) -> Response:
-    data = JobSerializer(job, context={"request": request}).data
-    return Response({"job": data["url"], "id": job.pk, **data}, status=status.HTTP_202_ACCEPTED,
-                    headers={"Location": data["url"]})
 
 
 class PoolViewSet(viewsets.ModelViewSet):

@@ -1,0 +1,12 @@
+"""Responses shared by every service's API."""
+from rest_framework import status
+from rest_framework.response import Response
+
+from console.api.serializers import JobSerializer
+
+
+def job_accepted(job, request) -> Response:
+    """202 with the job's URL (in the body and the Location header) for a started Job."""
+    data = JobSerializer(job, context={"request": request}).data
+    return Response({"job": data["url"], **data}, status=status.HTTP_202_ACCEPTED,
+                    headers={"Location": data["url"]})
