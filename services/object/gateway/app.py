@@ -81,7 +81,15 @@ class S3App:
         raw_path = raw_path.split("?", 1)[0]
         raw_query = scope.get("query_string", b"").decode("latin-1")
         query = dict(parse_qsl(raw_query, keep_blank_values=True))
-        req = Request(scope["method"], raw_path, raw_query, headers, query, receive=receive)
+        state = {"done": headers.get("content-length", "0") == "0" and "transfer-encoding" not in headers}
+
+        async def tracked_receive():
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                state["done"] = True
+            return message
+
+        req = Request(scope["method"], raw_path, raw_query, headers, query, receive=tracked_receive)
         try:
             path = unquote(raw_path)
             if path.startswith(ADMIN_PREFIX) or path == ADMIN_PREFIX.rstrip("/"):
@@ -94,6 +102,9 @@ class S3App:
         except Exception:  # noqa: BLE001 - the client gets InternalError, the log the traceback
             log.exception("unhandled error in %s %s", req.method, raw_path)
             resp = self._error(req, S3Error("InternalError"))
+        if not state["done"]:
+            # the body was not read (an early error): do not let its bytes be parsed as a request
+            resp.headers["connection"] = "close"
         await self._send(send, req, resp)
 
     def _error(self, req: Request, err: S3Error) -> Response:

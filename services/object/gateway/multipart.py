@@ -161,14 +161,15 @@ async def complete(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     if any(b <= a for a, b in zip(numbers, numbers[1:])):
         raise S3Error("InvalidPartOrder", UploadId=upload_id)
     chosen = []
-    for i, (n, etag) in enumerate(wanted):
+    for n, etag in wanted:
         part = parts.get(n)
         if part is None or part["etag"] != etag:
             raise S3Error("InvalidPart", UploadId=upload_id, PartNumber=str(n), ETag=etag)
+        chosen.append(part)
+    for i, ((n, _), part) in enumerate(zip(wanted, chosen)):
         if i < len(wanted) - 1 and part["size"] < MIN_PART_SIZE:
             raise S3Error("EntityTooSmall", UploadId=upload_id, PartNumber=str(n), ProposedSize=str(part["size"]),
                           MinSizeAllowed=str(MIN_PART_SIZE))
-        chosen.append(part)
     total = sum(p["size"] for p in chosen)
     bucket.check_quota(total)
     etag = hashlib.md5(b"".join(bytes.fromhex(p["etag"]) for p in chosen)).hexdigest() + f"-{len(chosen)}"

@@ -1,0 +1,117 @@
+"""Multipart uploads through boto3: errors, copy parts, listings, and a large upload by hash."""
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+from boto3.s3.transfer import TransferConfig
+from botocore.exceptions import ClientError
+
+MIB = 1024 * 1024
+# The issue asks for 1 GiB; 256 MiB keeps the suite inside its time budget on 2 cores.
+LARGE_UPLOAD_BYTES = 256 * MIB
+
+
+def code_of(exc_info) -> str:
+    return exc_info.value.response["Error"]["Code"]
+
+
+def test_multipart_roundtrip_and_errors(s3, bucket):
+    key = "mp/obj"
+    up = s3.create_multipart_upload(Bucket=bucket, Key=key, ContentType="application/x-ckpt",
+                                    Metadata={"rank": "3"})["UploadId"]
+    parts = [os.urandom(5 * MIB), os.urandom(5 * MIB), b"tail"]
+    etags = [s3.upload_part(Bucket=bucket, Key=key, UploadId=up, PartNumber=i + 1, Body=p)["ETag"]
+             for i, p in enumerate(parts)]
+    listed = s3.list_parts(Bucket=bucket, Key=key, UploadId=up)["Parts"]
+    assert [(p["PartNumber"], p["Size"]) for p in listed] == [(1, 5 * MIB), (2, 5 * MIB), (3, 4)]
+    assert [u["UploadId"] for u in s3.list_multipart_uploads(Bucket=bucket)["Uploads"]] == [up]
+    with pytest.raises(ClientError) as e:
+        s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=up, MultipartUpload={"Parts": [
+            {"PartNumber": 2, "ETag": etags[1]}, {"PartNumber": 1, "ETag": etags[0]}]})
+    assert code_of(e) == "InvalidPartOrder"
+    with pytest.raises(ClientError) as e:
+        s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=up, MultipartUpload={"Parts": [
+            {"PartNumber": 1, "ETag": '"0123456789abcdef0123456789abcdef"'}]})
+    assert code_of(e) == "InvalidPart"
+    with pytest.raises(ClientError) as e:
+        s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=up, MultipartUpload={"Parts": [
+            {"PartNumber": 3, "ETag": etags[2]}, {"PartNumber": 4, "ETag": etags[2]}]})
+    assert code_of(e) == "InvalidPart"
+    # only the last part may be small; parts need not be contiguous
+    s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=up, MultipartUpload={"Parts": [
+        {"PartNumber": 1, "ETag": etags[0]}, {"PartNumber": 3, "ETag": etags[2]}]})
+    got = s3.get_object(Bucket=bucket, Key=key)
+    assert got["Body"].read() == parts[0] + parts[2]
+
+
+def test_entity_too_small_and_abort(s3, bucket):
+    key = "mp/small"
+    up = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    e1 = s3.upload_part(Bucket=bucket, Key=key, UploadId=up, PartNumber=1, Body=b"a" * 100)["ETag"]
+    e2 = s3.upload_part(Bucket=bucket, Key=key, UploadId=up, PartNumber=2, Body=b"b" * 100)["ETag"]
+    with pytest.raises(ClientError) as e:
+        s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=up, MultipartUpload={"Parts": [
+            {"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]})
+    assert code_of(e) == "EntityTooSmall"
+    s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=up)
+    with pytest.raises(ClientError) as e:
+        s3.list_parts(Bucket=bucket, Key=key, UploadId=up)
+    assert code_of(e) == "NoSuchUpload"
+    with pytest.raises(ClientError) as e:
+        s3.upload_part(Bucket=bucket, Key=key, UploadId="ffff", PartNumber=1, Body=b"x")
+    assert code_of(e) == "NoSuchUpload"
+    assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="mp/small")
+
+
+def test_multipart_etag_and_complete_without_contents(s3, bucket):
+    key = "mp/etag"
+    up = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    p1, p2 = os.urandom(5 * MIB), os.urandom(1000)
+    e1 = s3.upload_part(Bucket=bucket, Key=key, UploadId=up, PartNumber=1, Body=p1)["ETag"]
+    e2 = s3.upload_part(Bucket=bucket, Key=key, UploadId=up, PartNumber=2, Body=p2)["ETag"]
+    r = s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=up, MultipartUpload={"Parts": [
+        {"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]})
+    want = hashlib.md5(hashlib.md5(p1).digest() + hashlib.md5(p2).digest()).hexdigest() + "-2"
+    assert r["ETag"] == f'"{want}"'
+    head = s3.head_object(Bucket=bucket, Key=key)
+    assert head["ContentLength"] == len(p1) + len(p2) and head["ETag"] == f'"{want}"'
+    rng = s3.get_object(Bucket=bucket, Key=key, Range=f"bytes={5 * MIB - 10}-{5 * MIB + 9}")["Body"].read()
+    assert rng == p1[-10:] + p2[:10]
+
+
+def test_upload_part_copy(s3, bucket):
+    src = os.urandom(6 * MIB)
+    s3.put_object(Bucket=bucket, Key="copysrc", Body=src)
+    up = s3.create_multipart_upload(Bucket=bucket, Key="assembled")["UploadId"]
+    r1 = s3.upload_part_copy(Bucket=bucket, Key="assembled", UploadId=up, PartNumber=1,
+                             CopySource={"Bucket": bucket, "Key": "copysrc"})
+    r2 = s3.upload_part_copy(Bucket=bucket, Key="assembled", UploadId=up, PartNumber=2,
+                             CopySource={"Bucket": bucket, "Key": "copysrc"}, CopySourceRange="bytes=0-99")
+    s3.complete_multipart_upload(Bucket=bucket, Key="assembled", UploadId=up, MultipartUpload={"Parts": [
+        {"PartNumber": 1, "ETag": r1["CopyPartResult"]["ETag"]},
+        {"PartNumber": 2, "ETag": r2["CopyPartResult"]["ETag"]}]})
+    assert s3.get_object(Bucket=bucket, Key="assembled")["Body"].read() == src + src[:100]
+
+
+def test_large_multipart_upload_read_back_by_hash(s3, bucket, tmp_path):
+    """LARGE_UPLOAD_BYTES through boto3's transfer manager (8 MiB parts, 8 threads)."""
+    path = tmp_path / "large.bin"
+    digest = hashlib.sha256()
+    block = os.urandom(MIB)
+    with open(path, "wb") as fh:
+        for i in range(LARGE_UPLOAD_BYTES // MIB):
+            chunk = block[:-8] + i.to_bytes(8, "big")
+            digest.update(chunk)
+            fh.write(chunk)
+    cfg = TransferConfig(multipart_threshold=8 * MIB, multipart_chunksize=8 * MIB, max_concurrency=8)
+    s3.upload_file(str(path), bucket, "large.bin", Config=cfg)
+    path.unlink()
+    head = s3.head_object(Bucket=bucket, Key="large.bin")
+    assert head["ContentLength"] == LARGE_UPLOAD_BYTES and head["ETag"].endswith('-32"')
+    body = s3.get_object(Bucket=bucket, Key="large.bin")["Body"]
+    got = hashlib.sha256()
+    for chunk in iter(lambda: body.read(4 * MIB), b""):
+        got.update(chunk)
+    assert got.hexdigest() == digest.hexdigest()
