@@ -40,11 +40,15 @@ class BaseDriver(Driver):
         path = self._record_path(pool)
         try:
             with open(path) as f:
-                return json.load(f)
+                record = json.load(f)
         except FileNotFoundError:
             raise NotFound(f"pool {pool!r} does not exist") from None
         except (OSError, ValueError) as exc:
             raise InvalidArgument(f"pool record {path} is unreadable: {exc}") from exc
+        if record.get("driver") != self.name:
+            raise NotFound(f"pool {pool!r} does not exist in the {self.name} driver (it belongs "
+                           f"to the {record.get('driver')!r} driver)")
+        return record
 
     def _save_record(self, pool: str, record: dict) -> None:
         """Write the record atomically (temp file + rename)."""

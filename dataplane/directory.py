@@ -352,13 +352,13 @@ class DirectoryDriver(BaseDriver):
             raise AlreadyExists(f"{kind} {new_name!r} already exists in pool {pool!r}")
         try:
             self._copy_tree(snap, new)
-            (new / SNAPSHOTS_DIR).mkdir()
-            for p in _walk_all(new):
+            for p in _walk_all(new):  # the copy kept the snapshot's read-only modes
                 if not p.is_symlink():
                     _set_immutable(p, False)
                     os.chmod(p, stat.S_IMODE(p.lstat().st_mode) | stat.S_IWUSR)
+            (new / SNAPSHOTS_DIR).mkdir()
         except BaseException:
-            remove_tree(new)
+            self._remove_snapshot(new)
             raise
         if kind == "filesystem":
             return self.filesystem_info(pool, new_name)

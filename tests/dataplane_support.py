@@ -101,6 +101,7 @@ def teardown_state_dir(driver, state_dir: str) -> None:
         for loop in loops_under(state_dir):
             subprocess.run(["losetup", "-d", loop], capture_output=True)
         subprocess.run(["chattr", "-R", "-i", state_dir], capture_output=True)
+        subprocess.run(["chmod", "-R", "u+w", state_dir], capture_output=True)
         shutil.rmtree(state_dir, ignore_errors=True)
 
 
