@@ -72,6 +72,8 @@ class SpdkDriver(SpdkNvmfMixin, Driver):
             "volumes": True, "filesystems": False, "clones": True,
             "clones_depend_on_snapshot": False, "block_devices": True,
             "image_devices": True, "thin_provisioning": True, "qos": True,
+            # VolumeInfo.path is an SPDK bdev alias ("pool/volume"), not a file
+            "volume_paths": "bdev",
             "exports": ["nvmf"],
             "features_off": {
                 "filesystems": FS_OFF,
@@ -275,21 +277,33 @@ class SpdkDriver(SpdkNvmfMixin, Driver):
         raise Unsupported(self.capabilities()["features_off"]["scrub"])
 
     # -- file systems: not served by this driver ----------------------------------------
+    # Creating one is Unsupported; looking one up is NotFound (there are none), so the
+    # plane's "does it exist?" paths behave as with any driver.
     def create_filesystem(self, pool, name, quota_bytes=None):
+        validate_name(name, "file system name")
+        self._load(pool)
         raise Unsupported(FS_OFF)
 
     def set_filesystem_quota(self, pool, name, quota_bytes):
+        validate_name(name, "file system name")
+        self._load(pool)
         raise Unsupported(FS_OFF)
 
+    def _no_filesystem(self, pool, name):
+        validate_name(name, "file system name")
+        self._load(pool)
+        raise NotFound(f"pool {pool!r} has no file system {name!r} (the spdk driver serves "
+                       "block volumes only)")
+
     def filesystem_info(self, pool, name):
-        raise Unsupported(FS_OFF)
+        self._no_filesystem(pool, name)
 
     def list_filesystems(self, pool):
         self._load(pool)
         return []
 
     def delete_filesystem(self, pool, name):
-        raise Unsupported(FS_OFF)
+        self._no_filesystem(pool, name)
 
     # -- lookups -----------------------------------------------------------------------
     def _bdev(self, name: str) -> Optional[dict]:
@@ -395,9 +409,10 @@ class SpdkDriver(SpdkNvmfMixin, Driver):
                 self.rpc.call("bdev_lvol_inflate", name=f"{pool}/{clone}")
 
     # -- snapshots ---------------------------------------------------------------------
-    def _snap_lvol(self, kind, source, name) -> str:
+    def _snap_lvol(self, pool, kind, source, name) -> str:
         if validate_kind(kind) == "filesystem":
-            raise Unsupported(FS_OFF)
+            validate_name(name, "snapshot name")
+            self._no_filesystem(pool, source)
         validate_name(source, "volume name")
         validate_name(name, "snapshot name")
         lvol = f"{source}@{name}"
@@ -408,7 +423,7 @@ class SpdkDriver(SpdkNvmfMixin, Driver):
 
     def create_snapshot(self, pool, kind, source, name) -> SnapshotInfo:
         """Take an instant read-only snapshot (``bdev_lvol_snapshot``)."""
-        lvol = self._snap_lvol(kind, source, name)
+        lvol = self._snap_lvol(pool, kind, source, name)
         self._volume_bdev(pool, source)
         if self._bdev(f"{pool}/{lvol}"):
             raise AlreadyExists(f"volume {source!r} already has a snapshot {name!r}")
@@ -421,7 +436,7 @@ class SpdkDriver(SpdkNvmfMixin, Driver):
 
     def list_snapshots(self, pool, kind, source) -> list:
         """The volume's snapshots, oldest first."""
-        self._snap_lvol(kind, source, "x")
+        self._snap_lvol(pool, kind, source, "x")
         self._volume_bdev(pool, source)
         created = self._load(pool)["snapshots"]
         out = [SnapshotInfo(pool=pool, kind="volume", source=source, name=n.split("@", 1)[1],
@@ -432,7 +447,7 @@ class SpdkDriver(SpdkNvmfMixin, Driver):
 
     def delete_snapshot(self, pool, kind, source, name) -> None:
         """Delete a snapshot; clones made from it are inflated first and keep their data."""
-        lvol = self._snap_lvol(kind, source, name)
+        lvol = self._snap_lvol(pool, kind, source, name)
         b = self._bdev(f"{pool}/{lvol}")
         if b is None:
             raise NotFound(f"volume {source!r} in pool {pool!r} has no snapshot {name!r}")
@@ -448,7 +463,7 @@ class SpdkDriver(SpdkNvmfMixin, Driver):
 
     def clone_snapshot(self, pool, kind, source, snapshot, new_name) -> VolumeInfo:
         """A writable thin volume over the snapshot (``bdev_lvol_clone``), instant."""
-        lvol = self._snap_lvol(kind, source, snapshot)
+        lvol = self._snap_lvol(pool, kind, source, snapshot)
         validate_name(new_name, "volume name")
         self._load(pool)
         if self._bdev(f"{pool}/{lvol}") is None:

@@ -109,12 +109,15 @@ def test_capabilities_and_unsupported_features(drv):
     assert set(caps["features_off"]) >= {"filesystems", "send_receive", "scrub"}
     drv.create_pool("p1", [DeviceSpec("malloc:64M")])
     for call in (lambda: drv.create_filesystem("p1", "fs1"),
-                 lambda: drv.create_snapshot("p1", "filesystem", "fs1", "s"),
                  lambda: drv.scrub_pool("p1"),
                  lambda: drv.send_snapshot("p1", "volume", "v", "s")):
         with pytest.raises(Unsupported):
             call()
     assert drv.list_filesystems("p1") == []
+    with pytest.raises(NotFound):
+        drv.create_snapshot("p1", "filesystem", "fs1", "s")
+    with pytest.raises(InvalidArgument):
+        drv.create_filesystem("p1", "Bad Name")
 
 
 def test_pools_on_nvme_and_mirror_and_restart(drv, fake, tmp_path):

@@ -55,6 +55,17 @@ def _off(driver, feature):
     return driver.capabilities()["features_off"].get(feature)
 
 
+def _need_filesystems(driver):
+    """Skip on drivers that serve block volumes only (``capabilities()["filesystems"]``)."""
+    if not driver.capabilities().get("filesystems", True):
+        pytest.skip(f"{driver.name} has no file systems: {_off(driver, 'filesystems')}")
+
+
+def _volume_files(driver):
+    """True when ``VolumeInfo.path`` is a file the test can read and write (not an SPDK bdev)."""
+    return driver.capabilities().get("volume_paths", "file") == "file"
+
+
 def _expect_unsupported(excinfo_ctx, reason):
     assert excinfo_ctx.value.code == "unsupported"
     assert reason and reason in str(excinfo_ctx.value)
@@ -78,14 +89,14 @@ def test_pool_create_list_info_destroy(driver, factory):
     assert info.name == "alpha" and info.driver == driver.name
     assert info.health == "online" and info.media == "capacity"
     assert info.size_bytes > 0 and 0 <= info.used_bytes <= info.size_bytes
-    assert Path(info.mountpoint).is_dir()
+    assert not info.mountpoint or Path(info.mountpoint).is_dir()
     json.dumps(asdict(info))
     assert driver.list_pools() == ["alpha"]
     with pytest.raises(AlreadyExists):
         driver.create_pool("alpha", factory.pool_devices(1))
     driver.destroy_pool("alpha")
     assert driver.list_pools() == []
-    assert not Path(info.mountpoint).exists()
+    assert not info.mountpoint or not Path(info.mountpoint).exists()
     with pytest.raises(NotFound):
         driver.pool_info("alpha")
 
@@ -116,6 +127,7 @@ def test_missing_objects_raise_not_found(driver, pool):
 # -- file systems -------------------------------------------------------------------------
 
 def test_filesystem_bytes_round_trip(driver, pool):
+    _need_filesystems(driver)
     fs = driver.create_filesystem(pool, "data")
     assert isinstance(fs, FileSystemInfo) and fs.quota_bytes is None
     path = Path(fs.path)
@@ -154,17 +166,19 @@ def test_filesystem_quota(driver, pool):
 def test_volume_bytes_at_offsets_and_resize(driver, pool):
     vol = driver.create_volume(pool, "disk", 64 * MiB)
     assert isinstance(vol, VolumeInfo) and vol.size_bytes == 64 * MiB
-    assert os.path.getsize(vol.path) == 64 * MiB
+    files = _volume_files(driver)
     chunks = {0: os.urandom(4096), MiB + 123: os.urandom(5000), 64 * MiB - 4096: os.urandom(4096)}
-    for off, data in chunks.items():
-        write_at(vol.path, off, data)
-    for off, data in chunks.items():
-        assert read_at(vol.path, off, len(data)) == data
+    if files:
+        assert os.path.getsize(vol.path) == 64 * MiB
+        for off, data in chunks.items():
+            write_at(vol.path, off, data)
+        for off, data in chunks.items():
+            assert read_at(vol.path, off, len(data)) == data
     assert driver.list_volumes(pool) == ["disk"]
 
     grown = driver.resize_volume(pool, "disk", 128 * MiB)
     assert grown.size_bytes == 128 * MiB == driver.volume_info(pool, "disk").size_bytes
-    for off, data in chunks.items():
+    for off, data in chunks.items() if files else ():
         assert read_at(vol.path, off, len(data)) == data
     with pytest.raises(InvalidArgument) as exc:
         driver.resize_volume(pool, "disk", 32 * MiB)
@@ -180,15 +194,18 @@ def test_volume_bytes_at_offsets_and_resize(driver, pool):
 
 def test_volume_snapshot_keeps_old_bytes(driver, pool):
     vol = driver.create_volume(pool, "disk", 16 * MiB)
-    write_at(vol.path, MiB, A)
+    files = _volume_files(driver)
+    if files:
+        write_at(vol.path, MiB, A)
     snap = driver.create_snapshot(pool, "volume", "disk", "s1")
     assert isinstance(snap, SnapshotInfo) and snap.kind == "volume" and snap.source == "disk"
-    write_at(vol.path, MiB, B)
-    assert read_at(snap.path, MiB, len(A)) == A
-    assert read_at(vol.path, MiB, len(B)) == B
-    assert os.path.getsize(snap.path) == 16 * MiB
-    with pytest.raises(OSError):
-        write_at(snap.path, 0, b"x")
+    if files:
+        write_at(vol.path, MiB, B)
+        assert read_at(snap.path, MiB, len(A)) == A
+        assert read_at(vol.path, MiB, len(B)) == B
+        assert os.path.getsize(snap.path) == 16 * MiB
+        with pytest.raises(OSError):
+            write_at(snap.path, 0, b"x")
     assert [s.name for s in driver.list_snapshots(pool, "volume", "disk")] == ["s1"]
     with pytest.raises(AlreadyExists):
         driver.create_snapshot(pool, "volume", "disk", "s1")
@@ -197,6 +214,7 @@ def test_volume_snapshot_keeps_old_bytes(driver, pool):
 
 
 def test_filesystem_snapshot_visible_and_read_only(driver, pool):
+    _need_filesystems(driver)
     fs = driver.create_filesystem(pool, "home")
     f = Path(fs.path) / "file"
     f.write_bytes(A)
@@ -221,10 +239,13 @@ def test_filesystem_snapshot_visible_and_read_only(driver, pool):
 @pytest.mark.parametrize("kind", ["filesystem", "volume"])
 def test_clone_is_writable_and_independent(driver, pool, kind):
     if kind == "filesystem":
+        _need_filesystems(driver)
         src = Path(driver.create_filesystem(pool, "src").path) / "f"
         src.write_bytes(A)
     else:
         src = Path(driver.create_volume(pool, "src", 8 * MiB).path)
+        if not _volume_files(driver):
+            return _clone_without_files(driver, pool)
         write_at(src, 0, A)
     driver.create_snapshot(pool, kind, "src", "s1")
     clone = driver.clone_snapshot(pool, kind, "src", "s1", "copy")
@@ -240,6 +261,20 @@ def test_clone_is_writable_and_independent(driver, pool, kind):
     if not driver.capabilities().get("clones_depend_on_snapshot", True):
         driver.delete_snapshot(pool, kind, "src", "s1")
         assert read_at(path, 0, len(B)) == B
+
+
+def _clone_without_files(driver, pool):
+    """The clone checks that need no byte access (volumes that are not files)."""
+    driver.create_snapshot(pool, "volume", "src", "s1")
+    clone = driver.clone_snapshot(pool, "volume", "src", "s1", "copy")
+    assert isinstance(clone, VolumeInfo) and clone.size_bytes == 8 * MiB
+    assert driver.list_volumes(pool) == ["copy", "src"]
+    assert driver.list_snapshots(pool, "volume", "copy") == []
+    with pytest.raises(AlreadyExists):
+        driver.clone_snapshot(pool, "volume", "src", "s1", "copy")
+    driver.delete_snapshot(pool, "volume", "src", "s1")
+    driver.delete_volume(pool, "src")
+    assert driver.volume_info(pool, "copy").size_bytes == 8 * MiB
 
 
 # -- send / receive -----------------------------------------------------------------------
@@ -263,10 +298,12 @@ def _read_snapshot(snap, kind):
 @pytest.mark.parametrize("kind", ["filesystem", "volume"])
 def test_send_receive_full_and_incremental(driver, pool, factory, kind):
     if kind == "filesystem":
+        _need_filesystems(driver)
         driver.create_filesystem(pool, "src")
     else:
         driver.create_volume(pool, "src", 8 * MiB)
-    _write_source(driver, pool, kind, A)
+    if kind == "filesystem" or _volume_files(driver):
+        _write_source(driver, pool, kind, A)
     driver.create_snapshot(pool, kind, "src", "s1")
     reason = _off(driver, "send_receive")
     if reason:
@@ -333,7 +370,7 @@ def test_features_off_raise_unsupported(driver, factory, pool):
             driver.create_pool("mirrored", factory.pool_devices(2), redundancy="mirror")
         _expect_unsupported(exc, off["redundancy"])
         assert "mirrored" not in driver.list_pools()
-    if "quotas" in off:
+    if "quotas" in off and driver.capabilities().get("filesystems", True):
         driver.create_filesystem(pool, "fs")
         with pytest.raises(Unsupported) as exc:
             driver.set_filesystem_quota(pool, "fs", MiB)
