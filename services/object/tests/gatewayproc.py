@@ -78,7 +78,8 @@ class GatewayProcess:
                 self.kill9()
 
     def client(self, access=ACCESS, secret=SECRET, **config):
+        config.setdefault("max_pool_connections", 64)
         cfg = Config(s3={"addressing_style": config.pop("addressing_style", "path")}, signature_version="s3v4",
-                     retries={"max_attempts": 1}, max_pool_connections=64, **config)
+                     retries={"max_attempts": 1}, **config)
         return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=access,
                             aws_secret_access_key=secret, region_name="us-east-1", config=cfg)

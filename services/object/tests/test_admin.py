@@ -1,0 +1,73 @@
+"""The admin interface through services.object.admin_client, and per-bucket quotas."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from botocore.exceptions import ClientError
+
+from services.object.admin_client import GatewayAdminClient, GatewayAdminError
+from services.object.tests.gatewayproc import ADMIN_TOKEN, USER_ACCESS, USER_SECRET
+
+
+@pytest.fixture
+def admin(gateway):
+    return GatewayAdminClient(gateway.endpoint, ADMIN_TOKEN)
+
+
+def test_admin_bucket_crud_and_usage(gateway, admin):
+    name = f"adm-{uuid.uuid4().hex[:8]}"
+    assert admin.health()["status"] == "ok"
+    created = admin.create_bucket(name, owner="alice", versioning="Enabled")
+    assert created["owner"] == "alice" and created["versioning"] == "Enabled" and created["objects"] == 0
+    alice = gateway.client(USER_ACCESS, USER_SECRET)
+    alice.put_object(Bucket=name, Key="a", Body=b"12345")
+    alice.put_object(Bucket=name, Key="a", Body=b"1234567")
+    info = admin.get_bucket(name)
+    assert (info["bytes"], info["objects"]) == (12, 2)  # both versions are stored
+    assert name in [b["name"] for b in admin.list_buckets()]
+    with pytest.raises(GatewayAdminError) as e:
+        admin.create_bucket(name, owner="bob")
+    assert e.value.code == "BucketAlreadyExists" and e.value.status == 409
+    with pytest.raises(GatewayAdminError) as e:
+        admin.delete_bucket(name)
+    assert e.value.code == "BucketNotEmpty"
+    assert admin.set_versioning(name, "Suspended") == "Suspended"
+    assert admin.get_versioning(name) == "Suspended"
+    for v in alice.list_object_versions(Bucket=name)["Versions"]:
+        alice.delete_object(Bucket=name, Key="a", VersionId=v["VersionId"])
+    assert admin.get_bucket(name)["objects"] == 0
+    admin.delete_bucket(name)
+    with pytest.raises(GatewayAdminError) as e:
+        admin.get_bucket(name)
+    assert e.value.code == "NoSuchBucket" and e.value.status == 404
+    with pytest.raises(GatewayAdminError) as e:
+        admin.create_bucket("Bad_Name", owner="alice")
+    assert e.value.code == "InvalidBucketName"
+
+
+def test_admin_needs_the_token(gateway):
+    with pytest.raises(GatewayAdminError) as e:
+        GatewayAdminClient(gateway.endpoint, "wrong").list_buckets()
+    assert e.value.status == 403
+
+
+def test_quota_bytes_and_objects(gateway, admin, s3):
+    name = f"quota-{uuid.uuid4().hex[:8]}"
+    admin.create_bucket(name, owner="admin")
+    assert admin.set_quota(name, bytes=1000, objects=3) == {"bytes": 1000, "objects": 3}
+    assert admin.get_quota(name) == {"bytes": 1000, "objects": 3}
+    s3.put_object(Bucket=name, Key="one", Body=b"x" * 600)
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket=name, Key="two", Body=b"x" * 600)
+    assert e.value.response["Error"]["Code"] == "QuotaExceeded"
+    s3.put_object(Bucket=name, Key="two", Body=b"x" * 100)
+    s3.put_object(Bucket=name, Key="three", Body=b"x" * 100)
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket=name, Key="four", Body=b"x")
+    assert e.value.response["Error"]["Code"] == "QuotaExceeded"
+    s3.delete_object(Bucket=name, Key="one")
+    s3.put_object(Bucket=name, Key="four", Body=b"x")
+    admin.set_quota(name)  # lift it
+    s3.put_object(Bucket=name, Key="big", Body=b"x" * 5000)
+    assert admin.get_bucket(name)["bytes"] == 100 + 100 + 1 + 5000
