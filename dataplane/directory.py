@@ -6,16 +6,13 @@ flag when running as root, else permissions). Quotas, redundancy, scrub and send
 off and say why in ``features_off``; asking for them raises :class:`Unsupported`.
 """
 
-import errno
 import fcntl
 import os
 import shutil
 import stat
 import struct
-import subprocess
 import time
 from pathlib import Path
-from typing import Optional
 
 from .base import DATA_FILE, BaseDriver, remove_tree, tree_usage
 from .devices import IMAGE_PREFIX, is_image
@@ -241,7 +238,11 @@ class DirectoryDriver(BaseDriver):
         try:
             (path / SNAPSHOTS_DIR).mkdir(parents=True)
             with open(path / DATA_FILE, "xb") as f:
-                f.truncate(size_bytes)
+                try:
+                    f.truncate(size_bytes)
+                except OSError as exc:
+                    raise InvalidArgument(f"cannot make a volume of {size_bytes} bytes: "
+                                          f"{exc.strerror}") from exc
         except BaseException:
             remove_tree(path)
             raise
@@ -255,7 +256,11 @@ class DirectoryDriver(BaseDriver):
         if size_bytes < current:
             raise InvalidArgument(f"volume {name!r} is {current} bytes: shrinking to "
                                   f"{size_bytes} would destroy data and is refused")
-        os.truncate(data, max(size_bytes, current))
+        try:
+            os.truncate(data, max(size_bytes, current))
+        except OSError as exc:
+            raise InvalidArgument(f"cannot grow volume {name!r} to {size_bytes} bytes: "
+                                  f"{exc.strerror}") from exc
         return self.volume_info(pool, name)
 
     def volume_info(self, pool, name) -> VolumeInfo:

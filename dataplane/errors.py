@@ -77,7 +77,10 @@ class Cancelled(DataplaneError):
     code = "cancelled"
 
 
-class Offline(DataplaneError):
-    """The pool is known but not active (not mounted): activate it first."""
+class Offline(InUse):
+    """The pool is known but not active (not mounted): activate it first.
 
-    code = "offline"
+    Its code is "in_use" (a state conflict, HTTP 409) so planes that map codes need nothing
+    new; Python callers can catch ``Offline`` specifically."""
+
+    code = "in_use"

@@ -8,7 +8,6 @@ pools incrementally. Snapshots live inside their source at ``.snapshots/<name>``
 
 import os
 import secrets
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -18,7 +17,7 @@ from . import btrfs
 from .base import DATA_FILE, remove_tree, tree_usage
 from .driver import (REDUNDANCY_MIN_DEVICES, SNAPSHOTS_DIR, FileSystemInfo, SnapshotInfo,
                      VolumeInfo, validate_bytes, validate_kind, validate_name)
-from .errors import (AlreadyExists, CommandFailed, DataplaneError, InvalidArgument, NotFound,
+from .errors import (AlreadyExists, CommandFailed, InvalidArgument, NotFound,
                      Unsupported)
 from .local_pools import LocalPoolsMixin
 from .sendstream import StreamFilter
@@ -133,7 +132,11 @@ class LocalDriver(LocalPoolsMixin):
         try:
             (path / SNAPSHOTS_DIR).mkdir()
             with open(path / DATA_FILE, "xb") as f:
-                f.truncate(size_bytes)
+                try:
+                    f.truncate(size_bytes)
+                except OSError as exc:
+                    raise InvalidArgument(f"cannot make a volume of {size_bytes} bytes: "
+                                          f"{exc.strerror}") from exc
         except BaseException:
             self._delete_subvolume_tree(path)
             raise
@@ -148,7 +151,11 @@ class LocalDriver(LocalPoolsMixin):
             raise InvalidArgument(f"volume {name!r} is {current} bytes: shrinking to "
                                   f"{size_bytes} would destroy data and is refused")
         if size_bytes > current:
-            os.truncate(data, size_bytes)
+            try:
+                os.truncate(data, size_bytes)
+            except OSError as exc:
+                raise InvalidArgument(f"cannot grow volume {name!r} to {size_bytes} bytes: "
+                                      f"{exc.strerror}") from exc
         return self.volume_info(pool, name)
 
     def volume_info(self, pool, name) -> VolumeInfo:

@@ -4,7 +4,6 @@ scrub. Mixed into :class:`dataplane.local.LocalDriver`."""
 import os
 import time
 from pathlib import Path
-from typing import Optional
 
 from . import btrfs, loopdev
 from .base import BaseDriver

@@ -5,7 +5,6 @@ by adding a factory there. Drivers that switch a feature off must raise ``Unsupp
 a clear message (checked from ``capabilities()["features_off"]``).
 """
 
-import errno
 import json
 import os
 import sys
@@ -16,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dataplane_support import (driver_params, file_sha, make_state_dir, read_at, sha,  # noqa: E402
+from dataplane_support import (driver_params, make_state_dir, read_at, sha,  # noqa: E402
                                teardown_state_dir, write_at)
 
 from dataplane import (AlreadyExists, DataplaneError, FileSystemInfo, InvalidArgument,  # noqa: E402
