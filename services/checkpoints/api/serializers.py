@@ -1,0 +1,111 @@
+from rest_framework import serializers
+
+from services.checkpoints.models import CheckpointJob, CheckpointLease, CheckpointVersion
+from services.storage.models import FileSystem, Pool
+
+
+class CheckpointJobSerializer(serializers.ModelSerializer):
+    filesystem = serializers.SlugRelatedField(slug_field="name", required=False,
+                                              allow_null=True,
+                                              queryset=FileSystem.objects.all())
+    capacity_pool = serializers.SlugRelatedField(slug_field="name", required=False,
+                                                 allow_null=True, queryset=Pool.objects.all())
+    keep_last = serializers.IntegerField(min_value=1, required=False)
+    keep_every = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    latest = serializers.SerializerMethodField()
+    directory = serializers.SerializerMethodField()
+
+    class Meta:
+        model = CheckpointJob
+        fields = ["id", "name", "tenant", "filesystem", "bucket", "directory", "keep_last",
+                  "keep_every", "keep_newer_than", "tier_after", "capacity_pool",
+                  "writing_timeout", "latest", "created_at", "updated_at"]
+        read_only_fields = ["directory", "latest", "created_at", "updated_at"]
+
+    def get_latest(self, job) -> dict | None:
+        from services.checkpoints.service import latest_version
+
+        v = latest_version(job)
+        return None if v is None else {"id": v.pk, "step": v.step, "state": v.state}
+
+    def get_directory(self, job) -> str | None:
+        from services.checkpoints.service import job_directory
+
+        return job_directory(job)
+
+    def validate(self, attrs):
+        if self.instance is not None:
+            if attrs.get("name", self.instance.name) != self.instance.name:
+                raise serializers.ValidationError({"name": "A checkpoint job cannot be renamed."})
+            for key in ("filesystem", "bucket"):
+                if key in attrs and attrs[key] != getattr(self.instance, key) \
+                        and self.instance.versions.exists():
+                    raise serializers.ValidationError(
+                        {key: "The job already has versions; its location cannot change."})
+        fs = attrs.get("filesystem", getattr(self.instance, "filesystem", None))
+        bucket = attrs.get("bucket", getattr(self.instance, "bucket", ""))
+        if fs is None and not bucket:
+            raise serializers.ValidationError(
+                "Give the job a 'filesystem' and/or a 'bucket' to write checkpoints to.")
+        timeout = attrs.get("writing_timeout")
+        if timeout is not None and timeout.total_seconds() <= 0:
+            raise serializers.ValidationError({"writing_timeout": "Must be positive."})
+        return attrs
+
+
+class CheckpointVersionSerializer(serializers.ModelSerializer):
+    job = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    relative_path = serializers.SerializerMethodField()
+    leases = serializers.SerializerMethodField()
+
+    class Meta:
+        model = CheckpointVersion
+        fields = ["id", "job", "step", "state", "tier", "path", "relative_path", "s3_prefix",
+                  "format", "size_bytes", "manifest", "pinned", "pin_reason", "leases",
+                  "error", "created_at", "committed_at", "superseded_at", "deleted_at"]
+        read_only_fields = fields
+
+    def get_relative_path(self, v) -> str:
+        """The directory relative to the file system's root (join with an NFS/SMB mount)."""
+        fs = v.job.filesystem
+        if not v.path or fs is None or not fs.path:
+            return ""
+        return v.path[len(fs.path):].lstrip("/")
+
+    def get_leases(self, v) -> list:
+        return [{"id": x.pk, "holder": x.holder, "expires_at": x.expires_at}
+                for x in v.active_leases()]
+
+
+class VersionBriefSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = CheckpointVersion
+        fields = ["id", "step", "state", "tier", "path", "s3_prefix", "committed_at"]
+        read_only_fields = fields
+
+
+class BeginSerializer(serializers.Serializer):
+    step = serializers.IntegerField(min_value=0)
+
+
+class CommitSerializer(serializers.Serializer):
+    manifest = serializers.JSONField()
+
+
+class LeaseRequestSerializer(serializers.Serializer):
+    ttl_seconds = serializers.IntegerField(min_value=1, max_value=7 * 86400, default=3600)
+    holder = serializers.CharField(max_length=200, required=False, default="")
+
+
+class LeaseSerializer(serializers.ModelSerializer):
+    version = serializers.PrimaryKeyRelatedField(read_only=True)
+    active = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = CheckpointLease
+        fields = ["id", "version", "holder", "expires_at", "active", "created_at"]
+        read_only_fields = fields
+
+
+class PinSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=200, required=False, default="")

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class CheckpointsConfig(AppConfig):
+    name = "services.checkpoints"
+    label = "checkpoints"
+    verbose_name = "Checkpoint jobs and versions: verified commit, retention, pre-warm"

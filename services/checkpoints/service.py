@@ -1,0 +1,221 @@
+"""The checkpoint path: begin a version, verify and commit it, abort the stale, lease and pin.
+
+Checks that read shards run before the transaction; the state change (committed, latest
+moved, older versions superseded) happens in one transaction holding the job's row lock,
+so two commits of one job never interleave and a refused commit changes nothing.
+"""
+import logging
+import os
+import shutil
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+from rest_framework import exceptions, status
+
+from console.errors import Conflict
+from services.checkpoints import verify
+from services.checkpoints.models import CheckpointJob, CheckpointLease, CheckpointVersion
+
+log = logging.getLogger(__name__)
+V = CheckpointVersion.State
+
+
+class IncompleteCheckpoint(exceptions.APIException):
+    """A commit was refused because shards are missing, short, long or fail their checksum."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "incomplete"
+
+    def __init__(self, problems: list):
+        self.problems = problems
+        super().__init__(verify.describe(problems))
+
+
+class BadManifest(exceptions.ValidationError):
+    """The manifest is malformed (400)."""
+
+
+def step_dirname(step: int) -> str:
+    return f"step-{step}"
+
+
+def job_directory(job: CheckpointJob) -> str | None:
+    """Where a job's versions live on its file system (`<fs path>/<job>`), if it has one."""
+    if job.filesystem_id is None or not job.filesystem.path:
+        return None
+    return os.path.join(job.filesystem.path, job.name)
+
+
+def s3_prefix(job: CheckpointJob, dirname: str) -> str:
+    """A version's S3 location: `s3://<bucket>/<job>/<dir>/` (empty without a bucket)."""
+    return f"s3://{job.bucket}/{job.name}/{dirname}/" if job.bucket else ""
+
+
+def _clear_directory(path: str) -> None:
+    if path and os.path.isdir(path):
+        shutil.rmtree(path)
+
+
+# -- begin ---------------------------------------------------------------------------------
+
+def begin_version(job: CheckpointJob, step: int) -> tuple:
+    """(version, created) for `step`: every rank may ask; they all get the same version.
+
+    A step whose earlier attempt was aborted or deleted starts over (its leftovers are
+    removed); a step already committed is a conflict.
+    """
+    if job.filesystem_id is None and not job.bucket:
+        raise Conflict(f"Checkpoint job {job.name} has neither a file system nor a bucket.")
+    if job.filesystem_id is None:
+        raise Conflict(f"Checkpoint job {job.name} has only a bucket; the S3 path waits for "
+                       "the object service. Give the job a file system.")
+    base = job_directory(job)
+    path = os.path.join(base, step_dirname(step))
+    with transaction.atomic():
+        CheckpointJob.objects.select_for_update().get(pk=job.pk)
+        version = CheckpointVersion.objects.select_for_update().filter(job=job, step=step).first()
+        if version is not None and version.state == V.WRITING:
+            return version, False
+        if version is not None and version.state not in (V.ABORTED, V.DELETED):
+            raise Conflict(f"Step {step} of {job.name} is already {version.state}; "
+                           "save under a new step.")
+        created = version is None
+        if version is None:
+            version = CheckpointVersion(job=job, step=step)
+        else:
+            _clear_directory(version.path)
+        version.state, version.tier, version.format = V.WRITING, "hot", "api"
+        version.path, version.cold_path = path, ""
+        version.s3_prefix = s3_prefix(job, step_dirname(step))
+        version.manifest, version.size_bytes, version.error = [], 0, ""
+        version.created_at, version.committed_at = timezone.now(), None
+        version.superseded_at = version.deleted_at = None
+        version.save()
+        os.makedirs(path, exist_ok=True)
+    return version, created
+
+
+# -- commit --------------------------------------------------------------------------------
+
+def commit_version(version: CheckpointVersion, manifest, *, fmt: str = "") -> CheckpointVersion:
+    """Verify every shard, then mark the version committed and move latest, atomically.
+
+    Raises BadManifest (400), IncompleteCheckpoint (409, naming every bad shard) or
+    Conflict (409, not writing); a version already committed is returned unchanged.
+    """
+    if version.state in CheckpointVersion.RESTORABLE:
+        return version
+    if version.state != V.WRITING:
+        raise Conflict(f"Version {version} is {version.state}; only a writing version commits.")
+    try:
+        clean = verify.validate_manifest(manifest)
+    except verify.ManifestError as exc:
+        raise BadManifest({"manifest": [str(exc)]}) from exc
+    if not version.path:
+        raise Conflict("S3 commit verification waits for the object service (issue 3).")
+    problems = verify.check_manifest(version.path, clean)
+    if problems:
+        raise IncompleteCheckpoint(problems)
+    with transaction.atomic():
+        job = CheckpointJob.objects.select_for_update().get(pk=version.job_id)
+        version = CheckpointVersion.objects.select_for_update().get(pk=version.pk)
+        if version.state in CheckpointVersion.RESTORABLE:
+            return version
+        if version.state != V.WRITING:
+            raise Conflict(f"Version {version} became {version.state} while it was verified.")
+        now = timezone.now()
+        version.state, version.committed_at, version.error = V.COMMITTED, now, ""
+        version.manifest, version.size_bytes = clean, sum(e["size"] for e in clean)
+        if fmt:
+            version.format = fmt
+        latest = job.latest
+        if latest is not None and latest.step > version.step:
+            version.state, version.superseded_at = V.SUPERSEDED, now  # an older step, late
+        else:
+            CheckpointVersion.objects.filter(job=job, state=V.COMMITTED).exclude(
+                pk=version.pk).update(state=V.SUPERSEDED, superseded_at=now)
+            job.latest = version
+            job.save(update_fields=["latest", "updated_at"])
+        version.save()
+    return version
+
+
+def abort_version(version: CheckpointVersion, reason: str = "aborted by the client") -> bool:
+    """Abort a writing version (its files stay until retention removes them)."""
+    return bool(CheckpointVersion.objects.filter(pk=version.pk, state=V.WRITING).update(
+        state=V.ABORTED, error=reason[:1000]))
+
+
+def abort_stale(now=None) -> list:
+    """Abort every version left writing longer than its job's writing timeout."""
+    now = now or timezone.now()
+    stale = CheckpointVersion.objects.filter(
+        state=V.WRITING, created_at__lte=now - F("job__writing_timeout"))
+    aborted = []
+    for version in stale.select_related("job"):
+        reason = (f"not committed within {version.job.writing_timeout} of its start; "
+                  "never offered for restore")
+        if abort_version(version, reason):
+            aborted.append(version.pk)
+    return aborted
+
+
+def latest_version(job: CheckpointJob) -> CheckpointVersion | None:
+    """The newest committed version, never a writing or aborted one."""
+    latest = job.latest
+    if latest is not None and latest.state == V.COMMITTED:
+        return latest
+    return (CheckpointVersion.objects.filter(job=job, state=V.COMMITTED)
+            .order_by("-step").first())
+
+
+# -- leases and pins -----------------------------------------------------------------------
+
+def take_lease(version: CheckpointVersion, *, ttl_seconds: int, holder: str = "", user=None):
+    """(lease, prewarm job or None): hold a restorable version; a cold one starts pre-warm."""
+    from services.checkpoints import prewarm  # prewarm imports this module
+
+    with transaction.atomic():
+        version = CheckpointVersion.objects.select_for_update().get(pk=version.pk)
+        if not version.restorable:
+            raise Conflict(f"Version {version} is {version.state}; only committed or "
+                           "superseded versions can be leased.")
+        lease = CheckpointLease.objects.create(
+            version=version, holder=holder,
+            expires_at=timezone.now() + timedelta(seconds=ttl_seconds))
+        job = prewarm.request_prewarm(version, user=user) if version.tier == "cold" else None
+    return lease, job
+
+
+def renew_lease(lease: CheckpointLease, ttl_seconds: int) -> CheckpointLease:
+    if not lease.active:
+        raise Conflict(f"Lease {lease.pk} has expired; take a new one.")
+    lease.expires_at = timezone.now() + timedelta(seconds=ttl_seconds)
+    lease.save(update_fields=["expires_at"])
+    return lease
+
+
+def release_lease(lease: CheckpointLease) -> None:
+    lease.delete()
+
+
+def set_pin(version: CheckpointVersion, pinned: bool, reason: str = "") -> CheckpointVersion:
+    with transaction.atomic():
+        version = CheckpointVersion.objects.select_for_update().get(pk=version.pk)
+        if pinned and version.state in (V.DELETING, V.DELETED, V.ABORTED):
+            raise Conflict(f"Version {version} is {version.state}; it cannot be pinned.")
+        version.pinned, version.pin_reason = pinned, reason[:200] if pinned else ""
+        version.save(update_fields=["pinned", "pin_reason"])
+    return version
+
+
+def delete_job(job: CheckpointJob) -> None:
+    """Remove a job from the catalog once none of its versions hold data any more."""
+    held = job.versions.exclude(state__in=[V.DELETED, V.ABORTED]).order_by("step")
+    if held.exists():
+        steps = ", ".join(str(s) for s in held.values_list("step", flat=True)[:10])
+        raise Conflict(f"Checkpoint job {job.name} still has versions at steps {steps}; "
+                       "unpin them and let retention delete them first.")
+    job.delete()
