@@ -1,0 +1,206 @@
+from rest_framework import serializers
+
+from services.protection import beat
+from services.protection.models import (Backup, BackupTarget, Replica, Replication,
+                                        ReplicationPeer, RestorePoint, SnapshotSchedule)
+from services.storage.models import NAME_RE, FileSystem, Pool, Volume
+
+
+def _source_fields():
+    return {
+        "filesystem": serializers.SlugRelatedField(
+            slug_field="name", queryset=FileSystem.objects.all(), required=False,
+            allow_null=True),
+        "volume": serializers.SlugRelatedField(
+            slug_field="name", queryset=Volume.objects.all(), required=False,
+            allow_null=True),
+    }
+
+
+def _one_source(self, attrs, allow_bucket=False):
+    inst = self.instance
+    keys = ("filesystem", "volume") + (("bucket",) if allow_bucket else ())
+    if inst is not None:
+        if any(k in attrs and attrs[k] != getattr(inst, k) for k in keys):
+            raise serializers.ValidationError("The protected object cannot change; delete "
+                                              "and create anew.")
+        return attrs
+    given = [k for k in keys if attrs.get(k)]
+    if len(given) != 1:
+        raise serializers.ValidationError(
+            "Give exactly one of " + ", ".join(f"'{k}'" for k in keys) + ".")
+    return attrs
+
+
+class SnapshotScheduleSerializer(serializers.ModelSerializer):
+    filesystem = _source_fields()["filesystem"]
+    volume = _source_fields()["volume"]
+    every_minutes = serializers.IntegerField(min_value=1, max_value=525600, required=False,
+                                             allow_null=True)
+
+    class Meta:
+        model = SnapshotSchedule
+        fields = ["id", "name", "filesystem", "volume", "bucket", "cron", "every_minutes",
+                  "keep_last", "keep_hourly", "keep_daily", "keep_weekly", "enabled",
+                  "last_run_at", "last_snapshot", "last_error", "created_at", "updated_at"]
+        read_only_fields = ["last_run_at", "last_snapshot", "last_error", "created_at",
+                            "updated_at"]
+
+    def validate(self, attrs):
+        _one_source(self, attrs, allow_bucket=True)
+        if attrs.get("bucket"):
+            raise serializers.ValidationError({"bucket": (
+                "Bucket snapshots are not available yet (the object service has no "
+                "snapshot operation); schedule the bucket's file system instead.")})
+        if self.instance is not None and "name" in attrs and attrs["name"] != self.instance.name:
+            raise serializers.ValidationError({"name": "A schedule cannot be renamed."})
+        cron = attrs.get("cron", self.instance.cron if self.instance else "")
+        every = attrs.get("every_minutes",
+                          self.instance.every_minutes if self.instance else None)
+        if "cron" in attrs and attrs["cron"] and "every_minutes" not in attrs:
+            every = None
+        if "every_minutes" in attrs and attrs["every_minutes"] and "cron" not in attrs:
+            cron = ""
+        if bool(cron) == bool(every):
+            raise serializers.ValidationError(
+                "Give exactly one of 'cron' (e.g. '0 * * * *') or 'every_minutes'.")
+        if cron:
+            beat.parse_cron(cron)
+        keeps = [attrs.get(k, getattr(self.instance, k, 0) if self.instance else 0)
+                 for k in ("keep_last", "keep_hourly", "keep_daily", "keep_weekly")]
+        if not any(keeps):
+            raise serializers.ValidationError(
+                "Set a retention: at least one of keep_last, keep_hourly, keep_daily, "
+                "keep_weekly above 0 (a schedule without one would fill the pool).")
+        return attrs
+
+
+class ReplicationPeerSerializer(serializers.ModelSerializer):
+    token = serializers.CharField(write_only=True, max_length=200)
+
+    class Meta:
+        model = ReplicationPeer
+        fields = ["id", "name", "url", "token", "state", "error", "remote_user",
+                  "last_checked_at", "created_at"]
+        read_only_fields = ["state", "error", "remote_user", "last_checked_at", "created_at"]
+
+
+class ReplicationSerializer(serializers.ModelSerializer):
+    filesystem = _source_fields()["filesystem"]
+    volume = _source_fields()["volume"]
+    peer = serializers.SlugRelatedField(slug_field="name",
+                                        queryset=ReplicationPeer.objects.all())
+    target_pool = serializers.RegexField(NAME_RE, max_length=63)
+    target_name = serializers.RegexField(NAME_RE, max_length=63, required=False)
+    every_minutes = serializers.IntegerField(min_value=1, max_value=525600, required=False,
+                                             allow_null=True)
+    lag_seconds = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Replication
+        fields = ["id", "name", "filesystem", "volume", "peer", "target_pool", "target_name",
+                  "every_minutes", "enabled", "state", "error", "last_snapshot",
+                  "last_snapshot_at", "lag_seconds", "last_run_at", "last_bytes",
+                  "pending_snapshot", "created_at"]
+        read_only_fields = ["state", "error", "last_snapshot", "last_snapshot_at",
+                            "last_run_at", "last_bytes", "pending_snapshot", "created_at"]
+
+    def get_lag_seconds(self, rep) -> float | None:
+        return rep.lag_seconds()
+
+    def validate(self, attrs):
+        _one_source(self, attrs)
+        if self.instance is not None:
+            for k in ("name", "peer", "target_pool", "target_name"):
+                if k in attrs and attrs[k] != getattr(self.instance, k):
+                    raise serializers.ValidationError({k: "Cannot change; delete and create "
+                                                          "the replication anew."})
+        else:
+            source = attrs.get("filesystem") or attrs.get("volume")
+            attrs.setdefault("target_name", source.name)
+        return attrs
+
+
+class ReplicaSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Replica
+        fields = ["id", "name", "kind", "pool", "source_hint", "last_snapshot",
+                  "last_received_at", "promoted_to", "created_at"]
+        read_only_fields = fields
+
+
+class PromoteSerializer(serializers.Serializer):
+    name = serializers.RegexField(NAME_RE, max_length=63)
+
+
+class TransferSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["filesystem", "volume"])
+    pool = serializers.RegexField(NAME_RE, max_length=63)
+    name = serializers.RegexField(NAME_RE, max_length=63)
+    snapshot = serializers.RegexField(NAME_RE, max_length=63)
+    parent = serializers.CharField(max_length=63, required=False, allow_blank=True, default="")
+    source = serializers.CharField(max_length=300, required=False, allow_blank=True,
+                                   default="")
+
+
+class CommitSerializer(serializers.Serializer):
+    bytes = serializers.IntegerField(min_value=0)
+    sha256 = serializers.RegexField(r"^[0-9a-f]{64}$")
+
+
+class BackupTargetSerializer(serializers.ModelSerializer):
+    secret_key = serializers.CharField(write_only=True, max_length=200)
+
+    class Meta:
+        model = BackupTarget
+        fields = ["id", "name", "endpoint_url", "region", "access_key", "secret_key",
+                  "bucket", "prefix", "created_at"]
+        read_only_fields = ["created_at"]
+
+
+class BackupSerializer(serializers.ModelSerializer):
+    filesystem = _source_fields()["filesystem"]
+    volume = _source_fields()["volume"]
+    target = serializers.SlugRelatedField(slug_field="name",
+                                          queryset=BackupTarget.objects.all())
+    every_minutes = serializers.IntegerField(min_value=1, max_value=525600, required=False,
+                                             allow_null=True)
+    restore_points = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Backup
+        fields = ["id", "name", "filesystem", "volume", "target", "every_minutes",
+                  "full_every", "state", "error", "last_run_at", "restore_points",
+                  "created_at"]
+        read_only_fields = ["state", "error", "last_run_at", "created_at"]
+
+    def get_restore_points(self, backup) -> int:
+        return backup.restore_points.count()
+
+    def validate(self, attrs):
+        _one_source(self, attrs)
+        if self.instance is not None:
+            for k in ("name", "target"):
+                if k in attrs and attrs[k] != getattr(self.instance, k):
+                    raise serializers.ValidationError({k: "Cannot change; create a new "
+                                                          "backup instead."})
+        return attrs
+
+
+class RestorePointSerializer(serializers.ModelSerializer):
+    backup = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    parent = serializers.SlugRelatedField(slug_field="snapshot", read_only=True)
+    full = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = RestorePoint
+        fields = ["id", "backup", "snapshot", "parent", "full", "kind", "key", "chunks",
+                  "stream_bytes", "stored_bytes", "stream_sha256", "tree_sha256",
+                  "created_at"]
+        read_only_fields = fields
+
+
+class RestoreSerializer(serializers.Serializer):
+    name = serializers.RegexField(NAME_RE, max_length=63)
+    pool = serializers.SlugRelatedField(slug_field="name", queryset=Pool.objects.all(),
+                                        required=False)

@@ -1,0 +1,239 @@
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import BaseParser
+from rest_framework.response import Response
+
+from console.api.responses import job_accepted
+from console.api.serializers import JobSerializer
+from services.protection import backup as backups
+from services.protection import receiver, replication, schedules, tasks
+from services.protection.api import serializers as s
+from services.protection.models import (Backup, BackupTarget, Replica, Replication,
+                                        ReplicationPeer, RestorePoint, SnapshotSchedule)
+from services.storage.api.serializers import FileSystemSerializer, VolumeSerializer
+
+
+class SnapshotScheduleViewSet(viewsets.ModelViewSet):
+    queryset = SnapshotSchedule.objects.select_related("filesystem", "volume")
+    serializer_class = s.SnapshotScheduleSerializer
+    lookup_field = "name"
+
+    def perform_create(self, serializer):
+        serializer.instance = schedules.create_schedule(**serializer.validated_data)
+
+    def perform_update(self, serializer):
+        serializer.instance = schedules.update_schedule(serializer.instance,
+                                                        **serializer.validated_data)
+
+    def perform_destroy(self, schedule):
+        schedules.delete_schedule(schedule)
+
+    @extend_schema(request=None, responses={202: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def run(self, request, name=None):
+        """Run the schedule now (snapshot and prune) as a job."""
+        return job_accepted(tasks.start_schedule_run(self.get_object(), request.user), request)
+
+
+class ReplicationPeerViewSet(viewsets.ModelViewSet):
+    queryset = ReplicationPeer.objects.all()
+    serializer_class = s.ReplicationPeerSerializer
+    lookup_field = "name"
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def perform_create(self, serializer):
+        peer = replication.check_peer(ReplicationPeer(**serializer.validated_data))
+        if peer.state != "online":
+            raise ValidationError({"url": f"The peer did not accept the token: {peer.error}"})
+        peer.save()
+        serializer.instance = peer
+
+    def perform_update(self, serializer):
+        peer = serializer.save()
+        replication.check_peer(peer)
+
+    def perform_destroy(self, peer):
+        replication.require_idle_peer(peer)
+        peer.delete()
+
+    @extend_schema(request=None, responses=s.ReplicationPeerSerializer)
+    @action(detail=True, methods=["post"])
+    def check(self, request, name=None):
+        """Call the peer now and record whether it answers and accepts the token."""
+        return Response(self.get_serializer(replication.check_peer(self.get_object())).data)
+
+
+class ReplicationViewSet(viewsets.ModelViewSet):
+    queryset = Replication.objects.select_related("filesystem", "volume", "peer")
+    serializer_class = s.ReplicationSerializer
+    lookup_field = "name"
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def perform_create(self, serializer):
+        serializer.instance = replication.create_replication(**serializer.validated_data)
+
+    def perform_update(self, serializer):
+        serializer.instance = replication.update_replication(serializer.instance,
+                                                             **serializer.validated_data)
+
+    def perform_destroy(self, rep):
+        replication.delete_replication(rep)
+
+    @extend_schema(request=None, responses={202: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def sync(self, request, name=None):
+        """Send the next snapshot to the peer now, as a job."""
+        return job_accepted(tasks.start_replication_run(self.get_object(), request.user),
+                            request)
+
+
+class ReplicaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Replicas this appliance receives from peers (read by the sending peer too)."""
+
+    queryset = Replica.objects.all()
+    serializer_class = s.ReplicaSerializer
+    lookup_field = "name"
+
+    def retrieve(self, request, *args, **kwargs):
+        return Response(receiver.replica_info(self.get_object()))
+
+    @extend_schema(request=s.PromoteSerializer, responses={201: dict})
+    @action(detail=True, methods=["post"])
+    def promote(self, request, name=None):
+        """Failover: a writable file system or volume from the newest received snapshot."""
+        body = s.PromoteSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        obj = receiver.promote(self.get_object(), body.validated_data["name"])
+        ser = FileSystemSerializer if obj._meta.model_name == "filesystem" else VolumeSerializer
+        return Response(ser(obj).data, status=status.HTTP_201_CREATED)
+
+
+class OctetStreamParser(BaseParser):
+    """The raw bytes of a chunk (bounded by Django's in-memory body limit)."""
+
+    media_type = "application/octet-stream"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        return stream.read() if stream is not None else b""
+
+
+class ReplicaTransferViewSet(viewsets.ViewSet):
+    """Receiving side of replication: open, append chunks, commit (apply) or discard."""
+
+    lookup_value_regex = "[0-9a-f]+"
+
+    @extend_schema(request=s.TransferSerializer, responses={201: dict})
+    def create(self, request):
+        body = s.TransferSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        transfer = receiver.begin_transfer(**body.validated_data)
+        return Response(transfer.as_dict(), status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses=dict)
+    def retrieve(self, request, pk=None):
+        return Response(receiver.Transfer(pk).as_dict())
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, pk=None):
+        receiver.Transfer(pk).discard()
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request={"application/octet-stream": bytes}, responses=dict,
+                   parameters=[OpenApiParameter("offset", int, required=True)])
+    @action(detail=True, methods=["put"], parser_classes=[OctetStreamParser])
+    def data(self, request, pk=None):
+        """Append the body at ``offset`` (what the transfer holds so far)."""
+        try:
+            offset = int(request.query_params.get("offset", ""))
+        except ValueError:
+            raise ValidationError({"offset": "Give the byte offset of this chunk."})
+        received = receiver.Transfer(pk).append(offset, request.data)
+        return Response({"id": pk, "received": received})
+
+    @extend_schema(request=s.CommitSerializer, responses={201: dict})
+    @action(detail=True, methods=["post"])
+    def commit(self, request, pk=None):
+        """Check the whole stream's length and SHA-256, then apply it to the replica."""
+        body = s.CommitSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        snap = receiver.commit_transfer(receiver.Transfer(pk), size=body.validated_data["bytes"],
+                                        sha256=body.validated_data["sha256"])
+        return Response({"snapshot": snap.name, "replica": snap.source.name, "path": snap.path},
+                        status=status.HTTP_201_CREATED)
+
+
+class BackupTargetViewSet(viewsets.ModelViewSet):
+    queryset = BackupTarget.objects.all()
+    serializer_class = s.BackupTargetSerializer
+    lookup_field = "name"
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def perform_create(self, serializer):
+        backups.check_target(BackupTarget(**serializer.validated_data))
+        serializer.save()
+
+    def perform_update(self, serializer):
+        target = serializer.save()
+        backups.check_target(target)
+
+    def perform_destroy(self, target):
+        names = list(target.backups.values_list("name", flat=True))
+        if names:
+            from console.errors import Conflict
+            raise Conflict(f"target {target.name} is used by backup(s) {', '.join(names)}.")
+        target.delete()
+
+
+class BackupViewSet(viewsets.ModelViewSet):
+    queryset = Backup.objects.select_related("filesystem", "volume", "target")
+    serializer_class = s.BackupSerializer
+    lookup_field = "name"
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def perform_create(self, serializer):
+        serializer.instance = backups.create_backup(**serializer.validated_data)
+
+    def perform_update(self, serializer):
+        serializer.instance = backups.update_backup(serializer.instance,
+                                                    **serializer.validated_data)
+
+    def perform_destroy(self, backup):
+        backups.delete_backup(backup)
+
+    @extend_schema(request=None, responses={202: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def run(self, request, name=None):
+        """Back up now (full the first time, incremental after) as a job."""
+        return job_accepted(tasks.start_backup_run(self.get_object(), request.user), request)
+
+
+class RestorePointViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                          mixins.DestroyModelMixin, viewsets.GenericViewSet):
+    """The catalog: every backed-up snapshot, newest first."""
+
+    queryset = RestorePoint.objects.select_related("backup", "parent")
+    serializer_class = s.RestorePointSerializer
+    filterset_fields = {"backup__name": ["exact"], "kind": ["exact"]}
+
+    def get_queryset(self):
+        qs = super().get_queryset()
+        if self.request.query_params.get("backup"):
+            qs = qs.filter(backup__name=self.request.query_params["backup"])
+        return qs
+
+    def perform_destroy(self, rp):
+        backups.delete_restore_point(rp)
+
+    @extend_schema(request=s.RestoreSerializer, responses={202: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def restore(self, request, pk=None):
+        """Restore as a new file system or volume (verified by digest), as a job."""
+        rp = self.get_object()
+        body = s.RestoreSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        pool = body.validated_data.get("pool") or rp.backup.source.pool
+        job = tasks.start_restore(rp, name=body.validated_data["name"], pool=pool.name,
+                                  user=request.user)
+        return job_accepted(job, request)

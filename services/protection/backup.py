@@ -1,0 +1,225 @@
+"""Backups to S3: targets (checked by listing their bucket), runs (full, then increments
+on the last backed-up snapshot), the catalog of restore points, and restore to a new file
+system or volume that is verified against the source's tree digest before it is kept."""
+import logging
+import secrets
+
+from botocore.exceptions import BotoCoreError, ClientError
+from django.db import transaction
+from django.utils import timezone
+
+from console.errors import Conflict
+from dataplane.errors import InvalidArgument
+from services.protection import beat, objstore
+from services.protection.locks import run_lock
+from services.protection.models import Backup, BackupTarget, RestorePoint
+from services.storage import service as storage
+from services.storage.drivers import driver_for
+from services.storage.models import FileSystem, Pool, Volume
+
+log = logging.getLogger(__name__)
+TASK = "protection.run_backup"
+
+
+class BackupFailed(Exception):
+    """A backup or restore did not complete; the message says why."""
+
+
+def s3_for(target: BackupTarget):
+    return objstore.s3_client(target.endpoint_url, target.access_key, target.secret_key,
+                              target.region)
+
+
+def check_target(target: BackupTarget) -> None:
+    """Raise InvalidArgument unless the target's bucket answers with these keys."""
+    try:
+        s3_for(target).list_objects_v2(Bucket=target.bucket, MaxKeys=1)
+    except (BotoCoreError, ClientError) as exc:
+        raise InvalidArgument(f"backup target {target.endpoint_url} bucket {target.bucket}: "
+                              f"{exc}; check the URL, keys and that the bucket exists")
+
+
+def _key(backup: Backup, snapshot: str) -> str:
+    prefix = backup.target.prefix.strip("/")
+    return "/".join(p for p in (prefix, backup.name, snapshot) if p)
+
+
+# -- backups -------------------------------------------------------------------------------
+
+def _sync(backup: Backup) -> None:
+    beat.sync_periodic_task(backup, kind="backup", task=TASK,
+                            every_minutes=backup.every_minutes)
+
+
+def create_backup(**fields) -> Backup:
+    with transaction.atomic():
+        backup = Backup.objects.create(**fields)
+        _sync(backup)
+    return backup
+
+
+def update_backup(backup: Backup, **fields) -> Backup:
+    with transaction.atomic():
+        for key, value in fields.items():
+            setattr(backup, key, value)
+        backup.save()
+        _sync(backup)
+    return backup
+
+
+def delete_backup(backup: Backup) -> None:
+    """Forget a backup and its catalog; its objects stay in the bucket (delete restore
+    points first to remove those)."""
+    with transaction.atomic():
+        beat.delete_periodic_task(backup)
+        for snap in backup.source_snapshots().filter(name__startswith=backup.snapshot_prefix):
+            if not snap.clones():
+                storage.delete_snapshot(snap)
+        RestorePoint.objects.filter(backup=backup).update(parent=None)
+        backup.delete()
+
+
+def _base(backup: Backup):
+    """The restore point to build the next increment on, or None for a full."""
+    last = backup.restore_points.order_by("-created_at", "-id").first()
+    if last is None or not backup.source_snapshots().filter(name=last.snapshot).exists():
+        return None
+    if backup.full_every and len(last.chain()) > backup.full_every:
+        return None
+    return last
+
+
+def run_backup(backup: Backup, progress=lambda pct, msg: None) -> dict:
+    """One backup run: snapshot, stream (incremental when a base exists), catalog."""
+    with run_lock(f"backup:{backup.name}", ttl=900) as extend:
+        def report(pct, msg):
+            extend()
+            progress(pct, msg)
+        try:
+            result = _run(backup, report)
+        except Exception as exc:
+            Backup.objects.filter(pk=backup.pk).update(
+                state="error", error=str(exc), last_run_at=timezone.now())
+            raise
+    Backup.objects.filter(pk=backup.pk).update(state="ok", error="",
+                                               last_run_at=timezone.now())
+    return result
+
+
+def _run(backup: Backup, progress) -> dict:
+    source, target = backup.source, backup.target
+    drv = driver_for(source.pool.driver)
+    s3 = s3_for(target)
+    base = _base(backup)
+    name = f"{backup.snapshot_prefix}{timezone.now().strftime('%Y%m%d-%H%M%S')}"[:63]
+    if backup.source_snapshots().filter(name=name).exists():
+        raise Conflict(f"backup {backup.name} ran less than a second ago; try again.")
+    snap = storage.create_snapshot(name=name, **{backup.kind: source})
+    key = _key(backup, name)
+    try:
+        progress(2, f"digest of {source.name}@{name}")
+        tree = objstore.tree_digest(snap.path)
+        estimate = max(1, source.used_bytes if base is None else source.used_bytes // 10)
+        kind = "incremental on " + base.snapshot if base else "full"
+        progress(10, f"sending {name} ({kind})")
+        stream = drv.send_snapshot(source.pool.name, backup.kind, source.name, name,
+                                   base.snapshot if base else None)
+        fields = objstore.put_stream(
+            s3, target.bucket, key, stream,
+            progress=lambda done: progress(min(95, 10 + 85 * done / max(done, estimate)),
+                                           f"{done} bytes backed up"))
+        manifest = {"format": 1, "backup": backup.name, "snapshot": name,
+                    "parent": base.snapshot if base else None, "kind": backup.kind,
+                    "source": source.name, "tree_sha256": tree,
+                    "created": timezone.now().isoformat(), **fields}
+        objstore.put_manifest(s3, target.bucket, f"{key}/manifest.json", manifest)
+    except BaseException:
+        try:
+            objstore.delete_prefix(s3, target.bucket, key)
+        except Exception as exc:  # the run's own error matters more; say what stays behind
+            log.warning("backup %s: could not remove partial upload %s: %s",
+                        backup.name, key, exc)
+        storage.delete_snapshot(snap)
+        raise
+    rp = RestorePoint.objects.create(
+        backup=backup, snapshot=name, parent=base, kind=backup.kind,
+        key=f"{key}/manifest.json", chunks=len(fields["chunks"]),
+        stream_bytes=fields["stream_bytes"], stored_bytes=fields["stored_bytes"],
+        stream_sha256=fields["stream_sha256"], tree_sha256=tree)
+    # only the newest backed-up snapshot is needed on the source (the next increment's base)
+    for old in backup.source_snapshots().filter(
+            name__startswith=backup.snapshot_prefix).exclude(name=name):
+        if not old.clones():
+            storage.delete_snapshot(old)
+    return {"restore_point": rp.pk, "snapshot": name, "full": base is None,
+            "stream_bytes": rp.stream_bytes, "stored_bytes": rp.stored_bytes,
+            "chunks": rp.chunks}
+
+
+def delete_restore_point(rp: RestorePoint) -> None:
+    """Delete a restore point and its objects; one that increments build on cannot go."""
+    children = list(rp.children.values_list("snapshot", flat=True))
+    if children:
+        raise Conflict(f"restore point {rp} is the base of {', '.join(children)}; "
+                       "delete those first.")
+    target = rp.backup.target
+    objstore.delete_prefix(s3_for(target), target.bucket, rp.key.rsplit("/", 1)[0])
+    rp.delete()
+
+
+# -- restore -------------------------------------------------------------------------------
+
+def restore(rp: RestorePoint, *, name: str, pool: Pool, progress=lambda pct, msg: None):
+    """Restore ``rp`` as a new file system or volume ``name`` in ``pool``: receive the
+    chain (full, then increments) into a staging object, clone its newest snapshot as
+    ``name``, and keep it only if its tree digest equals the source's at backup time."""
+    model = FileSystem if rp.kind == "filesystem" else Volume
+    if model.objects.filter(name=name).exists():
+        raise Conflict(f"{rp.kind} {name} already exists; restore under another name.")
+    target = rp.backup.target
+    s3 = s3_for(target)
+    drv = driver_for(pool.driver)
+    chain = rp.chain()
+    staging = f"restore-{secrets.token_hex(4)}"
+    total = sum(p.stream_bytes for p in chain) or 1
+    done_before = 0
+    try:
+        for i, point in enumerate(chain):
+            manifest = objstore.get_manifest(s3, target.bucket, point.key)
+            if manifest["stream_sha256"] != point.stream_sha256:
+                raise BackupFailed(f"the manifest of {point} in the bucket is not the one in "
+                                   "the catalog; the bucket was changed")
+            base = done_before
+            stream = objstore.read_stream(
+                s3, target.bucket, manifest,
+                progress=lambda done: progress(min(90, 90 * (base + done) / total),
+                                               f"{base + done} of {total} bytes restored"))
+            drv.receive_snapshot(pool.name, rp.kind, staging, stream, point.snapshot)
+            done_before += point.stream_bytes
+        progress(92, "verifying")
+        info = drv.clone_snapshot(pool.name, rp.kind, staging, rp.snapshot, name)
+        got = objstore.tree_digest(info.path)
+        if got != rp.tree_sha256:
+            _delete_object(drv, pool.name, rp.kind, name)
+            raise BackupFailed(f"the restored {rp.kind} does not match the source's digest "
+                               f"({got[:12]} != {rp.tree_sha256[:12]}); nothing was kept")
+    finally:
+        _delete_object(drv, pool.name, rp.kind, staging)
+    if rp.kind == "filesystem":
+        obj = FileSystem.objects.create(name=name, pool=pool, path=info.path,
+                                        used_bytes=info.used_bytes)
+    else:
+        obj = Volume.objects.create(name=name, pool=pool, path=info.path,
+                                    size_bytes=info.size_bytes, used_bytes=info.used_bytes)
+    progress(100, f"restored {rp} as {name}")
+    return obj, got
+
+
+def _delete_object(drv, pool, kind, name) -> None:
+    try:
+        if kind == "filesystem":
+            drv.delete_filesystem(pool, name)
+        else:
+            drv.delete_volume(pool, name)
+    except Exception:
+        pass  # it was never made

@@ -1,0 +1,147 @@
+"""Send streams stored in S3 as compressed, checksummed chunks plus a manifest, and the
+tree digest that proves a restore equals its source (no Django: boto3 and stdlib only).
+
+Layout under ``<prefix>/<backup>/<snapshot>/``: ``chunk-000000``, ``chunk-000001``, ... each
+the zlib-compressed next ``CHUNK`` bytes of the stream, then ``manifest.json`` written last
+(a restore point exists only once its manifest does)::
+
+    {"format": 1, "backup", "snapshot", "parent", "kind", "stream_bytes", "stream_sha256",
+     "tree_sha256", "chunks": [{"key", "bytes", "stored", "sha256"}], "created"}
+
+``sha256`` of a chunk is of its uncompressed bytes, checked on restore before the bytes go on.
+"""
+import hashlib
+import json
+import os
+import stat
+import zlib
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+import boto3
+from botocore.config import Config
+
+CHUNK = 8 << 20
+LEVEL = 3
+SNAPSHOTS_DIR = ".snapshots"
+
+
+class ChecksumMismatch(Exception):
+    """A chunk read back from the object store is not what was written."""
+
+
+def s3_client(endpoint_url: str, access_key: str, secret_key: str, region: str = "us-east-1"):
+    """A boto3 S3 client for any S3 endpoint (path-style addressing, bounded retries)."""
+    return boto3.client(
+        "s3", endpoint_url=endpoint_url, aws_access_key_id=access_key,
+        aws_secret_access_key=secret_key, region_name=region,
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 3},
+                      connect_timeout=10, read_timeout=120))
+
+
+def _rechunk(stream: Iterable[bytes], size: int) -> Iterator[bytes]:
+    buf = bytearray()
+    for piece in stream:
+        buf += piece
+        while len(buf) >= size:
+            yield bytes(buf[:size])
+            del buf[:size]
+    if buf:
+        yield bytes(buf)
+
+
+def put_stream(s3, bucket: str, prefix: str, stream: Iterable[bytes],
+               progress: Callable[[int], None] = lambda done: None) -> dict:
+    """Store ``stream`` as chunks under ``prefix``; return the manifest's stream fields."""
+    chunks, total, stored = [], 0, 0
+    digest = hashlib.sha256()
+    for i, raw in enumerate(_rechunk(stream, CHUNK)):
+        body = zlib.compress(raw, LEVEL)
+        key = f"{prefix}/chunk-{i:06d}"
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
+        digest.update(raw)
+        total += len(raw)
+        stored += len(body)
+        chunks.append({"key": key, "bytes": len(raw), "stored": len(body),
+                       "sha256": hashlib.sha256(raw).hexdigest()})
+        progress(total)
+    return {"chunks": chunks, "stream_bytes": total, "stored_bytes": stored,
+            "stream_sha256": digest.hexdigest()}
+
+
+def put_manifest(s3, bucket: str, key: str, manifest: dict) -> None:
+    s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(manifest, indent=1).encode(),
+                  ContentType="application/json")
+
+
+def get_manifest(s3, bucket: str, key: str) -> dict:
+    return json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+
+def read_stream(s3, bucket: str, manifest: dict,
+                progress: Callable[[int], None] = lambda done: None) -> Iterator[bytes]:
+    """The stream of a manifest, each chunk checked against its SHA-256 before it is
+    yielded, and the whole against ``stream_sha256`` at the end."""
+    digest, done = hashlib.sha256(), 0
+    for chunk in manifest["chunks"]:
+        body = s3.get_object(Bucket=bucket, Key=chunk["key"])["Body"].read()
+        raw = zlib.decompress(body)
+        if len(raw) != chunk["bytes"] or hashlib.sha256(raw).hexdigest() != chunk["sha256"]:
+            raise ChecksumMismatch(f"chunk {chunk['key']} in bucket {bucket} does not match "
+                                   "its checksum: the backup is damaged from here on")
+        digest.update(raw)
+        done += len(raw)
+        progress(done)
+        yield raw
+    if digest.hexdigest() != manifest["stream_sha256"]:
+        raise ChecksumMismatch(f"the stream of {manifest['snapshot']} does not match its "
+                               "SHA-256 as a whole")
+
+
+def delete_prefix(s3, bucket: str, prefix: str) -> int:
+    """Delete every object under ``prefix/``; return how many."""
+    n = 0
+    paginator = s3.get_paginator("list_objects_v2")
+    for page in paginator.paginate(Bucket=bucket, Prefix=prefix.rstrip("/") + "/"):
+        for obj in page.get("Contents", []):
+            s3.delete_object(Bucket=bucket, Key=obj["Key"])
+            n += 1
+    return n
+
+
+def _file_sha(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def tree_digest(root) -> str:
+    """SHA-256 over a file's bytes, or over a directory tree: every entry's relative path,
+    type, permission bits, and content (files) or target (symlinks), in sorted order. The
+    top-level ``.snapshots`` directory is not part of a file system's content."""
+    root = Path(root)
+    if root.is_file():
+        return _file_sha(root)
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = Path(dirpath).relative_to(root)
+        if rel_dir == Path("."):
+            dirnames[:] = [d for d in dirnames if d != SNAPSHOTS_DIR]
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            path = Path(dirpath) / name
+            rel = str(rel_dir / name)
+            st = path.lstat()
+            mode = stat.S_IMODE(st.st_mode)
+            if stat.S_ISLNK(st.st_mode):
+                line = f"L {rel} {os.readlink(path)}"
+            elif stat.S_ISDIR(st.st_mode):
+                line = f"D {rel} {mode:o}"
+            elif stat.S_ISREG(st.st_mode):
+                line = f"F {rel} {mode:o} {st.st_size} {_file_sha(path)}"
+            else:
+                line = f"O {rel} {mode:o} {stat.S_IFMT(st.st_mode)}"
+            h.update(line.encode("utf-8", "surrogateescape") + b"\n")
+    return h.hexdigest()

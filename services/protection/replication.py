@@ -1,0 +1,210 @@
+"""Replication to a peer appliance: peers (URL + token, checked by calling the peer), and
+runs that send an incremental snapshot stream in chunks the peer spools and applies whole.
+
+A run: take ``repl-<name>-<UTC time>`` on the source; pick as base the newest of our
+snapshots the replica already has (none: a full stream); stream ``send_snapshot`` to the
+peer from the offset it already holds (a run cut short is resumed by the next, which sends
+the same snapshot again and skips what arrived); commit with length and SHA-256; then the
+new snapshot is the base and older replication snapshots on the source are deleted.
+"""
+import hashlib
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from console.errors import Conflict
+from services.protection import beat
+from services.protection.locks import run_lock
+from services.protection.models import Replication, ReplicationPeer
+from services.protection.peerclient import PeerClient, PeerError
+from services.storage import service as storage
+from services.storage.drivers import driver_for
+
+log = logging.getLogger(__name__)
+TASK = "protection.run_replication"
+
+
+class ReplicationFailed(Exception):
+    """A run did not complete; the message says why and what the next run will do."""
+
+
+# -- peers ---------------------------------------------------------------------------------
+
+def client_for(peer: ReplicationPeer) -> PeerClient:
+    return PeerClient(peer.url, peer.token)
+
+
+def check_peer(peer: ReplicationPeer) -> ReplicationPeer:
+    """Call the peer with the token; record whether it answered and as whom."""
+    try:
+        me = client_for(peer).whoami()
+    except PeerError as exc:
+        peer.state, peer.error = "unreachable", str(exc)
+    else:
+        if me.get("role") not in ("admin", "operator"):
+            peer.state = "unauthorized"
+            peer.error = (f"the token is user {me.get('username')!r} with role "
+                          f"{me.get('role')!r} on the peer; it needs operator or admin")
+        else:
+            peer.state, peer.error = "online", ""
+        peer.remote_user = str(me.get("username", ""))[:150]
+    peer.last_checked_at = timezone.now()
+    if peer.pk:
+        peer.save()
+    return peer
+
+
+# -- replications --------------------------------------------------------------------------
+
+def _sync(rep: Replication) -> None:
+    beat.sync_periodic_task(rep, kind="replication", task=TASK,
+                            every_minutes=rep.every_minutes, enabled=rep.enabled)
+
+
+def create_replication(**fields) -> Replication:
+    with transaction.atomic():
+        rep = Replication.objects.create(**fields)
+        _sync(rep)
+    return rep
+
+
+def update_replication(rep: Replication, **fields) -> Replication:
+    with transaction.atomic():
+        for key, value in fields.items():
+            setattr(rep, key, value)
+        rep.save()
+        _sync(rep)
+    return rep
+
+
+def delete_replication(rep: Replication) -> None:
+    """Stop replicating; the source's replication snapshots go, the replica stays."""
+    with transaction.atomic():
+        beat.delete_periodic_task(rep)
+        for snap in rep.source_snapshots().filter(name__startswith=rep.snapshot_prefix):
+            if not snap.clones():
+                storage.delete_snapshot(snap)
+        rep.delete()
+
+
+def _choose_base(rep: Replication, remote) -> str:
+    if remote is None or not remote["snapshots"]:
+        return ""
+    if remote.get("promoted_to"):
+        raise ReplicationFailed(
+            f"the replica {rep.target_name} was promoted to {remote['promoted_to']} on the "
+            "peer (failover); replicating into it again would lose the writes made there.")
+    ours = set(rep.source_snapshots().values_list("name", flat=True))
+    common = [name for name in remote["snapshots"] if name in ours]
+    if not common:
+        raise ReplicationFailed(
+            f"the replica {rep.target_name} on the peer shares no snapshot with "
+            f"{rep.source.name}; delete the replica there to start again with a full copy.")
+    return common[-1]
+
+
+def _upload(client: PeerClient, transfer: dict, stream, progress, estimate: int):
+    """Send ``stream`` from the offset the peer has; return (length, sha256)."""
+    offset, step = transfer["received"], transfer["chunk_bytes"]
+    digest, pos, buf = hashlib.sha256(), 0, bytearray()
+    for chunk in stream:
+        digest.update(chunk)
+        start = pos
+        pos += len(chunk)
+        if pos <= offset:
+            continue  # the peer has these bytes already (resume)
+        buf += chunk[max(0, offset - start):]
+        while len(buf) >= step:
+            client.put(transfer["id"], pos - len(buf), bytes(buf[:step]))
+            del buf[:step]
+            progress(min(95.0, 5 + 90.0 * pos / max(estimate, pos, 1)),
+                     f"{pos - len(buf)} bytes sent")
+    if buf:
+        client.put(transfer["id"], pos - len(buf), bytes(buf))
+    if pos < offset:
+        raise ReplicationFailed(f"the peer holds {offset} bytes but the stream has {pos}; "
+                                "the transfer is restarted on the next run")
+    return pos, digest.hexdigest()
+
+
+def run_replication(rep: Replication, progress=lambda pct, msg: None) -> dict:
+    """One replication run (see the module doc); errors are recorded on the row."""
+    with run_lock(f"replication:{rep.name}", ttl=900) as extend:
+        def report(pct, msg):
+            extend()
+            progress(pct, msg)
+        try:
+            result = _run(rep, report)
+        except Exception as exc:
+            Replication.objects.filter(pk=rep.pk).update(
+                state="error", error=str(exc), last_run_at=timezone.now())
+            raise
+    return result
+
+
+def _run(rep: Replication, progress) -> dict:
+    client = client_for(rep.peer)
+    source = rep.source
+    drv = driver_for(source.pool.driver)
+    progress(1, f"asking peer {rep.peer.name} for replica {rep.target_name}")
+    remote = client.replica(rep.target_name)
+    if remote is not None and remote.get("promoted_to"):
+        _choose_base(rep, remote)  # raises with the reason
+    transfer = None
+    pending = rep.pending_snapshot and rep.source_snapshots().filter(
+        name=rep.pending_snapshot).exists()
+    if pending and remote is not None and rep.pending_snapshot in remote["snapshots"]:
+        # the peer applied it but we died before recording that: just record it
+        return _finish(rep, rep.pending_snapshot, rep.pending_parent, 0, "", 0)
+    if pending:
+        snap_name, parent = rep.pending_snapshot, rep.pending_parent
+        if rep.pending_transfer:
+            transfer = client.transfer(rep.pending_transfer)
+        if parent and (remote is None or parent not in remote["snapshots"]):
+            pending = False  # its base vanished on the peer: start over below
+    if not pending:
+        parent = _choose_base(rep, remote)
+        now = timezone.now()
+        snap_name = f"{rep.snapshot_prefix}{now.strftime('%Y%m%d-%H%M%S')}"[:63]
+        if not rep.source_snapshots().filter(name=snap_name).exists():
+            storage.create_snapshot(name=snap_name, **{rep.kind: source})
+        transfer = None
+    if transfer is None:
+        transfer = client.begin(kind=rep.kind, pool=rep.target_pool, name=rep.target_name,
+                                snapshot=snap_name, parent=parent,
+                                source=f"{rep.kind} {source.name}")
+    Replication.objects.filter(pk=rep.pk).update(
+        pending_snapshot=snap_name, pending_parent=parent, pending_transfer=transfer["id"])
+    progress(5, f"sending {snap_name}" + (f" (incremental on {parent})" if parent else " (full)")
+             + (f", resuming at byte {transfer['received']}" if transfer["received"] else ""))
+    stream = drv.send_snapshot(source.pool.name, rep.kind, source.name, snap_name,
+                               parent or None)
+    estimate = source.used_bytes if not parent else max(1, source.used_bytes // 10)
+    size, sha = _upload(client, transfer, stream, progress, estimate)
+    progress(96, f"peer applies {size} bytes")
+    client.commit(transfer["id"], size=size, sha256=sha)
+    return _finish(rep, snap_name, parent, size, sha, transfer["received"])
+
+
+def _finish(rep, snap_name, parent, size, sha, resumed_at) -> dict:
+    snap_row = rep.source_snapshots().get(name=snap_name)
+    Replication.objects.filter(pk=rep.pk).update(
+        state="ok", error="", last_snapshot=snap_name, last_snapshot_at=snap_row.created_at,
+        last_run_at=timezone.now(), last_bytes=size, pending_snapshot="", pending_parent="",
+        pending_transfer="")
+    rep.refresh_from_db()
+    for old in rep.source_snapshots().filter(name__startswith=rep.snapshot_prefix).exclude(
+            name=snap_name):
+        if not old.clones():
+            storage.delete_snapshot(old)
+    return {"snapshot": snap_name, "parent": parent, "bytes": size, "sha256": sha,
+            "resumed_at": resumed_at, "lag_seconds": rep.lag_seconds()}
+
+
+def require_idle_peer(peer: ReplicationPeer) -> None:
+    """A peer used by replications cannot be deleted."""
+    names = list(peer.replications.values_list("name", flat=True))
+    if names:
+        raise Conflict(f"peer {peer.name} is used by replication(s) {', '.join(names)}; "
+                       "delete them first.")

@@ -1,0 +1,121 @@
+"""Snapshot schedules: the row and its beat entry change together; each run takes
+``auto-<schedule>-YYYYmmdd-HHMMSS`` (UTC) and prunes the schedule's older snapshots by its
+retention, never one that something depends on."""
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from services.protection import beat
+from services.protection.models import Backup, Replica, Replication, SnapshotSchedule
+from services.protection.retention import Retention, snapshots_to_prune
+from services.storage import service as storage
+from services.storage.models import Snapshot
+
+log = logging.getLogger(__name__)
+TASK = "protection.run_schedule"
+
+
+def _sync(schedule: SnapshotSchedule) -> None:
+    beat.sync_periodic_task(schedule, kind="schedule", task=TASK, cron=schedule.cron,
+                            every_minutes=schedule.every_minutes, enabled=schedule.enabled)
+
+
+def create_schedule(**fields) -> SnapshotSchedule:
+    with transaction.atomic():
+        schedule = SnapshotSchedule.objects.create(**fields)
+        _sync(schedule)
+    return schedule
+
+
+def update_schedule(schedule: SnapshotSchedule, **fields) -> SnapshotSchedule:
+    with transaction.atomic():
+        for key, value in fields.items():
+            setattr(schedule, key, value)
+        if fields.get("cron"):
+            schedule.every_minutes = None
+        elif fields.get("every_minutes"):
+            schedule.cron = ""
+        schedule.save()
+        _sync(schedule)
+    return schedule
+
+
+def delete_schedule(schedule: SnapshotSchedule) -> None:
+    """Delete the schedule and its beat entry; its snapshots stay (delete them by hand)."""
+    with transaction.atomic():
+        beat.delete_periodic_task(schedule)
+        schedule.delete()
+
+
+def protected_snapshot_names(source) -> dict:
+    """Snapshots of ``source`` that must not be pruned: name -> the reason."""
+    out = {}
+    for snap in source.snapshots.all():
+        clones = snap.clones()
+        if clones:
+            out[snap.name] = "cloned to " + ", ".join(c.name for c in clones)
+    field = "filesystem" if source._meta.model_name == "filesystem" else "volume"
+    for rep in Replication.objects.filter(**{field: source}).exclude(last_snapshot=""):
+        out[rep.last_snapshot] = f"base of replication {rep.name}"
+    for backup in Backup.objects.filter(**{field: source}):
+        last = backup.restore_points.order_by("-created_at", "-id").first()
+        if last is not None:
+            out[last.snapshot] = f"base of backup {backup.name}"
+    replica = Replica.objects.filter(name=source.name, kind=field).first()
+    if replica is not None and replica.last_snapshot:
+        out[replica.last_snapshot] = "newest snapshot received from the replication source"
+    return out
+
+
+def _snapshot_name(schedule: SnapshotSchedule, now) -> str:
+    base = f"{schedule.snapshot_prefix}{now.strftime('%Y%m%d-%H%M%S')}"[:63]
+    name, n = base, 1
+    while schedule.source.snapshots.filter(name=name).exists():
+        n += 1  # two runs in one second (a manual run next to a scheduled one)
+        name = f"{base[:60]}-{n}"
+    return name
+
+
+def prune(schedule: SnapshotSchedule) -> list[str]:
+    """Delete the schedule's snapshots its retention lets go; return their names."""
+    source = schedule.source
+    mine = list(source.snapshots.filter(name__startswith=schedule.snapshot_prefix))
+    protected = protected_snapshot_names(source)
+    policy = Retention(schedule.keep_last, schedule.keep_hourly, schedule.keep_daily,
+                       schedule.keep_weekly)
+    if not policy.keeps_anything():
+        return []  # a schedule without retention keeps everything
+    by_id = {s.pk: s for s in mine}
+    doomed = snapshots_to_prune([(s.pk, s.created_at) for s in mine], policy,
+                                protected=[s.pk for s in mine if s.name in protected])
+    pruned = []
+    for pk in doomed:
+        try:
+            storage.delete_snapshot(by_id[pk])
+        except Exception as exc:  # one that cannot go must not stop the others
+            log.warning("schedule %s: could not prune %s: %s", schedule.name, by_id[pk], exc)
+            continue
+        pruned.append(by_id[pk].name)
+    return pruned
+
+
+def run_schedule(schedule: SnapshotSchedule, progress=lambda pct, msg: None) -> dict:
+    """Take the schedule's snapshot now and prune; record the outcome on the row."""
+    now = timezone.now()
+    try:
+        progress(10, f"snapshot of {schedule.source.name}")
+        snap = storage.create_snapshot(name=_snapshot_name(schedule, now),
+                                       **{schedule.kind: schedule.source})
+        progress(60, "pruning")
+        pruned = prune(schedule)
+    except Exception as exc:
+        SnapshotSchedule.objects.filter(pk=schedule.pk).update(
+            last_run_at=now, last_error=str(exc))
+        raise
+    SnapshotSchedule.objects.filter(pk=schedule.pk).update(
+        last_run_at=now, last_snapshot=snap.name, last_error="")
+    return {"snapshot": snap.name, "pruned": pruned,
+            "kept": list(Snapshot.objects.filter(
+                **{schedule.kind: schedule.source},
+                name__startswith=schedule.snapshot_prefix).values_list("name", flat=True))}
