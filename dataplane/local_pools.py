@@ -48,8 +48,8 @@ class LocalPoolsMixin(BaseDriver):
         need = REDUNDANCY_MIN_DEVICES[redundancy]
         if len(specs) < need:
             raise InsufficientDevices(
-                f"redundancy {redundancy!r} needs at least {need} devices; "
-                f"{len(specs)} given")
+                f"redundancy {redundancy!r} needs at least {need} "
+                f"device{'s' if need > 1 else ''}; {len(specs)} given")
         plan, seen = [], set()
         for spec in specs:
             if is_image(spec):
