@@ -38,7 +38,7 @@ def run_search(coll, q, k, allowed, nprobe, ef_search, include_metadata):
             D, I = faiss.knn(q, st.vectors[slots], min(k, len(slots)),
                              metric=coll.spec.faiss_metric)
             labels = np.where(I >= 0, slots[np.maximum(I, 0)], -1)
-            return format_results(st, D, labels, include_metadata)
+            return format_results(st, D, labels, include_metadata, coll.spec.metric == "cosine")
         mask = np.zeros(st.n_slots, bool)
         mask[np.fromiter(allowed, np.int64, len(allowed))] = True
         keep, sel = _bitmap(mask)
@@ -56,11 +56,16 @@ def run_search(coll, q, k, allowed, nprobe, ef_search, include_metadata):
         params.sel = sel
     D, I = index.search(q, k, params=params)
     del keep  # the bitmap had to outlive the search
-    return format_results(st, D, I, include_metadata)
+    return format_results(st, D, I, include_metadata, coll.spec.metric == "cosine")
 
 
-def format_results(st, D, I, include_metadata):
-    """Turn faiss (distances, labels) into [[{id, score, metadata}]]; -1 labels are dropped."""
+def format_results(st, D, I, include_metadata, cosine=False):
+    """Turn faiss (distances, labels) into [[{id, score, metadata}]]; -1 labels are dropped.
+
+    With ``cosine``, D holds squared L2 distances between unit vectors: cos = 1 - d/2.
+    """
+    if cosine:
+        D = 1.0 - D / 2.0
     ok = I >= 0
     safe = np.where(ok, I, 0)
     ids = st.ids[safe].tolist()

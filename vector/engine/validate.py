@@ -61,6 +61,12 @@ def check_matrix(values, dimension, normalize, what="vector"):
     Accepts one vector or a list of vectors (lists or numpy). With ``normalize`` (cosine
     metric) rows are scaled to unit length and a zero row is an error.
     """
+    if isinstance(values, (list, tuple)) and values and \
+            isinstance(values[0], (list, tuple, np.ndarray)):
+        for row, v in enumerate(values):
+            if hasattr(v, "__len__") and len(v) != dimension:
+                raise DimensionMismatch(f"{what} #{row} has dimension {len(v)}, but the"
+                                        f" collection's dimension is {dimension}")
     try:
         mat = np.array(values, dtype=np.float32)
     except (ValueError, TypeError):
