@@ -319,6 +319,12 @@ def test_send_receive_full_and_incremental(driver, pool, factory, kind):
                                                       for i in range(0, len(full), 65536)], "r1")
     assert got.name == "r1" and got.source == "dst"
     assert _read_snapshot(got, kind) == A
+    # the target did not exist: it was created holding the received snapshot's content
+    if kind == "filesystem":
+        assert (Path(driver.filesystem_info("p2", "dst").path) / "f").read_bytes() == A
+    else:
+        assert driver.volume_info("p2", "dst").size_bytes == 8 * MiB
+        assert read_at(driver.volume_info("p2", "dst").path, 2 * MiB, len(A)) == A
     _write_source(driver, pool, kind, B)
     driver.create_snapshot(pool, kind, "src", "s2")
     inc = b"".join(driver.send_snapshot(pool, kind, "src", "s2", parent="s1"))
