@@ -52,6 +52,12 @@ class ExportExists(TransportError):
     code = "exists"
 
 
+class ExportInUse(TransportError):
+    """The volume is exported; unexport it before deleting it."""
+
+    code = "in_use"
+
+
 class DaemonError(TransportError):
     """The daemon is not running, did not start, or refused a command (message says which)."""
 
@@ -138,6 +144,10 @@ class Transport(abc.ABC):
     @abc.abstractmethod
     def list_exports(self) -> list[str]:
         """Ids of the exports this transport serves."""
+
+    @abc.abstractmethod
+    def volume_of(self, export_id: str) -> str:
+        """The volume path an export serves (to refuse deleting an exported volume)."""
 
 
 def check_export_id(export_id: str) -> None:

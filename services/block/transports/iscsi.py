@@ -240,6 +240,9 @@ class TgtdTarget(Transport):
     def list_exports(self) -> list[str]:
         return sorted(self._exports)
 
+    def volume_of(self, export_id: str) -> str:
+        return self._get(export_id)["path"]
+
     def target_iqn(self, group: str) -> str:
         """The IQN of a host group's target."""
         return f"{self.iqn_base}:{group}"

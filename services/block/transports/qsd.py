@@ -208,6 +208,14 @@ class QemuStorageDaemon(Transport):
         """Delete the export and its nodes; clients connected to it are disconnected."""
         if export_id not in self._exports:
             raise ExportNotFound(f"no NBD/vhost-user-blk export {export_id}")
+        self._detach(export_id)
+        del self._exports[export_id]
+        self._save_record()
+        sock = self.socket_dir / f"{export_id}.sock"
+        if sock.exists():
+            sock.unlink()
+
+    def _detach(self, export_id: str) -> None:
         f, r, t, tg = self._names(export_id)
         self._del_export(export_id)
         for cmd, args in (("blockdev-del", {"node-name": t}), ("object-del", {"id": tg}),
@@ -217,11 +225,6 @@ class QemuStorageDaemon(Transport):
             except QMPError as exc:
                 if "not found" not in exc.desc.lower() and exc.qmp_class != "DeviceNotFound":
                     raise
-        del self._exports[export_id]
-        self._save_record()
-        sock = self.socket_dir / f"{export_id}.sock"
-        if sock.exists():
-            sock.unlink()
 
     def set_qos(self, export_id: str, qos: QosLimits | None) -> None:
         """Change (or clear, with None) the export's limits live."""
@@ -238,12 +241,17 @@ class QemuStorageDaemon(Transport):
         protocol has no resize notice and QEMU's NBD server forbids resizing an exported
         node, so for NBD the export is dropped and re-added under the same name and port
         around the resize: the connection info does not change, connected clients are
-        disconnected and see the new size when they reconnect.
+        disconnected and see the new size when they reconnect. A read-only export is
+        re-opened the same way (a read-only node cannot be resized).
         """
         rec = self._get(export_id)
         size = volume_size(rec["path"])
         node = self._names(export_id)[2]
-        if rec["protocol"] == "nbd":
+        if rec["read_only"]:
+            # a read-only node cannot be resized: open the file again at its new size
+            self._detach(export_id)
+            self._attach(export_id, rec)
+        elif rec["protocol"] == "nbd":
             self._del_export(export_id)
             try:
                 self.qmp("block_resize", {"node-name": node, "size": size})
@@ -267,6 +275,9 @@ class QemuStorageDaemon(Transport):
 
     def list_exports(self) -> list[str]:
         return sorted(self._exports)
+
+    def volume_of(self, export_id: str) -> str:
+        return self._get(export_id)["path"]
 
     # ---------------------------------------------------------------- helpers
     def _get(self, export_id: str) -> dict:

@@ -1,0 +1,136 @@
+"""NVMe-oF/TCP exports through spdk_tgt, as a Transport over the spdk dataplane driver.
+
+spdk_tgt is both the volume engine and the NVMe-oF target, so this transport only maps
+export ids to the driver's subsystems (``SpdkDriver.export_volume_nvmf``). ``volume_path``
+is the spdk volume's path as the driver reports it: ``"<pool>/<volume>"``. spdk_tgt
+itself runs as a system service in production; ``start``/``stop`` do not manage it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .base import (DaemonError, ExportExists, ExportNotFound, HostGroup, InvalidExport,
+                   QosLimits, Transport, check_export_id)
+
+
+class NvmfTarget(Transport):
+    """Export spdk volumes over NVMe-oF/TCP on ``host:port``; ACL = the group's host NQNs."""
+
+    protocols = ("nvmf",)
+
+    def __init__(self, driver, state_dir: str | Path, *, host: str = "127.0.0.1",
+                 port: int = 4420):
+        self.driver = driver
+        self.state_dir = Path(state_dir)
+        self.host = host
+        self.port = port
+        self.record_path = self.state_dir / "nvmf-exports.json"
+        try:
+            self._exports: dict[str, dict] = json.loads(self.record_path.read_text())
+        except FileNotFoundError:
+            self._exports = {}
+
+    def start(self) -> None:
+        """Re-apply the recorded subsystems (after an spdk_tgt restart)."""
+        self.driver.reconcile_nvmf()
+
+    def stop(self) -> None:
+        """Nothing to stop: spdk_tgt is managed outside Strata's runtime."""
+        self.driver.rpc.close()
+
+    def health(self) -> dict:
+        try:
+            version = self.driver.rpc.call("spdk_get_version")["version"]
+            return {"running": True, "pid": None, "exports": len(self._exports),
+                    "detail": version, "portal": f"{self.host}:{self.port}"}
+        except Exception as exc:     # any failure means "not healthy", reported as text
+            return {"running": False, "pid": None, "exports": len(self._exports),
+                    "detail": str(exc), "portal": f"{self.host}:{self.port}"}
+
+    def export(self, export_id: str, volume_path: str, *, protocol: str | None = "nvmf",
+               read_only: bool = False, host_group: HostGroup | None = None,
+               qos: QosLimits | None = None) -> dict:
+        """Create the volume's subsystem; only the group's host NQNs may connect."""
+        check_export_id(export_id)
+        if protocol not in (None, "nvmf"):
+            raise InvalidExport(f"spdk_tgt here serves nvmf, not {protocol}")
+        if read_only:
+            raise InvalidExport("read-only NVMe-oF namespaces are not supported; export a "
+                                "snapshot clone instead")
+        pool, sep, volume = volume_path.partition("/")
+        if not sep:
+            raise InvalidExport(f"{volume_path!r} is not an spdk volume (expected pool/volume)")
+        if export_id in self._exports:
+            if self._exports[export_id] != {"pool": pool, "volume": volume}:
+                raise ExportExists(f"export {export_id} already exists; unexport it first")
+            return self.connection_info(export_id)
+        hosts = None
+        if host_group is not None:
+            hosts = sorted({h.nqn for h in host_group.hosts if h.nqn})
+        self.driver.export_volume_nvmf(pool, volume, hosts=hosts, traddr=self.host,
+                                       trsvcid=self.port)
+        if qos is not None:
+            self.set_qos_for(pool, volume, qos)
+        self._exports[export_id] = {"pool": pool, "volume": volume}
+        self._save()
+        return self.connection_info(export_id)
+
+    def set_qos_for(self, pool: str, volume: str, qos: QosLimits) -> dict:
+        """Map QosLimits onto SPDK's per-bdev limits (IOPS total, MB/s read/write/total)."""
+        mb = 1_000_000
+        iops = qos.iops_total or ((qos.iops_read or 0) + (qos.iops_write or 0)) or 0
+        iops = (iops + 999) // 1000 * 1000 if iops else 0
+        return self.driver.set_volume_qos(
+            pool, volume, rw_ios_per_sec=iops,
+            rw_mbytes_per_sec=(qos.bps_total or 0) // mb, r_mbytes_per_sec=(qos.bps_read or 0) // mb,
+            w_mbytes_per_sec=(qos.bps_write or 0) // mb)
+
+    def set_hosts(self, export_id: str, host_group: HostGroup | None) -> dict:
+        """Change the allowed host NQNs live."""
+        rec = self._get(export_id)
+        hosts = None if host_group is None else sorted({h.nqn for h in host_group.hosts if h.nqn})
+        return self.driver.set_nvmf_hosts(rec["pool"], rec["volume"], hosts)
+
+    def unexport(self, export_id: str) -> None:
+        rec = self._get(export_id)
+        self.driver.unexport_volume_nvmf(rec["pool"], rec["volume"])
+        del self._exports[export_id]
+        self._save()
+
+    def resize(self, export_id: str) -> int:
+        """The namespace follows the lvol's size by itself; return the current size."""
+        rec = self._get(export_id)
+        return self.driver.volume_info(rec["pool"], rec["volume"]).size_bytes
+
+    def connection_info(self, export_id: str) -> dict:
+        """{"protocol": "nvmf", "subsystem_nqn", "traddr", "trsvcid", "trtype": "tcp", "nsid"}."""
+        rec = self._get(export_id)
+        for e in self.driver.nvmf_exports():
+            if (e["pool"], e["volume"]) == (rec["pool"], rec["volume"]):
+                return {"protocol": "nvmf", "export_id": export_id,
+                        "subsystem_nqn": e["subsystem_nqn"], "trtype": "tcp",
+                        "traddr": e["traddr"], "trsvcid": e["trsvcid"], "nsid": e["nsid"],
+                        "read_only": False}
+        raise DaemonError(f"export {export_id} has no subsystem in the spdk driver's record")
+
+    def list_exports(self) -> list[str]:
+        return sorted(self._exports)
+
+    def volume_of(self, export_id: str) -> str:
+        rec = self._get(export_id)
+        return f"{rec['pool']}/{rec['volume']}"
+
+    def _get(self, export_id: str) -> dict:
+        try:
+            return self._exports[export_id]
+        except KeyError:
+            raise ExportNotFound(f"no NVMe-oF export {export_id}") from None
+
+    def _save(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.record_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self._exports, indent=1, sort_keys=True))
+        os.replace(tmp, self.record_path)

@@ -1,0 +1,142 @@
+"""BlockRuntime: the one object the management plane drives for block exports.
+
+It owns one transport per protocol and routes every call by export id::
+
+    rt = BlockRuntime("/var/lib/strata/block", iscsi_port=3260, nbd_port=10809)
+    rt.start()
+    rt.set_host_group(HostGroup("db", hosts=[Host("db1", iqn="iqn....:db1",
+                                                  chap_user="db1", chap_secret="12-16 chars")]))
+    info = rt.export("exp-1", "iscsi", volume.path, host_group=group)   # -> connection dict
+    rt.volume_resized(volume.path)        # after driver.resize_volume(): LUNs/exports grow
+    rt.check_volume_deletable(volume.path)   # ExportInUse while any export serves it
+    rt.unexport("exp-1")
+    rt.stop()
+
+Export ids are unique across protocols (use the plane's export primary key, e.g.
+``f"exp-{pk}"``). Every error is a TransportError (or, for nvmf, a DataplaneError) with a
+``code`` and a message a user can act on. No Django here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .base import (ExportExists, ExportInUse, ExportNotFound, HostGroup, InvalidExport,
+                   QosLimits, Transport, check_export_id)
+from .iscsi import TgtdTarget
+from .nvmf import NvmfTarget
+from .qsd import QemuStorageDaemon
+
+PROTOCOLS = ("iscsi", "nbd", "vhost-user-blk", "nvmf")
+
+
+class BlockRuntime:
+    """iSCSI (tgtd), NBD + vhost-user-blk (qemu-storage-daemon) and, with an spdk driver,
+    NVMe-oF/TCP (spdk_tgt), each kept in ``<state_dir>/<daemon>/``."""
+
+    def __init__(self, state_dir: str | Path, *, host: str = "127.0.0.1",
+                 iscsi_port: int = 3260, nbd_port: int = 10809, nvmf_port: int = 4420,
+                 spdk_driver=None, direct_io: bool = True,
+                 iqn_base: str = "iqn.2026-01.io.strata"):
+        self.state_dir = Path(state_dir)
+        self.iscsi = TgtdTarget(self.state_dir / "tgtd", portal_host=host,
+                                portal_port=iscsi_port, iqn_base=iqn_base)
+        self.qsd = QemuStorageDaemon(self.state_dir / "qsd", nbd_host=host, nbd_port=nbd_port,
+                                     direct_io=direct_io)
+        self.nvmf = (NvmfTarget(spdk_driver, self.state_dir / "nvmf", host=host, port=nvmf_port)
+                     if spdk_driver is not None else None)
+        self.transports: dict[str, Transport] = {"iscsi": self.iscsi, "nbd": self.qsd,
+                                                 "vhost-user-blk": self.qsd}
+        if self.nvmf is not None:
+            self.transports["nvmf"] = self.nvmf
+
+    def _unique(self) -> list[Transport]:
+        seen, out = set(), []
+        for t in self.transports.values():
+            if id(t) not in seen:
+                seen.add(id(t))
+                out.append(t)
+        return out
+
+    def start(self) -> None:
+        """Start every daemon and re-apply the recorded exports."""
+        for t in self._unique():
+            t.start()
+
+    def stop(self) -> None:
+        """Stop the daemons this runtime started (exports stay recorded)."""
+        for t in reversed(self._unique()):
+            t.stop()
+
+    def health(self) -> dict:
+        """{protocol: transport health dict}."""
+        return {p: t.health() for p, t in self.transports.items()}
+
+    def transport_for(self, protocol: str) -> Transport:
+        """The transport that serves ``protocol``."""
+        try:
+            return self.transports[protocol]
+        except KeyError:
+            raise InvalidExport(f"protocol {protocol!r} is not available here; use one of "
+                                f"{', '.join(self.transports)}") from None
+
+    def find(self, export_id: str) -> Transport:
+        """The transport holding ``export_id``."""
+        for t in self._unique():
+            if export_id in t.list_exports():
+                return t
+        raise ExportNotFound(f"no block export {export_id}")
+
+    def export(self, export_id: str, protocol: str, volume_path: str, *,
+               read_only: bool = False, host_group: HostGroup | None = None,
+               qos: QosLimits | None = None) -> dict:
+        """Export a volume; return the connection info (see each transport's docstring)."""
+        check_export_id(export_id)
+        transport = self.transport_for(protocol)
+        for t in self._unique():
+            if t is not transport and export_id in t.list_exports():
+                raise ExportExists(f"export id {export_id} is already used by another protocol")
+        return transport.export(export_id, volume_path, protocol=protocol, read_only=read_only,
+                                host_group=host_group, qos=qos)
+
+    def unexport(self, export_id: str) -> None:
+        self.find(export_id).unexport(export_id)
+
+    def connection_info(self, export_id: str) -> dict:
+        return self.find(export_id).connection_info(export_id)
+
+    def set_qos(self, export_id: str, qos: QosLimits | None) -> None:
+        """Change an export's limits live (NBD/vhost-user-blk and nvmf; tgtd has none)."""
+        t = self.find(export_id)
+        if t is self.qsd:
+            self.qsd.set_qos(export_id, qos)
+        elif t is self.nvmf:
+            pool, _, volume = self.nvmf.volume_of(export_id).partition("/")
+            self.nvmf.set_qos_for(pool, volume, qos or QosLimits())
+        else:
+            raise InvalidExport("iSCSI exports (tgtd) have no QoS; use nbd, vhost-user-blk "
+                                "or nvmf for a rate-limited export")
+
+    def set_host_group(self, group: HostGroup) -> None:
+        """Apply a host group's hosts/CHAP to its iSCSI target and its NVMe-oF exports."""
+        self.iscsi.set_host_group(group)
+        # nvmf exports are per volume; the plane passes the group again per export when
+        # it changes membership (see NvmfTarget.set_hosts)
+
+    def exports_of(self, volume_path: str) -> list[str]:
+        """Ids of every export serving ``volume_path``."""
+        path = str(volume_path)
+        resolved = str(Path(path).resolve()) if path.startswith("/") else path
+        return sorted(e for t in self._unique() for e in t.list_exports()
+                      if t.volume_of(e) in (path, resolved))
+
+    def check_volume_deletable(self, volume_path: str) -> None:
+        """Raise ExportInUse when the volume is exported (the plane calls this before delete)."""
+        users = self.exports_of(volume_path)
+        if users:
+            raise ExportInUse(f"volume {volume_path} is exported ({', '.join(users)}); "
+                              "remove its exports before deleting it")
+
+    def volume_resized(self, volume_path: str) -> dict:
+        """Make every export of a grown volume show the new size; {export id: size}."""
+        return {e: self.find(e).resize(e) for e in self.exports_of(volume_path)}
