@@ -13,6 +13,7 @@ from dataplane.errors import InvalidArgument
 from services.protection import beat, objstore
 from services.protection.locks import run_lock
 from services.protection.models import Backup, BackupTarget, RestorePoint
+from services.protection.replication import unique_snapshot_name
 from services.storage import service as storage
 from services.storage.drivers import driver_for
 from services.storage.models import FileSystem, Pool, Volume
@@ -111,9 +112,8 @@ def _run(backup: Backup, progress) -> dict:
     drv = driver_for(source.pool.driver)
     s3 = s3_for(target)
     base = _base(backup)
-    name = f"{backup.snapshot_prefix}{timezone.now().strftime('%Y%m%d-%H%M%S')}"[:63]
-    if backup.source_snapshots().filter(name=name).exists():
-        raise Conflict(f"backup {backup.name} ran less than a second ago; try again.")
+    name = unique_snapshot_name(
+        source, f"{backup.snapshot_prefix}{timezone.now().strftime('%Y%m%d-%H%M%S')}")
     snap = storage.create_snapshot(name=name, **{backup.kind: source})
     key = _key(backup, name)
     try:
@@ -124,10 +124,13 @@ def _run(backup: Backup, progress) -> dict:
         progress(10, f"sending {name} ({kind})")
         stream = drv.send_snapshot(source.pool.name, backup.kind, source.name, name,
                                    base.snapshot if base else None)
-        fields = objstore.put_stream(
-            s3, target.bucket, key, stream,
-            progress=lambda done: progress(min(95, 10 + 85 * done / max(done, estimate)),
-                                           f"{done} bytes backed up"))
+        try:
+            fields = objstore.put_stream(
+                s3, target.bucket, key, stream,
+                progress=lambda done: progress(min(95, 10 + 85 * done / max(done, estimate)),
+                                               f"{done} bytes backed up"))
+        finally:
+            stream.close()  # stops `btrfs send` now, not when the generator is collected
         manifest = {"format": 1, "backup": backup.name, "snapshot": name,
                     "parent": base.snapshot if base else None, "kind": backup.kind,
                     "source": source.name, "tree_sha256": tree,
@@ -150,7 +153,11 @@ def _run(backup: Backup, progress) -> dict:
     for old in backup.source_snapshots().filter(
             name__startswith=backup.snapshot_prefix).exclude(name=name):
         if not old.clones():
-            storage.delete_snapshot(old)
+            try:
+                storage.delete_snapshot(old)
+            except Exception as exc:  # the backup is done; a leftover is retried next run
+                log.warning("backup %s: could not delete old snapshot %s: %s",
+                            backup.name, old.name, exc)
     return {"restore_point": rp.pk, "snapshot": name, "full": base is None,
             "stream_bytes": rp.stream_bytes, "stored_bytes": rp.stored_bytes,
             "chunks": rp.chunks}

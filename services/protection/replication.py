@@ -104,6 +104,16 @@ def _choose_base(rep: Replication, remote) -> str:
     return common[-1]
 
 
+def unique_snapshot_name(source, base: str) -> str:
+    """``base`` (cut to 63 characters), or ``base-2``, ``base-3``... if that is taken."""
+    base = base[:63]
+    name, n = base, 1
+    while source.snapshots.filter(name=name).exists():
+        n += 1  # two runs in one second
+        name = f"{base[:60]}-{n}"
+    return name
+
+
 def _upload(client: PeerClient, transfer: dict, stream, progress, estimate: int):
     """Send ``stream`` from the offset the peer has; return (length, sha256)."""
     offset, step = transfer["received"], transfer["chunk_bytes"]
@@ -166,9 +176,9 @@ def _run(rep: Replication, progress) -> dict:
     if not pending:
         parent = _choose_base(rep, remote)
         now = timezone.now()
-        snap_name = f"{rep.snapshot_prefix}{now.strftime('%Y%m%d-%H%M%S')}"[:63]
-        if not rep.source_snapshots().filter(name=snap_name).exists():
-            storage.create_snapshot(name=snap_name, **{rep.kind: source})
+        snap_name = unique_snapshot_name(
+            source, f"{rep.snapshot_prefix}{now.strftime('%Y%m%d-%H%M%S')}")
+        storage.create_snapshot(name=snap_name, **{rep.kind: source})
         transfer = None
     if transfer is None:
         transfer = client.begin(kind=rep.kind, pool=rep.target_pool, name=rep.target_name,
@@ -181,7 +191,10 @@ def _run(rep: Replication, progress) -> dict:
     stream = drv.send_snapshot(source.pool.name, rep.kind, source.name, snap_name,
                                parent or None)
     estimate = source.used_bytes if not parent else max(1, source.used_bytes // 10)
-    size, sha = _upload(client, transfer, stream, progress, estimate)
+    try:
+        size, sha = _upload(client, transfer, stream, progress, estimate)
+    finally:
+        stream.close()  # stops `btrfs send` now, not when the generator is collected
     progress(96, f"peer applies {size} bytes")
     client.commit(transfer["id"], size=size, sha256=sha)
     return _finish(rep, snap_name, parent, size, sha, transfer["received"])
@@ -197,7 +210,11 @@ def _finish(rep, snap_name, parent, size, sha, resumed_at) -> dict:
     for old in rep.source_snapshots().filter(name__startswith=rep.snapshot_prefix).exclude(
             name=snap_name):
         if not old.clones():
-            storage.delete_snapshot(old)
+            try:
+                storage.delete_snapshot(old)
+            except Exception as exc:  # the replica is updated; a leftover is retried next run
+                log.warning("replication %s: could not delete old snapshot %s: %s",
+                            rep.name, old.name, exc)
     return {"snapshot": snap_name, "parent": parent, "bytes": size, "sha256": sha,
             "resumed_at": resumed_at, "lag_seconds": rep.lag_seconds()}
 

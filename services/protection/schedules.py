@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from services.protection import beat
 from services.protection.models import Backup, Replica, Replication, SnapshotSchedule
+from services.protection.replication import unique_snapshot_name
 from services.protection.retention import Retention, snapshots_to_prune
 from services.storage import service as storage
 from services.storage.models import Snapshot
@@ -69,12 +70,8 @@ def protected_snapshot_names(source) -> dict:
 
 
 def _snapshot_name(schedule: SnapshotSchedule, now) -> str:
-    base = f"{schedule.snapshot_prefix}{now.strftime('%Y%m%d-%H%M%S')}"[:63]
-    name, n = base, 1
-    while schedule.source.snapshots.filter(name=name).exists():
-        n += 1  # two runs in one second (a manual run next to a scheduled one)
-        name = f"{base[:60]}-{n}"
-    return name
+    return unique_snapshot_name(schedule.source,
+                                f"{schedule.snapshot_prefix}{now.strftime('%Y%m%d-%H%M%S')}")
 
 
 def prune(schedule: SnapshotSchedule) -> list[str]:

@@ -1,0 +1,126 @@
+"""Helpers shared by the protection tests."""
+import hashlib
+import os
+import socket
+import time
+
+
+def wait_job(api, job_id, timeout=90):
+    """Poll a job through the API until it finishes; return its final JSON."""
+    deadline = time.monotonic() + timeout
+    job = None
+    while time.monotonic() < deadline:
+        job = api.get(f"/api/v1/jobs/{job_id}/").json()
+        if job["state"] in ("succeeded", "failed", "cancelled"):
+            return job
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} did not finish: {job}")
+
+
+def run_job(api, url, body=None, timeout=90):
+    r = api.post(url, body or {}, format="json")
+    assert r.status_code == 202, r.json()
+    return wait_job(api, r.json()["id"], timeout)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def file_hashes(root) -> dict:
+    """Relative path -> SHA-256 of every regular file under ``root`` (not .snapshots)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        if os.path.samefile(dirpath, root):
+            dirnames[:] = [d for d in dirnames if d != ".snapshots"]
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            with open(path, "rb") as fh:
+                out[os.path.relpath(path, root)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
+
+
+def write_files(root, files: dict) -> None:
+    for rel, data in files.items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.write(data)
+
+
+class CutProxy:
+    """A TCP proxy to ``upstream`` that, while ``cut_after`` is set, closes the link (both
+    ways) once that many more client bytes went through: a link dropping mid-transfer."""
+
+    def __init__(self, upstream_host: str, upstream_port: int):
+        import threading
+        self.upstream = (upstream_host, upstream_port)
+        self.cut_after = None
+        self.cuts = 0
+        self._lock = threading.Lock()
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._stop = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import threading
+        while not self._stop:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(self.upstream)
+            except OSError:
+                client.close()
+                continue
+            pair = (client, server)
+            threading.Thread(target=self._pump, args=(client, server, True, pair),
+                             daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, False, pair),
+                             daemon=True).start()
+
+    def _take(self, n: int) -> int:
+        """How many of ``n`` bytes may pass; -1 when the link is to be cut now."""
+        with self._lock:
+            if self.cut_after is None:
+                return n
+            if self.cut_after <= 0:
+                return -1
+            allowed = min(n, self.cut_after)
+            self.cut_after -= allowed
+            return allowed
+
+    def _pump(self, src, dst, counted, pair):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                allowed = self._take(len(data)) if counted else len(data)
+                if allowed > 0:
+                    dst.sendall(data[:allowed])
+                if allowed < len(data):
+                    with self._lock:
+                        self.cuts += 1
+                    break
+        except OSError:
+            pass
+        finally:
+            for s in pair:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+
+    def close(self):
+        self._stop = True
+        self.sock.close()
