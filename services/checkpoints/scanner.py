@@ -80,9 +80,9 @@ def scan_job(job: CheckpointJob) -> dict:
         except service.IncompleteCheckpoint as exc:
             CheckpointVersion.objects.filter(pk=version.pk, state=V.WRITING).update(
                 error=str(exc.detail)[:1000])
-            summary["incomplete"][step] = [p.as_dict() for p in exc.problems]
+            summary["incomplete"][str(step)] = [p.as_dict() for p in exc.problems]
         except service.BadManifest as exc:
-            summary["incomplete"][step] = [{"problem": "manifest", "detail": str(exc)}]
+            summary["incomplete"][str(step)] = [{"problem": "manifest", "detail": str(exc)}]
         else:
             summary["committed"].append(step)
     return summary

@@ -58,7 +58,17 @@ def _clear_directory(path: str) -> None:
         shutil.rmtree(path)
 
 
-# -- begin ---------------------------------------------------------------------------------
+# -- jobs and begin ------------------------------------------------------------------------
+
+def create_job(**fields) -> CheckpointJob:
+    """Record a training job and make its directory on its file system."""
+    with transaction.atomic():
+        job = CheckpointJob.objects.create(**fields)
+        base = job_directory(job)
+        if base:
+            os.makedirs(base, exist_ok=True)
+    return job
+
 
 def begin_version(job: CheckpointJob, step: int) -> tuple:
     """(version, created) for `step`: every rank may ask; they all get the same version.

@@ -20,6 +20,9 @@ class CheckpointJobViewSet(viewsets.ModelViewSet):
     lookup_value_regex = r"[a-z0-9][a-z0-9._-]{0,62}"
     filterset_fields = ["tenant"]
 
+    def perform_create(self, serializer):
+        serializer.instance = service.create_job(**serializer.validated_data)
+
     def perform_destroy(self, job):
         service.delete_job(job)
 

@@ -1,0 +1,356 @@
+"""Strata checkpoint SDK for training scripts: begin, commit, latest, lease, restore.
+
+Importable without Django; needs only `requests` (and `torch` for the DCP helpers)::
+
+    from services.checkpoints.sdk import CheckpointClient
+    client = CheckpointClient("http://strata:8000", token)
+    with client.saving("llm", step=1000) as version:      # commits on success, aborts on error
+        torch.save(model.state_dict(), f"{version.path}/model.pt")
+    with client.restore("llm") as version:                 # lease, wait for pre-warm, release
+        state = torch.load(f"{version.path}/model.pt")
+
+PyTorch DCP: `client.dcp_writer(job, step)` is a `FileSystemWriter` on the version's
+directory that commits the version in `finish()`; `client.dcp_reader(job)` is a
+`FileSystemReader` holding a lease; `client.async_save(job, step, state_dict)` returns a
+`concurrent.futures.Future` that resolves to the committed `Version`.
+"""
+import concurrent.futures
+import contextlib
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+
+import requests
+
+__all__ = ["CheckpointClient", "Version", "Lease", "StrataError", "IncompleteCheckpointError",
+           "StrataStorageWriter", "StrataStorageReader"]
+
+
+class StrataError(Exception):
+    """The plane refused a request: `status`, `code` and `detail` say why."""
+
+    def __init__(self, status: int, body: dict):
+        self.status, self.body = status, body
+        self.code = body.get("error", "error")
+        self.detail = body.get("detail", str(body))
+        super().__init__(f"{status} {self.code}: {self.detail}")
+
+
+class IncompleteCheckpointError(StrataError):
+    """A commit was refused: `shards` lists every missing, short or corrupt shard."""
+
+    @property
+    def shards(self) -> list:
+        return self.body.get("shards", [])
+
+
+@dataclass
+class Version:
+    """A checkpoint version: where to write or read it and its state."""
+
+    id: int
+    job: str
+    step: int
+    state: str
+    path: str = ""
+    s3_prefix: str = ""
+    tier: str = "hot"
+    relative_path: str = ""
+    raw: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, job: str, data: dict) -> "Version":
+        return cls(id=data["id"], job=data.get("job") or job, step=data["step"],
+                   state=data["state"], path=data.get("path", ""),
+                   s3_prefix=data.get("s3_prefix", ""), tier=data.get("tier", "hot"),
+                   relative_path=data.get("relative_path", ""), raw=data)
+
+
+@dataclass
+class Lease:
+    """A hold on a version while it is restored; release it (or use it as a context)."""
+
+    id: int
+    version: Version
+    expires_at: str
+    prewarm_job: str | None
+    client: "CheckpointClient" = field(repr=False)
+
+    def release(self) -> None:
+        self.client.release(self)
+
+    def __enter__(self) -> "Lease":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def manifest_of(path: str, sha256: bool = True) -> list:
+    """A manifest of every file under `path` (relative names, sizes, sha256 when asked)."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames.sort()
+        for fn in sorted(filenames):
+            full = os.path.join(dirpath, fn)
+            entry = {"name": os.path.relpath(full, path), "size": os.path.getsize(full)}
+            if sha256:
+                entry["sha256"] = _sha256(full)
+            out.append(entry)
+    return out
+
+
+class CheckpointClient:
+    """A thin client of `/api/v1/checkpoint-jobs/` authenticated with an API token."""
+
+    def __init__(self, url: str, token: str, timeout: float = 60.0, max_workers: int = 2):
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"Token {token}"
+        self._max_workers = max_workers
+        self._executor = None
+
+    # -- plumbing --------------------------------------------------------------------------
+    def _call(self, method: str, path: str, body=None, allow=(200, 201, 202, 204)):
+        url = path if path.startswith("http") else f"{self.url}/api/v1/{path.lstrip('/')}"
+        r = self.session.request(method, url, json=body, timeout=self.timeout)
+        data = r.json() if r.content and "json" in r.headers.get("content-type", "") else {}
+        if r.status_code not in allow:
+            cls = IncompleteCheckpointError if data.get("error") == "incomplete" else StrataError
+            raise cls(r.status_code, data if isinstance(data, dict) else {"detail": str(data)})
+        return r.status_code, data
+
+    def _versions(self, job: str) -> str:
+        return f"checkpoint-jobs/{job}/versions/"
+
+    # -- jobs ------------------------------------------------------------------------------
+    def create_job(self, name: str, filesystem: str | None = None, bucket: str = "",
+                   **policy) -> dict:
+        """Register a training job (`keep_last`, `keep_every`, `writing_timeout`, ...)."""
+        body = {"name": name, "filesystem": filesystem, "bucket": bucket, **policy}
+        return self._call("POST", "checkpoint-jobs/", body)[1]
+
+    # -- saving ----------------------------------------------------------------------------
+    def begin(self, job: str, step: int) -> Version:
+        """Start (or join: every rank may call it) the version of `job` at `step`."""
+        return Version.from_json(job, self._call("POST", self._versions(job), {"step": step})[1])
+
+    def commit(self, version: Version, manifest: list) -> Version:
+        """Commit with a manifest [{name, size, sha256?|crc32c?}]; raises
+        IncompleteCheckpointError naming every bad shard (nothing changes then)."""
+        _, data = self._call("POST", f"{self._versions(version.job)}{version.id}/commit/",
+                             {"manifest": manifest})
+        return Version.from_json(version.job, data)
+
+    def commit_dir(self, version: Version, sha256: bool = True) -> Version:
+        """Commit every file written under the version's directory (with sha256 sums)."""
+        return self.commit(version, manifest_of(version.path, sha256=sha256))
+
+    def abort(self, version: Version) -> Version:
+        _, data = self._call("POST", f"{self._versions(version.job)}{version.id}/abort/")
+        return Version.from_json(version.job, data)
+
+    @contextlib.contextmanager
+    def saving(self, job: str, step: int, sha256: bool = True):
+        """Yield a new version to write into; commit it on success, abort on an exception."""
+        version = self.begin(job, step)
+        try:
+            yield version
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.abort(version)
+            raise
+        committed = self.commit_dir(version, sha256=sha256)
+        version.state, version.raw = committed.state, committed.raw
+
+    # -- restoring -------------------------------------------------------------------------
+    def latest(self, job: str) -> Version | None:
+        """The newest committed version of `job`, or None if there is none yet."""
+        status, data = self._call("GET", f"checkpoint-jobs/{job}/latest/", allow=(200, 404))
+        return Version.from_json(job, data) if status == 200 else None
+
+    def version(self, job: str, version_id: int) -> Version:
+        return Version.from_json(job, self._call("GET", f"{self._versions(job)}{version_id}/")[1])
+
+    def lease(self, version: Version, ttl_seconds: int = 3600, holder: str = "",
+              wait: bool = True, progress=None) -> Lease:
+        """Hold `version` for a restore; when it is cold, wait for its pre-warm to finish."""
+        _, data = self._call("POST", f"{self._versions(version.job)}{version.id}/lease/",
+                             {"ttl_seconds": ttl_seconds, "holder": holder or _holder()})
+        lease = Lease(data["id"], version, data["expires_at"], data.get("prewarm_job"), self)
+        if wait and lease.prewarm_job:
+            self.wait_job(lease.prewarm_job, progress=progress)
+        return lease
+
+    def release(self, lease: Lease) -> None:
+        self._call("DELETE", f"checkpoint-leases/{lease.id}/", allow=(204, 404))
+
+    def pin(self, version: Version, reason: str = "") -> Version:
+        _, data = self._call("POST", f"{self._versions(version.job)}{version.id}/pin/",
+                             {"reason": reason})
+        return Version.from_json(version.job, data)
+
+    def unpin(self, version: Version) -> Version:
+        _, data = self._call("POST", f"{self._versions(version.job)}{version.id}/unpin/")
+        return Version.from_json(version.job, data)
+
+    def wait_job(self, job_url: str, progress=None, poll: float = 0.5,
+                 timeout: float = 3600) -> dict:
+        """Poll a plane job until it ends; `progress(pct, message)` sees each update."""
+        deadline = time.monotonic() + timeout
+        while True:
+            _, job = self._call("GET", job_url)
+            if progress:
+                progress(job.get("progress", 0), job.get("message", ""))
+            if job["state"] == "succeeded":
+                return job
+            if job["state"] in ("failed", "cancelled"):
+                raise StrataError(409, {"error": f"job_{job['state']}",
+                                        "detail": job.get("error") or job.get("message")})
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"plane job {job_url} did not finish in {timeout}s")
+            time.sleep(poll)
+
+    @contextlib.contextmanager
+    def restore(self, job: str, version: Version | None = None, ttl_seconds: int = 3600,
+                progress=None):
+        """Yield the version to read (latest by default) under a lease, pre-warmed."""
+        version = version or self.latest(job)
+        if version is None:
+            raise StrataError(404, {"error": "not_found",
+                                    "detail": f"checkpoint job {job} has no committed version"})
+        lease = self.lease(version, ttl_seconds=ttl_seconds, progress=progress)
+        try:
+            yield self.version(job, version.id)
+        finally:
+            lease.release()
+
+    # -- PyTorch DCP -----------------------------------------------------------------------
+    def dcp_writer(self, job: str, step: int, **kwargs):
+        """A DCP StorageWriter on version (job, step) that commits in finish()."""
+        return _dcp_classes()["StrataStorageWriter"](self, job, step, **kwargs)
+
+    def dcp_reader(self, job: str, version: Version | None = None, **kwargs):
+        """A DCP StorageReader on a leased version (latest by default); close() releases."""
+        return _dcp_classes()["StrataStorageReader"](self, job, version, **kwargs)
+
+    def async_save(self, job: str, step: int, state_dict: dict) -> concurrent.futures.Future:
+        """Stage `state_dict` to CPU copies now, save and commit it in the background.
+
+        The future resolves to the committed Version; any error (a refused commit, a
+        failed write) is raised by `future.result()` and the version is aborted.
+        """
+        staged = _stage(state_dict)
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                self._max_workers, thread_name_prefix="strata-ckpt")
+        return self._executor.submit(self._save_now, job, step, staged)
+
+    def _save_now(self, job: str, step: int, state_dict: dict) -> Version:
+        import torch.distributed.checkpoint as dcp
+
+        writer = self.dcp_writer(job, step)
+        try:
+            dcp.save(state_dict, storage_writer=writer)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.abort(writer.version)
+            raise
+        return writer.version
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+        self.session.close()
+
+
+def _holder() -> str:
+    return f"{os.uname().nodename}:{os.getpid()}"
+
+
+def _stage(obj):
+    """Copy tensors to CPU so training may change the originals while the save runs."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: _stage(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_stage(v) for v in obj)
+    return obj
+
+
+_DCP: dict = {}
+
+
+def _dcp_classes() -> dict:
+    """Define the DCP storage classes on first use, so torch is imported only if needed."""
+    if _DCP:
+        return _DCP
+    from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
+
+    class StrataStorageWriter(FileSystemWriter):
+        """FileSystemWriter into a Strata version's directory; commits it in finish()."""
+
+        def __init__(self, client: CheckpointClient, job: str, step: int, **kwargs):
+            self.strata = client
+            self.version = client.begin(job, step)  # every rank joins the same version
+            super().__init__(self.version.path, **kwargs)
+
+        def finish(self, metadata, results) -> None:
+            super().finish(metadata, results)
+            extents: dict = {}
+            for rank_results in results:
+                for wr in rank_results:
+                    info = wr.storage_data
+                    end = info.offset + info.length
+                    extents[info.relative_path] = max(extents.get(info.relative_path, 0), end)
+            manifest = [{"name": n, "size": s} for n, s in sorted(extents.items())]
+            meta = os.path.join(self.version.path, ".metadata")
+            manifest.append({"name": ".metadata", "size": os.path.getsize(meta)})
+            self.version = self.strata.commit(self.version, manifest)
+
+    class StrataStorageReader(FileSystemReader):
+        """FileSystemReader on a leased Strata version; close() (or `with`) releases it."""
+
+        def __init__(self, client: CheckpointClient, job: str, version: Version | None = None,
+                     ttl_seconds: int = 3600, **kwargs):
+            self.strata = client
+            version = version or client.latest(job)
+            if version is None:
+                raise StrataError(404, {"error": "not_found",
+                                        "detail": f"checkpoint job {job} has no committed version"})
+            self.lease = client.lease(version, ttl_seconds=ttl_seconds)
+            self.version = client.version(job, version.id)
+            super().__init__(self.version.path, **kwargs)
+
+        def close(self) -> None:
+            if self.lease is not None:
+                self.lease.release()
+                self.lease = None
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.close()
+
+    _DCP.update(StrataStorageWriter=StrataStorageWriter, StrataStorageReader=StrataStorageReader)
+    return _DCP
+
+
+def __getattr__(name):  # `from sdk import StrataStorageWriter` imports torch only then
+    if name in ("StrataStorageWriter", "StrataStorageReader"):
+        return _dcp_classes()[name]
+    raise AttributeError(name)
