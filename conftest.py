@@ -1,6 +1,7 @@
 """Fixtures shared by the whole suite: a private data directory (pools in it are torn down,
 loops detached, even on failure), API clients per role, and a real Celery worker."""
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -23,6 +24,12 @@ def _teardown_pools(state_dir: Path) -> None:
                 pass
 
 
+def remove_data_dir(path: Path) -> None:
+    """Remove a test's data directory; directory-pool snapshots are immutable (chattr +i)."""
+    subprocess.run(["chattr", "-R", "-i", str(path)], capture_output=True)
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.fixture
 def data_dir(settings):
     """A fresh data directory for the plane; its pools are unmounted and detached after."""
@@ -30,7 +37,7 @@ def data_dir(settings):
     settings.DATA_DIR = path
     yield path
     _teardown_pools(path)
-    shutil.rmtree(path, ignore_errors=True)
+    remove_data_dir(path)
 
 
 def _client_for(user):

@@ -58,3 +58,19 @@ class AuditEvent(models.Model):
 
     class Meta:
         ordering = ["-id"]
+
+
+class MetricSample(models.Model):
+    """Cumulative I/O counters of one pool's devices at one moment (for charts and /metrics)."""
+
+    time = models.DateTimeField(db_index=True)
+    pool = models.CharField(max_length=63)
+    read_bytes = models.BigIntegerField()
+    write_bytes = models.BigIntegerField()
+    reads = models.BigIntegerField()
+    writes = models.BigIntegerField()
+    read_ms = models.BigIntegerField()
+    write_ms = models.BigIntegerField()
+
+    class Meta:
+        ordering = ["time"]

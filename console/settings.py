@@ -138,6 +138,7 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/console/"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -174,6 +175,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_BEAT_SCHEDULE = {
     "reconcile-storage": {"task": "storage.reconcile_all", "schedule": 60.0},
+    "sample-metrics": {"task": "console.sample_metrics", "schedule": 15.0},
 }
 
 STRATA_DATAPLANE = os.environ.get("STRATA_DATAPLANE", "auto")

@@ -2,10 +2,17 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from console import metrics
+from console.pages import views as pages
+
 urlpatterns = [
     path("api/v1/", include("console.api.urls")),
+    path("metrics", metrics.prometheus, name="metrics"),
     path("api-auth/", include("rest_framework.urls")),
-    path("login/", auth_views.LoginView.as_view(template_name="console/login.html"), name="login"),
+    path("login/", auth_views.LoginView.as_view(template_name="console/login.html",
+         redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(next_page="/login/"), name="logout"),
-    path("", RedirectView.as_view(url="/api/v1/docs/", permanent=False)),
+    path("", RedirectView.as_view(pattern_name="console-dashboard", permanent=False)),
+    path("console/", pages.dashboard, name="console-dashboard"),
+    path("console/<slug:slug>/", pages.resource, name="console-resource"),
 ]

@@ -6,6 +6,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from console import metrics
 from console.api import views
 
 router = DefaultRouter(trailing_slash=True)
@@ -21,6 +22,7 @@ for app in apps.get_app_configs():
 urlpatterns = [
     path("health", views.health, name="health"),
     path("health/", views.health),
+    path("metrics/series/", metrics.metric_series, name="metric-series"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("", include(router.urls)),

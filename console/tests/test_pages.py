@@ -1,0 +1,49 @@
+"""Console pages render for each role (the browser journey is in tests/test_console_browser.py)."""
+import pytest
+from django.contrib.auth.models import User
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def logged_in(client, data_dir):
+    def as_role(role):
+        from conftest import _user
+
+        _user(role, role)
+        client.force_login(User.objects.get(username=role))
+        return client
+    return as_role
+
+
+def test_root_leads_to_login(client):
+    r = client.get("/", follow=True)
+    assert r.redirect_chain[-1][0].startswith("/login/")
+
+
+@pytest.mark.parametrize("slug", ["pools", "filesystems", "volumes", "snapshots", "jobs", "audit"])
+def test_every_page_renders_for_a_viewer_without_change_buttons(logged_in, slug):
+    c = logged_in("viewer")
+    r = c.get(f"/console/{slug}/")
+    assert r.status_code == 200
+    assert b"data-api-action" not in r.content and b"details class=\"create\"" not in r.content
+
+
+def test_admin_sees_create_forms_and_users(logged_in):
+    c = logged_in("admin")
+    assert b"details class=\"create\"" in c.get("/console/pools/").content
+    assert c.get("/console/users/").status_code == 200
+    r = c.get("/console/")
+    assert r.status_code == 200 and b"Capacity" in r.content
+
+
+def test_users_page_is_for_admins_only(logged_in):
+    r = logged_in("operator").get("/console/users/")
+    assert r.status_code == 302
+
+
+def test_metrics_endpoint_speaks_prometheus(client, data_dir):
+    r = client.get("/metrics")
+    assert r.status_code == 200
+    assert b"# TYPE strata_pool_size_bytes gauge" in r.content
+    assert b'strata_jobs{state="failed"} 0' in r.content
