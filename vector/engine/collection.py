@@ -322,12 +322,15 @@ class Collection:
         q = check_matrix(vector, self.spec.dimension, self._normalize, "query vector")
         if len(q) != 1:
             raise InvalidInput("search() takes one vector; use search_batch() for several")
-        return self.search_batch(q, k, filter, nprobe, ef_search, include_metadata)[0]
+        return self._search(q, k, filter, nprobe, ef_search, include_metadata)[0]
 
     def search_batch(self, vectors, k=10, filter=None, nprobe=None, ef_search=None,
                      include_metadata=True):
         """Top-k for each query vector (one filter for all); returns a list of result lists."""
         q = check_matrix(vectors, self.spec.dimension, self._normalize, "query vector")
+        return self._search(q, k, filter, nprobe, ef_search, include_metadata)
+
+    def _search(self, q, k, filter, nprobe, ef_search, include_metadata):
         k = check_k(k)
         check_search_params(self.spec.index_type, nprobe, ef_search)
         with self._lock.read():

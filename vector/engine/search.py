@@ -71,6 +71,11 @@ def format_results(st, D, I, include_metadata, cosine=False):
     ids = st.ids[safe].tolist()
     scores = D.tolist()
     metas = st.meta[safe].tolist() if include_metadata else None
+    if len(ids) == 1 and ok.all():   # the common single-query case, without the loops below
+        if include_metadata:
+            return [[{"id": a, "score": b, "metadata": c}
+                     for a, b, c in zip(ids[0], scores[0], metas[0])]]
+        return [[{"id": a, "score": b} for a, b in zip(ids[0], scores[0])]]
     out = []
     full = bool(ok.all())
     if include_metadata:

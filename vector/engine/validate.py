@@ -67,11 +67,14 @@ def check_matrix(values, dimension, normalize, what="vector"):
             if hasattr(v, "__len__") and len(v) != dimension:
                 raise DimensionMismatch(f"{what} #{row} has dimension {len(v)}, but the"
                                         f" collection's dimension is {dimension}")
-    try:
-        mat = np.array(values, dtype=np.float32)
-    except (ValueError, TypeError):
-        raise InvalidInput(
-            f"{what} values must be lists of {dimension} numbers of equal length") from None
+    if isinstance(values, np.ndarray) and values.dtype == np.float32:
+        mat = values   # fast path for numpy callers; copied below only if normalized
+    else:
+        try:
+            mat = np.array(values, dtype=np.float32)
+        except (ValueError, TypeError):
+            raise InvalidInput(f"{what} values must be lists of {dimension} numbers of equal"
+                               " length") from None
     if mat.ndim == 1:
         mat = mat.reshape(1, -1)
     if mat.ndim != 2:
