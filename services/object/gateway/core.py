@@ -22,8 +22,8 @@ from .commit import GroupCommitter
 from .config import ConfigWatcher
 from .errors import S3Error
 from .index import Op, OpResult, Record, next_seq
-from .storage import (SMALL_OBJECT_LIMIT, LargeFileWriter, SegmentStore, file_ranges,
-                      read_file_blocks, reset_tmp)
+from .storage import (SMALL_OBJECT_LIMIT, LargeFileWriter, SegmentStore, file_ranges, open_pieces,
+                      read_open_pieces, reset_tmp)
 
 WRITE_BLOCK = 1024 * 1024
 MAX_OBJECT_SIZE = 5 * 1024 ** 4
@@ -153,6 +153,28 @@ class Gateway:
 
     # -- reading ---------------------------------------------------------------------------
 
+    async def open_reader(self, rec: Record, start: int = 0, end: int | None = None) -> AsyncIterator[bytes]:
+        """Open an object's bytes [start, end) now (so a concurrent overwrite that removes the
+        old files cannot break a response whose headers are already sent) and stream them."""
+        end = rec.size if end is None else end
+        if "seg" in rec.loc or end <= start:
+            return self.read(rec, start, end)
+        handles = await self.run(open_pieces, file_ranges(rec.loc, rec.size, start, end))
+        return self._stream_handles(handles)
+
+    async def _stream_handles(self, handles) -> AsyncIterator[bytes]:
+        blocks = read_open_pieces(handles)
+        sentinel = object()
+        try:
+            while True:
+                data = await self.run(next, blocks, sentinel)
+                if data is sentinel:
+                    return
+                yield data
+        finally:
+            for fh, _, _ in handles:
+                fh.close()
+
     async def read(self, rec: Record, start: int = 0, end: int | None = None) -> AsyncIterator[bytes]:
         """Object bytes [start, end), in blocks (whatever tier the object is on)."""
         end = rec.size if end is None else end
@@ -161,12 +183,7 @@ class Gateway:
         if "seg" in rec.loc:
             yield await self.run(self.segments.read, rec.loc, rec.size, start, end - start)
             return
-        blocks = read_file_blocks(file_ranges(rec.loc, rec.size, start, end))
-        sentinel = object()
-        while True:
-            data = await self.run(next, blocks, sentinel)
-            if data is sentinel:
-                return
+        async for data in await self.open_reader(rec, start, end):
             yield data
 
     # -- helpers ---------------------------------------------------------------------------

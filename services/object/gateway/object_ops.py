@@ -182,7 +182,7 @@ async def put_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     return Response(200, out)
 
 
-async def get_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+async def get_object(gw: Gateway, req: Request, bucket: Bucket, retry: bool = True) -> Response:
     """GetObject / HeadObject with Range, conditions and response-* overrides."""
     rec = await lookup(gw, bucket, req.key, _version_query(req), req.method)
     check_conditions(req.headers, rec)
@@ -212,7 +212,14 @@ async def get_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     headers["content-length"] = str(end - start)
     if req.method == "HEAD":
         return Response(status, headers, b"")
-    return Response(status, headers, gw.read(rec, start, end))
+    try:
+        stream = await gw.open_reader(rec, start, end)
+    except FileNotFoundError:
+        # overwritten and its files removed between the index read and the open: start again
+        if retry:
+            return await get_object(gw, req, bucket, retry=False)
+        raise
+    return Response(status, headers, stream)
 
 
 async def delete_version_or_key(gw: Gateway, bucket: Bucket, key: str, version_id: str | None) -> dict:

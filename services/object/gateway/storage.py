@@ -160,17 +160,29 @@ def file_ranges(loc: dict, size: int, start: int, end: int) -> list[tuple[str, i
     return pieces
 
 
-def read_file_blocks(pieces: list[tuple[str, int, int]]) -> Iterator[bytes]:
-    """Yield the bytes of ``pieces`` in blocks of at most READ_BLOCK (blocking I/O)."""
-    for path, offset, length in pieces:
-        with open(path, "rb", buffering=0) as fh:
-            fh.seek(offset)
-            while length > 0:
-                data = fh.read(min(READ_BLOCK, length))
-                if not data:
-                    raise IOError(f"{path} is shorter than the index says; run a scrub")
-                length -= len(data)
-                yield data
+def open_pieces(pieces: list[tuple[str, int, int]]) -> list:
+    """Open every file of ``pieces`` (blocking); [(file object, offset, length)]."""
+    handles = []
+    try:
+        for path, offset, length in pieces:
+            handles.append((open(path, "rb", buffering=0), offset, length))
+    except BaseException:
+        for fh, _, _ in handles:
+            fh.close()
+        raise
+    return handles
+
+
+def read_open_pieces(handles: list) -> Iterator[bytes]:
+    """Yield the bytes of opened pieces in blocks of at most READ_BLOCK (blocking I/O)."""
+    for fh, offset, length in handles:
+        while length > 0:
+            data = os.pread(fh.fileno(), min(READ_BLOCK, length), offset)
+            if not data:
+                raise IOError(f"{fh.name} is shorter than the index says; run a scrub")
+            offset += len(data)
+            length -= len(data)
+            yield data
 
 
 def remove_location(loc: dict) -> None:
