@@ -15,7 +15,6 @@ the last checkpoint. Concurrency: searches share a readers-writer lock, writes t
 import fcntl
 import json
 import os
-import shutil
 import threading
 import time
 
@@ -32,7 +31,7 @@ from .errors import (BuildInProgress, CollectionClosed, CollectionExists, Collec
 from .filters import compile_filter, evaluate
 from .rwlock import RWLock
 from .search import run_search
-from .spec import CollectionSpec, estimate_memory
+from .spec import CollectionSpec, estimate_memory, index_memory
 from .store import VectorStore
 from .validate import (check_ids, check_items, check_k, check_matrix, check_metadata,
                        check_search_params)
@@ -452,49 +451,14 @@ class Collection:
 
         Open it with :meth:`restore` (copies it) or :meth:`open` (uses it in place).
         """
-        dest = os.path.abspath(dest)
-        if os.path.exists(dest) and os.listdir(dest):
-            raise CollectionExists(f"snapshot destination {dest} is not empty")
-        tmp = dest + f".tmp-{os.getpid()}"
-        with self._ck_mutex:
-            with self._lock.read():
-                self._check_open()
-                sealed = self._wal.rotate()
-            shutil.rmtree(tmp, ignore_errors=True)
-            os.makedirs(os.path.join(tmp, WAL_DIR))
-            names = [SPEC_FILE] + ([CHECKPOINT_FILE] if os.path.exists(
-                os.path.join(self.path, CHECKPOINT_FILE)) else [])
-            wal_dir = os.path.join(self.path, WAL_DIR)
-            names += [os.path.join(WAL_DIR, os.path.basename(segment_path(wal_dir, s)))
-                      for s in list_segments(wal_dir) if s < sealed]
-            for name in names:
-                _copy_durable(os.path.join(self.path, name), os.path.join(tmp, name))
-        fsync_dir(os.path.join(tmp, WAL_DIR))
-        fsync_dir(tmp)
-        if os.path.exists(dest):
-            os.rmdir(dest)
-        os.replace(tmp, dest)
-        fsync_dir(os.path.dirname(dest))
-        return dest
+        from .snapshot import snapshot_collection
+        return snapshot_collection(self, dest)
 
     @classmethod
     def restore(cls, snapshot_dir, path, name=None, **kwargs):
         """Copy snapshot ``snapshot_dir`` into new directory ``path`` and open it there."""
-        if os.path.exists(os.path.join(path, SPEC_FILE)):
-            raise CollectionExists(f"a collection already exists in {path}")
-        if not os.path.exists(os.path.join(snapshot_dir, SPEC_FILE)):
-            raise CollectionNotFound(f"{snapshot_dir} is not a collection snapshot")
-        shutil.copytree(snapshot_dir, path, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("LOCK"))
-        if name is not None:
-            with open(os.path.join(path, SPEC_FILE)) as f:
-                data = json.load(f)
-            data["name"] = CollectionSpec.make(name, data["dimension"], data["metric"],
-                                               data["index_type"]).name
-            with open(os.path.join(path, SPEC_FILE), "w") as f:
-                json.dump(data, f, indent=1)
-                f.flush()
-                os.fsync(f.fileno())
+        from .snapshot import copy_snapshot
+        copy_snapshot(snapshot_dir, path, name)
         return cls.open(path, **kwargs)
 
     # ---------------------------------------------------------------- reports
@@ -505,7 +469,7 @@ class Collection:
 
     def memory_bytes(self):
         """Approximate resident bytes of this collection: rows, metadata and faiss index."""
-        return self._store.nbytes() + _index_bytes(self._index, self._kind, self._built_params)
+        return self._store.nbytes() + index_memory(self._index, self._kind, self._built_params)
 
     @property
     def index_state(self):
@@ -540,20 +504,3 @@ def _new_serving_index(spec):
 def _remove(index, slots):
     arr = np.ascontiguousarray(slots, np.int64)
     index.remove_ids(faiss.IDSelectorArray(len(arr), faiss.swig_ptr(arr)))
-
-
-def _index_bytes(index, kind, params):
-    n, d = index.ntotal, index.d
-    if kind == "flat":
-        return n * (d * 4 + 8)
-    if kind == "hnsw":
-        m = params["M"]
-        return int(n * (d * 4 + 16) + n * 2 * m * 4 * (1 + 1 / max(1, m - 1)))
-    ivf = faiss.extract_index_ivf(index)
-    return int(n * (ivf.code_size + 8 + 16) + ivf.nlist * (d * 4 + 48))
-
-
-def _copy_durable(src, dst):
-    shutil.copyfile(src, dst)
-    with open(dst, "rb+") as f:
-        os.fsync(f.fileno())

@@ -224,3 +224,15 @@ def estimate_memory(dimension, count, index_type, params=None, metric="l2"):
             code = math.ceil(m * p["nbits"] / 8)
             index = n * (code + 8) + coarse + (1 << p["nbits"]) * d * 4
     return int(raw + ids + index)
+
+
+def index_memory(index, kind, params):
+    """Approximate bytes held by a built faiss ``index`` of ``kind`` (flat, ivf, hnsw)."""
+    n, d = index.ntotal, index.d
+    if kind == "flat":
+        return n * (d * 4 + 8)
+    if kind == "hnsw":
+        m = params["M"]
+        return int(n * (d * 4 + 16) + n * 2 * m * 4 * (1 + 1 / max(1, m - 1)))
+    ivf = faiss.extract_index_ivf(index)
+    return int(n * (ivf.code_size + 8 + 16) + ivf.nlist * (d * 4 + 48))

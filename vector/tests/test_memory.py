@@ -1,6 +1,5 @@
 """Memory is reported, estimated and enforced; HNSW rebuilds reclaim deleted rows."""
 
-import numpy as np
 import pytest
 
 from vector.engine import CollectionManager, MemoryBudgetExceeded, estimate_memory
