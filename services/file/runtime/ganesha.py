@@ -11,7 +11,8 @@ import os
 import re
 
 from .errors import InvalidShareSpec
-from .specs import NfsExport, NfsSettings, check_text
+from .specs import (SNAPSHOT_DIR, SNAPSHOT_EXPORT_OFFSET, NfsClientRule, NfsExport, NfsSettings,
+                    check_text)
 
 _ACCESS = {"rw": "RW", "ro": "RO"}
 _SQUASH = {"root_squash": "Root_Squash", "all_squash": "All_Squash",
@@ -37,6 +38,8 @@ def build_ganesha_config(settings: NfsSettings, exports: list[NfsExport]) -> dic
         ids.add(export.export_id)
         pseudos.add(export.pseudo)
         blocks.append(_export_block(settings, export))
+        if export.snapshots:
+            blocks.append(_export_block(settings, snapshot_export(export)))
     io = settings.max_io_bytes
     return {
         "NFS_CORE_PARAM": {
@@ -61,9 +64,28 @@ def build_ganesha_config(settings: NfsSettings, exports: list[NfsExport]) -> dic
             "Only_Numeric_Owners": True,
         },
         "NFS_KRB5": {"Active_krb5": False},
-        "EXPORT_DEFAULTS": {"Access_Type": "None", "SecType": ["sys"]},
+        "EXPORT_DEFAULTS": {"Access_Type": "None", "SecType": ["sys"], "Protocols": [4]},
+        # NFSv4.1 clients probe pNFS on every open; VFS has no layouts and Ganesha would log
+        # a warning per open (a log write on the data path).
+        "LOG": {"COMPONENTS": {"PNFS": "MAJ"}},
         "EXPORT": blocks,
     }
+
+
+def snapshot_export(export: NfsExport) -> NfsExport:
+    """The read-only companion export of ``export``'s ``.snapshots`` directory.
+
+    Ganesha's VFS only crosses into file systems it claimed when an export was created, and
+    each btrfs snapshot is its own (bind-mounted) file system; a separate export for the
+    snapshot directory can be re-created when snapshots appear without touching the
+    writable export its clients are writing through.
+    """
+    rules = [NfsClientRule(r.address, "ro", r.squash, r.anonymous_uid, r.anonymous_gid)
+             for r in export.clients]
+    companion = NfsExport(1, os.path.join(export.path, SNAPSHOT_DIR),
+                          export.pseudo.rstrip("/") + "/" + SNAPSHOT_DIR, rules, snapshots=False)
+    companion.export_id = export.export_id + SNAPSHOT_EXPORT_OFFSET
+    return companion
 
 
 def _export_block(settings: NfsSettings, export: NfsExport) -> dict:

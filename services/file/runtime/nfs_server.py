@@ -9,12 +9,13 @@ import socket
 import struct
 import threading
 import time
+from dataclasses import replace
 
-from .errors import DaemonStartError, FilesystemMissing, ReloadError
+from .errors import DaemonStartError, FilesystemMissing, InvalidShareSpec, ReloadError
 from .files import write_if_changed
 from .ganesha import build_ganesha_config, render_ganesha_conf
 from .process import ChildDaemon, probe_address, require_binary
-from .specs import NfsExport, NfsSettings
+from .specs import SNAPSHOT_DIR, NfsExport, NfsSettings
 
 _RELOAD_DONE = "Reread exports complete"
 _RELOAD_ERRORS = (":CRIT :", ":MAJ :", ":FATAL :")
@@ -114,12 +115,34 @@ class NfsServer(ChildDaemon):
             self.exports = exports
             return True
 
+    def refresh_snapshots(self, export_id: int, timeout: float = 15.0) -> None:
+        """Make snapshots mounted since the export was created visible under ``.snapshots``.
+
+        Ganesha claims the file systems under an export only when it creates the export, so
+        the read-only snapshot export of ``export_id`` is removed and added again (two
+        reloads). The writable export and its clients are not touched.
+        """
+        current = list(self.exports)
+        if not any(e.export_id == export_id and e.snapshots for e in current):
+            raise InvalidShareSpec(f"export {export_id} is not served with snapshots")
+        without = [replace(e, snapshots=False) if e.export_id == export_id else e
+                   for e in current]
+        self.apply(without, timeout)
+        self.apply(current, timeout)
+
     def _render(self, exports: list[NfsExport]) -> str:
         for export in exports:
             if not os.path.isdir(export.path):
                 raise FilesystemMissing(
                     f"export {export.pseudo!r}: path {export.path!r} does not exist "
                     "(was its file system deleted?)")
+            snapdir = os.path.join(export.path, SNAPSHOT_DIR)
+            if export.snapshots and not os.path.isdir(snapdir):
+                try:
+                    os.mkdir(snapdir, 0o755)
+                except OSError as exc:
+                    raise FilesystemMissing(f"export {export.pseudo!r}: cannot create the "
+                                            f"snapshot directory {snapdir!r}: {exc}") from None
         return render_ganesha_conf(build_ganesha_config(self.settings, exports))
 
     def _reload(self, timeout: float) -> None:
@@ -133,13 +156,12 @@ class NfsServer(ChildDaemon):
                                   f"in {timeout:.0f}s; see {self.log_path}")
             time.sleep(0.05)
             new = _read_from(self.log_path, offset)
-        # config errors are logged just after "complete": wait until the log is quiet
-        size = -1
-        while size != _size(self.log_path):
-            size = _size(self.log_path)
-            time.sleep(0.15)
+        # Ganesha logs this reload's config errors from its signal thread right after
+        # "complete"; other threads (client traffic) keep logging, so filter on the thread.
+        time.sleep(0.3)
         new = _read_from(self.log_path, offset)
-        errors = [line for line in new.splitlines() if any(t in line for t in _RELOAD_ERRORS)]
+        errors = [line for line in new.splitlines()
+                  if "[sigmgr]" in line and any(t in line for t in _RELOAD_ERRORS)]
         if errors:
             raise ReloadError("ganesha.nfsd refused the new exports:\n" + "\n".join(errors))
         if not self.healthy():

@@ -17,6 +17,10 @@ ACCESS_LEVELS = ("rw", "ro")
 SQUASH_MODES = ("root_squash", "all_squash", "no_root_squash")
 # Strata's GMT-style snapshot name, the one Windows' Previous Versions expects by default.
 DEFAULT_SNAPSHOT_FORMAT = "@GMT-%Y.%m.%d-%H.%M.%S"
+# Ids above MAX_EXPORT_ID are the read-only snapshot exports (export id + SNAPSHOT_EXPORT_OFFSET)
+MAX_EXPORT_ID = 32767
+SNAPSHOT_EXPORT_OFFSET = 32768
+SNAPSHOT_DIR = ".snapshots"
 _SHARE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 _USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 _UNSAFE = re.compile(r'["\n\r\0]')
@@ -65,18 +69,25 @@ class NfsClientRule:
 
 @dataclass
 class NfsExport:
-    """One NFSv4 export: a directory (``path``) shown at ``pseudo`` to the listed clients."""
+    """One NFSv4 export: a directory (``path``) shown at ``pseudo`` to the listed clients.
+
+    With ``snapshots`` (the default) ``<path>/.snapshots`` is also exported read-only at
+    ``<pseudo>/.snapshots`` (export id ``export_id + 32768``), so clients walk from the file
+    system into its snapshots; see ``NfsServer.refresh_snapshots``.
+    """
 
     export_id: int
     path: str
     pseudo: str
     clients: list[NfsClientRule] = field(default_factory=list)
+    snapshots: bool = True
 
     def __post_init__(self) -> None:
         self.clients = [c if isinstance(c, NfsClientRule) else NfsClientRule(**c)
                         for c in self.clients]
-        if not isinstance(self.export_id, int) or not 1 <= self.export_id <= 65534:
-            raise InvalidShareSpec(f"export id {self.export_id!r} must be an integer in 1..65534")
+        if not isinstance(self.export_id, int) or not 1 <= self.export_id <= MAX_EXPORT_ID:
+            raise InvalidShareSpec(
+                f"export id {self.export_id!r} must be an integer in 1..{MAX_EXPORT_ID}")
         check_text("export path", self.path)
         check_text("pseudo path", self.pseudo)
         if not os.path.isabs(self.path):
@@ -90,7 +101,7 @@ class NfsExport:
     def from_dict(cls, data: dict) -> "NfsExport":
         """Build from the REST shape ``{export_id, path, pseudo, clients: [{address, access, squash}]}``."""
         return cls(export_id=data["export_id"], path=data["path"], pseudo=data["pseudo"],
-                   clients=list(data.get("clients", [])))
+                   clients=list(data.get("clients", [])), snapshots=data.get("snapshots", True))
 
 
 @dataclass
