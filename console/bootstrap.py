@@ -25,11 +25,15 @@ def write_private_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def ensure_admin(api_url: str, console_url: str) -> Path:
+def credentials_path() -> Path:
+    return settings.DATA_DIR / "credentials.json"
+
+
+def ensure_admin(api_url: str, console_url: str) -> dict:
     """Create the admin user on first start; (re)write credentials.json with its secrets."""
     for role in ROLES:
         Group.objects.get_or_create(name=role)
-    path = settings.DATA_DIR / "credentials.json"
+    path = credentials_path()
     creds = json.loads(path.read_text()) if path.exists() else {}
     user = User.objects.filter(username=creds.get("username") or "admin").first()
     password = creds.get("password")
@@ -44,7 +48,25 @@ def ensure_admin(api_url: str, console_url: str) -> Path:
     creds.update({"api_url": api_url, "console_url": console_url,
                   "username": user.username, "password": password, "token": token.key})
     write_private_json(path, creds)
-    return path
+    return creds
+
+
+def run_service_bootstraps(creds: dict) -> list[str]:
+    """Each service app's `bootstrap.py` `bootstrap(creds) -> dict` (e.g. the admin's S3 keys,
+    exports reconciled into the daemons `strata up` just started); its answer is added to
+    credentials.json."""
+    from importlib import import_module
+    from importlib.util import find_spec
+
+    from django.apps import apps
+
+    ran = []
+    for app in apps.get_app_configs():
+        if app.name.startswith(("services.", "vector")) and find_spec(f"{app.name}.bootstrap"):
+            creds.update(import_module(f"{app.name}.bootstrap").bootstrap(creds) or {})
+            ran.append(app.label)
+    write_private_json(credentials_path(), creds)
+    return ran
 
 
 def ensure_default_pool(size: str) -> str:

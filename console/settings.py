@@ -9,6 +9,7 @@ the same file:
 - STRATA_REDIS_URL: Celery broker; default a unix socket in the data dir (started by `strata up`)
 - STRATA_DATAPLANE: driver for new pools: auto | local | directory
 """
+import json
 import os
 import secrets
 from pathlib import Path
@@ -179,6 +180,8 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 STRATA_DATAPLANE = os.environ.get("STRATA_DATAPLANE", "auto")
+# Options of `strata up` for the services (ports and such), see services/runtime.py.
+SERVICE_OPTIONS = json.loads(os.environ.get("STRATA_SERVICE_OPTIONS") or "{}")
 # A job row is updated at most this often while it reports progress.
 STRATA_JOB_PROGRESS_INTERVAL = 0.5
 

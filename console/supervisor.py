@@ -6,6 +6,8 @@ credentials.json, default pool, pools mounted again), the web server (API and co
 Celery worker and Celery beat. Children run in their own sessions so that Ctrl-C reaches only
 this process, which then stops them in reverse order. If any child dies, everything stops.
 """
+import importlib
+import json
 import os
 import shutil
 import signal
@@ -16,6 +18,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 STOP_TIMEOUT = 20.0
+SERVICES_DIR = Path(__file__).resolve().parent.parent / "services"
+
+
+def service_up_modules() -> list:
+    """`services/<name>/up.py` modules: each declares options and daemons for `strata up`."""
+    return [importlib.import_module(f"services.{p.parent.name}.up")
+            for p in sorted(SERVICES_DIR.glob("*/up.py"))]
+
+
+def add_service_arguments(parser) -> None:
+    for module in service_up_modules():
+        module.add_arguments(parser)
 
 
 @dataclass
@@ -24,6 +38,7 @@ class Child:
     argv: list
     log: Path
     proc: subprocess.Popen | None = field(default=None, repr=False)
+    stop: object = None  # callable(proc) for daemons that ignore SIGTERM
 
 
 class Supervisor:
@@ -32,10 +47,11 @@ class Supervisor:
         self.children: list[Child] = []
         self.stopping = False
 
-    def start(self, name: str, argv: list) -> Child:
-        child = Child(name, argv, self.data_dir / "log" / f"{name}.log")
+    def start(self, name: str, argv: list, env: dict | None = None, stop=None) -> Child:
+        child = Child(name, argv, self.data_dir / "log" / f"{name}.log", stop=stop)
         out = open(child.log, "ab")
-        child.proc = subprocess.Popen(argv, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+        child.proc = subprocess.Popen(argv, env={**self.env, **(env or {})}, stdout=out,
+                                      stderr=subprocess.STDOUT,
                                       stdin=subprocess.DEVNULL, start_new_session=True,
                                       cwd=self.data_dir)
         out.close()
@@ -56,7 +72,13 @@ class Supervisor:
         self.stopping = True
         for child in reversed(self.children):
             if child.proc and child.proc.poll() is None:
-                child.proc.send_signal(signal.SIGTERM)
+                if child.stop:
+                    try:
+                        child.stop(child.proc)
+                    except Exception as exc:
+                        print(f"strata: stopping {child.name}: {exc}", flush=True)
+                if child.proc.poll() is None:
+                    child.proc.send_signal(signal.SIGTERM)
                 try:
                     child.proc.wait(STOP_TIMEOUT)
                 except subprocess.TimeoutExpired:
@@ -103,12 +125,31 @@ def _wait_for_http(url: str, child: Child, timeout=60.0) -> None:
     raise SystemExit(f"strata up: {child.name} did not answer at {url}; see {child.log}")
 
 
-def up(data_dir: str, host: str, port: int, default_pool_size: str) -> int:
+def _start_daemon(sup: Supervisor, spec) -> None:
+    child = sup.start(spec.name, spec.argv, env=spec.env, stop=spec.stop)
+    if spec.ready is None:
+        return
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if child.proc.poll() is not None:
+            break
+        try:
+            if spec.ready():
+                return
+        except Exception:
+            pass
+        time.sleep(0.1)
+    raise SystemExit(f"strata up: {spec.name} did not start; see {child.log}")
+
+
+def up(data_dir: str, host: str, port: int, default_pool_size: str,
+       options: dict | None = None) -> int:
     data = Path(data_dir).resolve()
     for sub in ("run", "log"):
         (data / sub).mkdir(parents=True, exist_ok=True)
+    options = dict(options or {}, host=host, port=port)
     env = dict(os.environ, STRATA_DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="console.settings",
-               PYTHONUNBUFFERED="1")
+               PYTHONUNBUFFERED="1", STRATA_SERVICE_OPTIONS=json.dumps(options))
     py = sys.executable
     sup = Supervisor(data, env)
 
@@ -132,6 +173,9 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str) -> int:
             _wait_for_socket(sock, child)
         manage = [py, str(Path(__file__).resolve().parent.parent / "manage.py")]
         sup.run_once("migrate", manage + ["migrate", "--noinput"])
+        for module in service_up_modules():
+            for spec in module.daemons(data, options):
+                _start_daemon(sup, spec)
         shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         base = f"http://{shown}:{port}"
         print(sup.run_once("bootstrap", manage + [

@@ -50,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--host", default="127.0.0.1")
     up.add_argument("--port", type=int, default=8080)
     up.add_argument("--default-pool-size", default="10G")
+    from console.supervisor import add_service_arguments
+
+    add_service_arguments(up)
 
     sub.add_parser("health", help="component states")
 
@@ -108,7 +111,9 @@ def run(args) -> int:
     if args.cmd == "up":
         from console.supervisor import up
 
-        return up(args.data_dir or "var", args.host, args.port, args.default_pool_size)
+        common = {"cmd", "data_dir", "json", "host", "port", "default_pool_size"}
+        options = {k: v for k, v in vars(args).items() if k not in common}
+        return up(args.data_dir or "var", args.host, args.port, args.default_pool_size, options)
     c = Client.from_environment(args.data_dir)
     out = lambda data, cols: show(data, cols, args.json)  # noqa: E731
     if args.cmd == "health":

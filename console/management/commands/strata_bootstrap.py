@@ -15,7 +15,10 @@ class Command(BaseCommand):
         creds = bootstrap.ensure_admin(opts["api_url"], opts["console_url"])
         pool = bootstrap.ensure_default_pool(opts["default_pool_size"])
         states = bootstrap.bring_pools_online()
-        self.stdout.write(f"credentials: {creds}")
+        services = bootstrap.run_service_bootstraps(creds)
+        self.stdout.write(f"credentials: {bootstrap.credentials_path()}")
+        if services:
+            self.stdout.write(f"services: {', '.join(services)}")
         self.stdout.write(f"default pool: {pool}")
         for name, state in states.items():
             self.stdout.write(f"pool {name}: {state}")
