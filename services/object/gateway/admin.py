@@ -60,6 +60,9 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
     m = req.method
     if parts == ["health"] and m == "GET":
         return _json({"status": "ok", "buckets": len(gw.buckets.buckets)})
+    if parts == ["compact"] and m == "POST":
+        from .compaction import compact_once
+        return _json(await compact_once(gw))
     if parts == ["buckets"]:
         if m == "GET":
             return _json({"buckets": [b.usage() for _, b in sorted(gw.buckets.buckets.items())]})

@@ -19,10 +19,11 @@ from .body import Body
 from .buckets import Bucket, BucketStore
 from .checksums import Digests, requested_algorithms
 from .commit import GroupCommitter
+from .compaction import INTERVAL_SECONDS, compaction_loop
 from .config import ConfigWatcher
 from .errors import S3Error
 from .index import Op, OpResult, Record, next_seq
-from .storage import (SMALL_OBJECT_LIMIT, LargeFileWriter, SegmentStore, file_ranges, open_pieces,
+from .storage import (SEGMENT_SIZE, SMALL_OBJECT_LIMIT, LargeFileWriter, SegmentStore, file_ranges, open_pieces,
                       read_open_pieces, reset_tmp)
 
 WRITE_BLOCK = 1024 * 1024
@@ -50,7 +51,8 @@ class Gateway:
         self.root = root
         reset_tmp(root)
         self.buckets = BucketStore(root, index_shards)
-        self.segments = SegmentStore(root)
+        self.segments = SegmentStore(root, int(self.watcher.config.get("segment_bytes") or SEGMENT_SIZE))
+        self.background: list[asyncio.Task] = []
         self.committer: GroupCommitter | None = None
         self.io = ThreadPoolExecutor(max_workers=16, thread_name_prefix="s3-io")
 
@@ -63,9 +65,13 @@ class Gateway:
         self.committer = GroupCommitter(self.segments)
         self.committer.on_applied = self._account
         self.committer.start()
+        interval = float(self.config.get("compaction_interval") or INTERVAL_SECONDS)
+        self.background.append(asyncio.get_running_loop().create_task(compaction_loop(self, interval)))
 
     async def stop(self) -> None:
         """Stop background tasks."""
+        for task in self.background:
+            task.cancel()
         if self.committer:
             await self.committer.stop()
         self.io.shutdown(wait=False)
@@ -157,8 +163,11 @@ class Gateway:
         """Open an object's bytes [start, end) now (so a concurrent overwrite that removes the
         old files cannot break a response whose headers are already sent) and stream them."""
         end = rec.size if end is None else end
-        if "seg" in rec.loc or end <= start:
+        if end <= start:
             return self.read(rec, start, end)
+        if "seg" in rec.loc:
+            data = await self.run(self.segments.read, rec.loc, rec.size, start, end - start)
+            return _once(data)
         handles = await self.run(open_pieces, file_ranges(rec.loc, rec.size, start, end))
         return self._stream_handles(handles)
 
@@ -202,3 +211,7 @@ class Gateway:
         return Record(key=key, seq=seq, version_id=self.new_version_id(bucket, seq), latest=True,
                       marker=marker, size=stored.size if stored else 0, etag=etag, mtime=time.time(),
                       tier="hot", loc=stored.loc if stored else {}, meta=meta)
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data

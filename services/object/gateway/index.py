@@ -34,6 +34,8 @@ CREATE TABLE IF NOT EXISTS versions (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS current ON versions(key) WHERE latest = 1 AND marker = 0;
 CREATE UNIQUE INDEX IF NOT EXISTS by_version ON versions(key, version_id);
+CREATE INDEX IF NOT EXISTS by_segment ON versions(json_extract(loc, '$.seg'))
+    WHERE json_extract(loc, '$.seg') IS NOT NULL;
 """
 
 _seq_lock = threading.Lock()
@@ -81,12 +83,15 @@ COLUMNS = "key, seq, version_id, latest, marker, size, etag, mtime, tier, loc, m
 class Op:
     """An index change for one key: ``put`` a version, or ``delete`` one version by id."""
 
-    kind: str                      # "put" | "delete_version" | "set_meta"
+    kind: str                      # "put" | "delete_version" | "set_meta" | "relocate"
     record: Record | None = None   # for put
     versioned: bool = False        # bucket versioning Enabled (keep older versions)
     key: str = ""
     version_id: str = ""           # for delete_version and set_meta
     meta: dict | None = None       # for set_meta (replaces the version's metadata)
+    seq: int = 0                   # for relocate: the version whose bytes moved
+    old_loc: dict | None = None    # for relocate: only if the version still points here
+    new_loc: dict | None = None
 
 
 @dataclass
@@ -178,6 +183,11 @@ class Shard:
                              (json.dumps(op.meta), op.key, op.version_id))
             res.found = cur.rowcount > 0
             return res
+        if op.kind == "relocate":
+            cur = db.execute("UPDATE versions SET loc=? WHERE key=? AND seq=? AND loc=?",
+                             (json.dumps(op.new_loc), op.key, op.seq, json.dumps(op.old_loc)))
+            res.found = cur.rowcount > 0
+            return res
         raise ValueError(f"unknown index op {op.kind!r}")
 
 
@@ -224,6 +234,15 @@ class BucketIndex:
     def iter_versions(self, prefix: str = "", after: str = "", after_seq: int | None = None) -> "MergedCursor":
         """Every version (newest first within a key) with ``prefix``, after (``after``, ``after_seq``)."""
         return MergedCursor(self.shards, prefix, after, versions=True, after_seq=after_seq)
+
+    def in_segment(self, seg_id: int) -> list[Record]:
+        """Every version whose bytes live in segment ``seg_id``."""
+        out = []
+        for shard in self.shards:
+            rows = shard.db.execute(f"SELECT {COLUMNS} FROM versions WHERE json_extract(loc, '$.seg') = ?",
+                                    (seg_id,)).fetchall()
+            out.extend(Record.from_row(r) for r in rows)
+        return out
 
     def versions_of(self, key: str) -> list[Record]:
         """Every version of one key, newest first."""

@@ -50,12 +50,13 @@ def write_json_atomic(path: str, data: dict) -> None:
 class SegmentStore:
     """Append-only segment files shared by every bucket; appends happen on the event loop."""
 
-    def __init__(self, root: str):
+    def __init__(self, root: str, segment_bytes: int = SEGMENT_SIZE):
+        self.segment_bytes = segment_bytes
         self.dir = os.path.join(root, "segments")
         os.makedirs(self.dir, exist_ok=True)
         ids = [int(n.split(".")[0]) for n in os.listdir(self.dir) if n.endswith(".seg")]
         self._lock = threading.Lock()
-        self._read_fds: dict[int, int] = {}
+        self._read_fds: dict = {}
         self._dirty: set[int] = set()
         self._write_fds: dict[int, int] = {}
         # never append to a segment from a previous run: its tail may be torn
@@ -71,7 +72,7 @@ class SegmentStore:
     def append(self, data: bytes) -> dict:
         """Write ``data`` at the end of the active segment (not yet durable); return its location."""
         with self._lock:
-            if self.offset + len(data) > SEGMENT_SIZE and self.offset:
+            if self.offset + len(data) > self.segment_bytes and self.offset:
                 self._open_segment(self.seg_id + 1)
             offset = self.offset
             self.offset += len(data)
@@ -96,15 +97,37 @@ class SegmentStore:
                         del self._write_fds[seg_id]
                         os.close(fd)
 
+    def closed_segments(self) -> list[tuple[int, int]]:
+        """(segment id, file size) of every segment no longer appended to."""
+        out = []
+        for name in os.listdir(self.dir):
+            if name.endswith(".seg"):
+                seg_id = int(name.split(".")[0])
+                if seg_id < self.seg_id:
+                    out.append((seg_id, os.path.getsize(os.path.join(self.dir, name))))
+        return sorted(out)
+
+    def remove(self, seg_id: int) -> None:
+        """Delete a segment nothing refers to any more."""
+        with self._lock:
+            if seg_id >= self.seg_id or seg_id in self._dirty:
+                raise ValueError(f"segment {seg_id} is still being written")
+            fd = self._write_fds.pop(seg_id, None)
+            if fd is not None:
+                os.close(fd)
+            # readers may hold the file object: dropping it lets the last one close it
+            self._read_fds.pop(seg_id, None)
+        os.unlink(os.path.join(self.dir, f"{seg_id:08d}.seg"))
+
     def read(self, loc: dict, size: int, start: int = 0, length: int | None = None) -> bytes:
         """Bytes of a small object (optionally a sub-range)."""
         seg_id = loc["seg"]
-        fd = self._read_fds.get(seg_id)
-        if fd is None:
-            fd = os.open(os.path.join(self.dir, f"{seg_id:08d}.seg"), os.O_RDONLY)
-            self._read_fds[seg_id] = fd
+        fh = self._read_fds.get(seg_id)
+        if fh is None:
+            fh = open(os.path.join(self.dir, f"{seg_id:08d}.seg"), "rb", buffering=0)
+            self._read_fds[seg_id] = fh
         length = size - start if length is None else length
-        return os.pread(fd, length, loc["off"] + start)
+        return os.pread(fh.fileno(), length, loc["off"] + start)
 
 
 class LargeFileWriter:

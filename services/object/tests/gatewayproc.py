@@ -27,13 +27,14 @@ def free_port() -> int:
 class GatewayProcess:
     """One gateway subprocess; ``restart`` keeps its data, ``kill9`` simulates a crash."""
 
-    def __init__(self, workdir: str):
+    def __init__(self, workdir: str, **settings):
         self.workdir = workdir
         self.config_path = os.path.join(workdir, "gateway.json")
         self.data_root = os.path.join(workdir, "data")
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.proc = None
+        self.settings = settings
         self.write_config({
             ACCESS: {"secret_key": SECRET, "user": "admin", "admin": True},
             USER_ACCESS: {"secret_key": USER_SECRET, "user": "alice", "admin": False},
@@ -41,7 +42,7 @@ class GatewayProcess:
 
     def write_config(self, users: dict) -> None:
         cfg = {"data_root": self.data_root, "region": "us-east-1", "admin_token": ADMIN_TOKEN,
-               "domains": ["localhost"], "users": users}
+               "domains": ["localhost"], "users": users, **self.settings}
         tmp = self.config_path + ".tmp"
         with open(tmp, "w") as fh:
             json.dump(cfg, fh)
