@@ -15,6 +15,8 @@ does not parse is logged and the previous configuration stays in force::
       "region": "us-east-1",              # SigV4 region and GetBucketLocation answer
       "admin_token": "long-random",       # Bearer token for /_strata/admin/ ('' disables it)
       "domains": ["localhost"],           # optional: virtual-host style for <bucket>.<domain>
+      "segment_bytes": 268435456,         # optional: small-object segment size (read at start)
+      "compaction_interval": 60,          # optional: seconds between segment compactions
       "users": {
         "<access_key>": {"secret_key": "...", "user": "alice", "admin": false}
       }
@@ -36,6 +38,7 @@ GET      /_strata/admin/buckets/NAME            BUCKET (404 NoSuchBucket)
 DELETE   /_strata/admin/buckets/NAME            204; 409 BucketNotEmpty
 GET/PUT  /_strata/admin/buckets/NAME/quota      {"bytes": int|null, "objects": int|null}
 GET/PUT  /_strata/admin/buckets/NAME/versioning {"status": "Enabled"|"Suspended"|"Disabled"}
+POST     /_strata/admin/compact                 run segment compaction now -> counts
 =======  =====================================  ==============================================
 
 BUCKET is ``{"name", "owner", "created" (epoch s), "versioning": "Enabled"|"Suspended"|
@@ -44,9 +47,22 @@ stored version (not delete markers). Errors: ``{"error": CODE, "message": TEXT}`
 S3 status of CODE (403 AccessDenied for a wrong token). A PUT over quota gets S3 error
 ``QuotaExceeded`` (403).
 
+Storage: objects below 128 KiB are appended to shared segment files and made durable by a
+group commit (one fdatasync of the segment plus one SQLite transaction per touched index
+shard covers every PUT that arrived meanwhile); larger bodies stream to their own file
+(fsync, rename, directory fsync). The index entry, written last, is what makes an object
+exist, so a crash leaves the old or the new version, never a partial one. Every version
+records its tier (``hot`` today; GET reads whatever the tier). Segments whose live bytes fall
+under half are compacted in the background.
+
+Not implemented yet: bucket lifecycle, RestoreObject, bucket policies, bucket tagging, ACLs
+(answered ``NotImplemented``), composite checksums of multipart objects, and garbage
+collection of large-object files orphaned by a crash between their fsync and their index
+commit (they are unreferenced, never listed).
+
 Modules: :mod:`.app` (ASGI, routing, auth), :mod:`.sigv4`, :mod:`.body` (aws-chunked),
 :mod:`.checksums`, :mod:`.errors` (S3 XML errors), :mod:`.bucket_ops`, :mod:`.object_ops`,
 :mod:`.multipart`, :mod:`.admin`, :mod:`.core` (byte paths), :mod:`.storage` (segments,
-files), :mod:`.index` (sharded SQLite), :mod:`.commit` (group commit), :mod:`.buckets`,
-:mod:`.config`.
+files), :mod:`.index` (sharded SQLite), :mod:`.commit` (group commit), :mod:`.compaction`,
+:mod:`.buckets`, :mod:`.config`.
 """
