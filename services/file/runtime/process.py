@@ -56,8 +56,11 @@ class ChildDaemon:
         if self.is_running():
             raise DaemonStartError(f"{self.name} is already running (pid {self.pid})")
         self._log = open(log_path, "ab")
+        # Own session: smbd signals its whole process group on shutdown, which must be its
+        # own children, never the caller.
         self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._log,
-                                      stderr=subprocess.STDOUT, env=env, close_fds=True)
+                                      stderr=subprocess.STDOUT, env=env, close_fds=True,
+                                      start_new_session=True)
 
     def _wait_until(self, ready, timeout: float, what: str, log_path: str) -> None:
         deadline = time.monotonic() + timeout

@@ -60,6 +60,9 @@ class SmbServer(ChildDaemon):
     def start(self, shares: list[SmbShare] = (), timeout: float = 20.0) -> None:
         """Install the config for ``shares``, start smbd in the foreground, wait for its port."""
         binary = require_binary("smbd")
+        # smbd runs the dfree scripts as the connected user: they must reach state_dir/dfree
+        os.makedirs(self.settings.state_dir, exist_ok=True)
+        os.chmod(self.settings.state_dir, 0o755)
         for sub in STATE_SUBDIRS:
             os.makedirs(os.path.join(self.settings.state_dir, sub), mode=0o755, exist_ok=True)
         os.chmod(os.path.join(self.settings.state_dir, "private"), 0o700)
