@@ -92,7 +92,7 @@ def _base(backup: Backup):
 
 def run_backup(backup: Backup, progress=lambda pct, msg: None) -> dict:
     """One backup run: snapshot, stream (incremental when a base exists), catalog."""
-    with run_lock(f"backup:{backup.name}", ttl=900) as extend:
+    with run_lock(f"backup:{backup.name}") as extend:
         def report(pct, msg):
             extend()
             progress(pct, msg)
@@ -111,6 +111,7 @@ def _run(backup: Backup, progress) -> dict:
     source, target = backup.source, backup.target
     drv = driver_for(source.pool.driver)
     s3 = s3_for(target)
+    _remove_orphans(backup, s3)
     base = _base(backup)
     name = unique_snapshot_name(
         source, f"{backup.snapshot_prefix}{timezone.now().strftime('%Y%m%d-%H%M%S')}")
@@ -161,6 +162,17 @@ def _run(backup: Backup, progress) -> dict:
     return {"restore_point": rp.pk, "snapshot": name, "full": base is None,
             "stream_bytes": rp.stream_bytes, "stored_bytes": rp.stored_bytes,
             "chunks": rp.chunks}
+
+
+def _remove_orphans(backup: Backup, s3) -> None:
+    """Delete uploads of runs that never reached the catalog (a worker killed mid-run)."""
+    target = backup.target
+    known = set(backup.restore_points.values_list("snapshot", flat=True))
+    root = _key(backup, "").rstrip("/")
+    for name in objstore.child_prefixes(s3, target.bucket, root):
+        if name not in known:
+            n = objstore.delete_prefix(s3, target.bucket, f"{root}/{name}")
+            log.info("backup %s: removed %d objects of unfinished run %s", backup.name, n, name)
 
 
 def delete_restore_point(rp: RestorePoint) -> None:

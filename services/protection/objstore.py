@@ -109,6 +109,17 @@ def delete_prefix(s3, bucket: str, prefix: str) -> int:
     return n
 
 
+def child_prefixes(s3, bucket: str, prefix: str) -> list:
+    """The names of the "directories" directly under ``prefix/``."""
+    out = []
+    paginator = s3.get_paginator("list_objects_v2")
+    base = prefix.rstrip("/") + "/"
+    for page in paginator.paginate(Bucket=bucket, Prefix=base, Delimiter="/"):
+        for cp in page.get("CommonPrefixes", []):
+            out.append(cp["Prefix"][len(base):].rstrip("/"))
+    return out
+
+
 def _file_sha(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:

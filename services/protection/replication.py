@@ -140,7 +140,7 @@ def _upload(client: PeerClient, transfer: dict, stream, progress, estimate: int)
 
 def run_replication(rep: Replication, progress=lambda pct, msg: None) -> dict:
     """One replication run (see the module doc); errors are recorded on the row."""
-    with run_lock(f"replication:{rep.name}", ttl=900) as extend:
+    with run_lock(f"replication:{rep.name}") as extend:
         def report(pct, msg):
             extend()
             progress(pct, msg)

@@ -129,11 +129,11 @@ class ReplicaSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class PromoteSerializer(serializers.Serializer):
+class ReplicaPromoteSerializer(serializers.Serializer):
     name = serializers.RegexField(NAME_RE, max_length=63)
 
 
-class TransferSerializer(serializers.Serializer):
+class TransferBeginSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=["filesystem", "volume"])
     pool = serializers.RegexField(NAME_RE, max_length=63)
     name = serializers.RegexField(NAME_RE, max_length=63)
@@ -143,7 +143,7 @@ class TransferSerializer(serializers.Serializer):
                                    default="")
 
 
-class CommitSerializer(serializers.Serializer):
+class TransferCommitSerializer(serializers.Serializer):
     bytes = serializers.IntegerField(min_value=0)
     sha256 = serializers.RegexField(r"^[0-9a-f]{64}$")
 
@@ -200,7 +200,7 @@ class RestorePointSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class RestoreSerializer(serializers.Serializer):
+class RestorePointRestoreSerializer(serializers.Serializer):
     name = serializers.RegexField(NAME_RE, max_length=63)
     pool = serializers.SlugRelatedField(slug_field="name", queryset=Pool.objects.all(),
                                         required=False)

@@ -99,11 +99,11 @@ class ReplicaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     def retrieve(self, request, *args, **kwargs):
         return Response(receiver.replica_info(self.get_object()))
 
-    @extend_schema(request=s.PromoteSerializer, responses={201: dict})
+    @extend_schema(request=s.ReplicaPromoteSerializer, responses={201: dict})
     @action(detail=True, methods=["post"])
     def promote(self, request, name=None):
         """Failover: a writable file system or volume from the newest received snapshot."""
-        body = s.PromoteSerializer(data=request.data)
+        body = s.ReplicaPromoteSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         obj = receiver.promote(self.get_object(), body.validated_data["name"])
         ser = FileSystemSerializer if obj._meta.model_name == "filesystem" else VolumeSerializer
@@ -124,9 +124,9 @@ class ReplicaTransferViewSet(viewsets.ViewSet):
 
     lookup_value_regex = "[0-9a-f]+"
 
-    @extend_schema(request=s.TransferSerializer, responses={201: dict})
+    @extend_schema(request=s.TransferBeginSerializer, responses={201: dict})
     def create(self, request):
-        body = s.TransferSerializer(data=request.data)
+        body = s.TransferBeginSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         transfer = receiver.begin_transfer(**body.validated_data)
         return Response(transfer.as_dict(), status=status.HTTP_201_CREATED)
@@ -152,11 +152,11 @@ class ReplicaTransferViewSet(viewsets.ViewSet):
         received = receiver.Transfer(pk).append(offset, request.data)
         return Response({"id": pk, "received": received})
 
-    @extend_schema(request=s.CommitSerializer, responses={201: dict})
+    @extend_schema(request=s.TransferCommitSerializer, responses={201: dict})
     @action(detail=True, methods=["post"])
     def commit(self, request, pk=None):
         """Check the whole stream's length and SHA-256, then apply it to the replica."""
-        body = s.CommitSerializer(data=request.data)
+        body = s.TransferCommitSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         snap = receiver.commit_transfer(receiver.Transfer(pk), size=body.validated_data["bytes"],
                                         sha256=body.validated_data["sha256"])
@@ -226,12 +226,12 @@ class RestorePointViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     def perform_destroy(self, rp):
         backups.delete_restore_point(rp)
 
-    @extend_schema(request=s.RestoreSerializer, responses={202: JobSerializer})
+    @extend_schema(request=s.RestorePointRestoreSerializer, responses={202: JobSerializer})
     @action(detail=True, methods=["post"])
     def restore(self, request, pk=None):
         """Restore as a new file system or volume (verified by digest), as a job."""
         rp = self.get_object()
-        body = s.RestoreSerializer(data=request.data)
+        body = s.RestorePointRestoreSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         pool = body.validated_data.get("pool") or rp.backup.source.pool
         job = tasks.start_restore(rp, name=body.validated_data["name"], pool=pool.name,

@@ -124,3 +124,49 @@ class CutProxy:
     def close(self):
         self._stop = True
         self.sock.close()
+
+
+class WorkerProcess:
+    """A real Celery worker subprocess on the test database and broker, to be killed with
+    SIGKILL mid-job (the in-thread ``worker`` fixture cannot be)."""
+
+    def __init__(self, data_dir, log_dir, lock_ttl: int = 3):
+        import subprocess
+        import sys
+
+        from django.conf import settings
+        db = settings.DATABASES["default"]
+        env = dict(os.environ)
+        env.update({
+            "STRATA_DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/"
+                                   f"{db['NAME']}",
+            "STRATA_REDIS_URL": settings.CELERY_BROKER_URL,
+            "STRATA_DATA_DIR": str(data_dir),
+            "STRATA_PROTECTION_LOCK_TTL": str(lock_ttl),
+            "PYTHONPATH": REPO,
+        })
+        self.log_path = os.path.join(str(log_dir), "worker.log")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool", "solo",
+             "-l", "info", "--without-heartbeat", "--without-gossip", "--without-mingle"],
+            cwd=REPO, env=env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT)
+
+    def kill9(self) -> None:
+        import signal
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+
+
+def wait_for(predicate, timeout=60, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -2,15 +2,17 @@
 beat sends it, to a real worker) takes a snapshot and prunes by retention, and a snapshot
 a clone depends on survives pruning."""
 import json
+import time
 
 import pytest
 from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
+from console.models import Job
 from services.protection.models import SnapshotSchedule
 from services.protection.tests.helpers import run_job, wait_job, write_files
 from services.storage.models import Snapshot
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
@@ -71,6 +73,7 @@ def test_bucket_schedules_are_refused_until_buckets_have_snapshots(api, fs):
     assert r.status_code == 400 and "Bucket snapshots" in r.json()["detail"]
 
 
+@pytest.mark.django_db(transaction=True)
 def test_runs_snapshot_and_prune_but_keep_what_a_clone_needs(api, fs, worker):
     r = api.post("/api/v1/snapshot-schedules/", {
         "name": "often", "filesystem": "ckpt", "every_minutes": 1, "keep_last": 2},
@@ -97,8 +100,6 @@ def test_runs_snapshot_and_prune_but_keep_what_a_clone_needs(api, fs, worker):
     # the next run is sent exactly as beat sends it: the PeriodicTask's task and args
     pt = PeriodicTask.objects.get(name="protection:schedule:often")
     worker.send_task(pt.task, args=json.loads(pt.args))
-    from console.models import Job
-    import time
     deadline = time.monotonic() + 30
     while not Job.objects.filter(kind="snapshot-schedule").count() >= 4:
         assert time.monotonic() < deadline, "beat's task started no job"
