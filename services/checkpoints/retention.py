@@ -87,9 +87,18 @@ def _claim(job: CheckpointJob, version_id: int, now) -> CheckpointVersion | None
     return version
 
 
-def _remove(path: str) -> None:
-    if path and os.path.isdir(path):
-        shutil.rmtree(path)
+class UnsafeDelete(RuntimeError):
+    """A version's recorded path is not inside its job's directory: refuse to delete it."""
+
+
+def _remove(path: str, job: CheckpointJob) -> None:
+    if not path or not os.path.isdir(path):
+        return
+    real = os.path.realpath(path)
+    if os.path.basename(os.path.dirname(real)) != job.name or real.count("/") < 3:
+        raise UnsafeDelete(f"{path} is not a step directory of job {job.name}; "
+                           "not deleting it (fix the version's path)")
+    shutil.rmtree(real)
 
 
 def apply(job: CheckpointJob, progress=lambda pct, msg="": None) -> dict:
@@ -105,9 +114,9 @@ def apply(job: CheckpointJob, progress=lambda pct, msg="": None) -> dict:
             skipped.append(vid)
             continue
         try:
-            _remove(version.path)
-            _remove(version.cold_path)
-        except OSError as exc:
+            _remove(version.path, job)
+            _remove(version.cold_path, job)
+        except (OSError, UnsafeDelete) as exc:
             CheckpointVersion.objects.filter(pk=vid).update(
                 error=f"retention could not delete its files: {exc}")
             raise

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 import requests
 
-__all__ = ["CheckpointClient", "Version", "Lease", "StrataError", "IncompleteCheckpointError",
-           "StrataStorageWriter", "StrataStorageReader"]
+# StrataStorageWriter and StrataStorageReader are defined on first use (see __getattr__).
+__all__ = ["CheckpointClient", "IncompleteCheckpointError", "Lease", "StrataError", "Version"]
 
 
 class StrataError(Exception):

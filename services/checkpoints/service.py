@@ -16,7 +16,11 @@ from rest_framework import exceptions, status
 
 from console.errors import Conflict
 from services.checkpoints import verify
-from services.checkpoints.models import CheckpointJob, CheckpointLease, CheckpointVersion
+from services.checkpoints.models import (
+    CheckpointJob,
+    CheckpointLease,
+    CheckpointVersion,
+)
 
 log = logging.getLogger(__name__)
 V = CheckpointVersion.State

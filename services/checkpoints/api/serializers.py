@@ -1,6 +1,10 @@
 from rest_framework import serializers
 
-from services.checkpoints.models import CheckpointJob, CheckpointLease, CheckpointVersion
+from services.checkpoints.models import (
+    CheckpointJob,
+    CheckpointLease,
+    CheckpointVersion,
+)
 from services.storage.models import FileSystem, Pool
 
 

@@ -8,7 +8,11 @@ from console.api.responses import job_accepted
 from console.api.serializers import JobSerializer
 from services.checkpoints import prewarm, retention, scanner, service, tasks
 from services.checkpoints.api import serializers as s
-from services.checkpoints.models import CheckpointJob, CheckpointLease, CheckpointVersion
+from services.checkpoints.models import (
+    CheckpointJob,
+    CheckpointLease,
+    CheckpointVersion,
+)
 
 
 class CheckpointJobViewSet(viewsets.ModelViewSet):
@@ -68,6 +72,8 @@ class CheckpointVersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         return get_object_or_404(CheckpointJob, name=self.kwargs["job_name"])
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no URL kwargs
+            return CheckpointVersion.objects.none()
         return CheckpointVersion.objects.filter(
             job__name=self.kwargs["job_name"]).select_related("job__filesystem")
 

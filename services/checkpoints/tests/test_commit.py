@@ -9,7 +9,13 @@ from django.utils import timezone
 
 from services.checkpoints import service
 from services.checkpoints.models import CheckpointVersion
-from services.checkpoints.tests.conftest import begin, commit, latest_step, save, write_shards
+from services.checkpoints.tests.conftest import (
+    begin,
+    commit,
+    latest_step,
+    save,
+    write_shards,
+)
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db]
 MiB = 1 << 20

@@ -12,7 +12,7 @@ from services.checkpoints.models import CheckpointVersion
 from services.checkpoints.tests.conftest import latest_step
 
 torch = pytest.importorskip("torch", reason="DCP detection tests need torch==2.13.0")
-import torch.distributed.checkpoint as dcp  # noqa: E402
+import torch.distributed.checkpoint as dcp
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db]
 
