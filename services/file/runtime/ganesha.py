@@ -107,6 +107,7 @@ def _export_block(settings: NfsSettings, export: NfsExport) -> dict:
         "CLIENT": [
             {
                 "Clients": [rule.address],
+                "Protocols": [4],
                 "Access_Type": _ACCESS[rule.access],
                 "Squash": _SQUASH[rule.squash],
                 "Anonymous_Uid": rule.anonymous_uid,

@@ -39,16 +39,28 @@ def test_ganesha_export_has_one_client_block_per_rule():
         NfsClientRule("192.0.2.9", "ro", "all_squash", anonymous_uid=1000, anonymous_gid=100),
     ])
     block = build_ganesha_config(nfs_settings(), [export])["EXPORT"][0]
+    assert block["Protocols"] == [4] and block["Transports"] == ["TCP"]
     assert block["Export_Id"] == 7 and block["Path"] == "/pool/fs1" and block["Pseudo"] == "/fs1"
     assert block["Access_Type"] == "None"          # nobody but the listed clients
     assert block["SecType"] == ["sys"] and block["FSAL"] == {"Name": "VFS"}
     assert block["MaxWrite"] == block["MaxRead"] == 4 * 1024 * 1024
     assert block["CLIENT"] == [
-        {"Clients": ["10.0.0.0/24"], "Access_Type": "RW", "Squash": "No_Root_Squash",
+        {"Clients": ["10.0.0.0/24"], "Protocols": [4], "Access_Type": "RW", "Squash": "No_Root_Squash",
          "Anonymous_Uid": 65534, "Anonymous_Gid": 65534},
-        {"Clients": ["192.0.2.9"], "Access_Type": "RO", "Squash": "All_Squash",
+        {"Clients": ["192.0.2.9"], "Protocols": [4], "Access_Type": "RO", "Squash": "All_Squash",
          "Anonymous_Uid": 1000, "Anonymous_Gid": 100},
     ]
+
+
+def test_ganesha_exports_snapshots_read_only_beside_each_export():
+    export = NfsExport(3, "/pool/fs1", "/fs1", [NfsClientRule("10.0.0.0/24", "rw")])
+    plain, snaps = build_ganesha_config(nfs_settings(), [export])["EXPORT"]
+    assert plain["Export_Id"] == 3
+    assert snaps["Export_Id"] == 3 + 32768
+    assert snaps["Path"] == "/pool/fs1/.snapshots" and snaps["Pseudo"] == "/fs1/.snapshots"
+    assert [c["Access_Type"] for c in snaps["CLIENT"]] == ["RO"]
+    no_snaps = NfsExport(3, "/pool/fs1", "/fs1", snapshots=False)
+    assert len(build_ganesha_config(nfs_settings(), [no_snaps])["EXPORT"]) == 1
 
 
 def test_ganesha_render_prints_blocks_and_quotes_only_what_needs_it():
@@ -66,6 +78,7 @@ def test_ganesha_render_prints_blocks_and_quotes_only_what_needs_it():
     lambda: NfsExport(1, "/p", "/x", [NfsClientRule("10.0.0.1", access="rwx")]),
     lambda: NfsExport(1, "/p", "/x", [NfsClientRule("10.0.0.1", squash="maybe")]),
     lambda: NfsExport(0, "/p", "/x"),
+    lambda: NfsExport(32768, "/p", "/x"),     # reserved for snapshot exports
     lambda: NfsExport(1, "relative", "/x"),
     lambda: NfsExport(1, "/p", "/x/../y"),
     lambda: NfsExport(1, '/p";x', "/x"),
