@@ -146,3 +146,15 @@ def test_open_export_and_restart_reapplies(tgtd, workdir):
     with pytest.raises(InvalidExport):
         tgtd.export("q", make_volume(workdir, "q.raw", MiB), qos=__import__(
             "services.block.transports.base", fromlist=["QosLimits"]).QosLimits(bps_read=1))
+
+
+def test_a_restarted_plane_adopts_its_running_tgtd(tgtd, workdir):
+    from services.block.transports.iscsi import TgtdTarget
+    info = tgtd.export("vol1", make_volume(workdir, "vol.raw", 8 * MiB), host_group=group())
+    again = TgtdTarget(tgtd.state_dir, portal_host=tgtd.portal_host,
+                       portal_port=tgtd.portal_port)
+    assert again.control_port == tgtd.control_port       # found in the record
+    again.start()                                          # adopts, does not start a second
+    assert again.health()["running"] and again.connection_info("vol1") == info
+    assert again.plan().empty()
+    assert tool("iscsi-inq", info).returncode == 0

@@ -128,3 +128,23 @@ def test_exports_come_back_after_a_restart(qsd, workdir):
     size = subprocess.run(["nbdinfo", "--size", info["uri"]], capture_output=True, text=True)
     assert int(size.stdout) == 4 * MiB
     assert qsd.qmp("qom-get", {"path": "qos-keep", "property": "limits"})["iops-total"] == 1000
+
+
+def test_a_restarted_plane_adopts_its_running_daemon(qsd, workdir):
+    from services.block.transports.qsd import QemuStorageDaemon
+    vol = make_volume(workdir, "vol.raw", 4 * MiB)
+    info = qsd.export("kept", vol)
+    proc = qsd._proc.proc
+    qsd._qmp.close()       # the plane process dies: its QMP connection goes, the daemon stays
+    # a new plane process builds a new object on the same state dir while the daemon runs
+    again = QemuStorageDaemon(qsd.state_dir, nbd_port=qsd.nbd_port)
+    again.start()
+    try:
+        assert again.health()["running"] and again.list_exports() == ["kept"]
+        assert again.connection_info("kept") == info
+        again.export("more", make_volume(workdir, "more.raw", MiB), read_only=True)
+        assert {e["id"] for e in again.qmp("query-block-exports")} == {"kept", "more"}
+        assert proc.poll() is None                 # still the one daemon
+    finally:
+        again.stop()                               # QMP quit: the daemon exits
+        assert proc.wait(5) == 0

@@ -90,15 +90,24 @@ class TgtdTarget(Transport):
         self.state_dir = Path(state_dir)
         self.portal_host = portal_host
         self.portal_port = portal_port
-        self.control_port = control_port or pick_control_port()
         self.iqn_base = iqn_base
-        self.tgtadm = Tgtadm(self.control_port)
         self.record_path = self.state_dir / "iscsi.json"
         self._proc: Supervised | None = None
+        self._adopted = False                    # a tgtd of ours that outlived our process
         self._secrets: dict[str, str] = {}      # CHAP secrets tgtd currently holds
         rec = self._load_record()
         self._exports: dict[str, dict] = rec.get("exports", {})
         self._groups: dict[str, dict] = rec.get("groups", {})
+        # the control socket number is kept in the record so a restarted plane finds its tgtd
+        self.control_port = control_port or rec.get("control_port") or pick_control_port()
+        self.tgtadm = Tgtadm(self.control_port)
+
+    def _answers(self) -> bool:
+        try:
+            self.tgtadm.run("--op", "show", "--mode", "sys")
+            return True
+        except DaemonError:
+            return False
 
     # ---------------------------------------------------------------- daemon lifecycle
     def start(self) -> None:
@@ -106,6 +115,13 @@ class TgtdTarget(Transport):
         if self._proc is not None and self._proc.running():
             return
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._save_record()
+        if self._answers() and wait_for_port(self.portal_host, self.portal_port, 0.5):
+            # our tgtd from before a restart of the plane: keep it, reconcile its state
+            self._adopted = True
+            self._secrets = {}
+            self.reconcile()
+            return
         argv = ["tgtd", "-f", "-C", str(self.control_port),
                 "--iscsi", f"portal={self.portal_host}:{self.portal_port}"]
         self._proc = Supervised(argv, self.state_dir / "tgtd.log", "tgtd")
@@ -130,9 +146,9 @@ class TgtdTarget(Transport):
 
     def stop(self) -> None:
         """Delete every target (forcing sessions off) and the system; SIGKILL the PID if stuck."""
-        if self._proc is None:
+        if self._proc is None and not self._adopted:
             return
-        if self._proc.running():
+        if self._adopted or self._proc.running():
             try:
                 for t in self.tgtadm.show_targets().values():
                     self.tgtadm.run("--op", "delete", "--mode", "target", "--tid", str(t.tid),
@@ -140,13 +156,15 @@ class TgtdTarget(Transport):
                 self.tgtadm.run("--op", "delete", "--mode", "system")
             except DaemonError:
                 pass
-            if not self._proc.wait_exit(5.0):
+            if self._proc is not None and not self._proc.wait_exit(5.0):
                 self._proc.kill(grace=0.5)
         self._proc = None
+        self._adopted = False
 
     def health(self) -> dict:
         """Running state, PID, number of LUNs live versus recorded."""
-        running = self._proc is not None and self._proc.running()
+        running = (self._proc is not None and self._proc.running()) or \
+            (self._adopted and self._answers())
         detail, luns = ("running" if running else "not running"), 0
         if running:
             try:
@@ -419,6 +437,6 @@ class TgtdTarget(Transport):
         tmp = self.record_path.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)   # holds CHAP secrets
         with os.fdopen(fd, "w") as f:
-            json.dump({"exports": self._exports, "groups": self._groups}, f, indent=1,
-                      sort_keys=True)
+            json.dump({"exports": self._exports, "groups": self._groups,
+                       "control_port": self.control_port}, f, indent=1, sort_keys=True)
         os.replace(tmp, self.record_path)

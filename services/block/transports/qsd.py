@@ -56,6 +56,7 @@ class QemuStorageDaemon(Transport):
         self.record_path = self.state_dir / "qsd-exports.json"
         self.socket_dir = self.state_dir / "vhost"
         self._proc: Supervised | None = None
+        self._adopted = False
         self._qmp: QMPClient | None = None
         self._exports: dict[str, dict] = self._load_record()
 
@@ -67,7 +68,19 @@ class QemuStorageDaemon(Transport):
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.socket_dir.mkdir(parents=True, exist_ok=True)
         if self.qmp_path.exists():
-            self.qmp_path.unlink()
+            qmp = QMPClient(str(self.qmp_path))
+            try:
+                # our daemon from before a restart of the plane: keep it, add what is missing
+                qmp.connect(retry_for=0)
+            except DaemonError:
+                self.qmp_path.unlink()
+            else:
+                self._qmp, self._adopted = qmp, True
+                live = {e["id"] for e in self.qmp("query-block-exports")}
+                for export_id, rec in list(self._exports.items()):
+                    if export_id not in live:
+                        self._attach(export_id, rec)
+                return
         argv = [self.binary,
                 "--chardev", f"socket,path={self.qmp_path},server=on,wait=off,id=qmp0",
                 "--monitor", "chardev=qmp0",
@@ -91,7 +104,7 @@ class QemuStorageDaemon(Transport):
 
     def stop(self) -> None:
         """Ask the daemon to quit over QMP; SIGTERM/SIGKILL its PID if it does not."""
-        if self._proc is None:
+        if self._proc is None and not self._adopted:
             return
         if self._qmp is not None:
             try:
@@ -100,13 +113,14 @@ class QemuStorageDaemon(Transport):
                 pass
             self._qmp.close()
             self._qmp = None
-        if not self._proc.wait_exit(5.0):
+        if self._proc is not None and not self._proc.wait_exit(5.0):
             self._proc.kill()
         self._proc = None
+        self._adopted = False
 
     def health(self) -> dict:
         """Running state, PID and the exports the daemon really has."""
-        running = self._proc is not None and self._proc.running()
+        running = (self._proc is not None and self._proc.running()) or self._adopted
         detail = "running" if running else "not running"
         live = []
         if running:
