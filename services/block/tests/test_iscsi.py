@@ -92,12 +92,19 @@ def test_initiator_not_in_acl_is_refused(tgtd, workdir):
     assert tool("iscsi-inq", info, initiator=OTHER).returncode == 0
 
 
-def test_mutual_chap_account_is_bound_outgoing(tgtd, workdir):
+def test_mutual_chap_target_proves_itself(tgtd, workdir):
     g = group(mutual_chap_user="strata-target", mutual_chap_secret="target-secret1")
     info = tgtd.export("vol1", make_volume(workdir, "vol.raw", 8 * MiB), host_group=g)
     live = tgtd.tgtadm.show_targets()[info["target_iqn"]]
     assert live.outgoing == {"strata-target"} and live.incoming == {"client1"}
-    assert tool("iscsi-inq", info).returncode == 0
+
+    def inq(target_secret):
+        env = dict(os.environ, LIBISCSI_CHAP_TARGET_USERNAME="strata-target",
+                   LIBISCSI_CHAP_TARGET_PASSWORD=target_secret)
+        return subprocess.run(["iscsi-inq", "-i", CLIENT, url(info)], capture_output=True,
+                              text=True, timeout=60, env=env)
+    assert inq("target-secret1").returncode == 0        # the initiator checks the target
+    assert inq("not-the-target").returncode != 0        # an impostor target is refused
     with pytest.raises(InvalidExport):
         tgtd.set_host_group(group(mutual_chap_user="client1", mutual_chap_secret="other-secret-1"))
 

@@ -1,7 +1,6 @@
 """NBD and vhost-user-blk exports through qemu-storage-daemon, checked with libnbd's real tools."""
 
 import os
-import shutil
 import subprocess
 import time
 
@@ -48,22 +47,27 @@ def test_read_only_export_refuses_writes(qsd, workdir):
 
 
 def test_snapshot_exported_read_only_keeps_old_bytes(qsd, workdir):
-    vol = make_volume(workdir, "vol.raw", 16 * MiB)
-    live = qsd.export("live", vol)
+    from dataplane import DeviceSpec, DirectoryDriver
+    drv = DirectoryDriver(os.path.join(workdir, "dp"))          # a real dataplane volume
+    drv.create_pool("p1", [DeviceSpec("image:256M")])
+    vol = drv.create_volume("p1", "vm", 16 * MiB)
+    live = qsd.export("live", vol.path)
     a, digest_a = random_file(workdir, "a.bin", 16 * MiB)
     b, digest_b = random_file(workdir, "b.bin", 16 * MiB)
     assert nbdcopy(a, live["uri"], "--flush").returncode == 0
-    # the dataplane's volume snapshot is a reflink copy of the file (plain copy on ext4)
-    snap = os.path.join(workdir, "vol@s1.raw")
-    subprocess.run(["cp", "--reflink=auto", "--sparse=always", vol, snap], check=True)
+    snap = drv.create_snapshot("p1", "volume", "vm", "s1")
     assert nbdcopy(b, live["uri"], "--flush").returncode == 0
-    snap_info = qsd.export("vol-s1", snap, read_only=True)
+    snap_info = qsd.export("vm-s1", snap.path, read_only=True)
     out_snap = make_volume(workdir, "out-snap.bin", 0)
     out_live = make_volume(workdir, "out-live.bin", 0)
     assert nbdcopy(snap_info["uri"], out_snap).returncode == 0
     assert nbdcopy(live["uri"], out_live).returncode == 0
     assert sha256_file(out_snap) == digest_a
     assert sha256_file(out_live) == digest_b
+    qsd.unexport("vm-s1")
+    qsd.unexport("live")
+    drv.delete_volume("p1", "vm")
+    drv.destroy_pool("p1")
 
 
 def test_qos_write_limit_holds_and_changes_live(qsd, workdir):
