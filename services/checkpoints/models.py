@@ -10,7 +10,16 @@ from datetime import timedelta
 from django.db import models
 from django.utils import timezone
 
+from console.errors import Conflict
 from services.storage.models import FileSystem, NameField, Pool
+
+
+def refuse_while_used(collector, field, sub_objs, using):
+    """on_delete for storage a checkpoint job uses: a 409 naming the jobs, not a 500."""
+    target = field.remote_field.model._meta.verbose_name
+    names = ", ".join(sorted(job.name for job in sub_objs))
+    raise Conflict(f"This {target} is used by checkpoint job(s) {names}; delete those "
+                   "checkpoint jobs (or change their tiering) first.")
 
 
 class CheckpointJob(models.Model):
@@ -18,7 +27,7 @@ class CheckpointJob(models.Model):
 
     name = NameField(unique=True)
     tenant = models.CharField(max_length=63, blank=True, default="")
-    filesystem = models.ForeignKey(FileSystem, null=True, blank=True, on_delete=models.PROTECT,
+    filesystem = models.ForeignKey(FileSystem, null=True, blank=True, on_delete=refuse_while_used,
                                    related_name="checkpoint_jobs")
     bucket = models.CharField(max_length=63, blank=True, default="")
     # retention: keep the last N committed, every K-th step, anything newer than a duration
@@ -27,7 +36,7 @@ class CheckpointJob(models.Model):
     keep_newer_than = models.DurationField(null=True, blank=True)
     # tiering (issue 7): superseded versions move to `capacity_pool` after `tier_after`
     tier_after = models.DurationField(null=True, blank=True)
-    capacity_pool = models.ForeignKey(Pool, null=True, blank=True, on_delete=models.PROTECT,
+    capacity_pool = models.ForeignKey(Pool, null=True, blank=True, on_delete=refuse_while_used,
                                       related_name="+")
     writing_timeout = models.DurationField(default=timedelta(hours=1))
     latest = models.ForeignKey("CheckpointVersion", null=True, blank=True,

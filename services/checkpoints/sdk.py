@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 import requests
 
 # StrataStorageWriter and StrataStorageReader are defined on first use (see __getattr__).
-__all__ = ["CheckpointClient", "IncompleteCheckpointError", "Lease", "StrataError", "Version"]
+__all__ = ["CheckpointClient", "IncompleteCheckpointError", "JobHandle", "Lease", "StrataError",
+           "Version"]
 
 
 class StrataError(Exception):
@@ -109,6 +110,32 @@ def manifest_of(path: str, sha256: bool = True) -> list:
     return out
 
 
+class JobHandle:
+    """One training job's checkpoints, the shape a training loop wants::
+
+        job = client.job("llm")
+        with job.begin(step) as version:   # commit on success, abort on an exception
+            ...write into version.path...
+        with job.restore() as version:     # latest, leased and pre-warmed
+            ...read version.path...
+    """
+
+    def __init__(self, client: "CheckpointClient", name: str):
+        self.client, self.name = client, name
+
+    def begin(self, step: int, sha256: bool = True):
+        return self.client.saving(self.name, step, sha256=sha256)
+
+    def latest(self) -> "Version | None":
+        return self.client.latest(self.name)
+
+    def restore(self, version: "Version | None" = None, **kwargs):
+        return self.client.restore(self.name, version, **kwargs)
+
+    def async_save(self, state_dict: dict, step: int) -> concurrent.futures.Future:
+        return self.client.async_save(self.name, step, state_dict)
+
+
 class CheckpointClient:
     """A thin client of `/api/v1/checkpoint-jobs/` authenticated with an API token."""
 
@@ -134,6 +161,10 @@ class CheckpointClient:
         return f"checkpoint-jobs/{job}/versions/"
 
     # -- jobs ------------------------------------------------------------------------------
+    def job(self, name: str) -> JobHandle:
+        """A handle on one job: `begin(step)` context manager, `latest()`, `restore()`."""
+        return JobHandle(self, name)
+
     def create_job(self, name: str, filesystem: str | None = None, bucket: str = "",
                    **policy) -> dict:
         """Register a training job (`keep_last`, `keep_every`, `writing_timeout`, ...)."""

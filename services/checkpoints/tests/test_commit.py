@@ -118,3 +118,16 @@ def test_version_left_writing_past_timeout_is_aborted_and_never_latest(api):
     v2 = begin(api, "llm", 2)
     assert v2["id"] == v["id"] and v2["state"] == "writing"
     assert not os.path.exists(os.path.join(v2["path"], "s.bin"))
+
+
+def test_roles_and_references(api, job, viewer_api):
+    v = save(api, "llm", 1)
+    assert viewer_api.get("/api/v1/checkpoint-jobs/llm/retention-preview/").status_code == 200
+    r = viewer_api.post("/api/v1/checkpoint-jobs/llm/versions/", {"step": 2}, format="json")
+    assert r.status_code == 403
+    r = viewer_api.post(f"/api/v1/checkpoint-jobs/llm/versions/{v['id']}/pin/")
+    assert r.status_code == 403
+    # the file system holding a checkpoint job cannot be deleted from under it
+    r = api.delete("/api/v1/filesystems/train/")
+    assert r.status_code == 409 and "llm" in r.json()["detail"]
+    assert os.path.isdir(v["path"])

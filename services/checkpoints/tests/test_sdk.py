@@ -58,6 +58,14 @@ def test_sdk_save_commit_abort_and_restore(client):
         client.begin("nope", 1)
     assert err.value.status == 404
 
+    job = client.job("llm")  # the handle a training loop keeps
+    with job.begin(5) as v5:
+        with open(os.path.join(v5.path, "model.pt"), "wb") as f:
+            f.write(b"weights")
+    assert job.latest().step == 5
+    with job.restore() as version, open(os.path.join(version.path, "model.pt"), "rb") as f:
+        assert f.read() == b"weights"
+
 
 def test_dcp_writer_async_save_and_reader(client):
     torch = pytest.importorskip("torch", reason="the DCP helpers need torch==2.13.0")
