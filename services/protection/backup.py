@@ -17,6 +17,7 @@ from services.protection.replication import unique_snapshot_name
 from services.storage import service as storage
 from services.storage.drivers import driver_for
 from services.storage.models import FileSystem, Pool, Volume
+from services.tiering import budget
 
 log = logging.getLogger(__name__)
 TASK = "protection.run_backup"
@@ -123,8 +124,9 @@ def _run(backup: Backup, progress) -> dict:
         estimate = max(1, source.used_bytes if base is None else source.used_bytes // 10)
         kind = "incremental on " + base.snapshot if base else "full"
         progress(10, f"sending {name} ({kind})")
-        stream = drv.send_snapshot(source.pool.name, backup.kind, source.name, name,
-                                   base.snapshot if base else None)
+        stream = budget.throttle(drv.send_snapshot(source.pool.name, backup.kind, source.name,
+                                                   name, base.snapshot if base else None),
+                                 "backup")
         try:
             fields = objstore.put_stream(
                 s3, target.bucket, key, stream,

@@ -20,6 +20,7 @@ from services.protection.models import Replication, ReplicationPeer
 from services.protection.peerclient import PeerClient, PeerError
 from services.storage import service as storage
 from services.storage.drivers import driver_for
+from services.tiering import budget
 
 log = logging.getLogger(__name__)
 TASK = "protection.run_replication"
@@ -188,8 +189,8 @@ def _run(rep: Replication, progress) -> dict:
         pending_snapshot=snap_name, pending_parent=parent, pending_transfer=transfer["id"])
     progress(5, f"sending {snap_name}" + (f" (incremental on {parent})" if parent else " (full)")
              + (f", resuming at byte {transfer['received']}" if transfer["received"] else ""))
-    stream = drv.send_snapshot(source.pool.name, rep.kind, source.name, snap_name,
-                               parent or None)
+    stream = budget.throttle(drv.send_snapshot(source.pool.name, rep.kind, source.name,
+                                               snap_name, parent or None), "replication")
     estimate = source.used_bytes if not parent else max(1, source.used_bytes // 10)
     try:
         size, sha = _upload(client, transfer, stream, progress, estimate)

@@ -1,0 +1,47 @@
+"""The appliance's IOBudget, configured from the database (re-read every few seconds) on
+the broker's Redis, so every worker shares the same buckets."""
+import time
+
+from services.tiering.iobudget import BudgetConfig, IOBudget
+
+MiB = 1 << 20
+_CACHE = {"at": 0.0, "budget": None}
+REFRESH = 5.0
+
+
+def budget() -> IOBudget:
+    """The shared budget with its current configuration."""
+    if _CACHE["budget"] is None or time.monotonic() - _CACHE["at"] > REFRESH:
+        from services.protection.locks import redis_client
+        from services.tiering.models import IOBudgetSetting
+
+        row = IOBudgetSetting.get()
+        config = BudgetConfig(
+            rate=row.rate_mbps * MiB, burst=row.burst_mb * MiB,
+            classes={k: int(v) * MiB for k, v in (row.class_rates_mbps or {}).items()},
+            foreground_share=row.foreground_share)
+        _CACHE.update(at=time.monotonic(), budget=IOBudget(redis_client(), config))
+    return _CACHE["budget"]
+
+
+def forget_cached() -> None:
+    """Use the database's settings on the next call (after a change)."""
+    _CACHE["budget"] = None
+
+
+def throttle(stream, job_class: str):
+    """``stream`` drawn from the shared budget under ``job_class``; closing this closes
+    ``stream`` (so a `btrfs send` behind it stops at once)."""
+    try:
+        for chunk in stream:
+            budget().take(len(chunk), job_class)
+            yield chunk
+    finally:
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()
+
+
+def foreground() -> None:
+    """Called by foreground paths (checkpoint saves and restores) to pre-empt background."""
+    budget().foreground()

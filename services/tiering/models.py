@@ -1,0 +1,42 @@
+"""The appliance's background I/O budget, and the record of tier moves."""
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+
+class IOBudgetSetting(models.Model):
+    """One row (pk=1): the background I/O budget every worker shares (0 = unlimited)."""
+
+    rate_mbps = models.PositiveIntegerField(default=0)
+    burst_mb = models.PositiveIntegerField(default=0)
+    class_rates_mbps = models.JSONField(default=dict, blank=True)  # {"backup": 50, ...}
+    foreground_share = models.FloatField(
+        default=0.1, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)])
+    updated_at = models.DateTimeField(auto_now=True)
+
+    @classmethod
+    def get(cls) -> "IOBudgetSetting":
+        return cls.objects.get_or_create(pk=1)[0]
+
+
+class TierMove(models.Model):
+    """Moving a file system or volume to another pool, keeping its name."""
+
+    kind = models.CharField(max_length=16)  # filesystem | volume
+    name = models.CharField(max_length=63)
+    from_pool = models.CharField(max_length=63)
+    to_pool = models.CharField(max_length=63)
+    state = models.CharField(max_length=16, default="pending")  # pending|running|done|failed
+    error = models.TextField(blank=True, default="")
+    bytes_moved = models.BigIntegerField(default=0)
+    rounds = models.PositiveIntegerField(default=0)
+    tree_sha256 = models.CharField(max_length=64, blank=True, default="")
+    job = models.ForeignKey("console.Job", null=True, blank=True, on_delete=models.SET_NULL,
+                            related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self):
+        return f"{self.kind} {self.name}: {self.from_pool} -> {self.to_pool}"

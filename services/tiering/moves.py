@@ -1,0 +1,145 @@
+"""Move a file system or volume to another pool (flash -> capacity, or back), keeping its
+name, with the copy drawn from the shared I/O budget (job class ``migration``).
+
+How: a full send of a first snapshot into a staging object in the target pool, then
+incremental rounds until the source's live content equals the newest snapshot (nothing was
+written since it); a writable clone of that snapshot in the target pool takes the name; its
+tree digest must equal the source snapshot's; only then does the row point at the new pool
+and the hot copy go. The source stays as it was when anything fails before that point.
+
+Limits (refused with 409, not ignored): the object must have no snapshots and no clones
+(their history would be lost), and no replication or backup may use it. Writers must pause
+for the switch: if the content keeps changing for ``MAX_ROUNDS`` rounds the move fails.
+Exports that name the old path must be re-pointed by the export layer (the path changes).
+"""
+import secrets
+
+from django.db import transaction
+from django.utils import timezone
+
+from console.errors import Conflict
+from services.protection.objstore import tree_digest
+from services.storage.drivers import driver_for
+from services.storage.models import FileSystem, Pool, Volume
+from services.tiering import budget
+from services.tiering.models import TierMove
+
+MAX_ROUNDS = 4
+
+
+class MoveFailed(Exception):
+    """The move did not complete; the source is unchanged and still in use."""
+
+
+def check_movable(obj, pool: Pool) -> None:
+    """Raise Conflict with the reason when ``obj`` cannot move to ``pool``."""
+    from services.protection.models import Backup, Replication
+
+    kind = obj._meta.model_name
+    if obj.pool_id == pool.pk:
+        raise Conflict(f"{obj.name} is already in pool {pool.name}.")
+    if pool.driver != obj.pool.driver:
+        raise Conflict(f"pool {pool.name} uses the {pool.driver} driver and {obj.pool.name} "
+                       f"the {obj.pool.driver} driver; moves stay within one driver.")
+    snaps = list(obj.snapshots.values_list("name", flat=True))
+    if snaps:
+        raise Conflict(f"{obj.name} has snapshots ({', '.join(snaps[:5])}); moving would "
+                       "lose them. Delete them first (moves with history are not done yet).")
+    if obj.origin_id:
+        raise Conflict(f"{obj.name} is a clone of {obj.origin}; clones cannot move yet.")
+    users = [f"replication {r}" for r in Replication.objects.filter(**{kind: obj})]
+    users += [f"backup {b}" for b in Backup.objects.filter(**{kind: obj})]
+    if users:
+        raise Conflict(f"{obj.name} is used by {', '.join(users)}; delete those first.")
+    if TierMove.objects.filter(kind=kind, name=obj.name, state__in=["pending", "running"]):
+        raise Conflict(f"{obj.name} is already being moved.")
+
+
+def _copy(drv, src_pool, dst_pool, kind, name, staging, snap, parent) -> int:
+    moved = 0
+    stream = drv.send_snapshot(src_pool, kind, name, snap, parent)
+
+    def counted():
+        nonlocal moved
+        for chunk in budget.throttle(stream, "migration"):
+            moved += len(chunk)
+            yield chunk
+    try:
+        drv.receive_snapshot(dst_pool, kind, staging, counted(), snap)
+    finally:
+        stream.close()
+    return moved
+
+
+def move(record: TierMove, progress=lambda pct, msg: None) -> dict:
+    """Run a tier move (see the module doc) and record the outcome on ``record``."""
+    model = FileSystem if record.kind == "filesystem" else Volume
+    obj = model.objects.select_related("pool").get(name=record.name)
+    dst = Pool.objects.get(name=record.to_pool)
+    TierMove.objects.filter(pk=record.pk).update(state="running")
+    try:
+        result = _move(record, obj, dst, progress)
+    except Exception as exc:
+        TierMove.objects.filter(pk=record.pk).update(state="failed", error=str(exc),
+                                                     finished_at=timezone.now())
+        raise
+    TierMove.objects.filter(pk=record.pk).update(
+        state="done", finished_at=timezone.now(), bytes_moved=result["bytes"],
+        rounds=result["rounds"], tree_sha256=result["tree_sha256"])
+    return result
+
+
+def _move(record, obj, dst: Pool, progress) -> dict:
+    kind, name, src_pool = record.kind, obj.name, obj.pool.name
+    drv = driver_for(obj.pool.driver)
+    tag = secrets.token_hex(3)
+    staging = f"tier-{tag}-{name}"[:63]
+    snaps, moved, parent = [], 0, None
+    try:
+        for rnd in range(1, MAX_ROUNDS + 1):
+            snap = f"tier-{tag}-{rnd}"
+            info = drv.create_snapshot(src_pool, kind, name, snap)
+            snaps.append(snap)
+            progress(min(80, 5 + 20 * rnd), f"round {rnd}: copying {name}@{snap} to "
+                                            f"{dst.name}" + (" (incremental)" if parent else ""))
+            moved += _copy(drv, src_pool, dst.name, kind, name, staging, snap, parent)
+            parent = snap
+            digest = tree_digest(info.path)
+            if tree_digest(obj.path) == digest:
+                break  # nothing was written since the snapshot: this one is final
+        else:
+            raise MoveFailed(f"{name} kept changing during {MAX_ROUNDS} copy rounds; pause "
+                             "its writers (and exports) and move it again.")
+        progress(85, "verifying the copy")
+        new = drv.clone_snapshot(dst.name, kind, staging, snap, name)
+        got = tree_digest(new.path)
+        if got != digest:
+            _delete(drv, dst.name, kind, name)
+            raise MoveFailed(f"the copy of {name} in {dst.name} does not match the source "
+                             f"({got[:12]} != {digest[:12]}); the source is kept")
+        with transaction.atomic():
+            obj.pool, obj.path = dst, new.path
+            obj.save(update_fields=["pool", "path", "updated_at"])
+        progress(95, f"releasing the copy in {src_pool}")
+        _delete(drv, src_pool, kind, name)  # the hot copy and the move's snapshots
+    except BaseException:
+        for snap in snaps:
+            try:
+                drv.delete_snapshot(src_pool, kind, name, snap)
+            except Exception:
+                pass
+        raise
+    finally:
+        _delete(drv, dst.name, kind, staging)
+    return {"kind": kind, "name": name, "from": src_pool, "to": dst.name, "path": new.path,
+            "bytes": moved, "rounds": len(snaps), "tree_sha256": digest}
+
+
+def _delete(drv, pool, kind, name) -> None:
+    try:
+        if kind == "filesystem":
+            drv.delete_filesystem(pool, name)
+        else:
+            drv.delete_volume(pool, name)
+    except Exception:
+        pass  # it was never made, or is already gone
