@@ -19,6 +19,8 @@ from .specs import SNAPSHOT_DIR, NfsExport, NfsSettings
 
 _RELOAD_DONE = "Reread exports complete"
 _RELOAD_ERRORS = (":CRIT :", ":MAJ :", ":FATAL :")
+# at start, krb5/D-Bus/rpcbind complaints are expected; config and FSAL ones are not
+_START_ERRORS = (":CONFIG :CRIT :", ":CONFIG :MAJ :", ":FSAL :CRIT :", ":FSAL :MAJ :")
 
 
 def nfs_null_ping(host: str, port: int, timeout: float = 2.0) -> bool:
@@ -71,6 +73,7 @@ class NfsServer(ChildDaemon):
         exports = list(exports)
         text = self._render(exports)
         write_if_changed(self.conf_path, text)
+        offset = _size(self.log_path)
         self._spawn([binary, "-F", "-f", self.conf_path, "-L", self.log_path,
                      "-p", self.pid_path], self.log_path + ".stdout")
         try:
@@ -78,6 +81,12 @@ class NfsServer(ChildDaemon):
         except DaemonStartError:
             self.stop()
             raise
+        refused = [line for line in _read_from(self.log_path, offset).splitlines()
+                   if any(t in line for t in _START_ERRORS)]
+        if refused:
+            self.stop()
+            raise DaemonStartError("ganesha.nfsd refused the exports at start:\n"
+                                   + "\n".join(refused))
         self.exports = exports
 
     def healthy(self) -> bool:
@@ -184,6 +193,8 @@ def _size(path: str) -> int:
 
 
 def _read_from(path: str, offset: int) -> str:
+    if not os.path.exists(path):
+        return ""
     with open(path, "rb") as f:
         f.seek(offset)
         return f.read().decode("utf-8", "replace")

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from services.file.runtime import (FilesystemMissing, NfsClientRule, NfsExport, ReloadError,
-                                   resolve_share_path)
+from services.file.runtime import (DaemonStartError, FilesystemMissing, NfsClientRule,
+                                   NfsExport, ReloadError, resolve_share_path)
 
 from .conftest import make_share_dir, make_snapshot, make_subvolume, run
 from .nfs_client import connect, error_codes, read_hash, sha, write_file
@@ -111,6 +111,13 @@ def test_refused_exports_leave_the_old_config_serving(nfs_factory, scratch):
         assert read_hash(client, "still-here") == (2, sha(b"ok"))
 
 
+def test_an_export_ganesha_refuses_at_start_is_an_error(nfs_factory, scratch):
+    fs = make_share_dir(scratch, "fs1")
+    with pytest.raises(DaemonStartError, match="refused the exports at start"):
+        nfs_factory([NfsExport(1, fs, "/fs1", rw()),
+                     NfsExport(2, "/proc/self", "/proc", rw(), snapshots=False)])
+
+
 @pytest.mark.root
 def test_snapshots_are_readable_and_read_only(nfs_factory, btrfs_pool):
     fs = make_subvolume(btrfs_pool, "nfs-snap")
@@ -171,18 +178,17 @@ def test_client_rule_that_does_not_match_is_refused(nfs_factory, scratch):
         run("ip", "netns", "exec", netns, "ip", "addr", "add", f"{peer_ip}/24", "dev", peer_if)
         run("ip", "netns", "exec", netns, "ip", "link", "set", peer_if, "up")
         run("ip", "netns", "exec", netns, "ip", "link", "set", "lo", "up")
-        fs_private, fs_shared = make_share_dir(scratch, "private"), make_share_dir(scratch, "shared")
-        with open(os.path.join(fs_shared, "readme"), "wb") as f:
-            f.write(b"shared")
+        # two exports of one file system with different rules
+        fs = make_share_dir(scratch, "fs")
         server = nfs_factory([
-            NfsExport(1, fs_private, "/private", rw(host_ip)),
-            NfsExport(2, fs_shared, "/shared", rw(host_ip) + [
+            NfsExport(1, fs, "/private", rw(host_ip)),
+            NfsExport(2, fs, "/shared", rw(host_ip) + [
                 NfsClientRule(f"{subnet}.0/24", "ro", "all_squash")]),
         ], bind_address=host_ip)
         port = server.settings.port
         # the host itself matches its rule
         with connect(port, "/private", host=host_ip) as client:
-            write_file(client, "mine", b"host")
+            write_file(client, "readme", b"shared")
         script = (
             "import sys, nfs_rs\n"
             "url = f'nfs://{sys.argv[1]}:{sys.argv[2]}'\n"
@@ -205,7 +211,7 @@ def test_client_rule_that_does_not_match_is_refused(nfs_factory, scratch):
         assert "private: refused" in out.stdout
         assert "shared read: shared" in out.stdout
         assert "shared write: refused" in out.stdout
-        assert not os.path.exists(os.path.join(fs_shared, "new"))
+        assert not os.path.exists(os.path.join(fs, "new"))
     finally:
         if "link" in created:
             subprocess.run(["ip", "link", "del", host_if], capture_output=True)
