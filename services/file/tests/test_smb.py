@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
+import time
 
 import pytest
 
@@ -128,3 +130,42 @@ def test_quota_is_the_share_size_and_a_write_past_it_fails(smb_factory, smb_user
     done = smbclient(server, "q", user, password, f"put {big} big")
     assert "NT_STATUS_DISK_FULL" in done.stdout + done.stderr
     assert sha_file(os.path.join(fs, "first")) == sha_file(first)
+
+
+def test_adding_and_removing_a_share_while_another_client_writes(smb_factory, smb_users, scratch):
+    fs_a, fs_b = make_share_dir(scratch, "a"), make_share_dir(scratch, "b")
+    server = smb_factory([SmbShare("a", fs_a, encrypt=True)])
+    user, password = smb_users(server)
+    written, errors, stop = [], [], threading.Event()
+
+    def writer():
+        try:
+            with SmbProtocolClient(server, user, password, encrypt=True) as client:
+                i = 0
+                while not stop.is_set() or i < 3:
+                    data = os.urandom(MiB)
+                    client.write("a", f"part-{i}", data)
+                    written.append((f"part-{i}", hashlib.sha256(data).hexdigest()))
+                    i += 1
+        except Exception as exc:  # reported by the main thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        while len(written) < 2 and thread.is_alive():
+            time.sleep(0.05)
+        assert server.apply([SmbShare("a", fs_a, encrypt=True), SmbShare("b", fs_b)]) is True
+        assert smbclient(server, "b", user, password, "mkdir through-b").returncode == 0
+        assert server.apply([SmbShare("a", fs_a, encrypt=True)]) is True
+        assert "NT_STATUS_BAD_NETWORK_NAME" in smbclient(server, "b", user, password, "ls").stdout
+        count = len(written)
+        while len(written) < count + 2 and thread.is_alive():
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(60)
+    assert errors == []
+    assert os.path.isdir(os.path.join(fs_b, "through-b"))
+    for name, digest in written:
+        assert sha_file(os.path.join(fs_a, name)) == digest
