@@ -13,7 +13,8 @@ create, stat and delete ``--files`` (default 2,000) empty files.
   (write + one fsync at the end; reads after dropping the page cache of the file).
 
 NFS client: nfs-rs over NFSv4.1 (each ``write`` call returns once its bytes are stable).
-Every target runs ``--repeat`` rounds in a rotating order; medians are reported with the
+``--repeat`` rounds; in each, every workload runs on the three targets back to back, in an
+order that rotates between rounds; medians are reported with the
 ratios Strata / peer (aim >= 0.95) and Strata / limit. Everything lives under one
 ``/tmp/strata-test-bench-*`` directory, removed at the end; both daemons are stopped by PID.
 
@@ -166,23 +167,31 @@ def start_peer(base: str) -> tuple[subprocess.Popen, int, str]:
     return proc, port, path
 
 
-def run_round(target, size: int, files: int, block: bytes, results: dict) -> None:
-    """One round of every workload on ``target``; appends MB/s and ops/s to ``results``."""
-    r = results.setdefault(target.name, {})
-    t = time.perf_counter()
-    target.write("big.bin", size, block)
-    r.setdefault("write MB/s", []).append(size / MiB / (time.perf_counter() - t))
-    drop_cache(os.path.join(target.dir, "big.bin"))
-    t = time.perf_counter()
-    got = target.read("big.bin", size)
-    r.setdefault("read MB/s", []).append(size / MiB / (time.perf_counter() - t))
-    assert got == size, f"{target.name}: read {got} of {size} bytes"
-    os.unlink(os.path.join(target.dir, "big.bin"))
+def run_round(targets, size: int, files: int, block: bytes, results: dict) -> None:
+    """One round: each workload runs on every target back to back (so a burst of load from
+    elsewhere on the machine hits all of them alike); appends MB/s and ops/s to ``results``."""
+    def timed(target, key, amount, fn, *args):
+        t = time.perf_counter()
+        fn(*args)
+        rate = amount / (time.perf_counter() - t)
+        results.setdefault(target.name, {}).setdefault(key, []).append(rate)
+
+    for target in targets:
+        timed(target, "write MB/s", size / MiB, target.write, "big.bin", size, block)
+        drop_cache(os.path.join(target.dir, "big.bin"))
+    for target in targets:
+        timed(target, "read MB/s", size / MiB, check_read, target, size)
+        os.unlink(os.path.join(target.dir, "big.bin"))
     names = [f"f{i:05d}" for i in range(files)]
     for op in ("create", "stat", "delete"):
-        t = time.perf_counter()
-        getattr(target, op)(names)
-        r.setdefault(f"{op} ops/s", []).append(files / (time.perf_counter() - t))
+        for target in targets:
+            timed(target, f"{op} ops/s", files, getattr(target, op), names)
+
+
+def check_read(target, size: int) -> None:
+    """Read big.bin back and insist on every byte."""
+    got = target.read("big.bin", size)
+    assert got == size, f"{target.name}: read {got} of {size} bytes"
 
 
 def main() -> None:
@@ -213,8 +222,7 @@ def main() -> None:
                    LocalTarget(local_dir)]
         results: dict = {}
         for i in range(args.repeat):
-            for target in targets[i % 3:] + targets[:i % 3]:
-                run_round(target, size, args.files, block, results)
+            run_round(targets[i % 3:] + targets[:i % 3], size, args.files, block, results)
         report(results, args)
     finally:
         for target in targets:
