@@ -13,6 +13,7 @@ from dataplane.errors import InvalidArgument
 from services.protection import beat, objstore
 from services.protection.locks import run_lock
 from services.protection.models import Backup, BackupTarget, RestorePoint
+from services.protection.progress import Meter
 from services.protection.replication import unique_snapshot_name
 from services.storage import service as storage
 from services.storage.drivers import driver_for
@@ -124,14 +125,14 @@ def _run(backup: Backup, progress) -> dict:
         estimate = max(1, source.used_bytes if base is None else source.used_bytes // 10)
         kind = "incremental on " + base.snapshot if base else "full"
         progress(10, f"sending {name} ({kind})")
+        meter = Meter("backed up", estimate)
         stream = budget.throttle(drv.send_snapshot(source.pool.name, backup.kind, source.name,
                                                    name, base.snapshot if base else None),
                                  "backup")
         try:
             fields = objstore.put_stream(
                 s3, target.bucket, key, stream,
-                progress=lambda done: progress(min(95, 10 + 85 * done / max(done, estimate)),
-                                               f"{done} bytes backed up"))
+                progress=lambda done: progress(meter.pct(done, 10, 95), meter.text(done)))
         finally:
             stream.close()  # stops `btrfs send` now, not when the generator is collected
         manifest = {"format": 1, "backup": backup.name, "snapshot": name,
@@ -204,6 +205,7 @@ def restore(rp: RestorePoint, *, name: str, pool: Pool, progress=lambda pct, msg
     staging = f"restore-{secrets.token_hex(4)}"
     total = sum(p.stream_bytes for p in chain) or 1
     done_before = 0
+    meter = Meter("restored", total)
     try:
         for i, point in enumerate(chain):
             manifest = objstore.get_manifest(s3, target.bucket, point.key)
@@ -213,8 +215,8 @@ def restore(rp: RestorePoint, *, name: str, pool: Pool, progress=lambda pct, msg
             base = done_before
             stream = objstore.read_stream(
                 s3, target.bucket, manifest,
-                progress=lambda done: progress(min(90, 90 * (base + done) / total),
-                                               f"{base + done} of {total} bytes restored"))
+                progress=lambda done: progress(meter.pct(base + done, 0, 90),
+                                               meter.text(base + done)))
             drv.receive_snapshot(pool.name, rp.kind, staging, stream, point.snapshot)
             done_before += point.stream_bytes
         progress(92, "verifying")

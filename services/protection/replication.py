@@ -18,6 +18,7 @@ from services.protection import beat
 from services.protection.locks import run_lock
 from services.protection.models import Replication, ReplicationPeer
 from services.protection.peerclient import PeerClient, PeerError
+from services.protection.progress import Meter
 from services.storage import service as storage
 from services.storage.drivers import driver_for
 from services.tiering import budget
@@ -118,6 +119,7 @@ def unique_snapshot_name(source, base: str) -> str:
 def _upload(client: PeerClient, transfer: dict, stream, progress, estimate: int):
     """Send ``stream`` from the offset the peer has; return (length, sha256)."""
     offset, step = transfer["received"], transfer["chunk_bytes"]
+    meter = Meter("sent", estimate)
     digest, pos, buf = hashlib.sha256(), 0, bytearray()
     for chunk in stream:
         digest.update(chunk)
@@ -129,8 +131,7 @@ def _upload(client: PeerClient, transfer: dict, stream, progress, estimate: int)
         while len(buf) >= step:
             client.put(transfer["id"], pos - len(buf), bytes(buf[:step]))
             del buf[:step]
-            progress(min(95.0, 5 + 90.0 * pos / max(estimate, pos, 1)),
-                     f"{pos - len(buf)} bytes sent")
+            progress(meter.pct(pos, 5, 95), meter.text(pos - len(buf)))
     if buf:
         client.put(transfer["id"], pos - len(buf), bytes(buf))
     if pos < offset:

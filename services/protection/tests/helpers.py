@@ -128,9 +128,10 @@ class CutProxy:
 
 class WorkerProcess:
     """A real Celery worker subprocess on the test database and broker, to be killed with
-    SIGKILL mid-job (the in-thread ``worker`` fixture cannot be)."""
+    SIGKILL mid-job (the in-thread ``worker`` fixture cannot be); ``command="beat"`` runs
+    Celery beat with the database scheduler instead."""
 
-    def __init__(self, data_dir, log_dir, lock_ttl: int = 3):
+    def __init__(self, data_dir, log_dir, lock_ttl: int = 3, command: str = "worker"):
         import subprocess
         import sys
 
@@ -145,10 +146,14 @@ class WorkerProcess:
             "STRATA_PROTECTION_LOCK_TTL": str(lock_ttl),
             "PYTHONPATH": REPO,
         })
-        self.log_path = os.path.join(str(log_dir), "worker.log")
+        self.log_path = os.path.join(str(log_dir), f"{command}.log")
+        if command == "worker":
+            args = ["worker", "--pool", "solo", "--without-heartbeat", "--without-gossip",
+                    "--without-mingle"]
+        else:
+            args = ["beat", "--schedule", os.path.join(str(log_dir), "beat-schedule")]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool", "solo",
-             "-l", "info", "--without-heartbeat", "--without-gossip", "--without-mingle"],
+            [sys.executable, "-m", "celery", "-A", "console", *args, "-l", "info"],
             cwd=REPO, env=env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT)
 
     def kill9(self) -> None:

@@ -9,7 +9,8 @@ from django_celery_beat.models import CrontabSchedule, IntervalSchedule, Periodi
 
 from console.models import Job
 from services.protection.models import SnapshotSchedule
-from services.protection.tests.helpers import run_job, wait_job, write_files
+from services.protection.tests.helpers import (WorkerProcess, run_job, wait_for, wait_job,
+                                               write_files)
 from services.storage.models import Snapshot
 
 pytestmark = pytest.mark.django_db
@@ -110,3 +111,28 @@ def test_runs_snapshot_and_prune_but_keep_what_a_clone_needs(api, fs, worker):
     assert kept == {names[1], names[2], job["result"]["snapshot"]}
     sched = api.get("/api/v1/snapshot-schedules/often/").json()
     assert sched["last_snapshot"] == job["result"]["snapshot"] and sched["last_error"] == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_celery_beat_runs_a_due_schedule_from_the_database(api, fs, worker, data_dir,
+                                                           tmp_path):
+    r = api.post("/api/v1/snapshot-schedules/", {
+        "name": "beat", "filesystem": "ckpt", "every_minutes": 60, "keep_last": 5},
+        format="json")
+    assert r.status_code == 201, r.json()
+    # make it due now: its last run was two hours ago
+    from datetime import timedelta
+
+    from django.utils import timezone
+    PeriodicTask.objects.filter(name="protection:schedule:beat").update(
+        last_run_at=timezone.now() - timedelta(hours=2))
+    beat = WorkerProcess(data_dir, tmp_path, command="beat")
+    try:
+        job = wait_for(lambda: Job.objects.filter(kind="snapshot-schedule").first(), 60,
+                       "celery beat to start the schedule's job")
+    finally:
+        beat.kill9()
+    job = wait_job(api, job.pk)
+    assert job["state"] == "succeeded", job
+    assert Snapshot.objects.filter(filesystem__name="ckpt",
+                                   name=job["result"]["snapshot"]).exists()

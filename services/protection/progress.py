@@ -1,0 +1,25 @@
+"""Progress text for long transfers: bytes done of the (estimated) total, rate and ETA."""
+import time
+
+MiB = 1 << 20
+
+
+class Meter:
+    """``text(done)`` → "N bytes <verb> of ~T, R MiB/s, ETA S s" (the total is an estimate
+    for send streams, whose size is known only at their end)."""
+
+    def __init__(self, verb: str, total: int):
+        self.verb = verb
+        self.total = max(1, int(total))
+        self.started = time.monotonic()
+
+    def pct(self, done: int, lo: float, hi: float) -> float:
+        return min(hi, lo + (hi - lo) * done / max(self.total, done, 1))
+
+    def text(self, done: int) -> str:
+        elapsed = max(1e-6, time.monotonic() - self.started)
+        rate = done / elapsed
+        total = max(self.total, done)
+        eta = (total - done) / rate if rate > 0 else 0
+        return (f"{done} bytes {self.verb} of ~{total}, {rate / MiB:.1f} MiB/s, "
+                f"ETA {eta:.0f} s")
