@@ -26,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ConfigError) as exc:
         print(f"strata-s3: cannot use config {args.config}: {exc}", file=sys.stderr)
         return 2
+    # worker threads (fsync, SQLite commits, hashing) must not hold the event loop off for 5 ms
+    sys.setswitchinterval(0.0005)
     uvicorn.run(create_app(args.config), host=args.host, port=args.port, loop="uvloop", http="httptools",
                 lifespan="on", log_level=args.log_level, access_log=False, timeout_keep_alive=30,
                 backlog=2048)

@@ -166,8 +166,8 @@ class Gateway:
         if end <= start:
             return self.read(rec, start, end)
         if "seg" in rec.loc:
-            data = await self.run(self.segments.read, rec.loc, rec.size, start, end - start)
-            return _once(data)
+            # small reads are page-cache hits as a rule: a thread hop (and GIL hand-off) costs more
+            return _once(self.segments.read(rec.loc, rec.size, start, end - start))
         handles = await self.run(open_pieces, file_ranges(rec.loc, rec.size, start, end))
         return self._stream_handles(handles)
 
@@ -190,7 +190,7 @@ class Gateway:
         if end <= start:
             return
         if "seg" in rec.loc:
-            yield await self.run(self.segments.read, rec.loc, rec.size, start, end - start)
+            yield self.segments.read(rec.loc, rec.size, start, end - start)
             return
         async for data in await self.open_reader(rec, start, end):
             yield data

@@ -142,7 +142,8 @@ def _version_query(req: Request) -> str | None:
 
 async def lookup(gw: Gateway, bucket: Bucket, key: str, version_id: str | None, method: str = "GET") -> Record:
     """The requested version, or the S3 error a GET of it gets."""
-    rec = await gw.run(bucket.index.get, key, version_id)
+    # a point lookup in a WAL database is tens of microseconds: cheaper inline than via a thread
+    rec = bucket.index.get(key, version_id)
     if rec is None:
         if version_id is not None:
             raise S3Error("NoSuchVersion", resource=f"/{bucket.name}/{key}", Key=key, VersionId=version_id)
@@ -162,7 +163,7 @@ async def put_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     if body.size is None:
         raise S3Error("MissingContentLength")
     if "if-none-match" in headers or "if-match" in headers:
-        current = await gw.run(bucket.index.get, req.key, None)
+        current = bucket.index.get(req.key, None)
         if headers.get("if-none-match") == "*" and current is not None and not current.marker:
             raise S3Error("PreconditionFailed", Condition="If-None-Match")
         if "if-match" in headers and (current is None or current.marker
@@ -226,7 +227,7 @@ async def delete_version_or_key(gw: Gateway, bucket: Bucket, key: str, version_i
     """Delete one version, or add a delete marker / drop the null version; returns result fields."""
     if version_id is not None:
         if version_id != "null":
-            existing = await gw.run(bucket.index.get, key, version_id)
+            existing = bucket.index.get(key, version_id)
             if existing is None and not _valid_version_id(version_id):
                 raise S3Error("InvalidArgument", "Invalid version id specified", ArgumentName="versionId")
         res = await gw.commit(bucket, Op("delete_version", key=key, version_id=version_id))
