@@ -77,6 +77,7 @@ class CheckpointVersion(models.Model):
     cold_path = models.CharField(max_length=1000, blank=True, default="")
     s3_prefix = models.CharField(max_length=1000, blank=True, default="")
     format = models.CharField(max_length=16, blank=True, default="")  # api | dcp | orbax
+    location = models.CharField(max_length=8, default="path")  # where the shards are: path | s3
     manifest = models.JSONField(default=list, blank=True)
     size_bytes = models.BigIntegerField(default=0)
     pinned = models.BooleanField(default=False)

@@ -116,7 +116,11 @@ def apply(job: CheckpointJob, progress=lambda pct, msg="": None) -> dict:
         try:
             _remove(version.path, job)
             _remove(version.cold_path, job)
-        except (OSError, UnsafeDelete) as exc:
+            if version.location == "s3":
+                from services.checkpoints import service
+
+                service.shard_source(version, "s3").delete_all()
+        except Exception as exc:  # recorded on the version, then the job fails with it
             CheckpointVersion.objects.filter(pk=vid).update(
                 error=f"retention could not delete its files: {exc}")
             raise

@@ -176,11 +176,13 @@ class CheckpointClient:
         """Start (or join: every rank may call it) the version of `job` at `step`."""
         return Version.from_json(job, self._call("POST", self._versions(job), {"step": step})[1])
 
-    def commit(self, version: Version, manifest: list) -> Version:
+    def commit(self, version: Version, manifest: list, location: str = "") -> Version:
         """Commit with a manifest [{name, size, sha256?|crc32c?}]; raises
-        IncompleteCheckpointError naming every bad shard (nothing changes then)."""
+        IncompleteCheckpointError naming every bad shard (nothing changes then).
+        `location` is "path" or "s3" (default: the directory when the job has one)."""
+        body = {"manifest": manifest, **({"location": location} if location else {})}
         _, data = self._call("POST", f"{self._versions(version.job)}{version.id}/commit/",
-                             {"manifest": manifest})
+                             body)
         return Version.from_json(version.job, data)
 
     def commit_dir(self, version: Version, sha256: bool = True) -> Version:

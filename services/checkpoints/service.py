@@ -9,6 +9,7 @@ import os
 import shutil
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -82,11 +83,8 @@ def begin_version(job: CheckpointJob, step: int) -> tuple:
     """
     if job.filesystem_id is None and not job.bucket:
         raise Conflict(f"Checkpoint job {job.name} has neither a file system nor a bucket.")
-    if job.filesystem_id is None:
-        raise Conflict(f"Checkpoint job {job.name} has only a bucket; the S3 path waits for "
-                       "the object service. Give the job a file system.")
     base = job_directory(job)
-    path = os.path.join(base, step_dirname(step))
+    path = os.path.join(base, step_dirname(step)) if base else ""  # bucket only: S3 prefix
     with transaction.atomic():
         CheckpointJob.objects.select_for_update().get(pk=job.pk)
         version = CheckpointVersion.objects.select_for_update().filter(job=job, step=step).first()
@@ -107,13 +105,35 @@ def begin_version(job: CheckpointJob, step: int) -> tuple:
         version.created_at, version.committed_at = timezone.now(), None
         version.superseded_at = version.deleted_at = None
         version.save()
-        os.makedirs(path, exist_ok=True)
+        if path:
+            os.makedirs(path, exist_ok=True)
     return version, created
 
 
 # -- commit --------------------------------------------------------------------------------
 
-def commit_version(version: CheckpointVersion, manifest, *, fmt: str = "") -> CheckpointVersion:
+def shard_source(version: CheckpointVersion, location: str = ""):
+    """Where a version's shards are: its directory (`path`) or the objects under its S3
+    prefix (`s3`); by default the directory when the job has a file system."""
+    location = location or ("path" if version.path else "s3")
+    if location == "path":
+        if not version.path:
+            raise Conflict(f"Version {version} has no directory: its job has no file system.")
+        return verify.DirectorySource(version.path)
+    from services.checkpoints import s3source
+
+    if not version.s3_prefix:
+        raise Conflict(f"Version {version} has no S3 prefix: its job has no bucket.")
+
+    try:
+        return s3source.source_for(version.s3_prefix,
+                                   getattr(settings, "STRATA_CHECKPOINT_S3", None))
+    except s3source.S3NotConfigured as exc:
+        raise Conflict(str(exc)) from exc
+
+
+def commit_version(version: CheckpointVersion, manifest, *, fmt: str = "",
+                   location: str = "") -> CheckpointVersion:
     """Verify every shard, then mark the version committed and move latest, atomically.
 
     Raises BadManifest (400), IncompleteCheckpoint (409, naming every bad shard) or
@@ -127,9 +147,8 @@ def commit_version(version: CheckpointVersion, manifest, *, fmt: str = "") -> Ch
         clean = verify.validate_manifest(manifest)
     except verify.ManifestError as exc:
         raise BadManifest({"manifest": [str(exc)]}) from exc
-    if not version.path:
-        raise Conflict("S3 commit verification waits for the object service (issue 3).")
-    problems = verify.check_manifest(version.path, clean)
+    source = shard_source(version, location)
+    problems = verify.check_manifest(source, clean)
     if problems:
         raise IncompleteCheckpoint(problems)
     with transaction.atomic():
@@ -142,6 +161,7 @@ def commit_version(version: CheckpointVersion, manifest, *, fmt: str = "") -> Ch
         now = timezone.now()
         version.state, version.committed_at, version.error = V.COMMITTED, now, ""
         version.manifest, version.size_bytes = clean, sum(e["size"] for e in clean)
+        version.location = "path" if isinstance(source, verify.DirectorySource) else "s3"
         if fmt:
             version.format = fmt
         latest = job.latest

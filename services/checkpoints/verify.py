@@ -5,6 +5,7 @@ to the version's directory. `check_manifest` returns one `ShardProblem` per bad 
 a refusal can name every one of them; an empty list means the set is complete.
 """
 import base64
+import contextlib
 import hashlib
 import os
 from dataclasses import dataclass
@@ -110,10 +111,31 @@ def validate_manifest(manifest) -> list:
     return clean
 
 
-def _digest(path: str, want_sha: bool, want_crc: bool) -> tuple:
+class DirectorySource:
+    """Shards as files under a directory (a version's path on a file system)."""
+
+    def __init__(self, root: str):
+        self.root = root
+
+    def stat(self, name: str):
+        """(size, stored checksums {algo: hex}) or None when missing; IsADirectoryError if not a file."""
+        path = os.path.join(self.root, name)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        if not os.path.isfile(path):
+            raise IsADirectoryError(name)
+        return st.st_size, {}
+
+    def open(self, name: str):
+        return open(os.path.join(self.root, name), "rb")
+
+
+def _digest(stream, want_sha: bool, want_crc: bool) -> tuple:
     sha = hashlib.sha256() if want_sha else None
     crc = 0
-    with open(path, "rb") as f:
+    with contextlib.closing(stream) as f:
         while True:
             block = f.read(CHUNK)
             if not block:
@@ -125,37 +147,45 @@ def _digest(path: str, want_sha: bool, want_crc: bool) -> tuple:
     return (sha.hexdigest() if sha else None), f"{crc:08x}"
 
 
-def check_manifest(root: str, manifest: list) -> list:
-    """Check every shard of a validated manifest under `root`; return the problems found."""
+def check_manifest(source, manifest: list) -> list:
+    """Check every shard of a validated manifest in `source` (a directory path, a
+    DirectorySource or an S3Source); return the problems found (empty: complete).
+
+    Checksums the store already holds for a shard (S3 additional checksums, verified by the
+    gateway on upload) are compared directly; others are computed by reading the shard.
+    """
+    if isinstance(source, str):
+        source = DirectorySource(source)
     problems = []
     for entry in manifest:
         name, size = entry["name"], entry["size"]
-        path = os.path.join(root, name)
         try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            problems.append(ShardProblem(name, "missing", f"{name} is missing"))
-            continue
-        if not os.path.isfile(path):
+            found = source.stat(name)
+        except IsADirectoryError:
             problems.append(ShardProblem(name, "not_a_file", f"{name} is not a regular file"))
             continue
-        if st.st_size != size:
-            kind = "short" if st.st_size < size else "long"
-            problems.append(ShardProblem(
-                name, kind, f"{name} is {st.st_size} bytes, manifest says {size}"))
+        if found is None:
+            problems.append(ShardProblem(name, "missing", f"{name} is missing"))
             continue
-        want_sha, want_crc = "sha256" in entry, "crc32c" in entry
-        if not (want_sha or want_crc):
+        actual, stored = found
+        if actual != size:
+            kind = "short" if actual < size else "long"
+            problems.append(ShardProblem(
+                name, kind, f"{name} is {actual} bytes, manifest says {size}"))
             continue
-        sha, crc = _digest(path, want_sha, want_crc)
-        if want_sha and sha != entry["sha256"]:
-            problems.append(ShardProblem(
-                name, "sha256_mismatch", f"{name} has sha256 {sha}, manifest says "
-                f"{entry['sha256']}"))
-        elif want_crc and crc != entry["crc32c"]:
-            problems.append(ShardProblem(
-                name, "crc32c_mismatch", f"{name} has crc32c {crc}, manifest says "
-                f"{entry['crc32c']}"))
+        want_sha = "sha256" in entry and "sha256" not in stored
+        want_crc = "crc32c" in entry and "crc32c" not in stored
+        computed = {}
+        if want_sha or want_crc:
+            sha, crc = _digest(source.open(name), want_sha, want_crc)
+            computed = {"sha256": sha, "crc32c": crc}
+        have = {**stored, **{k: v for k, v in computed.items() if v is not None}}
+        for algo in ("sha256", "crc32c"):
+            if algo in entry and have.get(algo) != entry[algo]:
+                problems.append(ShardProblem(
+                    name, f"{algo}_mismatch", f"{name} has {algo} {have.get(algo)}, "
+                    f"manifest says {entry[algo]}"))
+                break
     return problems
 
 
@@ -170,7 +200,7 @@ def manifest_of_directory(root: str, sha256: bool = False) -> list:
                 continue
             entry = {"name": os.path.relpath(full, root), "size": os.path.getsize(full)}
             if sha256:
-                entry["sha256"] = _digest(full, True, False)[0]
+                entry["sha256"] = _digest(open(full, "rb"), True, False)[0]
             out.append(entry)
     return out
 

@@ -65,7 +65,7 @@ class CheckpointVersionSerializer(serializers.ModelSerializer):
     class Meta:
         model = CheckpointVersion
         fields = ["id", "job", "step", "state", "tier", "path", "relative_path", "s3_prefix",
-                  "format", "size_bytes", "manifest", "pinned", "pin_reason", "leases",
+                  "location", "format", "size_bytes", "manifest", "pinned", "pin_reason", "leases",
                   "error", "created_at", "committed_at", "superseded_at", "deleted_at"]
         read_only_fields = fields
 
@@ -94,6 +94,10 @@ class BeginSerializer(serializers.Serializer):
 
 class CommitSerializer(serializers.Serializer):
     manifest = serializers.JSONField()
+    location = serializers.ChoiceField(
+        choices=["path", "s3"], required=False, default="",
+        help_text="Where the shards were written; default: the directory if the job has a "
+                  "file system, else the S3 prefix.")
 
 
 class LeaseRequestSerializer(serializers.Serializer):

@@ -93,7 +93,8 @@ class CheckpointVersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         body = s.CommitSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            version = service.commit_version(version, body.validated_data["manifest"])
+            version = service.commit_version(version, body.validated_data["manifest"],
+                                             location=body.validated_data["location"])
         except service.IncompleteCheckpoint as exc:
             return Response({"error": "incomplete", "detail": str(exc.detail),
                              "shards": [p.as_dict() for p in exc.problems]},

@@ -1,0 +1,104 @@
+"""Shards as objects under an S3 prefix, for verifying a commit made through S3 (no Django).
+
+`S3Source(client, bucket, prefix)` answers `stat(name)` with HeadObject (checksum mode on,
+so the CRC32C/SHA-256 the gateway verified at upload come back without reading the data)
+and `open(name)` with GetObject. `parse_prefix("s3://bucket/job/step-N/")` splits a
+version's S3 prefix. The management plane builds the client from the object service's
+configuration (`client_for`); until the object service's Django app exists that is the
+`STRATA_CHECKPOINT_S3` setting: {"endpoint", "access_key", "secret_key", "region"?}.
+"""
+import base64
+
+
+class S3NotConfigured(RuntimeError):
+    """No S3 endpoint is known for checkpoint buckets yet."""
+
+
+def parse_prefix(s3_prefix: str) -> tuple:
+    """("bucket", "key/prefix/") from "s3://bucket/key/prefix/"."""
+    if not s3_prefix.startswith("s3://"):
+        raise ValueError(f"{s3_prefix!r} is not an s3:// prefix")
+    bucket, _, key = s3_prefix[5:].partition("/")
+    return bucket, key
+
+
+def _hex(b64: str | None, length: int) -> str | None:
+    if not b64 or "-" in b64:  # a composite (multipart) checksum is not the object's
+        return None
+    raw = base64.b64decode(b64)
+    return raw.hex() if len(raw) == length else None
+
+
+class S3Source:
+    """The objects `<prefix><name>` of one bucket, seen as shards."""
+
+    def __init__(self, client, bucket: str, prefix: str):
+        self.client, self.bucket, self.prefix = client, bucket, prefix
+
+    def stat(self, name: str):
+        from botocore.exceptions import ClientError
+
+        try:
+            head = self.client.head_object(Bucket=self.bucket, Key=self.prefix + name,
+                                           ChecksumMode="ENABLED")
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+        stored = {}
+        crc = _hex(head.get("ChecksumCRC32C"), 4)
+        sha = _hex(head.get("ChecksumSHA256"), 32)
+        if crc:
+            stored["crc32c"] = crc
+        if sha:
+            stored["sha256"] = sha
+        return head["ContentLength"], stored
+
+    def open(self, name: str):
+        return self.client.get_object(Bucket=self.bucket, Key=self.prefix + name)["Body"]
+
+    def list(self) -> list:
+        """Every object under the prefix as a manifest entry {name, size}."""
+        out, token = [], None
+        while True:
+            kw = {"Bucket": self.bucket, "Prefix": self.prefix}
+            if token:
+                kw["ContinuationToken"] = token
+            page = self.client.list_objects_v2(**kw)
+            out += [{"name": o["Key"][len(self.prefix):], "size": o["Size"]}
+                    for o in page.get("Contents", [])]
+            if not page.get("IsTruncated"):
+                return out
+            token = page.get("NextContinuationToken")
+
+
+    def delete_all(self) -> int:
+        """Delete every object under the prefix; return how many went."""
+        keys = [self.prefix + e["name"] for e in self.list()]
+        for i in range(0, len(keys), 1000):
+            self.client.delete_objects(Bucket=self.bucket, Delete={
+                "Objects": [{"Key": k} for k in keys[i:i + 1000]], "Quiet": True})
+        return len(keys)
+
+
+def make_client(endpoint: str, access_key: str, secret_key: str, region: str = "us-east-1"):
+    """A boto3 S3 client for a Strata gateway (path-style addressing, SigV4)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=access_key,
+                        aws_secret_access_key=secret_key, region_name=region,
+                        config=Config(s3={"addressing_style": "path"},
+                                      signature_version="s3v4", retries={"max_attempts": 2}))
+
+
+def source_for(s3_prefix: str, config: dict | None) -> S3Source:
+    """The S3Source of a version's prefix, with a client built from `config`."""
+    if not config:
+        raise S3NotConfigured(
+            "No S3 endpoint is configured for checkpoints (the object service's app will "
+            "provide it; until then set STRATA_CHECKPOINT_S3).")
+    bucket, prefix = parse_prefix(s3_prefix)
+    client = make_client(config["endpoint"], config["access_key"], config["secret_key"],
+                         config.get("region", "us-east-1"))
+    return S3Source(client, bucket, prefix)

@@ -1,0 +1,137 @@
+"""Commit through S3: shards written to a version's S3 prefix on a real Strata S3 gateway
+are verified (sizes, and the CRC32C/SHA-256 the gateway stored) before the version commits;
+retention deletes a superseded version's objects."""
+import base64
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from services.checkpoints import retention
+from services.checkpoints.models import CheckpointJob
+from services.checkpoints.s3source import S3Source, make_client
+from services.checkpoints.verify import crc32c_update
+
+pytest.importorskip("boto3", reason="S3 commit tests need boto3")
+pytest.importorskip("uvicorn", reason="the S3 gateway needs uvicorn")
+pytestmark = [pytest.mark.django_db]
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+ACCESS, SECRET = "CKPTTESTKEY", "ckpt-test-secret"
+
+
+@pytest.fixture
+def gateway():
+    """A Strata S3 gateway subprocess on a free port, with its data in a temporary dir."""
+    work = tempfile.mkdtemp(prefix="strata-test-")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = os.path.join(work, "gateway.json")
+    with open(config, "w") as f:
+        json.dump({"data_root": os.path.join(work, "data"), "region": "us-east-1",
+                   "admin_token": "", "users": {ACCESS: {"secret_key": SECRET,
+                                                         "user": "trainer", "admin": True}}}, f)
+    log = open(os.path.join(work, "gateway.log"), "ab")
+    proc = subprocess.Popen([sys.executable, "-m", "services.object.gateway", "--config", config,
+                             "--host", "127.0.0.1", "--port", str(port)],
+                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, open(os.path.join(work, "gateway.log")).read()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "gateway did not listen"
+                time.sleep(0.1)
+        yield {"endpoint": f"http://127.0.0.1:{port}", "access_key": ACCESS,
+               "secret_key": SECRET}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def put(s3, prefix, name, data, crc=False):
+    bucket, key = prefix[5:].split("/", 1)
+    # the checksum is sent with the object (the gateway checks and stores it); botocore would
+    # need its crt extra to compute CRC32C itself
+    extra = {"ChecksumCRC32C": base64.b64encode(crc32c_update(0, data).to_bytes(4, "big"))
+             .decode()} if crc else {}
+    s3.put_object(Bucket=bucket, Key=key + name, Body=data, **extra)
+    return {"name": name, "size": len(data)}
+
+
+def keys(s3, prefix):
+    bucket, key = prefix[5:].split("/", 1)
+    return sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=key).get(
+        "Contents", []))
+
+
+def test_commit_through_s3_is_verified_and_retention_deletes_objects(api, gateway, settings):
+    settings.STRATA_CHECKPOINT_S3 = gateway
+    s3 = make_client(gateway["endpoint"], ACCESS, SECRET)
+    s3.create_bucket(Bucket="ckpt")
+    r = api.post("/api/v1/checkpoint-jobs/", {"name": "llm", "bucket": "ckpt", "keep_last": 1},
+                 format="json")
+    assert r.status_code == 201, r.json()
+    v1 = api.post("/api/v1/checkpoint-jobs/llm/versions/", {"step": 1}, format="json").json()
+    assert v1["path"] == "" and v1["s3_prefix"] == "s3://ckpt/llm/step-1/"
+
+    big, small = os.urandom(300 * 1024), os.urandom(1000)  # a file object and a segment one
+    e_big = put(s3, v1["s3_prefix"], "rank0.distcp", big, crc=True)
+    e_small = put(s3, v1["s3_prefix"], "rank1.distcp", small)
+    # the gateway hands back the CRC32C it verified at upload: no need to read the data
+    size, stored = S3Source(s3, "ckpt", "llm/step-1/").stat("rank0.distcp")
+    assert (size, stored) == (len(big), {"crc32c": f"{crc32c_update(0, big):08x}"})
+    e_big["crc32c"] = base64.b64encode(crc32c_update(0, big).to_bytes(4, "big")).decode()
+    e_small["sha256"] = hashlib.sha256(b"not the data").hexdigest()
+    url = f"/api/v1/checkpoint-jobs/llm/versions/{v1['id']}/commit/"
+    r = api.post(url, {"manifest": [e_big, e_small, {"name": ".metadata", "size": 10}]},
+                 format="json")
+    assert r.status_code == 409, r.json()
+    assert {(s["name"], s["problem"]) for s in r.json()["shards"]} == {
+        ("rank1.distcp", "sha256_mismatch"), (".metadata", "missing")}
+    assert api.get("/api/v1/checkpoint-jobs/llm/latest/").status_code == 404
+
+    e_small["sha256"] = hashlib.sha256(small).hexdigest()
+    e_meta = put(s3, v1["s3_prefix"], ".metadata", b"m" * 10)
+    r = api.post(url, {"manifest": [e_big, e_small, e_meta]}, format="json")
+    assert r.status_code == 200, r.json()
+    assert (r.json()["state"], r.json()["location"]) == ("committed", "s3")
+    assert api.get("/api/v1/checkpoint-jobs/llm/latest/").json()["step"] == 1
+
+    v2 = api.post("/api/v1/checkpoint-jobs/llm/versions/", {"step": 2}, format="json").json()
+    e = put(s3, v2["s3_prefix"], "rank0.distcp", b"x" * 5000)
+    r = api.post(f"/api/v1/checkpoint-jobs/llm/versions/{v2['id']}/commit/",
+                 {"manifest": [e]}, format="json")
+    assert r.status_code == 200 and api.get(
+        "/api/v1/checkpoint-jobs/llm/latest/").json()["step"] == 2
+
+    result = retention.apply(CheckpointJob.objects.get(name="llm"))
+    assert result["deleted_steps"] == [1]
+    assert keys(s3, v1["s3_prefix"]) == []
+    assert keys(s3, v2["s3_prefix"]) == ["llm/step-2/rank0.distcp"]
+
+
+def test_s3_commit_without_an_endpoint_is_a_clear_409(api, settings):
+    settings.STRATA_CHECKPOINT_S3 = None
+    api.post("/api/v1/checkpoint-jobs/", {"name": "llm", "bucket": "ckpt"}, format="json")
+    v = api.post("/api/v1/checkpoint-jobs/llm/versions/", {"step": 1}, format="json").json()
+    r = api.post(f"/api/v1/checkpoint-jobs/llm/versions/{v['id']}/commit/",
+                 {"manifest": [{"name": "a", "size": 1}]}, format="json")
+    assert r.status_code == 409 and "STRATA_CHECKPOINT_S3" in r.json()["detail"]
