@@ -39,13 +39,15 @@ from vector.engine import Collection  # noqa: E402
 K = 10
 
 
-def clustered(n, dim, clusters, seed):
-    """Gaussian clusters around random centres (fixed seed): the shape of real embeddings."""
+def clustered(n, dim, clusters, seed, noise=1.2):
+    """Gaussian clusters around random centres (fixed seed): the shape of real embeddings.
+
+    ``noise`` 1.2 makes clusters overlap enough that IVF/HNSW knobs trade recall for speed.
+    """
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((clusters, dim)).astype(np.float32)
     labels = rng.integers(0, clusters, n)
-    noise = rng.standard_normal((n, dim)).astype(np.float32) * 0.5
-    return centres[labels] + noise
+    return centres[labels] + rng.standard_normal((n, dim)).astype(np.float32) * noise
 
 
 def recall(found, truth):

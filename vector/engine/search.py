@@ -23,8 +23,27 @@ def _alive_selector(coll):
     return cached
 
 
+SMALL_BATCH = 4
+
+
 def run_search(coll, q, k, allowed, nprobe, ef_search, include_metadata):
-    """Return one result list per query row of ``q`` (see Collection.search_batch)."""
+    """Return one result list per query row of ``q`` (see Collection.search_batch).
+
+    A batch of a few queries runs faiss with one OpenMP thread (a per-thread setting): faiss
+    parallelizes over queries, so more threads only add wake-up latency, which is large on a
+    busy machine.
+    """
+    if len(q) >= SMALL_BATCH:
+        return _run_search(coll, q, k, allowed, nprobe, ef_search, include_metadata)
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        return _run_search(coll, q, k, allowed, nprobe, ef_search, include_metadata)
+    finally:
+        faiss.omp_set_num_threads(threads)
+
+
+def _run_search(coll, q, k, allowed, nprobe, ef_search, include_metadata):
     st, kind, index = coll._store, coll._kind, coll._index
     nq = len(q)
     keep = None
