@@ -88,24 +88,29 @@ class _MetadataUnpickler(pickle.Unpickler):
 
 def read_dcp_extents(metadata_path: str) -> dict:
     """{relative file name: bytes it must hold} from a DCP `.metadata` file."""
+    with open(metadata_path, "rb") as f:
+        return dcp_extents(f.read(), metadata_path)
+
+
+def dcp_extents(data: bytes, where: str = ".metadata") -> dict:
+    """{relative file name: bytes it must hold} from the bytes of a DCP `.metadata`."""
     try:
-        with open(metadata_path, "rb") as f:
-            meta = _MetadataUnpickler(io.BytesIO(f.read())).load()
+        meta = _MetadataUnpickler(io.BytesIO(data)).load()
     except NotACheckpoint:
         raise
     except Exception as exc:  # truncated or garbage pickle
-        raise NotACheckpoint(f"{metadata_path} is not readable DCP metadata: {exc}") from exc
+        raise NotACheckpoint(f"{where} is not readable DCP metadata: {exc}") from exc
     storage = getattr(meta, "storage_data", None)
     if not isinstance(storage, dict):
-        raise NotACheckpoint(f"{metadata_path} has no storage_data: not DCP metadata")
+        raise NotACheckpoint(f"{where} has no storage_data: not DCP metadata")
     need: dict = {}
     for info in storage.values():
         rel, off, length = (getattr(info, "relative_path", None), getattr(info, "offset", None),
                             getattr(info, "length", None))
         if not isinstance(rel, str) or not isinstance(off, int) or not isinstance(length, int):
-            raise NotACheckpoint(f"{metadata_path} has a storage entry without path/offset/length")
+            raise NotACheckpoint(f"{where} has a storage entry without path/offset/length")
         if rel.startswith("/") or ".." in rel.split("/"):
-            raise NotACheckpoint(f"{metadata_path} names a file outside its directory: {rel}")
+            raise NotACheckpoint(f"{where} names a file outside its directory: {rel}")
         need[rel] = max(need.get(rel, 0), off + length)
     return need
 
@@ -135,26 +140,45 @@ def _all_files(root: str) -> list:
 def detect(path: str) -> Detection:
     """Classify a step directory. A finished checkpoint's manifest lists what must be there;
     the caller still verifies it (a DCP shard may be short even though `.metadata` exists)."""
-    name = os.path.basename(os.path.normpath(path))
     try:
         entries = set(os.listdir(path))
     except FileNotFoundError:
         return Detection("", False, note="directory is gone")
+
+    def read_metadata() -> bytes:
+        with open(os.path.join(path, DCP_METADATA), "rb") as f:
+            return f.read()
+
+    return classify(os.path.basename(os.path.normpath(path)), entries, read_metadata,
+                    lambda: _all_files(path))
+
+
+def classify(name: str, entries: set, read_metadata, list_files,
+             object_store: bool = False) -> Detection:
+    """Classify a step "directory" from its top-level entry names.
+
+    `read_metadata()` returns the bytes of `.metadata`, `list_files()` every file as
+    {name, size}. On an object store only `commit_success.txt` marks a finished Orbax step
+    (there is no rename; `_CHECKPOINT_METADATA` is written before the data is complete).
+    """
     if ORBAX_TMP in name:
         return Detection("orbax", False, note="Orbax temporary directory: save in progress")
     if DCP_METADATA in entries:
-        meta = os.path.join(path, DCP_METADATA)
+        data = read_metadata()
         try:
-            extents = read_dcp_extents(meta)
+            extents = dcp_extents(data, f"{name}/{DCP_METADATA}")
         except NotACheckpoint as exc:
             return Detection("dcp", False, note=str(exc))
         manifest = [{"name": rel, "size": size} for rel, size in sorted(extents.items())]
-        manifest.append({"name": DCP_METADATA, "size": os.path.getsize(meta)})
+        manifest.append({"name": DCP_METADATA, "size": len(data)})
         return Detection("dcp", True, manifest)
     if any(e.endswith(".distcp") for e in entries):
         return Detection("dcp", False, note="DCP shards without .metadata: save in progress")
-    if ORBAX_SUCCESS in entries or entries & set(ORBAX_METADATA):
-        return Detection("orbax", True, _all_files(path))
+    markers = {ORBAX_SUCCESS} if object_store else {ORBAX_SUCCESS, *ORBAX_METADATA}
+    if entries & markers:
+        return Detection("orbax", True, list_files())
+    if object_store and entries & set(ORBAX_METADATA):
+        return Detection("orbax", False, note="Orbax step without commit_success.txt yet")
     return Detection("", False, note="no checkpoint recognised")
 
 

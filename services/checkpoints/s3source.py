@@ -8,6 +8,7 @@ configuration (`client_for`); until the object service's Django app exists that 
 `STRATA_CHECKPOINT_S3` setting: {"endpoint", "access_key", "secret_key", "region"?}.
 """
 import base64
+import contextlib
 
 
 class S3NotConfigured(RuntimeError):
@@ -71,6 +72,24 @@ class S3Source:
                 return out
             token = page.get("NextContinuationToken")
 
+
+    def subdirs(self) -> list:
+        """Names of the "directories" directly under the prefix (S3 common prefixes)."""
+        out, token = [], None
+        while True:
+            kw = {"Bucket": self.bucket, "Prefix": self.prefix, "Delimiter": "/"}
+            if token:
+                kw["ContinuationToken"] = token
+            page = self.client.list_objects_v2(**kw)
+            out += [p["Prefix"][len(self.prefix):].rstrip("/")
+                    for p in page.get("CommonPrefixes", [])]
+            if not page.get("IsTruncated"):
+                return out
+            token = page.get("NextContinuationToken")
+
+    def read(self, name: str) -> bytes:
+        with contextlib.closing(self.open(name)) as body:
+            return body.read()
 
     def delete_all(self) -> int:
         """Delete every object under the prefix; return how many went."""

@@ -4,14 +4,17 @@ For each job with a file system, every step directory under `<fs path>/<job>/` (
 `step-N`, `step_N`, `checkpoint-N`, `ckpt_N` or `N`) is classified by `formats.detect`:
 a finished DCP or Orbax checkpoint is verified like an API commit and committed; a save in
 progress gets (or keeps) a `writing` version, which the writing timeout later aborts if it
-never finishes. Directories holding nothing recognisable are left alone.
+never finishes. Directories holding nothing recognisable are left alone. Jobs with a
+bucket get the same treatment for the step prefixes under `s3://<bucket>/<job>/` when an
+S3 endpoint is configured (`STRATA_CHECKPOINT_S3`, later the object service).
 """
 import logging
 import os
 
-from django.db import IntegrityError
+from django.conf import settings
+from django.db import IntegrityError, transaction
 
-from services.checkpoints import formats, service
+from services.checkpoints import formats, s3source, service
 from services.checkpoints.models import CheckpointJob, CheckpointVersion
 
 log = logging.getLogger(__name__)
@@ -23,9 +26,10 @@ def _writing_row(job, step, path, fmt):
     version = CheckpointVersion.objects.filter(job=job, step=step).first()
     if version is None:
         try:
-            version = CheckpointVersion.objects.create(
-                job=job, step=step, path=path, format=fmt,
-                s3_prefix=service.s3_prefix(job, os.path.basename(path)))
+            with transaction.atomic():
+                version = CheckpointVersion.objects.create(
+                    job=job, step=step, path=path, format=fmt,
+                    s3_prefix=service.s3_prefix(job, os.path.basename(path)))
         except IntegrityError:  # an API begin raced us
             version = CheckpointVersion.objects.get(job=job, step=step)
     if version.state != V.WRITING or os.path.normpath(version.path) != os.path.normpath(path):
@@ -41,6 +45,7 @@ def scan_job(job: CheckpointJob) -> dict:
     summary = {"job": job.name, "committed": [], "writing": [], "incomplete": {}}
     base = service.job_directory(job)
     if base is None or not os.path.isdir(base):
+        _scan_s3(job, summary)
         return summary
     names = sorted(os.listdir(base))
     tmp_steps = set()
@@ -72,30 +77,70 @@ def scan_job(job: CheckpointJob) -> dict:
         version = _writing_row(job, step, full, det.format)
         if version is None:
             continue
-        if not det.finished:
-            summary["writing"].append(step)
-            continue
-        try:
-            service.commit_version(version, det.manifest, fmt=det.format)
-        except service.IncompleteCheckpoint as exc:
-            CheckpointVersion.objects.filter(pk=version.pk, state=V.WRITING).update(
-                error=str(exc.detail)[:1000])
-            summary["incomplete"][str(step)] = [p.as_dict() for p in exc.problems]
-        except service.BadManifest as exc:
-            summary["incomplete"][str(step)] = [{"problem": "manifest", "detail": str(exc)}]
-        else:
-            summary["committed"].append(step)
+        _settle(version, det, "path", summary)
+    _scan_s3(job, summary)
     return summary
 
 
+def _settle(version, det, location: str, summary: dict) -> None:
+    """Commit a finished detection (verified like an API commit); note the rest."""
+    step = version.step
+    if not det.finished:
+        summary["writing"].append(step)
+        return
+    try:
+        service.commit_version(version, det.manifest, fmt=det.format, location=location)
+    except service.IncompleteCheckpoint as exc:
+        CheckpointVersion.objects.filter(pk=version.pk, state=V.WRITING).update(
+            error=str(exc.detail)[:1000])
+        summary["incomplete"][str(step)] = [p.as_dict() for p in exc.problems]
+    except service.BadManifest as exc:
+        summary["incomplete"][str(step)] = [{"problem": "manifest", "detail": str(exc)}]
+    else:
+        summary["committed"].append(step)
+
+
+def _scan_s3(job: CheckpointJob, summary: dict) -> None:
+    """The same for step prefixes under `s3://<bucket>/<job>/` (no renames on S3: a DCP
+    `.metadata` or Orbax's `commit_success.txt` is what marks a finished step)."""
+    config = getattr(settings, "STRATA_CHECKPOINT_S3", None)
+    if not job.bucket or not config:
+        return
+    root = s3source.source_for(f"s3://{job.bucket}/{job.name}/", config)
+    for name in sorted(root.subdirs()):
+        parsed = formats.step_of(name)
+        if parsed is None:
+            continue
+        step, prefix = parsed[0], service.s3_prefix(job, name)
+        version = CheckpointVersion.objects.filter(job=job, step=step).first()
+        if version is not None and (version.state != V.WRITING or version.s3_prefix != prefix):
+            continue
+        src = s3source.S3Source(root.client, job.bucket, f"{job.name}/{name}/")
+        files = src.list()
+        det = formats.classify(name, {f["name"].split("/")[0] for f in files},
+                               lambda src=src: src.read(formats.DCP_METADATA),
+                               lambda files=files: files, object_store=True)
+        if not det.format:
+            continue
+        if version is None:
+            try:
+                with transaction.atomic():
+                    version = CheckpointVersion.objects.create(
+                        job=job, step=step, path="", s3_prefix=prefix, format=det.format,
+                        location="s3")
+            except IntegrityError:
+                continue  # an API begin raced us; the next scan sees its row
+        _settle(version, det, "s3", summary)
+
+
 def scan_all() -> list:
-    """Scan every job that has a file system."""
+    """Scan every job that has a file system or a bucket."""
     out = []
-    for job in CheckpointJob.objects.filter(filesystem__isnull=False).select_related(
-            "filesystem"):
+    for job in CheckpointJob.objects.select_related("filesystem"):
         try:
             out.append(scan_job(job))
-        except OSError as exc:
+        except Exception as exc:  # one job's broken storage must not stop the others
+            log.warning("scanning checkpoint job %s failed: %s", job.name, exc)
             log.warning("scanning checkpoint job %s failed: %s", job.name, exc)
             out.append({"job": job.name, "error": str(exc)})
     return out

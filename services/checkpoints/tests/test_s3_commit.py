@@ -135,3 +135,42 @@ def test_s3_commit_without_an_endpoint_is_a_clear_409(api, settings):
     r = api.post(f"/api/v1/checkpoint-jobs/llm/versions/{v['id']}/commit/",
                  {"manifest": [{"name": "a", "size": 1}]}, format="json")
     assert r.status_code == 409 and "STRATA_CHECKPOINT_S3" in r.json()["detail"]
+
+
+def test_dcp_and_orbax_checkpoints_written_to_s3_are_detected(api, gateway, settings, tmp_path):
+    torch = pytest.importorskip("torch", reason="needs torch==2.13.0 for a real DCP save")
+    import warnings
+
+    import torch.distributed.checkpoint as dcp
+
+    settings.STRATA_CHECKPOINT_S3 = gateway
+    s3 = make_client(gateway["endpoint"], ACCESS, SECRET)
+    s3.create_bucket(Bucket="ckpt")
+    api.post("/api/v1/checkpoint-jobs/", {"name": "llm", "bucket": "ckpt"}, format="json")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp.save({"w": torch.arange(5000.0)}, checkpoint_id=str(tmp_path / "dcp"))
+    files = sorted(os.listdir(tmp_path / "dcp"))
+    for step in (5, 6):
+        for name in files:  # what an S3 DCP writer leaves: shards, then .metadata
+            put(s3, f"s3://ckpt/llm/step-{step}/", name, (tmp_path / "dcp" / name).read_bytes())
+    # step 6's shard was overwritten by a short one after .metadata: not committed
+    shard = next(n for n in files if n.endswith(".distcp"))
+    put(s3, "s3://ckpt/llm/step-6/", shard, b"short")
+    # Orbax on an object store: only commit_success.txt finishes a step
+    put(s3, "s3://ckpt/llm/7/", "_CHECKPOINT_METADATA", b"{}")
+    put(s3, "s3://ckpt/llm/7/", "default/d/0", b"z" * 100)
+    put(s3, "s3://ckpt/llm/8/", "default/d/0", b"y" * 100)
+    put(s3, "s3://ckpt/llm/8/", "commit_success.txt", b"ok")
+
+    r = api.post("/api/v1/checkpoint-jobs/llm/scan/")
+    assert r.status_code == 200, r.json()
+    summary = r.json()
+    assert sorted(summary["committed"]) == [5, 8] and summary["writing"] == [7], summary
+    assert [p["problem"] for p in summary["incomplete"]["6"]] == ["short"]
+    latest = api.get("/api/v1/checkpoint-jobs/llm/latest/").json()
+    assert latest["step"] == 8 and latest["s3_prefix"] == "s3://ckpt/llm/8/"
+    versions = {v["step"]: v for v in api.get(
+        "/api/v1/checkpoint-jobs/llm/versions/").json()["results"]}
+    assert (versions[5]["format"], versions[5]["location"]) == ("dcp", "s3")
+    assert versions[6]["state"] == versions[7]["state"] == "writing"
