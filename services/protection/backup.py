@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from console.errors import Conflict
-from dataplane.errors import InvalidArgument
+from dataplane.errors import InvalidArgument, NotFound
 from services.protection import beat, objstore
 from services.protection.locks import run_lock
 from services.protection.models import Backup, BackupTarget, RestorePoint
@@ -215,8 +215,8 @@ def restore(rp: RestorePoint, *, name: str, pool: Pool, progress=lambda pct, msg
             base = done_before
             stream = objstore.read_stream(
                 s3, target.bucket, manifest,
-                progress=lambda done: progress(meter.pct(base + done, 0, 90),
-                                               meter.text(base + done)))
+                progress=lambda done, base=base: progress(meter.pct(base + done, 0, 90),
+                                                          meter.text(base + done)))
             drv.receive_snapshot(pool.name, rp.kind, staging, stream, point.snapshot)
             done_before += point.stream_bytes
         progress(92, "verifying")
@@ -244,5 +244,5 @@ def _delete_object(drv, pool, kind, name) -> None:
             drv.delete_filesystem(pool, name)
         else:
             drv.delete_volume(pool, name)
-    except Exception:
+    except NotFound:
         pass  # it was never made

@@ -18,7 +18,7 @@ from console.errors import Conflict
 log = logging.getLogger(__name__)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url)
 

@@ -15,8 +15,8 @@ import json
 import os
 import stat
 import zlib
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 import boto3
 from botocore.config import Config

@@ -5,9 +5,10 @@ snapshots, plus the newest snapshot of each of the ``keep_hourly`` most recent h
 have one, of each of the ``keep_daily`` most recent days, and of each of the
 ``keep_weekly`` most recent ISO weeks (all in UTC). A snapshot kept by any rule is kept.
 """
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,8 @@ class Retention:
 
 def _utc(when: datetime) -> datetime:
     if when.tzinfo is None:
-        return when.replace(tzinfo=timezone.utc)
-    return when.astimezone(timezone.utc)
+        return when.replace(tzinfo=UTC)
+    return when.astimezone(UTC)
 
 
 def _bucket_keys(when: datetime) -> dict:

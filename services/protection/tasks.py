@@ -6,7 +6,12 @@ from console.jobs import job_task, start_job
 from services.protection import backup as backups
 from services.protection import replication as repl
 from services.protection import schedules
-from services.protection.models import Backup, Replication, RestorePoint, SnapshotSchedule
+from services.protection.models import (
+    Backup,
+    Replication,
+    RestorePoint,
+    SnapshotSchedule,
+)
 from services.storage.models import Pool
 
 

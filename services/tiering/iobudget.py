@@ -11,8 +11,8 @@ The refill and take happen in one Lua script on Redis time, so buckets stay exac
 concurrency and clock skew between hosts does not matter. ``now`` can be passed in for tests.
 """
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Optional
 
 import redis
 
@@ -94,7 +94,7 @@ class IOBudget:
                         self.config.burst_for(cls_rate, appliance=False)))
         return out
 
-    def try_take(self, nbytes: int, job_class: str, now: Optional[float] = None) -> float:
+    def try_take(self, nbytes: int, job_class: str, now: float | None = None) -> float:
         """Take ``nbytes`` from every bucket that applies, or from none; 0 when taken, else
         the seconds to wait before asking again."""
         buckets = self._buckets(job_class)

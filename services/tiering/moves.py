@@ -12,18 +12,21 @@ Limits (refused with 409, not ignored): the object must have no snapshots and no
 for the switch: if the content keeps changing for ``MAX_ROUNDS`` rounds the move fails.
 Exports that name the old path must be re-pointed by the export layer (the path changes).
 """
+import logging
 import secrets
 
 from django.db import transaction
 from django.utils import timezone
 
 from console.errors import Conflict
+from dataplane.errors import DataplaneError, NotFound
 from services.protection.objstore import tree_digest
 from services.storage.drivers import driver_for
 from services.storage.models import FileSystem, Pool, Volume
 from services.tiering import budget
 from services.tiering.models import TierMove
 
+log = logging.getLogger(__name__)
 MAX_ROUNDS = 4
 
 
@@ -126,8 +129,9 @@ def _move(record, obj, dst: Pool, progress) -> dict:
         for snap in snaps:
             try:
                 drv.delete_snapshot(src_pool, kind, name, snap)
-            except Exception:
-                pass
+            except DataplaneError as exc:  # the move's own error is what the user needs
+                log.warning("tier move of %s: could not delete snapshot %s: %s",
+                            name, snap, exc)
         raise
     finally:
         _delete(drv, dst.name, kind, staging)
@@ -141,5 +145,5 @@ def _delete(drv, pool, kind, name) -> None:
             drv.delete_filesystem(pool, name)
         else:
             drv.delete_volume(pool, name)
-    except Exception:
+    except NotFound:
         pass  # it was never made, or is already gone

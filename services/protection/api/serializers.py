@@ -1,8 +1,15 @@
 from rest_framework import serializers
 
 from services.protection import beat
-from services.protection.models import (Backup, BackupTarget, Replica, Replication,
-                                        ReplicationPeer, RestorePoint, SnapshotSchedule)
+from services.protection.models import (
+    Backup,
+    BackupTarget,
+    Replica,
+    Replication,
+    ReplicationPeer,
+    RestorePoint,
+    SnapshotSchedule,
+)
 from services.storage.models import NAME_RE, FileSystem, Pool, Volume
 
 

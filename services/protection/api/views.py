@@ -10,8 +10,15 @@ from console.api.serializers import JobSerializer
 from services.protection import backup as backups
 from services.protection import receiver, replication, schedules, tasks
 from services.protection.api import serializers as s
-from services.protection.models import (Backup, BackupTarget, Replica, Replication,
-                                        ReplicationPeer, RestorePoint, SnapshotSchedule)
+from services.protection.models import (
+    Backup,
+    BackupTarget,
+    Replica,
+    Replication,
+    ReplicationPeer,
+    RestorePoint,
+    SnapshotSchedule,
+)
 from services.storage.api.serializers import FileSystemSerializer, VolumeSerializer
 
 

@@ -13,8 +13,14 @@ from rest_framework.authtoken.models import Token
 from console.celery import app
 from console.models import Job
 from services.protection.models import RestorePoint
-from services.protection.tests.helpers import (CutProxy, WorkerProcess, file_hashes, run_job,
-                                               wait_for, write_files)
+from services.protection.tests.helpers import (
+    CutProxy,
+    WorkerProcess,
+    file_hashes,
+    run_job,
+    wait_for,
+    write_files,
+)
 from services.protection.tests.s3gateway import ACCESS, SECRET, S3Gateway
 from services.storage.models import FileSystem
 

@@ -14,7 +14,12 @@ from django_celery_beat.models import PeriodicTask
 from rest_framework.authtoken.models import Token
 
 from services.protection.models import Replica, Replication
-from services.protection.tests.helpers import CutProxy, file_hashes, run_job, write_files
+from services.protection.tests.helpers import (
+    CutProxy,
+    file_hashes,
+    run_job,
+    write_files,
+)
 from services.storage.models import FileSystem
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]

@@ -1,9 +1,13 @@
 """Retention is a pure function: which scheduled snapshots a policy keeps."""
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
-from services.protection.retention import Retention, snapshots_to_keep, snapshots_to_prune
+from services.protection.retention import (
+    Retention,
+    snapshots_to_keep,
+    snapshots_to_prune,
+)
 
-T0 = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)  # a Monday
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)  # a Monday
 
 
 def every(minutes: int, count: int, start=T0):
@@ -28,14 +32,14 @@ def test_daily_and_weekly_buckets_are_utc_days_and_iso_weeks():
     snaps = every(60 * 12, 30)  # twice a day for 15 days
     daily = snapshots_to_keep(snaps, Retention(keep_daily=3))
     assert sorted(snaps[i][1] for i in daily) == [
-        datetime(2026, 11, 28, 12, tzinfo=timezone.utc),
-        datetime(2026, 11, 29, 12, tzinfo=timezone.utc),
-        datetime(2026, 11, 30, 12, tzinfo=timezone.utc)]
+        datetime(2026, 11, 28, 12, tzinfo=UTC),
+        datetime(2026, 11, 29, 12, tzinfo=UTC),
+        datetime(2026, 11, 30, 12, tzinfo=UTC)]
     weekly = snapshots_to_keep(snaps, Retention(keep_weekly=2))
     # Monday 30 Nov is ISO week 49 (its newest: 12:00 today); week 48's newest is Sun 29 12:00
     assert sorted(snaps[i][1] for i in weekly) == [
-        datetime(2026, 11, 29, 12, tzinfo=timezone.utc),
-        datetime(2026, 11, 30, 12, tzinfo=timezone.utc)]
+        datetime(2026, 11, 29, 12, tzinfo=UTC),
+        datetime(2026, 11, 30, 12, tzinfo=UTC)]
 
 
 def test_rules_add_up_and_protected_ones_are_never_pruned():

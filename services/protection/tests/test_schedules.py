@@ -9,8 +9,13 @@ from django_celery_beat.models import CrontabSchedule, IntervalSchedule, Periodi
 
 from console.models import Job
 from services.protection.models import SnapshotSchedule
-from services.protection.tests.helpers import (WorkerProcess, run_job, wait_for, wait_job,
-                                               write_files)
+from services.protection.tests.helpers import (
+    WorkerProcess,
+    run_job,
+    wait_for,
+    wait_job,
+    write_files,
+)
 from services.storage.models import Snapshot
 
 pytestmark = pytest.mark.django_db
