@@ -17,6 +17,7 @@ does not parse is logged and the previous configuration stays in force::
       "domains": ["localhost"],           # optional: virtual-host style for <bucket>.<domain>
       "segment_bytes": 268435456,         # optional: small-object segment size (read at start)
       "compaction_interval": 60,          # optional: seconds between segment compactions
+      "lifecycle_interval": 3600,         # optional: seconds between lifecycle passes
       "users": {
         "<access_key>": {"secret_key": "...", "user": "alice", "admin": false}
       }
@@ -39,6 +40,7 @@ DELETE   /_strata/admin/buckets/NAME            204; 409 BucketNotEmpty
 GET/PUT  /_strata/admin/buckets/NAME/quota      {"bytes": int|null, "objects": int|null}
 GET/PUT  /_strata/admin/buckets/NAME/versioning {"status": "Enabled"|"Suspended"|"Disabled"}
 POST     /_strata/admin/compact                 run segment compaction now -> counts
+POST     /_strata/admin/lifecycle               run the lifecycle expiration pass now -> counts
 =======  =====================================  ==============================================
 
 BUCKET is ``{"name", "owner", "created" (epoch s), "versioning": "Enabled"|"Suspended"|
@@ -55,7 +57,9 @@ exist, so a crash leaves the old or the new version, never a partial one. Every 
 records its tier (``hot`` today; GET reads whatever the tier). Segments whose live bytes fall
 under half are compacted in the background.
 
-Not implemented yet: bucket lifecycle, RestoreObject, bucket policies, bucket tagging, ACLs
+Lifecycle: expiration (days, date, expired delete markers), noncurrent-version expiration
+and abort of incomplete multipart uploads, by prefix. Not implemented yet: lifecycle
+transitions to the capacity tier and RestoreObject, bucket policies, bucket tagging, ACLs
 (answered ``NotImplemented``), composite checksums of multipart objects, and garbage
 collection of large-object files orphaned by a crash between their fsync and their index
 commit (they are unreferenced, never listed).

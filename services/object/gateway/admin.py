@@ -63,6 +63,9 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
     if parts == ["compact"] and m == "POST":
         from .compaction import compact_once
         return _json(await compact_once(gw))
+    if parts == ["lifecycle"] and m == "POST":
+        from .lifecycle import apply_lifecycle
+        return _json(await apply_lifecycle(gw))
     if parts == ["buckets"]:
         if m == "GET":
             return _json({"buckets": [b.usage() for _, b in sorted(gw.buckets.buckets.items())]})

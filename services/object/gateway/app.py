@@ -168,11 +168,16 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
     if m == "PUT":
         if "versioning" in q:
             return await bucket_ops.put_versioning(gw, req, authorize(gw, req))
-        if "tagging" in q or "lifecycle" in q or "policy" in q:
-            raise S3Error("NotImplemented", "Bucket tagging, lifecycle and policy are not implemented yet")
+        if "lifecycle" in q:
+            return await bucket_ops.put_lifecycle(gw, req, authorize(gw, req))
+        if "tagging" in q or "policy" in q:
+            raise S3Error("NotImplemented", "Bucket tagging and bucket policies are not implemented yet")
         return await bucket_ops.create_bucket(gw, req)
     if m == "DELETE":
-        if "tagging" in q or "lifecycle" in q or "policy" in q:
+        if "lifecycle" in q:
+            await gw.run(bucket_ops.set_lifecycle, authorize(gw, req), None)
+            return Response(204)
+        if "tagging" in q or "policy" in q:
             authorize(gw, req)
             return Response(204)
         authorize(gw, req)
@@ -190,7 +195,7 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
         if "uploads" in q:
             return await multipart.list_uploads(gw, req, bucket)
         if "lifecycle" in q:
-            raise S3Error("NoSuchLifecycleConfiguration")
+            return bucket_ops.get_lifecycle(bucket)
         if "policy" in q:
             raise S3Error("NoSuchBucketPolicy")
         if "tagging" in q:

@@ -86,6 +86,32 @@ def set_versioning(bucket: Bucket, status: str) -> None:
     bucket.save()
 
 
+async def put_lifecycle(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """PutBucketLifecycleConfiguration (see :mod:`.lifecycle` for the supported actions)."""
+    from .lifecycle import parse_rules
+    body = await req.body().read_all(256 * 1024)
+    rules = parse_rules(body)
+    await gw.run(set_lifecycle, bucket, {"rules": rules, "xml": body.decode()})
+    return Response(200)
+
+
+def set_lifecycle(bucket: Bucket, lifecycle: dict | None) -> None:
+    """Store (or with None, remove) a bucket's lifecycle configuration."""
+    if lifecycle is None:
+        bucket.settings.pop("lifecycle", None)
+    else:
+        bucket.settings["lifecycle"] = lifecycle
+    bucket.save()
+
+
+def get_lifecycle(bucket: Bucket) -> Response:
+    """GetBucketLifecycleConfiguration: the document as it was put."""
+    lifecycle = bucket.settings.get("lifecycle")
+    if not lifecycle:
+        raise S3Error("NoSuchLifecycleConfiguration", BucketName=bucket.name)
+    return xml_response(lifecycle["xml"].encode())
+
+
 def _max_keys(req: Request, name: str = "max-keys") -> int:
     raw = req.query.get(name, str(MAX_KEYS))
     try:

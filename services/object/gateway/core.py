@@ -20,6 +20,7 @@ from .buckets import Bucket, BucketStore
 from .checksums import Digests, requested_algorithms
 from .commit import GroupCommitter
 from .compaction import INTERVAL_SECONDS, compaction_loop
+from .lifecycle import lifecycle_loop
 from .config import ConfigWatcher
 from .errors import S3Error
 from .index import Op, OpResult, Record, next_seq
@@ -67,6 +68,8 @@ class Gateway:
         self.committer.start()
         interval = float(self.config.get("compaction_interval") or INTERVAL_SECONDS)
         self.background.append(asyncio.get_running_loop().create_task(compaction_loop(self, interval)))
+        interval = float(self.config.get("lifecycle_interval") or 3600)
+        self.background.append(asyncio.get_running_loop().create_task(lifecycle_loop(self, interval)))
 
     async def stop(self) -> None:
         """Stop background tasks."""

@@ -1,0 +1,60 @@
+"""Bucket lifecycle through boto3; "days" are shortened to one second in this gateway's config."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from botocore.exceptions import ClientError
+
+from services.object.admin_client import GatewayAdminClient
+from services.object.tests.gatewayproc import ADMIN_TOKEN, GatewayProcess
+
+
+@pytest.fixture
+def short_day_gateway(tmp_path):
+    gw = GatewayProcess(str(tmp_path), lifecycle_day_seconds=1, lifecycle_interval=3600)
+    try:
+        gw.start()
+        yield gw
+    finally:
+        gw.stop()
+
+
+def test_lifecycle_configuration_and_expiration(short_day_gateway):
+    gw = short_day_gateway
+    s3 = gw.client()
+    s3.create_bucket(Bucket="lcb")
+    with pytest.raises(ClientError) as e:
+        s3.get_bucket_lifecycle_configuration(Bucket="lcb")
+    assert e.value.response["Error"]["Code"] == "NoSuchLifecycleConfiguration"
+    rules = [{"ID": "tmp", "Filter": {"Prefix": "tmp/"}, "Status": "Enabled", "Expiration": {"Days": 2}},
+             {"ID": "old", "Filter": {"Prefix": "v/"}, "Status": "Enabled",
+              "NoncurrentVersionExpiration": {"NoncurrentDays": 2}},
+             {"ID": "mpu", "Filter": {"Prefix": ""}, "Status": "Enabled",
+              "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 2}}]
+    s3.put_bucket_lifecycle_configuration(Bucket="lcb", LifecycleConfiguration={"Rules": rules})
+    got = s3.get_bucket_lifecycle_configuration(Bucket="lcb")["Rules"]
+    assert [r["ID"] for r in got] == ["tmp", "old", "mpu"]
+    with pytest.raises(ClientError) as e:
+        s3.put_bucket_lifecycle_configuration(Bucket="lcb", LifecycleConfiguration={"Rules": [
+            {"ID": "t", "Filter": {"Prefix": ""}, "Status": "Enabled",
+             "Transitions": [{"Days": 1, "StorageClass": "GLACIER"}]}]})
+    assert e.value.response["Error"]["Code"] == "NotImplemented"
+    s3.put_bucket_versioning(Bucket="lcb", VersioningConfiguration={"Status": "Enabled"})
+    s3.put_object(Bucket="lcb", Key="tmp/a", Body=b"a")
+    s3.put_object(Bucket="lcb", Key="keep/b", Body=b"b")
+    s3.put_object(Bucket="lcb", Key="v/c", Body=b"c1")
+    s3.put_object(Bucket="lcb", Key="v/c", Body=b"c2")
+    s3.create_multipart_upload(Bucket="lcb", Key="big")
+    time.sleep(2.2)
+    admin = GatewayAdminClient(gw.endpoint, ADMIN_TOKEN)
+    stats = admin._call("POST", "lifecycle")
+    assert stats == {"expired": 1, "versions_removed": 1, "uploads_aborted": 1}
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="lcb")["Contents"]]
+    assert keys == ["keep/b", "v/c"]
+    assert s3.get_object(Bucket="lcb", Key="v/c")["Body"].read() == b"c2"
+    assert [v["Key"] for v in s3.list_object_versions(Bucket="lcb", Prefix="v/")["Versions"]] == ["v/c"]
+    assert not s3.list_multipart_uploads(Bucket="lcb").get("Uploads")
+    s3.delete_bucket_lifecycle(Bucket="lcb")
+    with pytest.raises(ClientError):
+        s3.get_bucket_lifecycle_configuration(Bucket="lcb")
