@@ -36,9 +36,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from services.file.runtime import NfsClientRule, NfsExport, NfsServer, NfsSettings  # noqa: E402
-from services.file.runtime.nfs_server import nfs_null_ping  # noqa: E402
-from services.file.runtime.process import free_port  # noqa: E402
+from services.file.runtime import NfsClientRule, NfsExport, NfsServer, NfsSettings
+from services.file.runtime.nfs_server import nfs_null_ping
+from services.file.runtime.process import free_port
 
 MiB = 1 << 20
 CALL = 16 * MiB
@@ -74,8 +74,7 @@ class LocalTarget:
 
     def write(self, name: str, size: int, block: bytes) -> None:
         with open(os.path.join(self.dir, name), "wb") as f:
-            for _ in range(size // len(block)):
-                f.write(block)
+            f.writelines(block for _ in range(size // len(block)))
             f.flush()
             os.fsync(f.fileno())
 

@@ -5,25 +5,67 @@ No Django here. The management plane converts its rows into the dataclasses of
 ``NfsServer.apply(exports)`` / ``SmbServer.apply(shares)``. See README.md in this folder.
 """
 
-from .errors import (CommandError, ConfigValidationError, DaemonStartError, FileServiceError,
-                     FilesystemMissing, InvalidShareSpec, PathOutsideFilesystem, ReloadError)
+from .errors import (
+                     CommandError,
+                     ConfigValidationError,
+                     DaemonStartError,
+                     FileServiceError,
+                     FilesystemMissing,
+                     InvalidShareSpec,
+                     PathOutsideFilesystem,
+                     ReloadError,
+)
 from .files import write_if_changed
 from .ganesha import build_ganesha_config, render_ganesha_conf
 from .nfs_server import NfsServer, nfs_null_ping
 from .paths import resolve_share_path
 from .samba import build_smb_config, dfree_scripts, render_smb_conf
 from .smb_server import SmbServer, validate_smb_conf
-from .smb_users import (delete_smb_user, delete_unix_user, ensure_unix_user, set_smb_password,
-                        unix_user_exists)
-from .specs import (DEFAULT_SNAPSHOT_FORMAT, NfsClientRule, NfsExport, NfsSettings, SmbSettings,
-                    SmbShare)
+from .smb_users import (
+                     delete_smb_user,
+                     delete_unix_user,
+                     ensure_unix_user,
+                     set_smb_password,
+                     unix_user_exists,
+)
+from .specs import (
+                     DEFAULT_SNAPSHOT_FORMAT,
+                     NfsClientRule,
+                     NfsExport,
+                     NfsSettings,
+                     SmbSettings,
+                     SmbShare,
+)
 
 __all__ = [
-    "CommandError", "ConfigValidationError", "DaemonStartError", "FileServiceError",
-    "FilesystemMissing", "InvalidShareSpec", "PathOutsideFilesystem", "ReloadError",
-    "write_if_changed", "build_ganesha_config", "render_ganesha_conf", "NfsServer",
-    "nfs_null_ping", "resolve_share_path", "build_smb_config", "dfree_scripts",
-    "render_smb_conf", "SmbServer", "validate_smb_conf", "delete_smb_user", "delete_unix_user",
-    "ensure_unix_user", "set_smb_password", "unix_user_exists", "DEFAULT_SNAPSHOT_FORMAT",
-    "NfsClientRule", "NfsExport", "NfsSettings", "SmbSettings", "SmbShare",
+                     "DEFAULT_SNAPSHOT_FORMAT",
+                     "CommandError",
+                     "ConfigValidationError",
+                     "DaemonStartError",
+                     "FileServiceError",
+                     "FilesystemMissing",
+                     "InvalidShareSpec",
+                     "NfsClientRule",
+                     "NfsExport",
+                     "NfsServer",
+                     "NfsSettings",
+                     "PathOutsideFilesystem",
+                     "ReloadError",
+                     "SmbServer",
+                     "SmbSettings",
+                     "SmbShare",
+                     "build_ganesha_config",
+                     "build_smb_config",
+                     "delete_smb_user",
+                     "delete_unix_user",
+                     "dfree_scripts",
+                     "ensure_unix_user",
+                     "nfs_null_ping",
+                     "render_ganesha_conf",
+                     "render_smb_conf",
+                     "resolve_share_path",
+                     "set_smb_password",
+                     "unix_user_exists",
+                     "validate_smb_conf",
+                     "write_if_changed",
 ]

@@ -26,7 +26,7 @@ def bind_mount_self(path: str, read_only: bool = False) -> bool:
     if is_mount_point(path):
         return False
     argv = ["mount", "--bind"] + (["-o", "ro"] if read_only else []) + [path, path]
-    done = subprocess.run(argv, capture_output=True, text=True)
+    done = subprocess.run(argv, check=False, capture_output=True, text=True)
     if done.returncode != 0:
         raise CommandError(f"mount --bind {path} failed: {done.stderr.strip()}")
     return True
@@ -35,6 +35,6 @@ def bind_mount_self(path: str, read_only: bool = False) -> bool:
 def unmount(path: str) -> None:
     """Unmount ``path`` if it is a mount point."""
     if is_mount_point(path):
-        done = subprocess.run(["umount", path], capture_output=True, text=True)
+        done = subprocess.run(["umount", path], check=False, capture_output=True, text=True)
         if done.returncode != 0:
             raise CommandError(f"umount {path} failed: {done.stderr.strip()}")

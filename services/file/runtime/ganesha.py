@@ -11,8 +11,14 @@ import os
 import re
 
 from .errors import InvalidShareSpec
-from .specs import (SNAPSHOT_DIR, SNAPSHOT_EXPORT_OFFSET, NfsClientRule, NfsExport, NfsSettings,
-                    check_text)
+from .specs import (
+    SNAPSHOT_DIR,
+    SNAPSHOT_EXPORT_OFFSET,
+    NfsClientRule,
+    NfsExport,
+    NfsSettings,
+    check_text,
+)
 
 _ACCESS = {"rw": "RW", "ro": "RO"}
 _SQUASH = {"root_squash": "Root_Squash", "all_squash": "All_Squash",

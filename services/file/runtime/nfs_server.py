@@ -113,13 +113,14 @@ class NfsServer(ChildDaemon):
                 return True
             try:
                 self._reload(timeout)
-            except ReloadError:
+            except ReloadError as failure:
                 if old is not None:
                     write_if_changed(self.conf_path, old)
                     try:
                         self._reload(timeout)
-                    except ReloadError:
-                        pass  # the first error is the one to report; it is raised below
+                    except ReloadError as second:
+                        raise ReloadError(f"{failure}\nRestoring the previous config also "
+                                          f"failed: {second}") from failure
                 raise
             self.exports = exports
             return True

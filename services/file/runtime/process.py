@@ -55,7 +55,8 @@ class ChildDaemon:
     def _spawn(self, argv: list[str], log_path: str, env: dict | None = None) -> None:
         if self.is_running():
             raise DaemonStartError(f"{self.name} is already running (pid {self.pid})")
-        self._log = open(log_path, "ab")
+        # stays open while the child runs; closed in stop()
+        self._log = open(log_path, "ab")  # noqa: SIM115
         # Own session: smbd signals its whole process group on shutdown, which must be its
         # own children, never the caller.
         self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._log,

@@ -8,11 +8,21 @@ import subprocess
 import tempfile
 import threading
 
-from .errors import ConfigValidationError, DaemonStartError, FilesystemMissing, ReloadError
+from .errors import (
+    ConfigValidationError,
+    DaemonStartError,
+    FilesystemMissing,
+    ReloadError,
+)
 from .files import write_if_changed
 from .process import ChildDaemon, port_open, require_binary
-from .samba import (STATE_SUBDIRS, build_smb_config, dfree_scripts, render_smb_conf,
-                    smb_conf_path)
+from .samba import (
+    STATE_SUBDIRS,
+    build_smb_config,
+    dfree_scripts,
+    render_smb_conf,
+    smb_conf_path,
+)
 from .specs import SmbSettings, SmbShare
 
 # testparm exits 0 on these, but they mean the config is not what we meant
@@ -28,7 +38,7 @@ def validate_smb_conf(text: str, workdir: str) -> None:
         with os.fdopen(fd, "w") as f:
             f.write(text)
         done = subprocess.run([testparm, "-s", path], stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=60)
+                              check=False, capture_output=True, text=True, timeout=60)
     finally:
         os.unlink(path)
     problems = [line for line in done.stderr.splitlines()
@@ -106,13 +116,14 @@ class SmbServer(ChildDaemon):
             if self.is_running():
                 try:
                     self.reload()
-                except ReloadError:
+                except ReloadError as failure:
                     if old is not None:
                         write_if_changed(self.conf_path, old)
                         try:
                             self.reload()
-                        except ReloadError:
-                            pass  # report the first failure, raised below
+                        except ReloadError as second:
+                            raise ReloadError(f"{failure}\nRestoring the previous config "
+                                              f"also failed: {second}") from failure
                     raise
             self.shares = shares
             return True
@@ -122,12 +133,13 @@ class SmbServer(ChildDaemon):
         smbcontrol = require_binary("smbcontrol")
         done = subprocess.run([smbcontrol, f"--configfile={self.conf_path}", "smbd",
                                "reload-config"], stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=30)
+                              check=False, capture_output=True, text=True, timeout=30)
         if done.returncode != 0:
             raise ReloadError(f"smbcontrol smbd reload-config failed (exit {done.returncode}): "
                               f"{(done.stderr or done.stdout).strip()}")
         if not self.healthy():
-            raise ReloadError(f"smbd is not accepting connections after reload; see {self.log_path}")
+            raise ReloadError("smbd is not accepting connections after reload; "
+                              f"see {self.log_path}")
 
     def _install(self, shares: list[SmbShare]) -> bool:
         for share in shares:

@@ -11,7 +11,8 @@ from .specs import check_user_name
 
 
 def _run(argv: list[str], stdin: str | None = None) -> subprocess.CompletedProcess:
-    done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(argv, input=stdin, check=False, capture_output=True, text=True,
+                          timeout=60)
     if done.returncode != 0:
         raise CommandError(f"{' '.join(argv[:2])}... failed (exit {done.returncode}): "
                            f"{(done.stderr or done.stdout).strip()}")
@@ -62,7 +63,7 @@ def delete_smb_user(conf_path: str, name: str, remove_unix_user: bool = True) ->
     """Remove ``name`` from the passdb (if present) and, by default, its Unix account."""
     check_user_name(name)
     done = subprocess.run([require_binary("pdbedit"), "-s", conf_path, "-L"],
-                          capture_output=True, text=True, timeout=60)
+                          check=False, capture_output=True, text=True, timeout=60)
     if any(line.split(":", 1)[0] == name for line in done.stdout.splitlines()):
         _run([require_binary("smbpasswd"), "-c", conf_path, "-x", name])
     if remove_unix_user:

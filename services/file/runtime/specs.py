@@ -63,8 +63,8 @@ class NfsClientRule:
             try:
                 ipaddress.ip_network(self.address, strict=False)
             except ValueError:
-                raise InvalidShareSpec(
-                    f"client address {self.address!r} is not an IP address, a CIDR or '*'") from None
+                raise InvalidShareSpec(f"client address {self.address!r} is not an IP "
+                                       "address, a CIDR or '*'") from None
 
 
 @dataclass
@@ -98,8 +98,9 @@ class NfsExport:
                 f"pseudo path {self.pseudo!r} must be absolute, not '/', without '.', '..' or '//'")
 
     @classmethod
-    def from_dict(cls, data: dict) -> "NfsExport":
-        """Build from the REST shape ``{export_id, path, pseudo, clients: [{address, access, squash}]}``."""
+    def from_dict(cls, data: dict) -> NfsExport:
+        """Build from the REST shape
+        ``{export_id, path, pseudo, clients: [{address, access, squash}], snapshots?}``."""
         return cls(export_id=data["export_id"], path=data["path"], pseudo=data["pseudo"],
                    clients=list(data.get("clients", [])), snapshots=data.get("snapshots", True))
 
@@ -157,7 +158,7 @@ class SmbShare:
             raise InvalidShareSpec(f"quota {self.quota_bytes!r} must be a positive byte count")
 
     @classmethod
-    def from_dict(cls, data: dict) -> "SmbShare":
+    def from_dict(cls, data: dict) -> SmbShare:
         """Build from the REST shape ``{name, path, read_only, valid_users, encrypt, ...}``."""
         keys = ("name", "path", "read_only", "valid_users", "encrypt", "signing",
                 "quota_bytes", "snapshots", "comment")

@@ -14,8 +14,15 @@ import tempfile
 
 import pytest
 
-from services.file.runtime import (NfsServer, NfsSettings, SmbServer, SmbSettings,
-                                   delete_smb_user, ensure_unix_user, set_smb_password)
+from services.file.runtime import (
+    NfsServer,
+    NfsSettings,
+    SmbServer,
+    SmbSettings,
+    delete_smb_user,
+    ensure_unix_user,
+    set_smb_password,
+)
 from services.file.runtime.btrfs_mounts import bind_mount_self
 from services.file.runtime.process import free_port
 
@@ -29,7 +36,7 @@ def need(*binaries: str) -> None:
 
 def run(*argv: str, **kw) -> subprocess.CompletedProcess:
     """Run a command, raising with its stderr on failure."""
-    done = subprocess.run(argv, capture_output=True, text=True, **kw)
+    done = subprocess.run(argv, check=False, capture_output=True, text=True, **kw)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()}")
     return done
@@ -80,9 +87,9 @@ def btrfs_pool():
         yield mnt
     finally:
         if mounted:   # -R: also the bind mounts of subvolumes and snapshots
-            subprocess.run(["umount", "-R", mnt], capture_output=True)
+            subprocess.run(["umount", "-R", mnt], check=False, capture_output=True)
         if loop:
-            subprocess.run(["losetup", "-d", loop], capture_output=True)
+            subprocess.run(["losetup", "-d", loop], check=False, capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -13,7 +13,7 @@ def smbclient(server, share: str, user: str, password: str, command: str,
             "-U", f"{user}%{password}", "-m", "SMB3", "-c", command]
     if encrypt:
         argv.append("--client-protection=encrypt")
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=120)
 
 
 class SmbProtocolClient:
@@ -23,8 +23,8 @@ class SmbProtocolClient:
         import smbclient as api
         self.api, self.cache = api, {}
         self.port = server.settings.port
-        self.kw = dict(username=user, password=password, port=self.port, encrypt=encrypt,
-                       connection_cache=self.cache)
+        self.kw = {"username": user, "password": password, "port": self.port,
+                   "encrypt": encrypt, "connection_cache": self.cache}
 
     def path(self, share: str, name: str) -> str:
         """UNC path of ``name`` in ``share``."""

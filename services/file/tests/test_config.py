@@ -7,12 +7,24 @@ import stat
 
 import pytest
 
-from services.file.runtime import (DEFAULT_SNAPSHOT_FORMAT, InvalidShareSpec, NfsClientRule,
-                                   NfsExport, NfsSettings, PathOutsideFilesystem,
-                                   FilesystemMissing, SmbSettings, SmbShare,
-                                   build_ganesha_config, build_smb_config, dfree_scripts,
-                                   render_ganesha_conf, render_smb_conf, resolve_share_path,
-                                   write_if_changed)
+from services.file.runtime import (
+    DEFAULT_SNAPSHOT_FORMAT,
+    FilesystemMissing,
+    InvalidShareSpec,
+    NfsClientRule,
+    NfsExport,
+    NfsSettings,
+    PathOutsideFilesystem,
+    SmbSettings,
+    SmbShare,
+    build_ganesha_config,
+    build_smb_config,
+    dfree_scripts,
+    render_ganesha_conf,
+    render_smb_conf,
+    resolve_share_path,
+    write_if_changed,
+)
 
 
 def nfs_settings(**kw):
@@ -45,9 +57,11 @@ def test_ganesha_export_has_one_client_block_per_rule():
     assert block["SecType"] == ["sys"] and block["FSAL"] == {"Name": "VFS"}
     assert block["MaxWrite"] == block["MaxRead"] == 4 * 1024 * 1024
     assert block["CLIENT"] == [
-        {"Clients": ["10.0.0.0/24"], "Protocols": [4], "Access_Type": "RW", "Squash": "No_Root_Squash",
+        {"Clients": ["10.0.0.0/24"], "Protocols": [4], "Access_Type": "RW",
+         "Squash": "No_Root_Squash",
          "Anonymous_Uid": 65534, "Anonymous_Gid": 65534},
-        {"Clients": ["192.0.2.9"], "Protocols": [4], "Access_Type": "RO", "Squash": "All_Squash",
+        {"Clients": ["192.0.2.9"], "Protocols": [4], "Access_Type": "RO",
+         "Squash": "All_Squash",
          "Anonymous_Uid": 1000, "Anonymous_Gid": 100},
     ]
 
@@ -82,8 +96,10 @@ def test_ganesha_render_prints_blocks_and_quotes_only_what_needs_it():
     lambda: NfsExport(1, "relative", "/x"),
     lambda: NfsExport(1, "/p", "/x/../y"),
     lambda: NfsExport(1, '/p";x', "/x"),
-    lambda: build_ganesha_config(nfs_settings(), [NfsExport(1, "/a", "/a"), NfsExport(1, "/b", "/b")]),
-    lambda: build_ganesha_config(nfs_settings(), [NfsExport(1, "/a", "/a"), NfsExport(2, "/b", "/a")]),
+    lambda: build_ganesha_config(nfs_settings(), [NfsExport(1, "/a", "/a"),
+                                                  NfsExport(1, "/b", "/b")]),
+    lambda: build_ganesha_config(nfs_settings(), [NfsExport(1, "/a", "/a"),
+                                                  NfsExport(2, "/b", "/a")]),
 ])
 def test_ganesha_refuses_malformed_exports(bad):
     with pytest.raises(InvalidShareSpec):

@@ -7,11 +7,18 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
-from services.file.runtime import (DaemonStartError, FilesystemMissing, NfsClientRule,
-                                   NfsExport, ReloadError, resolve_share_path)
+from services.file.runtime import (
+    DaemonStartError,
+    FilesystemMissing,
+    NfsClientRule,
+    NfsExport,
+    ReloadError,
+    resolve_share_path,
+)
 
 from .conftest import make_share_dir, make_snapshot, make_subvolume, run
 from .nfs_client import connect, error_codes, read_hash, sha, write_file
@@ -66,7 +73,7 @@ def test_adding_and_removing_an_export_while_another_client_writes(nfs_factory, 
                     write_file(client, f"part-{i}", data)
                     written.append((f"part-{i}", sha(data)))
                     i += 1
-        except Exception as exc:  # reported by the main thread
+        except Exception as exc:  # noqa: BLE001 - reported by the main thread
             errors.append(exc)
 
     thread = threading.Thread(target=writer)
@@ -98,13 +105,13 @@ def test_refused_exports_leave_the_old_config_serving(nfs_factory, scratch):
     fs = make_share_dir(scratch, "fs1")
     good = NfsExport(1, fs, "/fs1", rw())
     server = nfs_factory([good])
-    before = open(server.conf_path).read()
+    before = Path(server.conf_path).read_text()
     with pytest.raises(FilesystemMissing, match="deleted"):
         server.apply([good, NfsExport(2, os.path.join(scratch, "gone"), "/gone", rw())])
     # /proc passes our checks but Ganesha's VFS cannot export it: the reload itself fails
     with pytest.raises(ReloadError, match="refused the new exports"):
         server.apply([good, NfsExport(3, "/proc/self", "/proc", rw(), snapshots=False)])
-    assert open(server.conf_path).read() == before
+    assert Path(server.conf_path).read_text() == before
     assert server.healthy()
     with connect(server.settings.port, "/fs1") as client:
         write_file(client, "still-here", b"ok")
@@ -164,7 +171,7 @@ def test_client_rule_that_does_not_match_is_refused(nfs_factory, scratch):
         pytest.skip("iproute2 is not installed")
     tag = os.urandom(2).hex()
     netns, host_if, peer_if = f"strata-t{tag}", f"stv{tag}a", f"stv{tag}b"
-    subnet = f"10.{200 + int(tag[:2], 16) % 50}.{int(tag[2:], 16)}"
+    subnet = f"10.{200 + int(tag[:2], 16) % 50}.{int(tag[2:], 16)}"  # noqa: FURB166
     host_ip, peer_ip = f"{subnet}.1", f"{subnet}.2"
     created = []
     try:
@@ -206,7 +213,7 @@ def test_client_rule_that_does_not_match_is_refused(nfs_factory, scratch):
             "c.close()\n")
         out = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", script,
                               host_ip, str(port)],
-            capture_output=True, text=True, timeout=60)
+            check=False, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         assert "private: refused" in out.stdout
         assert "shared read: shared" in out.stdout
@@ -214,6 +221,6 @@ def test_client_rule_that_does_not_match_is_refused(nfs_factory, scratch):
         assert not os.path.exists(os.path.join(fs, "new"))
     finally:
         if "link" in created:
-            subprocess.run(["ip", "link", "del", host_if], capture_output=True)
+            subprocess.run(["ip", "link", "del", host_if], check=False, capture_output=True)
         if "netns" in created:
-            subprocess.run(["ip", "netns", "del", netns], capture_output=True)
+            subprocess.run(["ip", "netns", "del", netns], check=False, capture_output=True)

@@ -7,6 +7,7 @@ import os
 import re
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -56,7 +57,7 @@ def test_read_only_share_and_valid_users(smb_factory, smb_users, scratch):
         f.write(b"x" * 1000)
     done = smbclient(server, "ro", alice, pw_a, f"get kept {local}.kept; put {local} new")
     assert "NT_STATUS_ACCESS_DENIED" in done.stdout + done.stderr
-    assert open(local + ".kept", "rb").read() == b"before"
+    assert Path(local + ".kept").read_bytes() == b"before"
     assert not os.path.exists(os.path.join(fs, "new"))
     done = smbclient(server, "alice-only", bob, pw_b, "ls")
     assert done.returncode != 0 and "NT_STATUS_ACCESS_DENIED" in done.stdout + done.stderr
@@ -67,12 +68,12 @@ def test_bad_config_is_refused_and_the_old_one_keeps_serving(smb_factory, smb_us
     fs = make_share_dir(scratch, "fs1")
     server = smb_factory([SmbShare("a", fs)])
     user, password = smb_users(server)
-    before = open(server.conf_path).read()
+    before = Path(server.conf_path).read_text()
     server.settings.server_encrypt = "sometimes"      # testparm: invalid value
     with pytest.raises(ConfigValidationError, match="testparm refused"):
         server.apply([SmbShare("a", fs), SmbShare("b", fs)])
     server.settings.server_encrypt = "desired"
-    assert open(server.conf_path).read() == before
+    assert Path(server.conf_path).read_text() == before
     assert server.healthy()
     assert smbclient(server, "a", user, password, "ls").returncode == 0
     assert "NT_STATUS_BAD_NETWORK_NAME" in smbclient(server, "b", user, password, "ls").stdout
@@ -100,9 +101,9 @@ def test_snapshots_visible_as_files_and_previous_versions(smb_factory, smb_users
                      f"get .snapshots/x/model.pt {out}.snap; get model.pt {out}.live; "
                      f"get {gmt}/model.pt {out}.prev; allinfo model.pt")
     assert done.returncode == 0, done.stderr + done.stdout
-    assert open(out + ".snap", "rb").read() == b"version one"
-    assert open(out + ".prev", "rb").read() == b"version one"
-    assert open(out + ".live", "rb").read() == b"version two, longer"
+    assert Path(out + ".snap").read_bytes() == b"version one"
+    assert Path(out + ".prev").read_bytes() == b"version one"
+    assert Path(out + ".live").read_bytes() == b"version two, longer"
     assert gmt in done.stdout                      # listed by shadow_copy2 as a previous version
     with SmbProtocolClient(server, user, password) as client:
         assert client.read_hash("fs", ".snapshots\\x\\model.pt")[0] == len(b"version one")
@@ -147,7 +148,7 @@ def test_adding_and_removing_a_share_while_another_client_writes(smb_factory, sm
                     client.write("a", f"part-{i}", data)
                     written.append((f"part-{i}", hashlib.sha256(data).hexdigest()))
                     i += 1
-        except Exception as exc:  # reported by the main thread
+        except Exception as exc:  # noqa: BLE001 - reported by the main thread
             errors.append(exc)
 
     thread = threading.Thread(target=writer)
