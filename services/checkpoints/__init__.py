@@ -1,0 +1,22 @@
+"""Checkpoint service (issue 5): the checkpoint path of ARCHITECTURE.md.
+
+REST (all under /api/v1/, token auth; viewers read, operators and admins write):
+
+- `checkpoint-jobs/` CRUD by name: `filesystem` and/or `bucket`, `keep_last`, `keep_every`,
+  `keep_newer_than`, `tier_after`, `capacity_pool`, `writing_timeout`.
+- `checkpoint-jobs/{job}/latest/`: the newest committed version (404 if none).
+- `checkpoint-jobs/{job}/retention-preview/`: what would be deleted and why the rest stays;
+  `POST .../retention/` applies it as a job (202); `POST .../scan/` commits DCP/Orbax
+  checkpoints found in the job's directory or bucket now.
+- `checkpoint-jobs/{job}/versions/`: list; `POST {"step"}` begins (or joins) a version and
+  returns its `id`, `path`, `relative_path`, `s3_prefix`.
+- `.../versions/{id}/commit/` `{"manifest": [{name, size, sha256?|crc32c?}], "location"?}`:
+  200 committed, 409 `{"error": "incomplete", "shards": [...]}` naming every bad shard.
+- `.../versions/{id}/abort/`, `lease/` `{"ttl_seconds", "holder"}` (starts pre-warm when
+  cold), `pin/` `{"reason"}`, `unpin/`, `prewarm/` (202 job, or 200 when already hot).
+- `checkpoint-leases/{id}/` GET/DELETE (release), `POST .../renew/`.
+
+Modules: models (catalog), service (begin/commit/abort/leases/pins), retention, prewarm,
+scanner (commit without the API), verify and formats and s3source (bytes, no Django),
+tasks (Celery), sdk (the training-script client, no Django).
+"""

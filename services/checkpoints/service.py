@@ -235,6 +235,12 @@ def release_lease(lease: CheckpointLease) -> None:
     lease.delete()
 
 
+def forget_old_leases(older_than: timedelta = timedelta(days=1)) -> int:
+    """Delete leases that expired long ago (expired ones already hold nothing)."""
+    return CheckpointLease.objects.filter(
+        expires_at__lt=timezone.now() - older_than).delete()[0]
+
+
 def set_pin(version: CheckpointVersion, pinned: bool, reason: str = "") -> CheckpointVersion:
     with transaction.atomic():
         version = CheckpointVersion.objects.select_for_update().get(pk=version.pk)

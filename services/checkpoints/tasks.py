@@ -8,8 +8,9 @@ from services.checkpoints.models import CheckpointJob, CheckpointVersion
 
 @shared_task(name="checkpoints.abort_stale")
 def abort_stale():
-    """Abort versions left writing past their job's timeout (every minute)."""
-    return {"aborted": service.abort_stale()}
+    """Abort versions left writing past their job's timeout and forget leases that expired
+    over a day ago (every minute)."""
+    return {"aborted": service.abort_stale(), "leases_forgotten": service.forget_old_leases()}
 
 
 @shared_task(name="checkpoints.scan_all")
@@ -24,8 +25,7 @@ def retention_all():
     started = []
     for job in CheckpointJob.objects.all():
         if retention.plan(job)["delete"]:
-            service_job = start_retention(job)
-            started.append(service_job.pk)
+            started.append(start_retention(job).pk)
     return {"jobs": started}
 
 

@@ -81,6 +81,14 @@ class CheckpointVersionSerializer(serializers.ModelSerializer):
                 for x in v.active_leases()]
 
 
+class CheckpointVersionListSerializer(CheckpointVersionSerializer):
+    """Versions in a list: everything but the manifest (which may name thousands of shards)."""
+
+    class Meta(CheckpointVersionSerializer.Meta):
+        fields = [f for f in CheckpointVersionSerializer.Meta.fields if f != "manifest"]
+        read_only_fields = fields
+
+
 class VersionBriefSerializer(serializers.ModelSerializer):
     class Meta:
         model = CheckpointVersion

@@ -68,6 +68,10 @@ class CheckpointVersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     serializer_class = s.CheckpointVersionSerializer
     filterset_fields = ["state", "tier", "step"]
 
+    def get_serializer_class(self):
+        return s.CheckpointVersionListSerializer if self.action == "list" else super(
+        ).get_serializer_class()
+
     def get_job(self) -> CheckpointJob:
         return get_object_or_404(CheckpointJob, name=self.kwargs["job_name"])
 

@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from services.checkpoints import tasks
 from services.checkpoints.models import CheckpointVersion
 from services.checkpoints.tests.conftest import begin, make_job, save, wait_job
 
@@ -63,8 +64,17 @@ def test_retention_keeps_last_every_kth_pinned_leased_and_deletes_the_rest(api, 
     assert "committed less than 1 day, 0:00:00 ago" in {
         reason for e in preview["keep"] for reason in e["reasons"]}
 
+    # the periodic task starts a retention job for every checkpoint job with work to do
+    assert api.patch("/api/v1/checkpoint-jobs/llm/", {"keep_newer_than": None},
+                     format="json").status_code == 200
+    started = tasks.retention_all()["jobs"]
+    assert len(started) == 1
+    job = wait_job(api, f"/api/v1/jobs/{started[0]}/")
+    assert sorted(job["result"]["deleted_steps"]) == [200, 400], job
+    assert not os.path.exists(saved[200]["path"]) and os.path.exists(saved[300]["path"])
+
     # a deleted version cannot be leased; a job holding versions cannot be removed
     r = api.post(f"{base}/{saved[100]['id']}/lease/", {}, format="json")
     assert r.status_code == 409 and "deleted" in r.json()["detail"]
     r = api.delete("/api/v1/checkpoint-jobs/llm/")
-    assert r.status_code == 409 and "200" in r.json()["detail"]
+    assert r.status_code == 409 and "300" in r.json()["detail"]
