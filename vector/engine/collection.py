@@ -238,6 +238,8 @@ class Collection:
 
         Returns only once the delete is in the write-ahead log on disk.
         """
+        if isinstance(ids, (str, int)):
+            raise InvalidInput("delete() takes a list of ids")
         ids = check_ids(list(ids), unique=False)
         with self._lock.write():
             self._check_open()

@@ -119,3 +119,26 @@ def test_cancelled_build_keeps_old_index(manager):
         release.set()
         th.join()
     assert coll.index_state == "ready"
+
+
+def test_hnsw_rebuild_keeps_writes_made_during_it(manager):
+    rows = clustered(3000, DIM, seed=12)
+    coll = manager.create("hswap", DIM, "l2", "hnsw", {"M": 16})
+    coll.upsert_arrays(list(range(2000)), rows[:2000])
+    coll.delete(list(range(0, 100)))           # dead nodes the rebuild reclaims
+    done = []
+
+    def progress(pct, message):
+        if pct >= 50 and not done:
+            done.append(pct)
+            coll.upsert_arrays(list(range(2000, 3000)), rows[2000:])   # new rows
+            coll.upsert_arrays([500], rows[2999:3000])                 # overwrite
+            coll.delete([600])
+
+    coll.build_index(progress=progress)
+    assert done and len(coll) == 2999 - 100 + 1 - 1
+    assert coll.search(rows[2500], 1)[0]["id"] == 2500
+    assert coll.search(rows[600], 1)[0]["id"] != 600
+    assert {r["id"] for r in coll.search(rows[2999], 2)} == {500, 2999}
+    assert coll.search(rows[50], 1)[0]["id"] >= 100
+    assert coll.stats()["dead_in_index"] == 2     # the overwritten and the deleted row

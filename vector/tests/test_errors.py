@@ -111,6 +111,8 @@ def test_batch_search_and_delete_validation(coll):
         coll.search_batch([[1, 0, 0, 0], [1, 0, 0]], 3)
     with pytest.raises(InvalidId):
         coll.delete([{"id": 1}])
+    with pytest.raises(InvalidInput, match="list of ids"):
+        coll.delete("one")
     assert coll.delete(["nope"]) == 0
     assert coll.delete([1, 1]) == 1
     with pytest.raises(VectorNotFound, match="no vector with id 1"):
