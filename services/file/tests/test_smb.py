@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from services.file.runtime import ConfigValidationError, SmbShare
+from services.file.runtime import (
+    CommandError,
+    ConfigValidationError,
+    InvalidShareSpec,
+    SmbShare,
+    delete_smb_user,
+    ensure_unix_user,
+    set_smb_password,
+    unix_user_exists,
+)
 
 from .conftest import make_share_dir, make_snapshot, make_subvolume, run
 from .smb_client import SmbProtocolClient, smbclient
@@ -170,3 +179,20 @@ def test_adding_and_removing_a_share_while_another_client_writes(smb_factory, sm
     assert os.path.isdir(os.path.join(fs_b, "through-b"))
     for name, digest in written:
         assert sha_file(os.path.join(fs_a, name)) == digest
+
+
+def test_smb_user_password_change_and_deletion(smb_factory, smb_users, scratch):
+    fs = make_share_dir(scratch, "fs1")
+    server = smb_factory([SmbShare("a", fs)])
+    user, password = smb_users(server)
+    assert smbclient(server, "a", user, password, "ls").returncode == 0
+    set_smb_password(server.conf_path, user, "Another-pw-2")
+    assert "NT_STATUS_LOGON_FAILURE" in smbclient(server, "a", user, password, "ls").stdout
+    assert smbclient(server, "a", user, "Another-pw-2", "ls").returncode == 0
+    delete_smb_user(server.conf_path, user)
+    assert not unix_user_exists(user)
+    assert "NT_STATUS_LOGON_FAILURE" in smbclient(server, "a", user, "Another-pw-2", "ls").stdout
+    with pytest.raises(CommandError, match="ensure_unix_user first"):
+        set_smb_password(server.conf_path, user, "x")
+    with pytest.raises(InvalidShareSpec):
+        ensure_unix_user("Bad Name")
