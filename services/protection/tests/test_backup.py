@@ -9,7 +9,8 @@ import zlib
 import pytest
 
 from services.protection.models import RestorePoint
-from services.protection.tests.helpers import file_hashes, run_job, write_files
+from services.protection.tests.helpers import (file_hashes, run_job, wait_for, wait_job,
+                                               write_files)
 from services.protection.tests.s3gateway import ACCESS, SECRET, S3Gateway
 from services.storage.drivers import driver_for
 from services.storage.models import FileSystem, Volume
@@ -153,3 +154,30 @@ def test_volume_backup_and_restore(api, worker, gateway):
     assert restored.size_bytes == 64 * MiB
     assert file_hashes(os.path.dirname(restored.path))[os.path.basename(restored.path)] == \
         file_hashes(os.path.dirname(vol["path"]))[os.path.basename(vol["path"])]
+
+
+def test_cancel_a_throttled_backup_leaves_nothing_behind(api, worker, gateway):
+    """The backup draws from the shared I/O budget (here 2 MiB/s for the backup class), so
+    it is still running when cancelled; a cancelled run leaves no restore point, no objects
+    and no snapshot, and the source is untouched."""
+    api.post("/api/v1/pools/", {"name": "p1", "driver": "local", "devices": ["image:400M"]},
+             format="json")
+    src = api.post("/api/v1/filesystems/", {"name": "data", "pool": "p1"},
+                   format="json").json()["path"]
+    write_files(src, {f"shard-{i}": os.urandom(4 * MiB) for i in range(6)})
+    before = file_hashes(src)
+    r = api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {"backup": 2}}, format="json")
+    assert r.status_code == 200, r.json()
+    assert _target(api, gateway).status_code == 201
+    api.post("/api/v1/backups/", {"name": "slow", "filesystem": "data", "target": "s3"},
+             format="json")
+    job_id = api.post("/api/v1/backups/slow/run/", {}, format="json").json()["id"]
+    wait_for(lambda: "bytes backed up" in api.get(f"/api/v1/jobs/{job_id}/").json()["message"],
+             60, "the backup to start sending")
+    assert api.post(f"/api/v1/jobs/{job_id}/cancel/").status_code == 200
+    job = wait_job(api, job_id)
+    assert job["state"] == "cancelled", job
+    assert not RestorePoint.objects.exists()
+    assert gateway.client().list_objects_v2(Bucket="backups").get("KeyCount", 0) == 0
+    assert FileSystem.objects.get(name="data").snapshots.count() == 0
+    assert file_hashes(src) == before

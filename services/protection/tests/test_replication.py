@@ -6,6 +6,7 @@ own pool ``site-b`` and its own name). Links are cut by a real TCP proxy in betw
 Checked: full then incremental sends land on the replica byte for byte (by hash); a link
 cut mid-transfer leaves the replica unchanged and the next run resumes and completes;
 failover gives a writable copy of the newest replicated state and stops further sends."""
+import hashlib
 import os
 import urllib.parse
 
@@ -20,7 +21,7 @@ from services.protection.tests.helpers import (
     run_job,
     write_files,
 )
-from services.storage.models import FileSystem
+from services.storage.models import FileSystem, Volume
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]
 MiB = 1 << 20
@@ -130,3 +131,42 @@ def test_replicate_cut_link_resume_and_failover(api, worker, live_server, proxy)
     job = run_job(api, "/api/v1/replications/ckpt-dr/sync/")
     assert job["state"] == "failed" and "promoted" in job["error"], job
     assert replica_snapshots("ckpt-replica")[-1] == third
+
+
+def test_replicate_a_volume_and_refuse_a_non_replica_target(api, worker, live_server):
+    make_pool(api, "site-a")
+    make_pool(api, "site-b")
+    vol = api.post("/api/v1/volumes/", {"name": "vm", "pool": "site-a",
+                                        "size_bytes": 32 * MiB}, format="json").json()
+    with open(vol["path"], "r+b") as fh:
+        fh.seek(3 * MiB)
+        fh.write(os.urandom(2 * MiB))
+    token = Token.objects.get(user=api.user).key
+    assert api.post("/api/v1/replication-peers/", {"name": "b", "url": live_server.url,
+                                                   "token": token},
+                    format="json").status_code == 201
+    # a target name that is an ordinary volume there is refused, and nothing changes
+    api.post("/api/v1/volumes/", {"name": "taken", "pool": "site-b", "size_bytes": MiB},
+             format="json")
+    api.post("/api/v1/replications/", {"name": "bad", "volume": "vm", "peer": "b",
+                                       "target_pool": "site-b", "target_name": "taken"},
+             format="json")
+    job = run_job(api, "/api/v1/replications/bad/sync/")
+    assert job["state"] == "failed" and "not a replica" in job["error"], job
+
+    r = api.post("/api/v1/replications/", {"name": "vm-dr", "volume": "vm", "peer": "b",
+                                           "target_pool": "site-b",
+                                           "target_name": "vm-replica"}, format="json")
+    assert r.status_code == 201, r.json()
+    for _ in range(2):
+        job = run_job(api, "/api/v1/replications/vm-dr/sync/")
+        assert job["state"] == "succeeded", job
+        replica = Volume.objects.get(name="vm-replica")
+        with open(os.path.join(os.path.dirname(replica.path), ".snapshots",
+                               job["result"]["snapshot"], "data"), "rb") as a, \
+                open(vol["path"], "rb") as b:
+            assert hashlib.sha256(a.read()).digest() == hashlib.sha256(b.read()).digest()
+        with open(vol["path"], "r+b") as fh:
+            fh.seek(20 * MiB)
+            fh.write(os.urandom(MiB))
+    assert job["result"]["parent"] and replica.size_bytes == 32 * MiB
