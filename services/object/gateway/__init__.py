@@ -24,7 +24,8 @@ does not parse is logged and the previous configuration stays in force::
     }
 
 ``user`` is the owner name recorded on buckets the key creates; a key may use only buckets
-owned by its user, unless ``admin`` is true (then it sees every bucket). Buckets live in the
+owned by its user, unless ``admin`` is true (then it sees every bucket) or a bucket policy
+grants it (see :mod:`.policy`: Allow/Deny by principal = user name, action, resource). Buckets live in the
 gateway's storage, created by S3 CreateBucket or by the admin interface.
 
 Admin interface, same port, JSON in and out, ``Authorization: Bearer <admin_token>``:
@@ -59,8 +60,8 @@ under half are compacted in the background.
 
 Lifecycle: expiration (days, date, expired delete markers), noncurrent-version expiration
 and abort of incomplete multipart uploads, by prefix. Not implemented yet: lifecycle
-transitions to the capacity tier and RestoreObject, bucket policies, bucket tagging, ACLs
-(answered ``NotImplemented``), composite checksums of multipart objects, and garbage
+transitions to the capacity tier and RestoreObject, policy Conditions, bucket tagging, ACLs
+(answered ``NotImplemented`` / ``MalformedPolicy``), composite checksums of multipart objects, and garbage
 collection of large-object files orphaned by a crash between their fsync and their index
 commit (they are unreferenced, never listed).
 
@@ -68,5 +69,5 @@ Modules: :mod:`.app` (ASGI, routing, auth), :mod:`.sigv4`, :mod:`.body` (aws-chu
 :mod:`.checksums`, :mod:`.errors` (S3 XML errors), :mod:`.bucket_ops`, :mod:`.object_ops`,
 :mod:`.multipart`, :mod:`.admin`, :mod:`.core` (byte paths), :mod:`.storage` (segments,
 files), :mod:`.index` (sharded SQLite), :mod:`.commit` (group commit), :mod:`.compaction`,
-:mod:`.buckets`, :mod:`.config`.
+:mod:`.lifecycle`, :mod:`.policy`, :mod:`.buckets`, :mod:`.config`.
 """

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from urllib.parse import parse_qsl, unquote
 
-from . import admin, bucket_ops, multipart, object_ops
+from . import admin, bucket_ops, multipart, object_ops, policy
 from .core import Gateway
 from .errors import S3Error
 from .request import Request, Response
@@ -155,10 +155,13 @@ class S3App:
 
 
 def authorize(gw: Gateway, req: Request):
-    """The request's bucket, if the signer owns it (or is an admin); else an S3 error."""
+    """The request's bucket, if the signer may do this request there (owner, admin or policy)."""
     bucket = gw.buckets.get(req.bucket)
-    if bucket.owner != req.auth.user and not req.auth.admin:
-        raise S3Error("AccessDenied", resource=f"/{req.bucket}")
+    action = policy.action_for(req.method, req.query, bool(req.key))
+    resource = f"{req.bucket}/{req.key}" if req.key else req.bucket
+    if not policy.is_allowed(bucket.settings.get("policy"), user=req.auth.user, admin=req.auth.admin,
+                             owner=bucket.owner, action=action, resource=resource):
+        raise S3Error("AccessDenied", resource=f"/{resource}")
     return bucket
 
 
@@ -170,14 +173,19 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return await bucket_ops.put_versioning(gw, req, authorize(gw, req))
         if "lifecycle" in q:
             return await bucket_ops.put_lifecycle(gw, req, authorize(gw, req))
-        if "tagging" in q or "policy" in q:
-            raise S3Error("NotImplemented", "Bucket tagging and bucket policies are not implemented yet")
+        if "policy" in q:
+            return await bucket_ops.put_policy(gw, req, authorize(gw, req))
+        if "tagging" in q:
+            raise S3Error("NotImplemented", "Bucket tagging is not implemented yet")
         return await bucket_ops.create_bucket(gw, req)
     if m == "DELETE":
         if "lifecycle" in q:
             await gw.run(bucket_ops.set_lifecycle, authorize(gw, req), None)
             return Response(204)
-        if "tagging" in q or "policy" in q:
+        if "policy" in q:
+            await gw.run(bucket_ops.set_setting, authorize(gw, req), "policy", None)
+            return Response(204)
+        if "tagging" in q:
             authorize(gw, req)
             return Response(204)
         authorize(gw, req)
@@ -197,7 +205,7 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
         if "lifecycle" in q:
             return bucket_ops.get_lifecycle(bucket)
         if "policy" in q:
-            raise S3Error("NoSuchBucketPolicy")
+            return bucket_ops.get_policy(bucket)
         if "tagging" in q:
             raise S3Error("NoSuchTagSet")
         return await bucket_ops.list_objects(gw, req, bucket)

@@ -112,6 +112,32 @@ def get_lifecycle(bucket: Bucket) -> Response:
     return xml_response(lifecycle["xml"].encode())
 
 
+async def put_policy(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """PutBucketPolicy (the subset :mod:`.policy` evaluates)."""
+    from .policy import parse_policy
+    doc = parse_policy(await req.body().read_all(20 * 1024), bucket.name)
+    await gw.run(set_setting, bucket, "policy", doc)
+    return Response(204)
+
+
+def set_setting(bucket: Bucket, name: str, value) -> None:
+    """Store (or with None, remove) one bucket setting."""
+    if value is None:
+        bucket.settings.pop(name, None)
+    else:
+        bucket.settings[name] = value
+    bucket.save()
+
+
+def get_policy(bucket: Bucket) -> Response:
+    """GetBucketPolicy."""
+    import json
+    doc = bucket.settings.get("policy")
+    if not doc:
+        raise S3Error("NoSuchBucketPolicy", BucketName=bucket.name)
+    return Response(200, {"content-type": "application/json"}, json.dumps(doc).encode())
+
+
 def _max_keys(req: Request, name: str = "max-keys") -> int:
     raw = req.query.get(name, str(MAX_KEYS))
     try:

@@ -33,6 +33,7 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "InvalidRequest": (400, "Invalid Request"),
     "InvalidStorageClass": (400, "The storage class you specified is not valid"),
     "KeyTooLongError": (400, "Your key is too long"),
+    "MalformedPolicy": (400, "Policies must be valid JSON and the first byte must be '{'"),
     "MalformedXML": (400, "The XML you provided was not well-formed or did not validate against our published schema."),
     "MethodNotAllowed": (405, "The specified method is not allowed against this resource."),
     "MissingContentLength": (411, "You must provide the Content-Length HTTP header."),

@@ -9,6 +9,7 @@ from .buckets import Bucket
 from .core import Gateway
 from .errors import S3Error, child_text, el, parse_xml, xml_doc
 from .index import Op, Record
+from .policy import is_allowed
 from .request import Request, Response, xml_response
 
 MAX_TAGS = 10
@@ -301,7 +302,8 @@ async def copy_source(gw: Gateway, req: Request) -> Record:
     """The source version of a copy, after the signer's access and copy-source conditions."""
     sb, sk, svid = parse_copy_source(req.headers["x-amz-copy-source"])
     src_bucket = gw.buckets.get(sb)
-    if src_bucket.owner != req.auth.user and not req.auth.admin:
+    if not is_allowed(src_bucket.settings.get("policy"), user=req.auth.user, admin=req.auth.admin,
+                      owner=src_bucket.owner, action="s3:GetObject", resource=f"{sb}/{sk}"):
         raise S3Error("AccessDenied", resource=f"/{sb}/{sk}")
     rec = await lookup(gw, src_bucket, sk, svid)
     check_conditions(req.headers, rec, prefix="x-amz-copy-source-", copy=True)
