@@ -224,3 +224,16 @@ def test_client_rule_that_does_not_match_is_refused(nfs_factory, scratch):
             subprocess.run(["ip", "link", "del", host_if], check=False, capture_output=True)
         if "netns" in created:
             subprocess.run(["ip", "netns", "del", netns], check=False, capture_output=True)
+
+
+def test_changing_a_client_rule_takes_effect_on_the_live_export(nfs_factory, scratch):
+    fs = make_share_dir(scratch, "fs1")
+    server = nfs_factory([NfsExport(1, fs, "/fs1", rw())])
+    with connect(server.settings.port, "/fs1") as client:
+        write_file(client, "before", b"rw")
+    assert server.apply([NfsExport(1, fs, "/fs1", [NfsClientRule("127.0.0.1", "ro")])])
+    with connect(server.settings.port, "/fs1") as client:
+        assert read_hash(client, "before") == (2, sha(b"rw"))
+        with pytest.raises(nfs_rs.NfsError, match="read-only"):
+            write_file(client, "after", b"ro")
+    assert not os.path.exists(os.path.join(fs, "after"))
