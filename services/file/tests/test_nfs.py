@@ -237,3 +237,19 @@ def test_changing_a_client_rule_takes_effect_on_the_live_export(nfs_factory, scr
         with pytest.raises(nfs_rs.NfsError, match="read-only"):
             write_file(client, "after", b"ro")
     assert not os.path.exists(os.path.join(fs, "after"))
+
+
+def test_squash_rules_map_owners(nfs_factory, scratch):
+    fs = make_share_dir(scratch, "fs1")
+    server = nfs_factory([
+        NfsExport(1, fs, "/none", [NfsClientRule("127.0.0.1", "rw", "no_root_squash")]),
+        NfsExport(2, fs, "/root", [NfsClientRule("127.0.0.1", "rw", "root_squash")]),
+        NfsExport(3, fs, "/all", [NfsClientRule("127.0.0.1", "rw", "all_squash",
+                                                anonymous_uid=1234, anonymous_gid=4321)]),
+    ])
+    for pseudo in ("/none", "/root", "/all"):
+        with connect(server.settings.port, pseudo) as client:      # AUTH_SYS uid 0
+            write_file(client, pseudo.strip("/"), b"x")
+    owners = {name: (os.stat(os.path.join(fs, name)).st_uid, os.stat(os.path.join(fs, name)).st_gid)
+              for name in ("none", "root", "all")}
+    assert owners == {"none": (0, 0), "root": (65534, 65534), "all": (1234, 4321)}
