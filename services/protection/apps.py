@@ -5,3 +5,6 @@ class ProtectionConfig(AppConfig):
     name = "services.protection"
     label = "protection"
     verbose_name = "Snapshot schedules, replication and backup"
+
+    def ready(self):
+        from services.protection import signals  # noqa: F401  (connects the receivers)

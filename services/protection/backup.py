@@ -55,6 +55,9 @@ def _sync(backup: Backup) -> None:
 
 
 def create_backup(**fields) -> Backup:
+    source = fields.get("filesystem") or fields.get("volume")
+    fields.update(source_name=source.name,
+                  source_kind="filesystem" if fields.get("filesystem") else "volume")
     with transaction.atomic():
         backup = Backup.objects.create(**fields)
         _sync(backup)
@@ -75,9 +78,11 @@ def delete_backup(backup: Backup) -> None:
     points first to remove those)."""
     with transaction.atomic():
         beat.delete_periodic_task(backup)
-        for snap in backup.source_snapshots().filter(name__startswith=backup.snapshot_prefix):
-            if not snap.clones():
-                storage.delete_snapshot(snap)
+        if backup.source is not None:
+            for snap in backup.source_snapshots().filter(
+                    name__startswith=backup.snapshot_prefix):
+                if not snap.clones():
+                    storage.delete_snapshot(snap)
         RestorePoint.objects.filter(backup=backup).update(parent=None)
         backup.delete()
 
@@ -111,6 +116,10 @@ def run_backup(backup: Backup, progress=lambda pct, msg: None) -> dict:
 
 def _run(backup: Backup, progress) -> dict:
     source, target = backup.source, backup.target
+    if source is None:
+        raise BackupFailed(f"{backup.source_kind} {backup.source_name} of backup "
+                           f"{backup.name} was deleted; its restore points can still be "
+                           "restored, but there is nothing more to back up.")
     drv = driver_for(source.pool.driver)
     s3 = s3_for(target)
     _remove_orphans(backup, s3)

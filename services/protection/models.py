@@ -165,8 +165,17 @@ class BackupTarget(models.Model):
 
 
 class Backup(SourceMixin):
-    """Back a file system or volume up to a target: full first, then incrementals."""
+    """Back a file system or volume up to a target: full first, then incrementals.
 
+    The catalog outlives the source: deleting the file system or volume leaves the backup
+    (``source`` becomes None, ``source_name`` and ``source_kind`` stay) so it can be restored."""
+
+    filesystem = models.ForeignKey(FileSystem, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    volume = models.ForeignKey(Volume, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="+")
+    source_name = models.CharField(max_length=63, blank=True, default="")
+    source_kind = models.CharField(max_length=16, blank=True, default="")
     name = NameField(unique=True)
     target = models.ForeignKey(BackupTarget, on_delete=models.PROTECT, related_name="backups")
     every_minutes = models.PositiveIntegerField(null=True, blank=True)
@@ -194,7 +203,7 @@ class RestorePoint(models.Model):
 
     backup = models.ForeignKey(Backup, on_delete=models.CASCADE, related_name="restore_points")
     snapshot = models.CharField(max_length=63)
-    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.RESTRICT,
                                related_name="children")
     kind = models.CharField(max_length=16)  # filesystem | volume
     key = models.CharField(max_length=500)  # the manifest's object key

@@ -176,10 +176,11 @@ class BackupSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Backup
-        fields = ["id", "name", "filesystem", "volume", "target", "every_minutes",
-                  "full_every", "state", "error", "last_run_at", "restore_points",
-                  "created_at"]
-        read_only_fields = ["state", "error", "last_run_at", "created_at"]
+        fields = ["id", "name", "filesystem", "volume", "source_kind", "source_name",
+                  "target", "every_minutes", "full_every", "state", "error", "last_run_at",
+                  "restore_points", "created_at"]
+        read_only_fields = ["source_kind", "source_name", "state", "error", "last_run_at",
+                            "created_at"]
 
     def get_restore_points(self, backup) -> int:
         return backup.restore_points.count()

@@ -240,7 +240,11 @@ class RestorePointViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         rp = self.get_object()
         body = s.RestorePointRestoreSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        pool = body.validated_data.get("pool") or rp.backup.source.pool
+        source = rp.backup.source
+        pool = body.validated_data.get("pool") or (source.pool if source else None)
+        if pool is None:
+            raise ValidationError({"pool": f"{rp.kind} {rp.backup.source_name} is gone; "
+                                           "give the pool to restore into."})
         job = tasks.start_restore(rp, name=body.validated_data["name"], pool=pool.name,
                                   user=request.user)
         return job_accepted(job, request)

@@ -155,6 +155,20 @@ def test_volume_backup_and_restore(api, worker, gateway):
     assert file_hashes(os.path.dirname(restored.path))[os.path.basename(restored.path)] == \
         file_hashes(os.path.dirname(vol["path"]))[os.path.basename(vol["path"])]
 
+    # the catalog outlives its source: delete the volume, then restore again
+    assert api.delete("/api/v1/volumes/vm/").status_code == 204
+    backup = api.get("/api/v1/backups/vm-s3/").json()
+    assert backup["volume"] is None and backup["source_name"] == "vm"
+    r = api.post(f"/api/v1/restore-points/{rp.pk}/restore/", {"name": "vm-r2"}, format="json")
+    assert r.status_code == 400 and "pool" in r.json()["detail"], r.json()
+    job = run_job(api, f"/api/v1/restore-points/{rp.pk}/restore/", {"name": "vm-r2",
+                                                                    "pool": "p1"})
+    assert job["state"] == "succeeded", job
+    with open(Volume.objects.get(name="vm-r2").path, "rb") as a, open(restored.path, "rb") as b:
+        assert a.read() == b.read()
+    job = run_job(api, "/api/v1/backups/vm-s3/run/")
+    assert job["state"] == "failed" and "was deleted" in job["error"], job
+
 
 def test_cancel_a_throttled_backup_leaves_nothing_behind(api, worker, gateway):
     """The backup draws from the shared I/O budget (here 2 MiB/s for the backup class), so

@@ -141,3 +141,14 @@ def test_celery_beat_runs_a_due_schedule_from_the_database(api, fs, worker, data
     assert job["state"] == "succeeded", job
     assert Snapshot.objects.filter(filesystem__name="ckpt",
                                    name=job["result"]["snapshot"]).exists()
+
+
+def test_deleting_the_file_system_removes_its_schedule_and_beat_entry(api, fs):
+    r = api.post("/api/v1/snapshot-schedules/", {
+        "name": "gone", "filesystem": "ckpt", "every_minutes": 10, "keep_last": 1},
+        format="json")
+    assert r.status_code == 201, r.json()
+    assert PeriodicTask.objects.filter(name="protection:schedule:gone").exists()
+    assert api.delete("/api/v1/filesystems/ckpt/").status_code == 204
+    assert not SnapshotSchedule.objects.exists()
+    assert not PeriodicTask.objects.filter(name="protection:schedule:gone").exists()
