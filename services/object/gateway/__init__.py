@@ -60,7 +60,8 @@ under half are compacted in the background.
 
 Lifecycle: expiration (days, date, expired delete markers), noncurrent-version expiration
 and abort of incomplete multipart uploads, by prefix. Not implemented yet: lifecycle
-transitions to the capacity tier and RestoreObject, policy Conditions, bucket tagging, ACLs
+transitions to the capacity tier (so RestoreObject answers InvalidObjectState for every
+object, all being hot), policy Conditions, bucket tagging, ACLs
 (answered ``NotImplemented`` / ``MalformedPolicy``), composite checksums of multipart objects, and garbage
 collection of large-object files orphaned by a crash between their fsync and their index
 commit (they are unreferenced, never listed).

@@ -20,7 +20,7 @@ ADMIN_PREFIX = "/_strata/admin/"
 UNSUPPORTED = {"acl", "cors", "website", "logging", "notification", "replication", "requestPayment",
                "encryption", "object-lock", "legal-hold", "retention", "analytics", "inventory",
                "metrics", "intelligent-tiering", "ownershipControls", "publicAccessBlock",
-               "accelerate", "torrent", "select", "attributes", "restore", "policyStatus"}
+               "accelerate", "torrent", "select", "attributes", "policyStatus"}
 
 
 def _route(gw: Gateway, host: str, path: str) -> tuple[str, str]:
@@ -245,6 +245,8 @@ async def object_dispatch(gw: Gateway, req: Request) -> Response:
             return await multipart.create(gw, req, bucket)
         if "uploadId" in q:
             return await multipart.complete(gw, req, bucket)
+        if "restore" in q:
+            return await object_ops.restore_object(gw, req, bucket)
     raise S3Error("MethodNotAllowed")
 
 

@@ -26,6 +26,7 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "InvalidBucketName": (400, "The specified bucket is not valid."),
     "InvalidDigest": (400, "The Content-MD5 you specified is not valid."),
     "InvalidLocationConstraint": (400, "The specified location constraint is not valid."),
+    "InvalidObjectState": (403, "The operation is not valid for the object's storage class"),
     "InvalidPart": (400, "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag."),
     "InvalidPartOrder": (400, "The list of parts was not in ascending order. Parts must be ordered by part number."),
     "InvalidPartNumber": (416, "The requested partnumber is not satisfiable"),

@@ -378,3 +378,13 @@ async def get_tagging(gw: Gateway, req: Request, bucket: Bucket) -> Response:
 async def delete_tagging(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """DeleteObjectTagging."""
     return await _set_tags(gw, req, bucket, {})
+
+
+async def restore_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """RestoreObject: objects on the hot tier need none (S3 answers InvalidObjectState)."""
+    rec = await lookup(gw, bucket, req.key, _version_query(req))
+    await req.body().read_all(64 * 1024)
+    if rec.tier == "hot":
+        raise S3Error("InvalidObjectState", "Restore is not allowed for the object's current storage class",
+                      StorageClass="STANDARD")
+    raise S3Error("NotImplemented", f"Restoring from tier {rec.tier!r} is not implemented yet")

@@ -58,3 +58,10 @@ def test_lifecycle_configuration_and_expiration(short_day_gateway):
     s3.delete_bucket_lifecycle(Bucket="lcb")
     with pytest.raises(ClientError):
         s3.get_bucket_lifecycle_configuration(Bucket="lcb")
+
+
+def test_restore_of_a_hot_object_is_invalid_object_state(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="hot", Body=b"x")
+    with pytest.raises(ClientError) as e:
+        s3.restore_object(Bucket=bucket, Key="hot", RestoreRequest={"Days": 1})
+    assert e.value.response["Error"]["Code"] == "InvalidObjectState"
