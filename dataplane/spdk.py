@@ -31,11 +31,30 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .driver import (MEDIA, REDUNDANCY_MIN_DEVICES, DeviceInfo, DeviceSpec, Driver, PoolInfo,
-                     SnapshotInfo, VolumeInfo, parse_size, validate_bytes, validate_kind,
-                     validate_name)
-from .errors import (AlreadyExists, DataplaneError, InsufficientDevices, InUse,
-                     InvalidArgument, NotFound, Offline, Unsupported)
+from .driver import (
+    MEDIA,
+    REDUNDANCY_MIN_DEVICES,
+    DeviceInfo,
+    DeviceSpec,
+    Driver,
+    PoolInfo,
+    SnapshotInfo,
+    VolumeInfo,
+    parse_size,
+    validate_bytes,
+    validate_kind,
+    validate_name,
+)
+from .errors import (
+    AlreadyExists,
+    DataplaneError,
+    InsufficientDevices,
+    InUse,
+    InvalidArgument,
+    NotFound,
+    Offline,
+    Unsupported,
+)
 from .spdk_nvmf import SpdkNvmfMixin
 from .spdk_rpc import SpdkRpc
 

@@ -12,8 +12,15 @@ import errno
 import logging
 import threading
 
-from .errors import (AlreadyExists, CommandFailed, DataplaneError, InUse, InvalidArgument,
-                     NotFound, Unsupported)
+from .errors import (
+    AlreadyExists,
+    CommandFailed,
+    DataplaneError,
+    InUse,
+    InvalidArgument,
+    NotFound,
+    Unsupported,
+)
 
 try:  # the ``spdk`` PyPI package (pinned in pyproject.toml)
     from spdk.rpc.client import JSONRPCClient, JSONRPCException

@@ -15,8 +15,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dataplane import DeviceSpec  # noqa: E402
-from dataplane.errors import (AlreadyExists, InsufficientDevices, InUse, InvalidArgument,  # noqa: E402
-                              NotFound, Offline, Unsupported)
+from dataplane.errors import (  # noqa: E402
+    AlreadyExists,
+    InsufficientDevices,
+    InUse,
+    InvalidArgument,
+    NotFound,
+    Offline,
+    Unsupported,
+)
 from dataplane.spdk import SpdkDriver  # noqa: E402
 from dataplane.spdk_rpc import SpdkRpcError  # noqa: E402
 from tests.fakes.spdk_server import FakeSpdk, FakeSpdkServer  # noqa: E402

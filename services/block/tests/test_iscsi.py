@@ -5,8 +5,8 @@ import subprocess
 
 import pytest
 
-from services.block.transports.base import DaemonError, ExportExists, Host, HostGroup, InvalidExport
 from services.block.tests.conftest import make_volume, random_file, sha256_file
+from services.block.transports.base import ExportExists, Host, HostGroup, InvalidExport
 
 MiB = 1 << 20
 CLIENT = "iqn.2026-01.io.strata.test:client1"

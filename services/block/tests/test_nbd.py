@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from services.block.transports.base import ExportExists, ExportNotFound, QosLimits
 from services.block.tests.conftest import make_volume, random_file, sha256_file
+from services.block.transports.base import ExportExists, ExportNotFound, QosLimits
 
 MiB = 1 << 20
 

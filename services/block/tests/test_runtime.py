@@ -10,9 +10,17 @@ import pytest
 
 from dataplane import DeviceSpec, DirectoryDriver
 from services.block.tests.conftest import need
-from services.block.transports import (BlockRuntime, ExportExists, ExportInUse, ExportNotFound,
-                                       Host, HostGroup, InvalidExport, QosLimits)
-from services.block.transports.base import free_port
+from services.block.transports import (
+    BlockRuntime,
+    ExportExists,
+    ExportInUse,
+    ExportNotFound,
+    Host,
+    HostGroup,
+    InvalidExport,
+    QosLimits,
+)
+from services.block.transports.base import free_port, wait_for_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from tests.fakes.spdk_server import FakeSpdkServer  # noqa: E402
@@ -89,3 +97,41 @@ def test_one_volume_three_ways_resize_and_delete_guard(runtime, workdir):
         rt.unexport("exp-1")
     drv.destroy_pool("p1")
     spdk.destroy_pool("fast")
+
+
+def test_sessions_from_several_processes_take_turns(workdir):
+    """API workers and Celery tasks each open a short session; the daemons outlive them."""
+    need("tgtd", "qemu-storage-daemon", "nbdinfo", "iscsi-inq")
+    state = os.path.join(workdir, "block")
+    kwargs = {"iscsi_port": free_port(), "nbd_port": free_port()}
+    a = os.path.join(workdir, "a.raw")
+    b = os.path.join(workdir, "b.raw")
+    for path in (a, b):
+        with open(path, "wb") as f:
+            f.truncate(8 * MiB)
+    with BlockRuntime.session(state, **kwargs) as rt:
+        nbd = rt.export("exp-a", "nbd", a)
+    other = subprocess.run([sys.executable, "-c", (
+        "import json, sys\n"
+        "from services.block.transports import BlockRuntime\n"
+        f"with BlockRuntime.session({state!r}, **{kwargs!r}) as rt:\n"
+        f"    print(json.dumps(rt.export('exp-b', 'iscsi', {b!r})))\n")],
+        capture_output=True, text=True, timeout=60)
+    assert other.returncode == 0, other.stderr
+    with BlockRuntime.session(state, **kwargs) as rt:
+        try:
+            assert sorted(e for t in ("iscsi", "nbd") for e in rt.transports[t].list_exports()) \
+                == ["exp-a", "exp-b"]
+            size = subprocess.run(["nbdinfo", "--size", nbd["uri"]], capture_output=True,
+                                  text=True)
+            assert int(size.stdout) == 8 * MiB
+            info = rt.connection_info("exp-b")
+            inq = subprocess.run(["iscsi-inq", f"iscsi://{info['portal']}/"
+                                  f"{info['target_iqn']}/{info['lun']}"],
+                                 capture_output=True, text=True)
+            assert inq.returncode == 0, inq.stderr
+        finally:
+            rt.stop()
+    after = BlockRuntime(state, **kwargs)
+    assert not after.iscsi._answers()                          # tgtd is gone
+    assert not wait_for_port("127.0.0.1", kwargs["nbd_port"], 0.2)   # and so is qsd

@@ -10,8 +10,18 @@ where its bytes live. No Django here.
 See services/block/README.md for the contract the plane wires onto.
 """
 
-from .base import (DaemonError, ExportExists, ExportInUse, ExportNotFound, Host, HostGroup,
-                   InvalidExport, QosLimits, Transport, TransportError)
+from .base import (
+                   DaemonError,
+                   ExportExists,
+                   ExportInUse,
+                   ExportNotFound,
+                   Host,
+                   HostGroup,
+                   InvalidExport,
+                   QosLimits,
+                   Transport,
+                   TransportError,
+)
 from .iscsi import Plan, TgtdTarget
 from .nvmf import NvmfTarget
 from .qmp import QMPClient, QMPError

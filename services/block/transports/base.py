@@ -119,6 +119,9 @@ class Transport(abc.ABC):
     def stop(self) -> None:
         """Stop the daemon this object started (by PID); exports are kept in the record."""
 
+    def detach(self) -> None:
+        """Drop this object's connections to the daemon, leaving it running."""
+
     @abc.abstractmethod
     def export(self, export_id: str, volume_path: str, *, protocol: str | None = None,
                read_only: bool = False, host_group: HostGroup | None = None,

@@ -26,9 +26,21 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .base import (DaemonError, ExportExists, ExportNotFound, HostGroup, Host, InvalidExport,
-                   QosLimits, Supervised, Transport, check_export_id, check_volume_file,
-                   volume_size, wait_for_port)
+from .base import (
+    DaemonError,
+    ExportExists,
+    ExportNotFound,
+    Host,
+    HostGroup,
+    InvalidExport,
+    QosLimits,
+    Supervised,
+    Transport,
+    check_export_id,
+    check_volume_file,
+    volume_size,
+    wait_for_port,
+)
 from .tgtadm import LiveTarget, Tgtadm
 
 DEFAULT_IQN_BASE = "iqn.2026-01.io.strata"
@@ -158,6 +170,14 @@ class TgtdTarget(Transport):
                 pass
             if self._proc is not None and not self._proc.wait_exit(5.0):
                 self._proc.kill(grace=0.5)
+            deadline = time.monotonic() + 5        # an adopted tgtd is not our child
+            while self._proc is None and self._answers() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        self._proc = None
+        self._adopted = False
+
+    def detach(self) -> None:
+        """Forget the process handle; tgtd keeps serving (start() adopts it again)."""
         self._proc = None
         self._adopted = False
 

@@ -12,8 +12,16 @@ import json
 import os
 from pathlib import Path
 
-from .base import (DaemonError, ExportExists, ExportNotFound, HostGroup, InvalidExport,
-                   QosLimits, Transport, check_export_id)
+from .base import (
+    DaemonError,
+    ExportExists,
+    ExportNotFound,
+    HostGroup,
+    InvalidExport,
+    QosLimits,
+    Transport,
+    check_export_id,
+)
 
 
 class NvmfTarget(Transport):
@@ -39,6 +47,9 @@ class NvmfTarget(Transport):
 
     def stop(self) -> None:
         """Nothing to stop: spdk_tgt is managed outside Strata's runtime."""
+        self.driver.rpc.close()
+
+    def detach(self) -> None:
         self.driver.rpc.close()
 
     def health(self) -> dict:

@@ -15,12 +15,24 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import asdict
 from pathlib import Path
 
-from .base import (DaemonError, ExportExists, ExportNotFound, HostGroup, InvalidExport,
-                   QosLimits, Supervised, Transport, check_export_id, check_volume_file,
-                   volume_size, wait_for_port)
+from .base import (
+    DaemonError,
+    ExportExists,
+    ExportNotFound,
+    HostGroup,
+    InvalidExport,
+    QosLimits,
+    Supervised,
+    Transport,
+    check_export_id,
+    check_volume_file,
+    volume_size,
+    wait_for_port,
+)
 from .qmp import QMPClient, QMPError
 
 PROTOCOLS = ("nbd", "vhost-user-blk")
@@ -115,6 +127,19 @@ class QemuStorageDaemon(Transport):
             self._qmp = None
         if self._proc is not None and not self._proc.wait_exit(5.0):
             self._proc.kill()
+        elif self._proc is None:                   # adopted: not our child, watch the port
+            deadline = time.monotonic() + 5
+            while wait_for_port(self.nbd_host, self.nbd_port, 0.05) and \
+                    time.monotonic() < deadline:
+                time.sleep(0.05)
+        self._proc = None
+        self._adopted = False
+
+    def detach(self) -> None:
+        """Close the QMP connection; the daemon keeps serving (start() adopts it again)."""
+        if self._qmp is not None:
+            self._qmp.close()
+            self._qmp = None
         self._proc = None
         self._adopted = False
 

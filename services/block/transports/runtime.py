@@ -19,10 +19,21 @@ Export ids are unique across protocols (use the plane's export primary key, e.g.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 from pathlib import Path
 
-from .base import (ExportExists, ExportInUse, ExportNotFound, HostGroup, InvalidExport,
-                   QosLimits, Transport, check_export_id)
+from .base import (
+    ExportExists,
+    ExportInUse,
+    ExportNotFound,
+    HostGroup,
+    InvalidExport,
+    QosLimits,
+    Transport,
+    check_export_id,
+)
 from .iscsi import TgtdTarget
 from .nvmf import NvmfTarget
 from .qsd import QemuStorageDaemon
@@ -67,6 +78,37 @@ class BlockRuntime:
         """Stop the daemons this runtime started (exports stay recorded)."""
         for t in reversed(self._unique()):
             t.stop()
+
+    def detach(self) -> None:
+        """Let go of the daemons without stopping them (the next start() adopts them)."""
+        for t in self._unique():
+            t.detach()
+
+    @classmethod
+    @contextlib.contextmanager
+    def session(cls, state_dir: str | Path, **kwargs):
+        """A runtime for one piece of work from any process (API worker, Celery task).
+
+        Holds ``<state_dir>/block.lock`` so processes take turns (qemu-storage-daemon
+        accepts one QMP client at a time), adopts the running daemons (starting them if
+        they are not running), and detaches at the end without stopping them::
+
+            with BlockRuntime.session(DATA_DIR / "block", iscsi_port=3260) as rt:
+                info = rt.export("exp-7", "nbd", path)
+        """
+        state_dir = Path(state_dir)
+        state_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(state_dir / "block.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            rt = cls(state_dir, **kwargs)
+            rt.start()
+            try:
+                yield rt
+            finally:
+                rt.detach()
+        finally:
+            os.close(fd)
 
     def health(self) -> dict:
         """{protocol: transport health dict}."""
