@@ -1,8 +1,15 @@
-"""The `strata` command: `strata up` runs the appliance; the rest is a thin REST client."""
+"""The `strata` command: `strata up` runs the appliance; the rest is a thin REST client.
+
+A service adds subcommands with `services/<name>/cli.py` (no Django, light imports):
+`register(subparsers) -> {command: handler}` where `handler(client, args, out) -> int | None`
+and `out(data, columns)` prints a table or JSON.
+"""
 import argparse
+import importlib
 import json
 import sys
 import time
+from pathlib import Path
 
 from console.cli.client import CliError, Client
 from console.cli.output import draw, progress_bar, show
@@ -39,7 +46,13 @@ def watch_job(client: Client, job_id, as_json: bool) -> int:
         time.sleep(0.5)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _service_cli_modules() -> list:
+    services = Path(__file__).resolve().parents[2] / "services"
+    return [importlib.import_module(f"services.{p.parent.name}.cli")
+            for p in sorted(services.glob("*/cli.py"))]
+
+
+def _parser() -> tuple[argparse.ArgumentParser, dict]:
     p = argparse.ArgumentParser(prog="strata", description="Strata storage appliance")
     p.add_argument("--data-dir", default=None,
                    help="data directory holding credentials.json (default ./var)")
@@ -99,7 +112,11 @@ def _parser() -> argparse.ArgumentParser:
     x = job.add_parser("show"); x.add_argument("id", type=int)
     x = job.add_parser("watch"); x.add_argument("id", type=int)
     x = job.add_parser("cancel"); x.add_argument("id", type=int)
-    return p
+
+    handlers = {}
+    for module in _service_cli_modules():
+        handlers.update(module.register(sub))
+    return p, handlers
 
 
 def _device(text: str) -> dict:
@@ -107,7 +124,7 @@ def _device(text: str) -> dict:
     return {"path": path, "fault_domain": domain or "default"}
 
 
-def run(args) -> int:
+def run(args, handlers: dict | None = None) -> int:
     if args.cmd == "up":
         from console.supervisor import up
 
@@ -116,6 +133,8 @@ def run(args) -> int:
         return up(args.data_dir or "var", args.host, args.port, args.default_pool_size, options)
     c = Client.from_environment(args.data_dir)
     out = lambda data, cols: show(data, cols, args.json)  # noqa: E731
+    if handlers and args.cmd in handlers:
+        return handlers[args.cmd](c, args, out) or 0
     if args.cmd == "health":
         print(json.dumps(c.get("health"), indent=2))
         return 0
@@ -192,9 +211,10 @@ def run(args) -> int:
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+    parser, handlers = _parser()
+    args = parser.parse_args(argv)
     try:
-        return run(args)
+        return run(args, handlers)
     except CliError as exc:
         print(f"strata: {exc}", file=sys.stderr)
         return 1
