@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import time
 from pathlib import Path
 from typing import Optional
@@ -40,7 +39,6 @@ from .driver import (
     PoolInfo,
     SnapshotInfo,
     VolumeInfo,
-    parse_size,
     validate_bytes,
     validate_kind,
     validate_name,
@@ -55,16 +53,16 @@ from .errors import (
     Offline,
     Unsupported,
 )
+from .spdk_devices import SpdkDevicesMixin
 from .spdk_nvmf import SpdkNvmfMixin
 from .spdk_rpc import SpdkRpc
 
 MiB = 1 << 20
-PCI_RE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 REDUNDANCY = {"none": "concat", "mirror": "raid1"}
 FS_OFF = "the spdk driver serves block volumes only; put file systems on a local pool"
 
 
-class SpdkDriver(SpdkNvmfMixin, Driver):
+class SpdkDriver(SpdkDevicesMixin, SpdkNvmfMixin, Driver):
     """Pools, thin volumes, snapshots and clones in a running spdk_tgt.
 
     ``rpc_socket`` is spdk_tgt's RPC unix socket (default ``/var/tmp/spdk.sock``) or an
@@ -168,67 +166,6 @@ class SpdkDriver(SpdkNvmfMixin, Driver):
             raise
         self._save(name, rec)
         return self.pool_info(name)
-
-    def _attach_device(self, pool: str, i: int, dev: DeviceSpec) -> dict:
-        bdev = f"{pool}-d{i}"
-        entry = {"path": dev.path, "fault_domain": dev.fault_domain, "bdev": bdev,
-                 "backing": None, "kind": "aio"}
-        if dev.path.startswith("image:"):
-            size = parse_size(dev.path[len("image:"):])
-            self.devices_dir.mkdir(parents=True, exist_ok=True)
-            image = self.devices_dir / f"{pool}-{i}.img"
-            if image.exists():
-                raise InUse(f"image {image} already exists; destroy the old pool first")
-            with open(image, "wb") as f:
-                f.truncate(size)
-            entry["backing"] = str(image)
-        elif dev.path.startswith("malloc:"):
-            entry.update(kind="malloc", size=parse_size(dev.path[len("malloc:"):]))
-        elif dev.path.startswith("nvme:") or PCI_RE.match(dev.path):
-            entry.update(kind="nvme", traddr=dev.path.split(":", 1)[1]
-                         if dev.path.startswith("nvme:") else dev.path)
-        elif dev.path.startswith("/dev/"):
-            entry["backing"] = dev.path
-        else:
-            raise InvalidArgument(f"device {dev.path!r}: use image:SIZE, malloc:SIZE, "
-                                  "nvme:<PCI address> or a /dev path")
-        self._create_bdev(entry)
-        return entry
-
-    def _create_bdev(self, entry: dict) -> None:
-        kind = entry["kind"]
-        if kind == "aio":
-            self.rpc.call("bdev_aio_create", filename=entry["backing"], name=entry["bdev"],
-                          block_size=512)
-        elif kind == "malloc":
-            self.rpc.call("bdev_malloc_create", name=entry["bdev"], block_size=512,
-                          num_blocks=entry["size"] // 512)
-        else:
-            names = self.rpc.call("bdev_nvme_attach_controller", name=entry["bdev"],
-                                  trtype="PCIe", traddr=entry["traddr"])
-            entry["bdev"] = names[0] if isinstance(names, list) and names else f"{entry['bdev']}n1"
-            entry["controller"] = entry["bdev"][:-2]
-
-    def _delete_bdev(self, entry: dict) -> None:
-        method = {"aio": ("bdev_aio_delete", entry["bdev"]),
-                  "malloc": ("bdev_malloc_delete", entry["bdev"]),
-                  "nvme": ("bdev_nvme_detach_controller", entry.get("controller"))}[entry["kind"]]
-        self.rpc.call(method[0], name=method[1])
-
-    def _create_raid(self, rec: dict) -> None:
-        level = rec["raid"]["level"]
-        self.rpc.call("bdev_raid_create", name=rec["raid"]["name"], raid_level=level,
-                      base_bdevs=[d["bdev"] for d in rec["devices"]],
-                      strip_size_kb=0 if level == "raid1" else 64)
-
-    def _release_devices(self, rec: dict, delete_images: bool) -> None:
-        if rec.get("raid") and self._bdev(rec["raid"]["name"]):
-            self.rpc.call("bdev_raid_delete", name=rec["raid"]["name"])
-        for entry in rec["devices"]:
-            if self._bdev(entry["bdev"]):
-                self._delete_bdev(entry)
-            if delete_images and entry["backing"] and entry["path"].startswith("image:"):
-                Path(entry["backing"]).unlink(missing_ok=True)
 
     def activate_pool(self, name) -> PoolInfo:
         """Re-create the pool's base bdevs after an spdk_tgt restart; SPDK then loads the store."""
