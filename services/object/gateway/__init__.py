@@ -42,6 +42,7 @@ GET/PUT  /_strata/admin/buckets/NAME/quota      {"bytes": int|null, "objects": i
 GET/PUT  /_strata/admin/buckets/NAME/versioning {"status": "Enabled"|"Suspended"|"Disabled"}
 POST     /_strata/admin/compact                 run segment compaction now -> counts
 POST     /_strata/admin/lifecycle               run the lifecycle expiration pass now -> counts
+POST     /_strata/admin/gc?min_age=600          remove unreferenced large-object files -> counts
 =======  =====================================  ==============================================
 
 BUCKET is ``{"name", "owner", "created" (epoch s), "versioning": "Enabled"|"Suspended"|
@@ -62,9 +63,9 @@ Lifecycle: expiration (days, date, expired delete markers), noncurrent-version e
 and abort of incomplete multipart uploads, by prefix. Not implemented yet: lifecycle
 transitions to the capacity tier (so RestoreObject answers InvalidObjectState for every
 object, all being hot), policy Conditions, bucket tagging, ACLs
-(answered ``NotImplemented`` / ``MalformedPolicy``), composite checksums of multipart objects, and garbage
-collection of large-object files orphaned by a crash between their fsync and their index
-commit (they are unreferenced, never listed).
+(answered ``NotImplemented`` / ``MalformedPolicy``) and composite checksums of multipart
+objects. Large-object files orphaned by a crash between their fsync and their index commit
+are never listed, and are removed in the background after each start (``/gc``).
 
 Modules: :mod:`.app` (ASGI, routing, auth), :mod:`.sigv4`, :mod:`.body` (aws-chunked),
 :mod:`.checksums`, :mod:`.errors` (S3 XML errors), :mod:`.bucket_ops`, :mod:`.object_ops`,

@@ -63,6 +63,10 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
     if parts == ["compact"] and m == "POST":
         from .compaction import compact_once
         return _json(await compact_once(gw))
+    if parts == ["gc"] and m == "POST":
+        from .compaction import collect_all_orphans
+        min_age = float(req.query.get("min_age", "600"))
+        return _json(await collect_all_orphans(gw, min_age))
     if parts == ["lifecycle"] and m == "POST":
         from .lifecycle import apply_lifecycle
         return _json(await apply_lifecycle(gw))

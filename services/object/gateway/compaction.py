@@ -10,6 +10,7 @@ deletes the old file once nothing refers to it.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 
 from .index import Op
@@ -61,3 +62,62 @@ async def compaction_loop(gw, interval: float = INTERVAL_SECONDS) -> None:
                 log.info("compaction: %s", stats)
         except Exception:  # noqa: BLE001 - keep compacting later; the log says why
             log.exception("segment compaction failed")
+
+
+ORPHAN_MIN_AGE = 600.0
+
+
+def collect_orphans(bucket, min_age: float = ORPHAN_MIN_AGE) -> dict:
+    """Delete large-object files and completed-upload directories under ``data/`` that no
+    index entry refers to (left by a crash between their fsync and their index commit).
+    Files younger than ``min_age`` seconds are left alone: their PUT may still be committing."""
+    import os
+    import shutil
+    import time
+    referenced, dirs = set(), set()
+    for shard in bucket.index.shards:
+        for (loc,) in shard.db.execute("SELECT loc FROM versions WHERE json_extract(loc, '$.seg') IS NULL"):
+            loc = json.loads(loc)
+            if "file" in loc:
+                referenced.add(loc["file"])
+            for path, _ in loc.get("parts", []):
+                referenced.add(path)
+            if "dir" in loc:
+                dirs.add(loc["dir"])
+    cutoff = time.time() - min_age
+    stats = {"files_removed": 0, "dirs_removed": 0, "bytes_freed": 0}
+    if not os.path.isdir(bucket.data_dir):
+        return stats
+    for entry in os.scandir(bucket.data_dir):
+        if entry.name.startswith("mpu-"):
+            if entry.path not in dirs and entry.stat().st_mtime < cutoff:
+                shutil.rmtree(entry.path, ignore_errors=True)
+                stats["dirs_removed"] += 1
+            continue
+        if not entry.is_dir():
+            continue
+        for f in os.scandir(entry.path):
+            st = f.stat()
+            if f.path not in referenced and st.st_mtime < cutoff:
+                os.unlink(f.path)
+                stats["files_removed"] += 1
+                stats["bytes_freed"] += st.st_size
+    return stats
+
+
+async def collect_all_orphans(gw, min_age: float = ORPHAN_MIN_AGE, delay: float = 0.0) -> dict:
+    """:func:`collect_orphans` over every bucket (after ``delay`` seconds)."""
+    if delay:
+        await asyncio.sleep(delay)
+    total = {"files_removed": 0, "dirs_removed": 0, "bytes_freed": 0}
+    for bucket in list(gw.buckets.buckets.values()):
+        try:
+            stats = await gw.run(collect_orphans, bucket, min_age)
+        except OSError:
+            log.exception("orphan collection failed in bucket %s", bucket.name)
+            continue
+        for k, v in stats.items():
+            total[k] += v
+    if total["files_removed"] or total["dirs_removed"]:
+        log.info("orphans removed: %s", total)
+    return total

@@ -19,7 +19,7 @@ from .body import Body
 from .buckets import Bucket, BucketStore
 from .checksums import Digests, requested_algorithms
 from .commit import GroupCommitter
-from .compaction import INTERVAL_SECONDS, compaction_loop
+from .compaction import INTERVAL_SECONDS, collect_all_orphans, compaction_loop
 from .lifecycle import lifecycle_loop
 from .config import ConfigWatcher
 from .errors import S3Error
@@ -68,6 +68,8 @@ class Gateway:
         self.committer.start()
         interval = float(self.config.get("compaction_interval") or INTERVAL_SECONDS)
         self.background.append(asyncio.get_running_loop().create_task(compaction_loop(self, interval)))
+        # crash leftovers: once per start, in the background
+        self.background.append(asyncio.get_running_loop().create_task(collect_all_orphans(self, delay=5.0)))
         interval = float(self.config.get("lifecycle_interval") or 3600)
         self.background.append(asyncio.get_running_loop().create_task(lifecycle_loop(self, interval)))
 

@@ -152,3 +152,22 @@ def test_bucket_policy_grants_and_denies(gateway, s3):
     with pytest.raises(ClientError) as e:
         s3.get_bucket_policy(Bucket=name)
     assert e.value.response["Error"]["Code"] == "NoSuchBucketPolicy"
+
+
+def test_orphaned_large_files_are_collected(gateway, admin, s3):
+    import os
+    import time
+    name = f"orph-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=name)
+    data = os.urandom(300_000)
+    s3.put_object(Bucket=name, Key="live", Body=data)
+    sub = os.path.join(gateway.data_root, "buckets", name, "data", "zz")
+    os.makedirs(sub, exist_ok=True)
+    orphan = os.path.join(sub, "zz-orphan")
+    with open(orphan, "wb") as fh:
+        fh.write(b"x" * 1000)
+    old = time.time() - 3600
+    os.utime(orphan, (old, old))
+    stats = admin._call("POST", "gc?min_age=60")
+    assert stats["files_removed"] >= 1 and not os.path.exists(orphan)
+    assert s3.get_object(Bucket=name, Key="live")["Body"].read() == data
