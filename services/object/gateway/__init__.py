@@ -18,6 +18,7 @@ does not parse is logged and the previous configuration stays in force::
       "segment_bytes": 268435456,         # optional: small-object segment size (read at start)
       "compaction_interval": 60,          # optional: seconds between segment compactions
       "lifecycle_interval": 3600,         # optional: seconds between lifecycle passes
+      "lifecycle_day_seconds": 86400,     # optional: length of a lifecycle "day" (tests only)
       "users": {
         "<access_key>": {"secret_key": "...", "user": "alice", "admin": false}
       }
@@ -25,8 +26,8 @@ does not parse is logged and the previous configuration stays in force::
 
 ``user`` is the owner name recorded on buckets the key creates; a key may use only buckets
 owned by its user, unless ``admin`` is true (then it sees every bucket) or a bucket policy
-grants it (see :mod:`.policy`: Allow/Deny by principal = user name, action, resource). Buckets live in the
-gateway's storage, created by S3 CreateBucket or by the admin interface.
+grants it (see :mod:`.policy`: Allow/Deny by principal = user name, action, resource).
+Buckets live in the gateway's storage, created by S3 CreateBucket or by the admin interface.
 
 Admin interface, same port, JSON in and out, ``Authorization: Bearer <admin_token>``:
 
