@@ -6,7 +6,13 @@ import subprocess
 import pytest
 
 from services.block.tests.conftest import make_volume, random_file, sha256_file
-from services.block.transports.base import ExportExists, Host, HostGroup, InvalidExport
+from services.block.transports.base import (
+    ExportExists,
+    Host,
+    HostGroup,
+    InvalidExport,
+    QosLimits,
+)
 
 MiB = 1 << 20
 CLIENT = "iqn.2026-01.io.strata.test:client1"
@@ -151,8 +157,7 @@ def test_open_export_and_restart_reapplies(tgtd, workdir):
     tgtd.start()
     assert tool("iscsi-inq", info, initiator=OTHER, user=None).returncode == 0
     with pytest.raises(InvalidExport):
-        tgtd.export("q", make_volume(workdir, "q.raw", MiB), qos=__import__(
-            "services.block.transports.base", fromlist=["QosLimits"]).QosLimits(bps_read=1))
+        tgtd.export("q", make_volume(workdir, "q.raw", MiB), qos=QosLimits(bps_read=1))
 
 
 def test_a_restarted_plane_adopts_its_running_tgtd(tgtd, workdir):
