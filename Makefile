@@ -17,7 +17,8 @@ test: setup
 	.venv/bin/python tests/run_suite.py $(PYTEST_ARGS)
 
 bench: setup
-	.venv/bin/python bench/dataplane.py
+	.venv/bin/pip install -q -e '.[test,bench]'
+	for b in bench/*.py; do .venv/bin/python $$b || exit 1; done
 
 clean:
 	rm -rf .venv .pytest_cache test-output
