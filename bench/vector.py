@@ -122,6 +122,7 @@ class HnswlibClient:
     """hnswlib (PyPI) with the same graph parameters: the HNSW peer."""
 
     name = "hnswlib"
+    threads = -1
 
     def __init__(self, data, m, ef_construction):
         import hnswlib
@@ -134,7 +135,7 @@ class HnswlibClient:
 
     def search_batch(self, queries, k, knobs):
         self.index.set_ef(knobs["ef_search"])
-        return self.index.knn_query(queries, k, num_threads=-1)[0]
+        return self.index.knn_query(queries, k, num_threads=self.threads)[0]
 
     def search_one(self, query, k, knobs):
         self.index.set_ef(knobs["ef_search"])
@@ -177,8 +178,13 @@ def main():
     ap.add_argument("--single", type=int, default=200, help="queries for the one-at-a-time QPS")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--types", default="flat,ivf_flat,hnsw")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="OpenMP/hnswlib threads for batch search (default: all CPUs)")
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args()
+    if args.threads:
+        faiss.omp_set_num_threads(args.threads)
+        HnswlibClient.threads = args.threads
 
     allx = clustered(args.n + args.queries, args.dim, clusters=1000, seed=42)
     data, queries = allx[:args.n], allx[args.n:]
@@ -188,7 +194,8 @@ def main():
     del exact
     print(f"# {args.n} x {args.dim} clustered vectors, {args.queries} queries, k={K}, "
           f"median of {args.runs} runs, faiss {faiss.__version__}, "
-          f"{faiss.omp_get_max_threads()} OpenMP threads, {os.cpu_count()} CPUs")
+          f"{faiss.omp_get_max_threads()} OpenMP threads, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f} at start")
     header = (f"{'index':9} {'knobs':14} {'client':14} {'build s':>8} {'batch QPS':>10} "
               f"{'x faiss':>7} {'1-by-1 QPS':>10} {'x faiss':>7} {'recall@10':>9}")
     print(header)

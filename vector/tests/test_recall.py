@@ -5,7 +5,7 @@ import pytest
 
 from .conftest import clustered, exact_topk, recall_at_k
 
-N, DIM, NQ, K = 20_000, 32, 200, 10
+N, DIM, NQ, K = 12_000, 32, 200, 10
 
 
 @pytest.fixture(scope="module")
@@ -16,9 +16,9 @@ def data():
 
 CASES = {
     "flat": (None, {}, 0.999),
-    "ivf_flat": ({"nlist": 128}, {"nprobe": 16}, 0.9),
+    "ivf_flat": ({"nlist": 96}, {"nprobe": 12}, 0.9),
     # PQ codes are lossy: 8 sub-quantizers of 4 dims (8 bytes a vector) get ~0.65 here.
-    "ivf_pq": ({"nlist": 128, "m": 8}, {"nprobe": 16}, 0.5),
+    "ivf_pq": ({"nlist": 96, "m": 8}, {"nprobe": 12}, 0.5),
     "hnsw": ({"M": 16, "efConstruction": 80}, {"ef_search": 64}, 0.9),
 }
 
@@ -52,12 +52,12 @@ def test_recall_at_10_against_exact(manager, data, index_type, metric):
 
 def test_search_params_trade_recall(manager, data):
     base, queries = data
-    coll = manager.create("knobs", DIM, "l2", "ivf_flat", {"nlist": 128})
+    coll = manager.create("knobs", DIM, "l2", "ivf_flat", {"nlist": 96})
     coll.upsert_arrays(list(range(N)), base)
     coll.build_index()
     truth = exact_topk(base, queries, K)
     low = recall_at_k(coll.search_batch(queries, K, nprobe=1), truth)
-    full = recall_at_k(coll.search_batch(queries, K, nprobe=128), truth)
+    full = recall_at_k(coll.search_batch(queries, K, nprobe=96), truth)
     assert full >= 0.999 and low < full
 
 
