@@ -63,51 +63,40 @@ class Pool(models.Model):
         return self.name
 
 
-class FileSystem(models.Model):
+class PoolObject(models.Model):
+    """What file systems and volumes share: a name, a pool, where the bytes are, usage, the
+    snapshot it was cloned from, and the state the last reconcile recorded."""
+
+    name = NameField(unique=True)
+    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="%(class)ss")
+    path = models.CharField(max_length=500, blank=True, default="")
+    used_bytes = models.BigIntegerField(default=0)
+    origin = models.ForeignKey("Snapshot", null=True, blank=True, on_delete=models.PROTECT,
+                               related_name="%(class)s_clones")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.ONLINE)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class FileSystem(PoolObject):
     """A directory tree with a quota (a btrfs subvolume on the local driver)."""
 
-    name = NameField(unique=True)
-    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="filesystems")
     quota_bytes = models.BigIntegerField(null=True, blank=True)
-    path = models.CharField(max_length=500, blank=True, default="")
-    used_bytes = models.BigIntegerField(default=0)
-    origin = models.ForeignKey(
-        "Snapshot", null=True, blank=True, on_delete=models.PROTECT, related_name="fs_clones"
-    )
-    state = models.CharField(max_length=16, choices=State.choices, default=State.ONLINE)
-    error = models.TextField(blank=True, default="")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self):
-        return self.name
 
 
-class Volume(models.Model):
+class Volume(PoolObject):
     """A thin block volume (a sparse file on the local driver)."""
 
-    name = NameField(unique=True)
-    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="volumes")
     size_bytes = models.BigIntegerField()
     thin = models.BooleanField(default=True)
-    path = models.CharField(max_length=500, blank=True, default="")
-    used_bytes = models.BigIntegerField(default=0)
-    origin = models.ForeignKey(
-        "Snapshot", null=True, blank=True, on_delete=models.PROTECT, related_name="volume_clones"
-    )
-    state = models.CharField(max_length=16, choices=State.choices, default=State.ONLINE)
-    error = models.TextField(blank=True, default="")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self):
-        return self.name
 
 
 class Snapshot(models.Model):
@@ -153,4 +142,4 @@ class Snapshot(models.Model):
         return self.source.pool
 
     def clones(self) -> list:
-        return list(self.fs_clones.all()) + list(self.volume_clones.all())
+        return list(self.filesystem_clones.all()) + list(self.volume_clones.all())
