@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from .driver import (MEDIA, REDUNDANCY_MIN_DEVICES, SNAPSHOTS_DIR, DeviceSpec, Driver,
-                     validate_kind, validate_name)
+from .driver import (MEDIA, REDUNDANCY_MIN_DEVICES, SNAPSHOTS_DIR, DeviceSpec, Driver, VolumeInfo,
+                     validate_bytes, validate_kind, validate_name)
 from .errors import AlreadyExists, InvalidArgument, NotFound
 
 DATA_FILE = "data"
@@ -150,6 +150,34 @@ class BaseDriver(Driver):
     @staticmethod
     def _data_path(obj_or_snap_dir: Path) -> Path:
         return obj_or_snap_dir / DATA_FILE
+
+    # -- volumes: a sparse DATA_FILE in the volume's directory, whatever the driver -------
+    def resize_volume(self, pool, name, size_bytes) -> VolumeInfo:
+        """Grow the volume; a smaller size raises InvalidArgument."""
+        data = self._object_dir(pool, "volume", name) / DATA_FILE
+        validate_bytes(size_bytes, "volume size")
+        current = data.stat().st_size
+        if size_bytes < current:
+            raise InvalidArgument(f"volume {name!r} is {current} bytes: shrinking to "
+                                  f"{size_bytes} would destroy data and is refused")
+        if size_bytes > current:
+            try:
+                os.truncate(data, size_bytes)
+            except OSError as exc:
+                raise InvalidArgument(f"cannot grow volume {name!r} to {size_bytes} bytes: "
+                                      f"{exc.strerror}") from exc
+        return self.volume_info(pool, name)
+
+    def volume_info(self, pool, name) -> VolumeInfo:
+        """Path of the data file, its size and allocated bytes."""
+        data = self._object_dir(pool, "volume", name) / DATA_FILE
+        st = data.stat()
+        return VolumeInfo(pool=pool, name=name, path=str(data), size_bytes=st.st_size,
+                          used_bytes=st.st_blocks * 512)
+
+    def list_volumes(self, pool) -> list:
+        """Names of the pool's volumes."""
+        return self._list_names(pool, "volume")
 
     def _staging(self, pool: str) -> Path:
         path = self._pool_root(pool) / ".staging"

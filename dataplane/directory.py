@@ -248,32 +248,6 @@ class DirectoryDriver(BaseDriver):
             raise
         return self.volume_info(pool, name)
 
-    def resize_volume(self, pool, name, size_bytes) -> VolumeInfo:
-        """Grow the volume; a smaller size raises InvalidArgument."""
-        data = self._object_dir(pool, "volume", name) / DATA_FILE
-        validate_bytes(size_bytes, "volume size")
-        current = data.stat().st_size
-        if size_bytes < current:
-            raise InvalidArgument(f"volume {name!r} is {current} bytes: shrinking to "
-                                  f"{size_bytes} would destroy data and is refused")
-        try:
-            os.truncate(data, max(size_bytes, current))
-        except OSError as exc:
-            raise InvalidArgument(f"cannot grow volume {name!r} to {size_bytes} bytes: "
-                                  f"{exc.strerror}") from exc
-        return self.volume_info(pool, name)
-
-    def volume_info(self, pool, name) -> VolumeInfo:
-        """Path of the data file, its size and allocated bytes."""
-        data = self._object_dir(pool, "volume", name) / DATA_FILE
-        st = data.stat()
-        return VolumeInfo(pool=pool, name=name, path=str(data), size_bytes=st.st_size,
-                          used_bytes=st.st_blocks * 512)
-
-    def list_volumes(self, pool) -> list:
-        """Names of the pool's volumes."""
-        return self._list_names(pool, "volume")
-
     def delete_volume(self, pool, name) -> None:
         """Delete the volume and its snapshots."""
         self._remove_object(self._object_dir(pool, "volume", name))
