@@ -122,8 +122,15 @@ def delete_collection(row: VectorCollection) -> None:
 def stats(row: VectorCollection) -> dict:
     """The engine's report on the collection (opening it here if needed)."""
     coll = engine(row)
-    record_figures(row, coll)
+    record_figures(row, coll, force=True)
     return coll.stats()
+
+
+def refresh_if_open(row: VectorCollection) -> None:
+    """Record fresh figures for a collection this process serves (lists stay cheap)."""
+    coll = get_registry().peek(row.data_path)
+    if coll is not None:
+        record_figures(row, coll, force=True)
 
 
 # -- vectors -------------------------------------------------------------------------------
