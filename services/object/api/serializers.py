@@ -1,0 +1,73 @@
+from rest_framework import serializers
+
+from services.object.models import Bucket, S3Key
+
+
+class BucketSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(max_length=63, required=False,
+                                  help_text="S3 user owning the bucket (default: you).")
+    filesystem = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    pool = serializers.CharField(source="filesystem.pool.name", read_only=True)
+    quota_bytes = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    quota_objects = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    versioning = serializers.ChoiceField(choices=Bucket.Versioning.choices, required=False)
+
+    class Meta:
+        model = Bucket
+        fields = ["id", "name", "owner", "filesystem", "pool", "quota_bytes", "quota_objects",
+                  "versioning", "used_bytes", "used_objects", "usage_updated_at", "created_at"]
+        read_only_fields = ["used_bytes", "used_objects", "usage_updated_at", "created_at"]
+
+    def validate(self, attrs):
+        if self.instance is None:
+            request = self.context.get("request")
+            attrs.setdefault("owner", request.user.username if request else "admin")
+            if attrs.get("versioning") == Bucket.Versioning.SUSPENDED:
+                raise serializers.ValidationError(
+                    {"versioning": "A new bucket is created Disabled or Enabled."})
+            return attrs
+        for field in ("name", "owner"):
+            if field in attrs and attrs[field] != getattr(self.instance, field):
+                raise serializers.ValidationError({field: f"A bucket's {field} cannot change."})
+        if attrs.get("versioning") == Bucket.Versioning.DISABLED and \
+                self.instance.versioning != Bucket.Versioning.DISABLED:
+            raise serializers.ValidationError(
+                {"versioning": "Versioning, once enabled, can only be suspended (S3's rule)."})
+        return attrs
+
+
+class S3KeySerializer(serializers.ModelSerializer):
+    """Lists and shows keys without their secrets."""
+
+    user = serializers.CharField(max_length=63, required=False,
+                                 help_text="S3 user the key acts as (default: you).")
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = S3Key
+        fields = ["id", "access_key", "user", "admin", "description", "created_by", "created_at"]
+        read_only_fields = ["access_key", "created_by", "created_at"]
+
+
+class S3KeyCreateSerializer(S3KeySerializer):
+    """Create: the answer carries ``secret_key`` (and the endpoint) this once."""
+
+    secret_key = serializers.CharField(min_length=16, max_length=128, required=False,
+                                       write_only=True, help_text="Leave empty to generate one.")
+
+    class Meta(S3KeySerializer.Meta):
+        fields = S3KeySerializer.Meta.fields + ["secret_key"]
+
+    def validate_user(self, value):
+        S3Key._meta.get_field("user").run_validators(value)
+        return value
+
+    def validate(self, attrs):
+        from console.roles import ADMIN, role_of
+
+        request = self.context["request"]
+        attrs.setdefault("user", request.user.username)
+        if role_of(request.user) != ADMIN and (attrs.get("admin") or attrs["user"] != request.user.username):
+            raise serializers.ValidationError(
+                "Only an admin may create keys for another S3 user or admin keys.")
+        return attrs

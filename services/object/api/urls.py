@@ -1,0 +1,6 @@
+from services.object.api import views
+
+
+def register(router) -> None:
+    router.register("buckets", views.BucketViewSet)
+    router.register("s3-keys", views.S3KeyViewSet)

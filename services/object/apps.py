@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class ObjectConfig(AppConfig):
+    name = "services.object"
+    label = "object"
+    verbose_name = "S3 buckets and access keys"

@@ -1,0 +1,74 @@
+"""Every `strata up`, after pools are online: give the S3 gateway its data root (a file
+system ``s3`` on the pool named ``default``, made once), make sure the admin has an S3 key,
+write the gateway's config, open the launcher's gate, wait for the gateway, and reconcile
+buckets. Returns the admin's S3 credentials for credentials.json."""
+import json
+import logging
+import os
+import secrets
+
+from django.conf import settings
+
+from services.object import gatewayconf, service
+from services.object.models import Gateway, S3Key
+from services.storage.models import FileSystem, Pool
+
+log = logging.getLogger(__name__)
+FILESYSTEM = "s3"
+
+
+def _pick_pool() -> Pool | None:
+    wanted = service._options().get("s3_pool") or "default"
+    return Pool.objects.filter(name=wanted).first() or Pool.objects.filter(state="online").first()
+
+
+def ensure_gateway() -> Gateway | None:
+    """The gateway row and its file system (created on the first start); None without a pool."""
+    from services.storage import service as storage
+
+    gw = Gateway.objects.select_related("filesystem").first()
+    if gw is not None:
+        return gw
+    fs = FileSystem.objects.filter(name=FILESYSTEM).first()
+    if fs is None:
+        pool = _pick_pool()
+        if pool is None:
+            return None
+        fs = storage.create_filesystem(name=FILESYSTEM, pool=pool)
+    return Gateway.objects.create(filesystem=fs, admin_token=secrets.token_urlsafe(32))
+
+
+def ensure_admin_key(creds: dict) -> tuple[S3Key, str]:
+    """The admin's key from credentials.json if it still exists, else a new admin key."""
+    key = S3Key.objects.filter(access_key=creds.get("s3_access_key") or "").first()
+    if key is not None:
+        return key, service.secret_of(key)
+    return service.create_key(user=creds.get("username") or "admin", admin=True,
+                              description="appliance admin (credentials.json)")
+
+
+def open_gate(gw: Gateway) -> None:
+    """Let the launcher start the gateway on the (now mounted) data root."""
+    root = service.data_root(gw)
+    os.makedirs(root, exist_ok=True)
+    gate = gatewayconf.gate_path(settings.DATA_DIR)
+    tmp = gate.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"data_root": root}))
+    os.replace(tmp, gate)
+
+
+def bootstrap(creds: dict) -> dict:
+    gw = ensure_gateway()
+    if gw is None:
+        log.warning("object service: no pool to keep S3 data on; create a pool named default "
+                    "and restart `strata up`")
+        return {}
+    key, secret = ensure_admin_key(creds)
+    service.write_gateway_config()
+    open_gate(gw)
+    service.wait_until_serving()
+    summary = service.reconcile_buckets()
+    if any(summary.values()):
+        log.info("object service: buckets reconciled: %s", summary)
+    return {"s3_endpoint": service.public_endpoint(), "s3_access_key": key.access_key,
+            "s3_secret_key": secret, "s3_region": gw.region}

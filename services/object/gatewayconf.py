@@ -1,0 +1,112 @@
+"""The S3 gateway's configuration file as the plane writes it (no Django).
+
+The plane builds the document as a plain dict (:func:`render_config`) and installs it with
+:func:`write_config`: under an exclusive ``flock`` (the web server and the Celery worker are
+separate processes and both rewrite it), only when the content changed, written to a
+temporary file in the same directory, fsynced, mode 0600 (it holds secret keys), renamed over
+the old one. The gateway re-reads the file when its mtime moves (see
+``services.object.gateway``), so a new or revoked key takes effect on the next request.
+
+Files under ``<data_dir>/run/s3/``:
+
+- ``gateway.json``: the config (``config_path``).
+- ``start``: written by the plane's bootstrap once the data root is mounted; the launcher
+  (:mod:`services.object.serve`) waits for it before starting the gateway.
+- ``waiting``: written by the launcher while it waits (the ready check of ``strata up``).
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+DEFAULT_REGION = "us-east-1"
+
+
+def run_dir(data_dir: Path) -> Path:
+    """``<data_dir>/run/s3``: where the plane and the launcher meet."""
+    return Path(data_dir) / "run" / "s3"
+
+
+def config_path(data_dir: Path) -> Path:
+    return run_dir(data_dir) / "gateway.json"
+
+
+def gate_path(data_dir: Path) -> Path:
+    return run_dir(data_dir) / "start"
+
+
+def waiting_path(data_dir: Path) -> Path:
+    return run_dir(data_dir) / "waiting"
+
+
+def render_config(*, data_root: str, admin_token: str, users: dict, region: str = DEFAULT_REGION,
+                  domains: list | None = None) -> dict:
+    """The gateway's config document.
+
+    ``users`` maps access key -> ``{"secret_key", "user", "admin"}``.
+    """
+    return {"data_root": str(data_root), "region": region, "admin_token": admin_token,
+            "domains": list(domains or ["localhost"]),
+            "users": {k: {"secret_key": u["secret_key"], "user": u["user"], "admin": bool(u["admin"])}
+                      for k, u in sorted(users.items())}}
+
+
+def placeholder_config(data_dir: Path) -> dict:
+    """A valid config with no users, for the very first start before the plane's bootstrap
+    (the launcher does not start the gateway until the plane has written the real one)."""
+    return render_config(data_root=str(run_dir(data_dir) / "unassigned"), admin_token="", users={})
+
+
+@contextmanager
+def locked(path: Path):
+    """Hold an exclusive lock on ``<path>.lock`` (render + write must not interleave)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def read_config(path: Path) -> dict | None:
+    """The installed document, or None if there is none (or it does not parse)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_config(path: Path, config: dict) -> bool:
+    """Install ``config`` atomically (0600) unless identical; True if the file changed.
+
+    Call it inside :func:`locked` when several processes may write.
+    """
+    path = Path(path)
+    text = json.dumps(config, indent=2, sort_keys=True) + "\n"
+    try:
+        if path.read_text() == text:
+            return False
+    except OSError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    return True

@@ -1,0 +1,84 @@
+"""Desired state of the object service: the gateway's data root, buckets and S3 access keys.
+
+The S3 gateway (``services.object.gateway``) never reads these tables: the plane writes the
+keys into the gateway's config file and mirrors buckets through its admin interface
+(``services.object.service``). Usage columns are what the gateway last reported.
+"""
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+
+from services.storage.models import FileSystem
+
+BUCKET_NAME_RE = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+bucket_name_validator = RegexValidator(
+    BUCKET_NAME_RE,
+    "Bucket names are 3-63 characters: lower-case letters, digits, '.' and '-', "
+    "starting and ending with a letter or digit (S3's rules).",
+)
+S3_USER_RE = r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,62}$"
+
+
+class Gateway(models.Model):
+    """The one S3 gateway: which file system holds its data, and its admin token.
+
+    A single row, made by the bootstrap. The file system is protected: it cannot be deleted
+    while the gateway uses it.
+    """
+
+    filesystem = models.ForeignKey(FileSystem, on_delete=models.PROTECT, related_name="+")
+    admin_token = models.CharField(max_length=128)
+    region = models.CharField(max_length=32, default="us-east-1")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"S3 gateway on {self.filesystem.name}"
+
+
+class Bucket(models.Model):
+    """An S3 bucket: owner (an S3 user name), quotas and versioning; usage as last reported."""
+
+    class Versioning(models.TextChoices):
+        DISABLED = "Disabled"
+        ENABLED = "Enabled"
+        SUSPENDED = "Suspended"
+
+    name = models.CharField(max_length=63, unique=True, validators=[bucket_name_validator])
+    owner = models.CharField(max_length=63)
+    filesystem = models.ForeignKey(FileSystem, on_delete=models.PROTECT, related_name="buckets")
+    quota_bytes = models.BigIntegerField(null=True, blank=True)
+    quota_objects = models.BigIntegerField(null=True, blank=True)
+    versioning = models.CharField(max_length=16, choices=Versioning.choices,
+                                  default=Versioning.DISABLED)
+    used_bytes = models.BigIntegerField(default=0)
+    used_objects = models.BigIntegerField(default=0)
+    usage_updated_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class S3Key(models.Model):
+    """An S3 access key of an S3 user. The secret is kept sealed (Fernet, key derived from the
+    plane's SECRET_KEY, see ``services.object.secretbox``) because SigV4 needs the secret
+    itself on the gateway side; the API shows it only in the answer to create."""
+
+    access_key = models.CharField(max_length=64, unique=True)
+    sealed_secret = models.TextField()
+    user = models.CharField(max_length=63, validators=[RegexValidator(
+        S3_USER_RE, "S3 user names are 1-63 letters, digits and . _ @ + -")])
+    admin = models.BooleanField(default=False)
+    description = models.CharField(max_length=200, blank=True, default="")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self):
+        return self.access_key

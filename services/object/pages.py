@@ -1,0 +1,43 @@
+"""Console pages of the object service: buckets and S3 access keys."""
+from console.pages import Action, Column, FormField, Page
+from services.object.models import Bucket, S3Key
+
+PAGES = [
+    Page(slug="buckets", title="Buckets", group="Object", api="/api/v1/buckets/",
+         queryset=lambda: Bucket.objects.select_related("filesystem", "filesystem__pool"),
+         help="S3 buckets served by the gateway. Usage is what the gateway last reported "
+              "(every stored version counts). A bucket can be deleted only when empty.",
+         columns=[Column("name", "Name"), Column("owner", "Owner"),
+                  Column("filesystem.pool.name", "Pool"), Column("versioning", "Versioning"),
+                  Column("used_bytes", "Used", "bytes"), Column("used_objects", "Objects"),
+                  Column("quota_bytes", "Quota", "bytes"), Column("quota_objects", "Object quota"),
+                  Column("created_at", "Created", "time")],
+         form=[FormField("name", "Name", required=True,
+                         help="3-63 lower-case letters, digits, '.' and '-'."),
+               FormField("owner", "Owner", help="S3 user name; default: you."),
+               FormField("quota_bytes", "Quota", "bytes"),
+               FormField("quota_objects", "Object quota", "number"),
+               FormField("versioning", "Versioning", "select", choices=["Disabled", "Enabled"],
+                         default="Disabled")],
+         actions=[Action("Set quota", "/api/v1/buckets/{key}/", method="PATCH",
+                         fields=[FormField("quota_bytes", "Quota", "bytes"),
+                                 FormField("quota_objects", "Object quota", "number")]),
+                  Action("Enable versioning", "/api/v1/buckets/{key}/", method="PATCH",
+                         body={"versioning": "Enabled"}),
+                  Action("Suspend versioning", "/api/v1/buckets/{key}/", method="PATCH",
+                         body={"versioning": "Suspended"})]),
+    Page(slug="s3-keys", title="S3 access keys", group="Object", api="/api/v1/s3-keys/",
+         lookup="access_key", queryset=lambda: S3Key.objects.select_related("created_by"),
+         help="Access keys for the S3 endpoint. A secret is never shown again after it is "
+              "created: type your own secret below (16+ characters), or create the key with "
+              "the API (POST /api/v1/s3-keys/), whose answer carries the generated secret once. "
+              "Deleting a key revokes it at once.",
+         columns=[Column("access_key", "Access key"), Column("user", "S3 user"),
+                  Column("admin", "Admin"), Column("description", "Description"),
+                  Column("created_by.username", "Created by"), Column("created_at", "Created", "time")],
+         form=[FormField("user", "S3 user", help="Default: you. Only admins choose another."),
+               FormField("secret_key", "Secret key", "password",
+                         help="16-128 characters; leave empty to generate one (API only shows it)."),
+               FormField("description", "Description"),
+               FormField("admin", "Admin key (sees every bucket)", "checkbox")]),
+]

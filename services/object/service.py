@@ -1,0 +1,274 @@
+"""The object service's logic: mirror buckets into the S3 gateway through its admin interface
+and write its config file (access keys) whenever keys change.
+
+Every change of a bucket runs inside one database transaction with the gateway call, so a
+refusal from the gateway rolls the row back. Key changes rewrite the gateway's config after
+the transaction commits, under a file lock, from the whole table: whichever process (web
+server or worker) writes last has read every committed key. The gateway re-reads the file on
+its next request, so it never queries the database.
+"""
+import logging
+import secrets
+import string
+import time
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from rest_framework import exceptions, status
+
+from console.errors import Conflict
+from services.object import gatewayconf
+from services.object.admin_client import GatewayAdminClient, GatewayAdminError
+from services.object.models import Bucket, Gateway, S3Key
+from services.object.secretbox import seal, unseal
+from services.object.up import s3_address
+
+log = logging.getLogger(__name__)
+DATA_SUBDIR = "gateway"  # the gateway's data root inside its file system
+KEY_ALPHABET = string.ascii_uppercase + string.digits
+
+
+class GatewayUnavailable(exceptions.APIException):
+    """The S3 gateway does not answer (not started, or still starting)."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "gateway_unavailable"
+    default_detail = "The S3 gateway is not running; start it with `strata up`."
+
+
+class GatewayRefused(exceptions.APIException):
+    """The gateway answered an admin call with an error this module does not map."""
+
+    status_code = status.HTTP_502_BAD_GATEWAY
+    default_code = "gateway_error"
+
+
+# -- where the gateway is --------------------------------------------------------------------
+
+def _options() -> dict:
+    return getattr(settings, "SERVICE_OPTIONS", {}) or {}
+
+
+def _reachable_host(host: str) -> str:
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def admin_endpoint() -> str:
+    """URL the plane uses to reach the gateway (its admin interface shares the S3 port)."""
+    host, port = s3_address(_options())
+    return f"http://{_reachable_host(host)}:{port}"
+
+
+def public_endpoint() -> str:
+    """The S3 endpoint users are given (credentials.json, the console)."""
+    return _options().get("s3_endpoint") or admin_endpoint()
+
+
+def gateway() -> Gateway:
+    """The gateway's row (made by the bootstrap)."""
+    gw = Gateway.objects.select_related("filesystem", "filesystem__pool").first()
+    if gw is None:
+        raise GatewayUnavailable("The object service has no data root yet; `strata up` creates "
+                                 "it on a pool named default (run it once with a pool).")
+    return gw
+
+
+def data_root(gw: Gateway) -> str:
+    return f"{gw.filesystem.path.rstrip('/')}/{DATA_SUBDIR}"
+
+
+def admin_client(timeout: float = 10.0) -> GatewayAdminClient:
+    return GatewayAdminClient(admin_endpoint(), gateway().admin_token, timeout=timeout)
+
+
+def _admin_call(fn, *args, **kwargs):
+    """Call the admin interface; map its refusals to API errors a user can act on."""
+    try:
+        return fn(*args, **kwargs)
+    except GatewayAdminError as err:
+        if err.status == 0:
+            raise GatewayUnavailable(f"The S3 gateway does not answer: {err.message}") from None
+        if err.code in ("BucketNotEmpty", "BucketAlreadyExists", "BucketAlreadyOwnedByYou"):
+            raise Conflict(err.message or err.code, code=err.code) from None
+        if err.code == "InvalidBucketName":
+            raise exceptions.ValidationError({"name": [err.message]}) from None
+        if err.code == "NoSuchBucket":
+            raise exceptions.NotFound(err.message) from None
+        exc = GatewayRefused(f"The S3 gateway refused: {err.code}: {err.message}", code=err.code)
+        if 400 <= err.status < 500 and err.status not in (401, 403):
+            exc.status_code = err.status
+        raise exc from None
+
+
+# -- the config file (keys) ------------------------------------------------------------------
+
+def render_gateway_config() -> dict | None:
+    """The gateway's config document from the database (None before the bootstrap)."""
+    gw = Gateway.objects.select_related("filesystem").first()
+    if gw is None:
+        return None
+    users = {k.access_key: {"secret_key": unseal(k.sealed_secret), "user": k.user, "admin": k.admin}
+             for k in S3Key.objects.all()}
+    return gatewayconf.render_config(data_root=data_root(gw), admin_token=gw.admin_token,
+                                     users=users, region=gw.region,
+                                     domains=_options().get("s3_domains"))
+
+
+def write_gateway_config() -> bool:
+    """Re-render and install the gateway's config; True if the file changed."""
+    path = gatewayconf.config_path(settings.DATA_DIR)
+    with gatewayconf.locked(path):
+        config = render_gateway_config()
+        if config is None:
+            return False
+        return gatewayconf.write_config(path, config)
+
+
+def _write_config_after_commit() -> None:
+    transaction.on_commit(write_gateway_config)
+
+
+# -- access keys -----------------------------------------------------------------------------
+
+def new_access_key() -> str:
+    return "SK" + "".join(secrets.choice(KEY_ALPHABET) for _ in range(18))
+
+
+def create_key(*, user: str, admin: bool = False, description: str = "", created_by=None,
+               secret_key: str | None = None) -> tuple[S3Key, str]:
+    """A new access key for S3 user ``user``; returns the row and its secret (shown once)."""
+    secret = secret_key or secrets.token_urlsafe(30)
+    with transaction.atomic():
+        key = S3Key.objects.create(access_key=new_access_key(), sealed_secret=seal(secret), user=user,
+                                   admin=admin, description=description, created_by=created_by)
+        _write_config_after_commit()
+    return key, secret
+
+
+def delete_key(key: S3Key) -> None:
+    """Revoke a key: the gateway refuses it (InvalidAccessKeyId) from its next request."""
+    with transaction.atomic():
+        key.delete()
+        _write_config_after_commit()
+
+
+def secret_of(key: S3Key) -> str:
+    return unseal(key.sealed_secret)
+
+
+# -- buckets ---------------------------------------------------------------------------------
+
+def _quota_body(quota_bytes, quota_objects) -> dict:
+    return {k: v for k, v in (("bytes", quota_bytes), ("objects", quota_objects)) if v is not None}
+
+
+def _apply_info(bucket: Bucket, info: dict) -> None:
+    bucket.used_bytes = int(info.get("bytes") or 0)
+    bucket.used_objects = int(info.get("objects") or 0)
+    bucket.versioning = info.get("versioning") or bucket.versioning
+    bucket.usage_updated_at = timezone.now()
+
+
+def create_bucket(*, name: str, owner: str, quota_bytes=None, quota_objects=None,
+                  versioning: str = Bucket.Versioning.DISABLED) -> Bucket:
+    gw = gateway()
+    with transaction.atomic():
+        bucket = Bucket.objects.create(name=name, owner=owner, filesystem=gw.filesystem,
+                                       quota_bytes=quota_bytes, quota_objects=quota_objects,
+                                       versioning=versioning)
+        info = _admin_call(admin_client().create_bucket, name, owner=owner,
+                           versioning=None if versioning == Bucket.Versioning.DISABLED else versioning,
+                           quota=_quota_body(quota_bytes, quota_objects) or None)
+        _apply_info(bucket, info)
+        bucket.save()
+    return bucket
+
+
+def update_bucket(bucket: Bucket, changes: dict) -> Bucket:
+    """Apply quota (bytes/objects, None lifts it) and versioning changes."""
+    client = admin_client()
+    with transaction.atomic():
+        if "quota_bytes" in changes or "quota_objects" in changes:
+            bucket.quota_bytes = changes.get("quota_bytes", bucket.quota_bytes)
+            bucket.quota_objects = changes.get("quota_objects", bucket.quota_objects)
+            _admin_call(client.set_quota, bucket.name, bytes=bucket.quota_bytes,
+                        objects=bucket.quota_objects)
+        if changes.get("versioning") and changes["versioning"] != bucket.versioning:
+            bucket.versioning = _admin_call(client.set_versioning, bucket.name, changes["versioning"])
+        bucket.save()
+    return bucket
+
+
+def delete_bucket(bucket: Bucket) -> None:
+    """Delete an empty bucket (409 BucketNotEmpty otherwise)."""
+    with transaction.atomic():
+        bucket.delete()
+        try:
+            _admin_call(admin_client().delete_bucket, bucket.name)
+        except exceptions.NotFound:
+            pass  # already gone from the gateway (deleted over S3)
+        except Conflict as exc:
+            if exc.get_codes() == "BucketNotEmpty":
+                raise Conflict(f"Bucket {bucket.name} is not empty: delete its objects (and their "
+                               "versions) first.", code="BucketNotEmpty") from None
+            raise
+
+
+def refresh_usage(buckets=None) -> bool:
+    """Record the gateway's usage figures on the rows; False if the gateway does not answer."""
+    try:
+        reported = {b["name"]: b for b in admin_client(timeout=3).list_buckets()}
+    except (GatewayAdminError, GatewayUnavailable) as exc:
+        log.info("bucket usage not refreshed: %s", exc)
+        return False
+    for bucket in (buckets if buckets is not None else Bucket.objects.all()):
+        if bucket.name in reported:
+            _apply_info(bucket, reported[bucket.name])
+            bucket.save(update_fields=["used_bytes", "used_objects", "versioning", "usage_updated_at"])
+    return True
+
+
+def reconcile_buckets() -> dict:
+    """Make rows and gateway agree: import buckets made over S3, forget buckets deleted over
+    S3, push quotas (only the plane sets them), record usage and versioning."""
+    gw = gateway()
+    client = admin_client()
+    reported = {b["name"]: b for b in _admin_call(client.list_buckets)}
+    summary = {"imported": [], "forgotten": [], "quota_fixed": []}
+    for name, info in reported.items():
+        bucket = Bucket.objects.filter(name=name).first()
+        if bucket is None:
+            quota = info.get("quota") or {}
+            bucket = Bucket(name=name, owner=info.get("owner") or "", filesystem=gw.filesystem,
+                            quota_bytes=quota.get("bytes"), quota_objects=quota.get("objects"))
+            summary["imported"].append(name)
+        else:
+            quota = info.get("quota") or {}
+            if (quota.get("bytes"), quota.get("objects")) != (bucket.quota_bytes, bucket.quota_objects):
+                _admin_call(client.set_quota, name, bytes=bucket.quota_bytes, objects=bucket.quota_objects)
+                summary["quota_fixed"].append(name)
+        _apply_info(bucket, info)
+        bucket.save()
+    for bucket in Bucket.objects.exclude(name__in=list(reported)):
+        summary["forgotten"].append(bucket.name)
+        bucket.delete()
+    return summary
+
+
+def wait_until_serving(timeout: float = 30.0) -> dict:
+    """Poll the gateway's health until it answers (after the launcher started it)."""
+    client = admin_client(timeout=2)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return client.health()
+        except GatewayAdminError as err:
+            if err.status != 0 or time.monotonic() > deadline:
+                raise GatewayUnavailable(f"The S3 gateway at {client.endpoint} did not come up: "
+                                         f"{err}; see log/s3.log in the data directory.") from None
+        time.sleep(0.2)

@@ -1,0 +1,62 @@
+"""A plane with its S3 gateway: a `directory` pool named default, the gateway started from
+``services.object.up`` at a free port, and the object bootstrap run (as `strata up` does)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from types import SimpleNamespace
+
+import boto3
+from botocore.config import Config
+
+from services.object.tests.gatewayproc import free_port
+
+
+def s3_client(endpoint: str, access: str, secret: str):
+    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=access,
+                        aws_secret_access_key=secret, region_name="us-east-1",
+                        config=Config(s3={"addressing_style": "path"}, signature_version="s3v4",
+                                      retries={"max_attempts": 1}))
+
+
+def start_plane_gateway(api, data_dir, settings):
+    """Start what `strata up` starts for the object service; returns a namespace with
+    ``creds``, ``endpoint``, ``procs`` (stop them with :func:`stop_procs`)."""
+    from services.object import bootstrap, up
+
+    port = free_port()
+    settings.SERVICE_OPTIONS = {"s3_port": port, "host": "127.0.0.1"}
+    made = api.post("/api/v1/pools/", {"name": "default", "driver": "directory"}, format="json")
+    assert made.status_code == 201, made.content
+    procs = []
+    try:
+        for spec in up.daemons(data_dir, settings.SERVICE_OPTIONS):
+            log = open(data_dir / f"{spec.name}.log", "ab")
+            procs.append(subprocess.Popen(spec.argv, env={**os.environ, **spec.env}, stdout=log,
+                                          stderr=subprocess.STDOUT, cwd=data_dir))
+            log.close()
+            deadline = time.monotonic() + 30
+            while not spec.ready():
+                assert procs[-1].poll() is None, (data_dir / f"{spec.name}.log").read_text()
+                assert time.monotonic() < deadline, f"{spec.name} not ready"
+                time.sleep(0.05)
+        creds = bootstrap.bootstrap({"username": "admin"})
+    except BaseException:
+        stop_procs(procs)
+        raise
+    return SimpleNamespace(creds=creds, endpoint=creds["s3_endpoint"], procs=procs, port=port,
+                           admin_s3=s3_client(creds["s3_endpoint"], creds["s3_access_key"],
+                                              creds["s3_secret_key"]))
+
+
+def stop_procs(procs) -> None:
+    for proc in reversed(procs):
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

@@ -1,0 +1,142 @@
+"""The object service's REST API against a real gateway started the way `strata up` starts it,
+checked with boto3: buckets, keys (secret shown once, revocation), quotas, delete refusals."""
+from __future__ import annotations
+
+import json
+import os
+import stat
+import uuid
+
+import pytest
+from botocore.exceptions import ClientError
+
+from services.object.tests.planefixture import s3_client, start_plane_gateway, stop_procs
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def plane(api, data_dir, settings):
+    started = start_plane_gateway(api, data_dir, settings)
+    try:
+        yield started
+    finally:
+        stop_procs(started.procs)
+
+
+def _code(exc_info) -> str:
+    return exc_info.value.response["Error"]["Code"]
+
+
+def test_bootstrap_gives_admin_credentials_and_a_data_root_on_the_pool(plane, api, data_dir):
+    from services.object.models import Gateway
+
+    gw = Gateway.objects.get()
+    assert gw.filesystem.name == "s3" and gw.filesystem.pool.name == "default"
+    config_file = data_dir / "run" / "s3" / "gateway.json"
+    config = json.loads(config_file.read_text())
+    assert config["data_root"].startswith(gw.filesystem.path)
+    assert stat.S_IMODE(os.stat(config_file).st_mode) == 0o600
+    assert config["users"][plane.creds["s3_access_key"]]["admin"] is True
+    assert plane.admin_s3.list_buckets()["Buckets"] == []
+    # a second bootstrap (next `strata up`) keeps the same key
+    from services.object import bootstrap
+
+    again = bootstrap.bootstrap({"username": "admin", **plane.creds})
+    assert again["s3_access_key"] == plane.creds["s3_access_key"]
+    assert again["s3_secret_key"] == plane.creds["s3_secret_key"]
+
+
+def test_bucket_made_through_rest_is_served_with_usage_and_versioning(plane, api):
+    made = api.post("/api/v1/buckets/", {"name": "ckpt-a"}, format="json")
+    assert made.status_code == 201, made.content
+    assert made.json()["owner"] == "admin" and made.json()["pool"] == "default"
+    assert "ckpt-a" in [b["Name"] for b in plane.admin_s3.list_buckets()["Buckets"]]
+    plane.admin_s3.put_object(Bucket="ckpt-a", Key="shard-0", Body=b"x" * 1234)
+    shown = api.get("/api/v1/buckets/ckpt-a/").json()
+    assert (shown["used_bytes"], shown["used_objects"]) == (1234, 1)
+    assert api.get("/api/v1/buckets/").json()["results"][0]["used_objects"] == 1
+    patched = api.patch("/api/v1/buckets/ckpt-a/", {"versioning": "Enabled"}, format="json")
+    assert patched.status_code == 200 and patched.json()["versioning"] == "Enabled"
+    assert plane.admin_s3.get_bucket_versioning(Bucket="ckpt-a")["Status"] == "Enabled"
+    back = api.patch("/api/v1/buckets/ckpt-a/", {"versioning": "Disabled"}, format="json")
+    assert back.status_code == 400 and "versioning" in back.json()["fields"]
+    bad = api.post("/api/v1/buckets/", {"name": "Bad_Name"}, format="json")
+    assert bad.status_code == 400 and "name" in bad.json()["fields"]
+    dup = api.post("/api/v1/buckets/", {"name": "ckpt-a"}, format="json")
+    assert dup.status_code == 400
+
+
+def test_key_works_secret_never_listed_and_revocation(plane, api, data_dir):
+    made = api.post("/api/v1/s3-keys/", {"user": "alice", "description": "trainer"}, format="json")
+    assert made.status_code == 201, made.content
+    access, secret = made.json()["access_key"], made.json()["secret_key"]
+    assert made.json()["endpoint"] == plane.endpoint
+    alice = s3_client(plane.endpoint, access, secret)
+    alice.create_bucket(Bucket="alice-bkt")
+    alice.put_object(Bucket="alice-bkt", Key="k", Body=b"hello")
+    assert alice.get_object(Bucket="alice-bkt", Key="k")["Body"].read() == b"hello"
+    for url in ("/api/v1/s3-keys/", f"/api/v1/s3-keys/{access}/", "/api/v1/s3-keys/?user=alice"):
+        got = api.get(url)
+        assert got.status_code == 200 and secret not in got.content.decode()
+        assert "secret" not in got.content.decode()
+    from services.object.models import S3Key
+
+    assert secret not in S3Key.objects.get(access_key=access).sealed_secret
+    # buckets made over S3 are imported by the reconcile task
+    from services.object.tasks import reconcile_buckets
+
+    assert reconcile_buckets()["imported"] == ["alice-bkt"]
+    assert api.get("/api/v1/buckets/alice-bkt/").json()["owner"] == "alice"
+    assert api.delete(f"/api/v1/s3-keys/{access}/").status_code == 204
+    with pytest.raises(ClientError) as e:
+        alice.list_objects_v2(Bucket="alice-bkt")
+    assert _code(e) == "InvalidAccessKeyId"
+    assert access not in json.loads((data_dir / "run" / "s3" / "gateway.json").read_text())["users"]
+
+
+def test_own_secret_and_role_rules(plane, api, operator_api, viewer_api):
+    mine = "my-own-secret-of-some-length"
+    made = api.post("/api/v1/s3-keys/", {"secret_key": mine}, format="json")
+    assert made.status_code == 201 and made.json()["secret_key"] == mine
+    s3 = s3_client(plane.endpoint, made.json()["access_key"], mine)
+    assert s3.list_buckets()["Buckets"] == []
+    assert viewer_api.post("/api/v1/s3-keys/", {}, format="json").status_code == 403
+    refused = operator_api.post("/api/v1/s3-keys/", {"admin": True}, format="json")
+    assert refused.status_code == 400
+    ok = operator_api.post("/api/v1/s3-keys/", {}, format="json")
+    assert ok.status_code == 201 and ok.json()["user"] == "operator" and not ok.json()["admin"]
+    assert viewer_api.get("/api/v1/s3-keys/").status_code == 200
+
+
+def test_delete_refused_while_not_empty(plane, api):
+    assert api.post("/api/v1/buckets/", {"name": "full"}, format="json").status_code == 201
+    plane.admin_s3.put_object(Bucket="full", Key="obj", Body=b"data")
+    refused = api.delete("/api/v1/buckets/full/")
+    assert refused.status_code == 409
+    assert refused.json()["error"] == "BucketNotEmpty" and "not empty" in refused.json()["detail"]
+    assert api.get("/api/v1/buckets/full/").status_code == 200
+    plane.admin_s3.delete_object(Bucket="full", Key="obj")
+    assert api.delete("/api/v1/buckets/full/").status_code == 204
+    with pytest.raises(ClientError) as e:
+        plane.admin_s3.head_bucket(Bucket="full")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+
+
+def test_quota_set_through_rest_is_enforced(plane, api):
+    name = f"q-{uuid.uuid4().hex[:8]}"
+    made = api.post("/api/v1/buckets/", {"name": name, "quota_bytes": 1000}, format="json")
+    assert made.status_code == 201, made.content
+    s3 = plane.admin_s3
+    s3.put_object(Bucket=name, Key="a", Body=b"x" * 600)
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket=name, Key="b", Body=b"x" * 600)
+    assert _code(e) == "QuotaExceeded"
+    patched = api.patch(f"/api/v1/buckets/{name}/", {"quota_bytes": None, "quota_objects": 2},
+                        format="json")
+    assert patched.status_code == 200, patched.content
+    assert (patched.json()["quota_bytes"], patched.json()["quota_objects"]) == (None, 2)
+    s3.put_object(Bucket=name, Key="b", Body=b"x" * 600)
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket=name, Key="c", Body=b"x")
+    assert _code(e) == "QuotaExceeded"

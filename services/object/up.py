@@ -1,0 +1,52 @@
+"""What the object service adds to `strata up`: ``--s3-port`` and the S3 gateway daemon.
+
+Light imports only (this module is imported by every `strata` command). The daemon is the
+launcher :mod:`services.object.serve`, which becomes the gateway once the plane's bootstrap
+has mounted the data root and written the config (see :mod:`services.object.gatewayconf`).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from services.object import gatewayconf
+from services.runtime import DaemonSpec
+
+DEFAULT_S3_PORT = 9000
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+def add_arguments(parser) -> None:
+    """``--s3-port`` (default 9000) and ``--s3-host`` (default: ``--host``)."""
+    parser.add_argument("--s3-port", type=int, default=DEFAULT_S3_PORT,
+                        help=f"port of the S3 gateway (default {DEFAULT_S3_PORT})")
+    parser.add_argument("--s3-host", default=None,
+                        help="address the S3 gateway listens on (default: the same as --host)")
+
+
+def s3_address(options: dict) -> tuple[str, int]:
+    """(host to listen on, port) of the gateway from `strata up`'s options."""
+    host = options.get("s3_host") or options.get("host") or "127.0.0.1"
+    return host, int(options.get("s3_port") or DEFAULT_S3_PORT)
+
+
+def daemons(data_dir: Path, options: dict) -> list[DaemonSpec]:
+    """The gateway launcher, with the config the plane last rendered (a valid empty one on the
+    first start)."""
+    data_dir = Path(data_dir)
+    host, port = s3_address(options)
+    config = gatewayconf.config_path(data_dir)
+    if gatewayconf.read_config(config) is None:
+        with gatewayconf.locked(config):
+            gatewayconf.write_config(config, gatewayconf.placeholder_config(data_dir))
+    # the gate and the ready marker of a previous run mean nothing now: the pool holding the
+    # data root is mounted again only by this run's bootstrap
+    gatewayconf.gate_path(data_dir).unlink(missing_ok=True)
+    waiting = gatewayconf.waiting_path(data_dir)
+    waiting.unlink(missing_ok=True)
+    pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    argv = [sys.executable, "-m", "services.object.serve", "--data-dir", str(data_dir),
+            "--host", host, "--port", str(port)]
+    return [DaemonSpec(name="s3", argv=argv, env={"PYTHONPATH": pythonpath},
+                       ready=waiting.exists)]
