@@ -34,16 +34,18 @@ def embedded_env() -> dict:
 class Appliance:
     """One `strata up` process with its own data directory and port."""
 
-    def __init__(self, data_dir: Path | None = None, port: int | None = None):
+    def __init__(self, data_dir: Path | None = None, port: int | None = None,
+                 s3_port: int | None = None):
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="strata-test-"))
         self.port = port or free_port()
+        self.s3_port = s3_port or free_port()  # 9000 may be taken on a shared machine
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = None
 
     def start(self, timeout=120) -> "Appliance":
         self.proc = subprocess.Popen(
             STRATA + ["--data-dir", str(self.data_dir), "up", "--port", str(self.port),
-                      "--default-pool-size", "1G"],
+                      "--default-pool-size", "1G", "--s3-port", str(self.s3_port)],
             env=embedded_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True)
         deadline = time.monotonic() + timeout
