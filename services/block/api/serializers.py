@@ -1,0 +1,147 @@
+from rest_framework import serializers
+
+from services.block.models import BlockExport, Host, HostGroup
+from services.storage.models import Volume
+
+IQN_PREFIXES = ("iqn.", "eui.", "naa.")
+CHAP_HELP = "CHAP secrets are 12 to 16 characters (iSCSI initiators reject others)."
+CONNECTION_KEYS = ("target_iqn", "portal", "lun", "name", "host", "port", "uri", "socket",
+                   "subsystem_nqn", "trtype", "traddr", "trsvcid", "nsid")
+
+
+def _check_chap(attrs, instance, user_key, secret_key, errors_label):
+    user = attrs.get(user_key, getattr(instance, user_key, "") if instance else "")
+    secret = attrs.get(secret_key, getattr(instance, secret_key, "") if instance else "")
+    if user and not secret:
+        raise serializers.ValidationError({secret_key: f"{errors_label}: give a secret with "
+                                                       f"{user_key}. {CHAP_HELP}"})
+    if secret and not user:
+        raise serializers.ValidationError({user_key: f"{errors_label}: give a user name with "
+                                                     f"{secret_key}."})
+    if secret and not 12 <= len(secret) <= 16:
+        raise serializers.ValidationError({secret_key: CHAP_HELP})
+
+
+class HostSerializer(serializers.ModelSerializer):
+    chap_secret = serializers.CharField(write_only=True, required=False, allow_blank=True,
+                                        max_length=16, help_text=CHAP_HELP)
+    groups = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
+
+    class Meta:
+        model = Host
+        fields = ["id", "name", "iqn", "nqn", "address", "chap_user", "chap_secret", "groups",
+                  "created_at", "updated_at"]
+        read_only_fields = ["created_at", "updated_at"]
+
+    def validate_iqn(self, iqn):
+        if iqn and not iqn.lower().startswith(IQN_PREFIXES):
+            raise serializers.ValidationError(
+                "An iSCSI initiator name starts with iqn., eui. or naa. "
+                "(e.g. iqn.1994-05.com.redhat:db1; see /etc/iscsi/initiatorname.iscsi).")
+        return iqn
+
+    def validate_nqn(self, nqn):
+        if nqn and not nqn.startswith("nqn."):
+            raise serializers.ValidationError(
+                "An NVMe host NQN starts with nqn. (see /etc/nvme/hostnqn).")
+        return nqn
+
+    def validate(self, attrs):
+        if self.instance is not None and attrs.get("name", self.instance.name) != self.instance.name:
+            raise serializers.ValidationError({"name": "A host cannot be renamed."})
+        iqn = attrs.get("iqn", self.instance.iqn if self.instance else "")
+        nqn = attrs.get("nqn", self.instance.nqn if self.instance else "")
+        address = attrs.get("address", self.instance.address if self.instance else "")
+        if not (iqn or nqn or address):
+            raise serializers.ValidationError(
+                "Give the host's iqn (iSCSI), nqn (NVMe-oF) or address, or several.")
+        _check_chap(attrs, self.instance, "chap_user", "chap_secret", "CHAP")
+        return attrs
+
+
+class HostGroupSerializer(serializers.ModelSerializer):
+    hosts = serializers.SlugRelatedField(slug_field="name", many=True, required=False,
+                                         queryset=Host.objects.all())
+    mutual_chap_secret = serializers.CharField(write_only=True, required=False,
+                                               allow_blank=True, max_length=16,
+                                               help_text=CHAP_HELP)
+    target_iqn = serializers.SerializerMethodField()
+
+    class Meta:
+        model = HostGroup
+        fields = ["id", "name", "hosts", "mutual_chap_user", "mutual_chap_secret",
+                  "target_iqn", "created_at", "updated_at"]
+        read_only_fields = ["created_at", "updated_at"]
+
+    def get_target_iqn(self, group) -> str:
+        from services.block.transports.iscsi import DEFAULT_IQN_BASE
+        return f"{DEFAULT_IQN_BASE}:{group.name}"
+
+    def validate_name(self, name):
+        if name == "any":
+            raise serializers.ValidationError(
+                "'any' is reserved for exports open to every initiator; pick another name.")
+        if self.instance is not None and name != self.instance.name:
+            raise serializers.ValidationError("A host group cannot be renamed.")
+        return name
+
+    def validate(self, attrs):
+        _check_chap(attrs, self.instance, "mutual_chap_user", "mutual_chap_secret",
+                    "Mutual CHAP")
+        return attrs
+
+
+class BlockExportSerializer(serializers.ModelSerializer):
+    volume = serializers.SlugRelatedField(slug_field="name", queryset=Volume.objects.all())
+    host_group = serializers.SlugRelatedField(slug_field="name", required=False,
+                                              allow_null=True, queryset=HostGroup.objects.all())
+    export_id = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = BlockExport
+        fields = ["id", "export_id", "volume", "protocol", "host_group", "read_only",
+                  *BlockExport.QOS_FIELDS, "connection", "state", "error",
+                  "created_at", "updated_at"]
+        read_only_fields = ["connection", "state", "error", "created_at", "updated_at"]
+
+    def to_representation(self, export):
+        data = super().to_representation(export)
+        for key in CONNECTION_KEYS:          # how to reach it, at the top level too
+            if key in (export.connection or {}):
+                data[key] = export.connection[key]
+        return data
+
+    def validate(self, attrs):
+        inst = self.instance
+        if inst is not None:
+            for key in ("volume", "protocol"):
+                if key in attrs and attrs[key] != getattr(inst, key):
+                    raise serializers.ValidationError(
+                        {key: f"An export's {key} cannot change; create a new export."})
+        volume = attrs.get("volume") or inst.volume
+        protocol = attrs.get("protocol") or inst.protocol
+        group = attrs.get("host_group", inst.host_group if inst else None)
+        qos = {k: attrs.get(k, getattr(inst, k) if inst else 0) for k in BlockExport.QOS_FIELDS}
+        driver = volume.pool.driver
+        if protocol == "nvmf" and driver != "spdk":
+            raise serializers.ValidationError({"protocol": (
+                f"NVMe-oF exports need a volume on an spdk pool; volume {volume.name} is on "
+                f"pool {volume.pool.name} (driver {driver}). Use iscsi, nbd or "
+                "vhost-user-blk, or put the volume on an spdk pool.")})
+        if protocol != "nvmf" and driver == "spdk":
+            raise serializers.ValidationError({"protocol": (
+                f"Volume {volume.name} lives in spdk_tgt (pool {volume.pool.name}); "
+                "export it with protocol nvmf.")})
+        if protocol == "nvmf" and attrs.get("read_only", inst.read_only if inst else False):
+            raise serializers.ValidationError({"read_only": (
+                "Read-only NVMe-oF namespaces are not supported; export a clone of a "
+                "snapshot instead.")})
+        if protocol == "iscsi" and any(qos.values()):
+            raise serializers.ValidationError({"protocol": (
+                "tgtd has no per-LUN QoS; export over nbd or vhost-user-blk "
+                "(qemu-storage-daemon) or nvmf (spdk pool) to limit I/O.")})
+        if protocol in ("nbd", "vhost-user-blk") and group is not None:
+            raise serializers.ValidationError({"host_group": (
+                f"{protocol} exports have no per-host access control in qemu-storage-daemon; "
+                "leave host_group empty (NBD listens on the appliance's block address only).")})
+        return attrs

@@ -1,0 +1,20 @@
+"""Run by every `strata up` after pools are online: re-apply every block export into the
+tgtd and qemu-storage-daemon that `strata up` just started (errors go on the export rows)."""
+import logging
+
+log = logging.getLogger(__name__)
+
+
+def bootstrap(creds: dict) -> dict:
+    """Reconcile the exports; add the block endpoints to credentials.json."""
+    from django.conf import settings
+
+    from services.block import service, up
+
+    summary = service.reconcile_all()
+    if summary.get("error"):
+        log.error("block: %s export(s) could not be applied; see their error field",
+                  summary["error"])
+    kw = up.runtime_kwargs(settings.DATA_DIR, settings.SERVICE_OPTIONS)
+    return {"iscsi_portal": f"{kw['host']}:{kw['iscsi_port']}",
+            "nbd_endpoint": f"{kw['host']}:{kw['nbd_port']}"}

@@ -1,0 +1,281 @@
+"""Make the block daemons match the rows, and record what they report back on them.
+
+Every change goes through here. A request's row change and its daemon change happen inside
+one database transaction: a daemon error rolls the row back and answers with the daemon's
+message (400/404/409/502 by the error's ``code``). Work that has no request to answer
+(the bootstrap's reconcile, a volume grown under its exports) records errors on the export
+rows (``state="error"``, ``error=<message>``) and in the log.
+
+The daemons run under `strata up`; every call here uses a short
+``BlockRuntime.session()`` that adopts them (web and worker are separate processes).
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from django.conf import settings
+from django.db import transaction
+from rest_framework import exceptions, status
+
+from console.errors import Conflict
+from dataplane.errors import DataplaneError
+from services.block import up
+from services.block.models import BlockExport, Host, HostGroup
+from services.block.transports import BlockRuntime, ExportNotFound, QosLimits, TransportError
+from services.block.transports import Host as RtHost
+from services.block.transports import HostGroup as RtHostGroup
+from services.storage.models import Volume
+
+log = logging.getLogger(__name__)
+
+CODE_STATUS = {"invalid": status.HTTP_400_BAD_REQUEST, "not_found": status.HTTP_404_NOT_FOUND,
+               "exists": status.HTTP_409_CONFLICT, "in_use": status.HTTP_409_CONFLICT,
+               "command_failed": status.HTTP_502_BAD_GATEWAY}
+
+
+class BlockError(exceptions.APIException):
+    """A transport error as an API answer: {"error": code, "detail": message}."""
+
+    status_code = status.HTTP_502_BAD_GATEWAY
+    default_code = "command_failed"
+
+    def __init__(self, exc: TransportError):
+        code = getattr(exc, "code", "command_failed")
+        super().__init__(detail=str(exc), code=code)
+        self.status_code = CODE_STATUS.get(code, status.HTTP_502_BAD_GATEWAY)
+
+
+@contextlib.contextmanager
+def runtime(spdk: bool = False):
+    """A BlockRuntime session on the daemons `strata up` started; TransportError -> BlockError.
+
+    ``spdk=True`` adds the NVMe-oF transport (needs spdk_tgt at STRATA_SPDK_SOCKET).
+    """
+    kw = up.runtime_kwargs(settings.DATA_DIR, settings.SERVICE_OPTIONS)
+    if spdk:
+        from services.storage.drivers import driver_for
+        kw["spdk_driver"] = driver_for("spdk")
+    try:
+        with BlockRuntime.session(**kw) as rt:
+            yield rt
+    except TransportError as exc:
+        raise BlockError(exc) from exc
+
+
+def uses_spdk(exports) -> bool:
+    return any(e.protocol == BlockExport.Protocol.NVMF for e in exports)
+
+
+def group_spec(hg: HostGroup | None) -> RtHostGroup | None:
+    """The runtime's plain HostGroup for a host group row (None = open to any initiator)."""
+    if hg is None:
+        return None
+    return RtHostGroup(
+        name=hg.name,
+        hosts=[RtHost(h.name, iqn=h.iqn or None, nqn=h.nqn or None, address=h.address or None,
+                      chap_user=h.chap_user or None, chap_secret=h.chap_secret or None)
+               for h in hg.hosts.all()],
+        mutual_chap_user=hg.mutual_chap_user or None,
+        mutual_chap_secret=hg.mutual_chap_secret or None)
+
+
+def qos_of(export: BlockExport) -> QosLimits | None:
+    return QosLimits(**export.qos()) if export.has_qos() else None
+
+
+def _export_into(rt: BlockRuntime, export: BlockExport) -> dict:
+    return rt.export(export.export_id, export.protocol, export.volume.path,
+                     read_only=export.read_only, host_group=group_spec(export.host_group),
+                     qos=qos_of(export))
+
+
+def _set_online(export: BlockExport, info: dict) -> None:
+    export.connection, export.state, export.error = info, BlockExport.State.ONLINE, ""
+
+
+# -- exports -------------------------------------------------------------------------------
+
+def create_export(*, volume: Volume, protocol: str, host_group: HostGroup | None = None,
+                  read_only: bool = False, **qos) -> BlockExport:
+    """Record the export and make it live; answers the daemon's error if it cannot be."""
+    with transaction.atomic():
+        export = BlockExport.objects.create(volume=volume, protocol=protocol,
+                                            host_group=host_group, read_only=read_only, **qos)
+        with runtime(spdk=protocol == "nvmf") as rt:
+            _set_online(export, _export_into(rt, export))
+        export.save()
+    return export
+
+
+def update_export(export: BlockExport, changes: dict) -> BlockExport:
+    """QoS changes apply live; a new host group or read-only flag re-exports the volume."""
+    old_group, old_ro = export.host_group_id, export.read_only
+    with transaction.atomic():
+        for key, value in changes.items():
+            setattr(export, key, value)
+        with runtime(spdk=export.protocol == "nvmf") as rt:
+            if (export.host_group_id, export.read_only) != (old_group, old_ro):
+                try:
+                    rt.unexport(export.export_id)
+                except ExportNotFound:
+                    pass
+                _set_online(export, _export_into(rt, export))
+            elif any(k in BlockExport.QOS_FIELDS for k in changes):
+                rt.set_qos(export.export_id, qos_of(export))
+                _set_online(export, rt.connection_info(export.export_id))
+        export.save()
+    return export
+
+
+def delete_export(export: BlockExport) -> None:
+    """Remove the export (connected clients are disconnected) and its row."""
+    export_id = export.export_id           # delete() clears the primary key
+    with transaction.atomic():
+        export.delete()
+        with runtime(spdk=export.protocol == "nvmf") as rt:
+            try:
+                rt.unexport(export_id)
+            except ExportNotFound:
+                pass           # already gone from the daemons: the row was all that was left
+
+
+# -- hosts and host groups -----------------------------------------------------------------
+
+def apply_host_groups(groups) -> None:
+    """Push the groups' current hosts/CHAP to their targets and NVMe-oF subsystems."""
+    groups = [g for g in groups if g.exports.exists()]
+    if not groups:
+        return
+    exports = [e for g in groups for e in g.exports.all()]
+    with runtime(spdk=uses_spdk(exports)) as rt:
+        for g in groups:
+            spec = group_spec(g)
+            rt.set_host_group(spec)
+            for e in g.exports.filter(protocol=BlockExport.Protocol.NVMF):
+                rt.nvmf.set_hosts(e.export_id, spec)
+
+
+def save_host(host: Host, data: dict) -> Host:
+    """Create or change a host; its groups' ACLs and CHAP accounts follow at once."""
+    with transaction.atomic():
+        for key, value in data.items():
+            setattr(host, key, value)
+        host.save()
+        apply_host_groups(list(host.groups.all()))
+    return host
+
+
+def delete_host(host: Host) -> None:
+    with transaction.atomic():
+        groups = list(host.groups.all())
+        host.delete()
+        apply_host_groups(groups)
+
+
+def save_host_group(group: HostGroup, data: dict) -> HostGroup:
+    """Create or change a host group (``hosts`` is a list of Host rows)."""
+    hosts = data.pop("hosts", None)
+    with transaction.atomic():
+        for key, value in data.items():
+            setattr(group, key, value)
+        group.save()
+        if hosts is not None:
+            group.hosts.set(hosts)
+        apply_host_groups([group])
+    return group
+
+
+def delete_host_group(group: HostGroup) -> None:
+    users = [f"{e.export_id} ({e.protocol} of volume {e.volume.name})"
+             for e in group.exports.select_related("volume")]
+    if users:
+        raise Conflict(f"Host group {group.name} still has block exports: {', '.join(users)}; "
+                       "delete them or move them to another group first.")
+    with transaction.atomic():
+        group.delete()
+        with runtime() as rt:
+            rt.iscsi.remove_host_group(group.name)
+
+
+# -- integrity with the storage service ---------------------------------------------------
+
+def refuse_volume_delete(volume: Volume) -> None:
+    """Conflict (409) while the volume has block exports."""
+    exports = [f"{e.export_id} ({e.protocol})" for e in volume.block_exports.all()]
+    if exports:
+        raise Conflict(f"Volume {volume.name} is exported over block protocols: "
+                       f"{', '.join(exports)}; delete its block exports first.")
+
+
+def volume_resized(volume: Volume) -> dict:
+    """Grow every export of a grown volume (LUNs re-read their size; no re-export).
+
+    Never raises: a failure is recorded on the export rows and in the log.
+    """
+    exports = list(volume.block_exports.all())
+    if not exports:
+        return {}
+    try:
+        with runtime(spdk=uses_spdk(exports)) as rt:
+            sizes = rt.volume_resized(volume.path)
+            for e in exports:
+                _set_online(e, rt.connection_info(e.export_id))
+    except (TransportError, DataplaneError, exceptions.APIException) as exc:
+        log.error("block: volume %s grew but its exports could not follow: %s", volume.name, exc)
+        for e in exports:
+            e.state, e.error = BlockExport.State.ERROR, f"resize not applied: {exc}"
+            e.save(update_fields=["state", "error", "updated_at"])
+        return {}
+    for e in exports:
+        e.save(update_fields=["connection", "state", "error", "updated_at"])
+    return sizes
+
+
+# -- reconcile (bootstrap) -----------------------------------------------------------------
+
+def reconcile_all() -> dict:
+    """Make the daemons serve exactly the recorded exports; record each one's outcome.
+
+    Runtime exports that no row asks for (``exp-*`` left by a crash) are removed. Never
+    raises on a single export: errors go on its row.
+    """
+    exports = list(BlockExport.objects.select_related("volume", "host_group"))
+    summary = {"online": 0, "error": 0, "removed": []}
+    try:
+        with runtime(spdk=uses_spdk(exports)) as rt:
+            wanted = {e.export_id for e in exports}
+            for eid in sorted({e for t in rt.transports.values() for e in t.list_exports()}):
+                if eid.startswith("exp-") and eid not in wanted:
+                    rt.unexport(eid)
+                    summary["removed"].append(eid)
+            for g in HostGroup.objects.filter(exports__isnull=False).distinct():
+                rt.set_host_group(group_spec(g))
+            for e in exports:
+                _reconcile_one(rt, e, summary)
+    except (TransportError, DataplaneError, exceptions.APIException) as exc:
+        log.error("block: the daemons could not be reconciled: %s", exc)
+        for e in exports:
+            e.state, e.error = BlockExport.State.ERROR, f"not applied: {exc}"
+            e.save(update_fields=["state", "error", "updated_at"])
+        summary["error"] = len(exports)
+        summary["detail"] = str(exc)
+    return summary
+
+
+def _reconcile_one(rt: BlockRuntime, export: BlockExport, summary: dict) -> None:
+    try:
+        try:
+            info = _export_into(rt, export)
+        except TransportError as exc:
+            if exc.code != "exists":
+                raise
+            rt.unexport(export.export_id)          # recorded differently: export anew
+            info = _export_into(rt, export)
+        _set_online(export, info)
+        summary["online"] += 1
+    except (TransportError, DataplaneError) as exc:
+        export.state, export.error = BlockExport.State.ERROR, str(exc)
+        summary["error"] += 1
+        log.error("block: export %s of volume %s: %s", export.export_id, export.volume.name, exc)
+    export.save(update_fields=["connection", "state", "error", "updated_at"])

@@ -1,0 +1,32 @@
+"""Integrity with the storage service, without touching its code.
+
+- Deleting a volume that has block exports is refused (409) before anything is deleted.
+- A volume grown (``service.resize_volume`` saves the new ``size_bytes``) makes its LUNs and
+  exports show the new size without re-export.
+"""
+from django.db.models.signals import post_save, pre_delete, pre_save
+from django.dispatch import receiver
+
+from services.storage.models import Volume
+
+
+@receiver(pre_delete, sender=Volume)
+def refuse_exported_volume_delete(sender, instance, **kwargs):
+    from services.block.service import refuse_volume_delete
+    refuse_volume_delete(instance)
+
+
+@receiver(pre_save, sender=Volume)
+def remember_old_size(sender, instance, update_fields=None, **kwargs):
+    instance._block_old_size = None
+    if instance.pk and (update_fields is None or "size_bytes" in update_fields):
+        instance._block_old_size = (Volume.objects.filter(pk=instance.pk)
+                                    .values_list("size_bytes", flat=True).first())
+
+
+@receiver(post_save, sender=Volume)
+def grow_exports(sender, instance, created, **kwargs):
+    old = getattr(instance, "_block_old_size", None)
+    if not created and old is not None and instance.size_bytes != old:
+        from services.block.service import volume_resized
+        volume_resized(instance)

@@ -1,0 +1,103 @@
+"""Fixtures for the block plane tests: the daemons `strata up` would start (from
+services/block/up.py), at free ports, stopped by PID after the test; helpers for REST."""
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from services.block import up
+from services.block.tests.conftest import need
+from services.block.transports.base import free_port
+
+MiB = 1 << 20
+CLIENT = "iqn.2026-01.io.strata.test:client1"
+OTHER = "iqn.2026-01.io.strata.test:intruder"
+SECRET = "s3cret-chap-01"
+
+
+def start_specs(specs, log_dir):
+    """Start DaemonSpecs the way `strata up` does; returns [(spec, Popen)]."""
+    started = []
+    try:
+        for spec in specs:
+            log = open(os.path.join(log_dir, f"{spec.name}.log"), "ab")
+            proc = subprocess.Popen(spec.argv, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env={**os.environ, **spec.env})
+            log.close()
+            started.append((spec, proc))
+            deadline = time.monotonic() + 20
+            while not spec.ready():
+                assert proc.poll() is None, f"{spec.name} exited; see {log_dir}"
+                assert time.monotonic() < deadline, f"{spec.name} did not become ready"
+                time.sleep(0.05)
+    except BaseException:
+        stop_specs(started)
+        raise
+    return started
+
+
+def stop_specs(started):
+    """Stop in reverse order: the spec's stop(), then SIGTERM, then SIGKILL, by PID."""
+    for spec, proc in reversed(started):
+        if proc.poll() is None and spec.stop:
+            try:
+                spec.stop(proc)
+            except Exception:
+                pass
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def block(data_dir, settings):
+    """tgtd and qemu-storage-daemon from up.daemons() at free ports; the plane's options."""
+    need("tgtd", "tgtadm", "qemu-storage-daemon", "iscsi-inq", "iscsi-readcapacity16",
+         "qemu-img", "nbdcopy")
+    options = {"host": "127.0.0.1", "port": 8080, "iscsi_port": free_port(),
+               "nbd_port": free_port()}
+    settings.SERVICE_OPTIONS = options
+    started = start_specs(up.daemons(data_dir, options), str(data_dir))
+    try:
+        yield options
+    finally:
+        stop_specs(started)
+
+
+def make_volume(api, name="v1", size=64 * MiB, pool="p1"):
+    if api.get(f"/api/v1/pools/{pool}/").status_code == 404:
+        r = api.post("/api/v1/pools/", {"name": pool, "driver": "directory"}, format="json")
+        assert r.status_code == 201, r.json()
+    r = api.post("/api/v1/volumes/", {"name": name, "size_bytes": size, "pool": pool},
+                 format="json")
+    assert r.status_code == 201, r.json()
+    return r.json()
+
+
+def post(api, path, body, expect=201):
+    r = api.post(path, body, format="json")
+    assert r.status_code == expect, (r.status_code, r.json())
+    return r.json()
+
+
+def iscsi_url(exp, user="client1", secret=SECRET):
+    auth = f"{user}%{secret}@" if user else ""
+    return f"iscsi://{auth}{exp['portal']}/{exp['target_iqn']}/{exp['lun']}"
+
+
+def iscsi_tool(name, exp, initiator=CLIENT, **kw):
+    return subprocess.run([name, "-i", initiator, iscsi_url(exp, **kw)], capture_output=True,
+                          text=True, timeout=60)
+
+
+def capacity(exp, **kw):
+    cp = iscsi_tool("iscsi-readcapacity16", exp, **kw)
+    assert cp.returncode == 0, cp.stderr
+    return int(cp.stdout.split("Total size:")[1].split()[0])

@@ -1,0 +1,118 @@
+"""What the block service adds to `strata up`: ``--iscsi-port``, ``--nbd-port`` and its daemons.
+
+Light imports only (this module is imported by every `strata` command); no Django. The
+daemons are tgtd (iSCSI) and qemu-storage-daemon (NBD, vhost-user-blk), started by `strata up`
+with their state under ``<data_dir>/run/block/`` exactly as
+:class:`services.block.transports.BlockRuntime` would start them, so that the plane's web
+and worker processes adopt them through ``BlockRuntime.session()`` (see :func:`runtime_kwargs`)
+and the bootstrap reconciles every export into them.
+"""
+from __future__ import annotations
+
+import socket
+import subprocess
+from pathlib import Path
+
+from services.runtime import DaemonSpec
+
+DEFAULT_ISCSI_PORT = 3260
+DEFAULT_NBD_PORT = 10809
+DEFAULT_NVMF_PORT = 4420
+WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def add_arguments(parser) -> None:
+    """``--iscsi-port`` (3260), ``--nbd-port`` (10809), ``--nvmf-port`` (4420), ``--block-host``."""
+    parser.add_argument("--iscsi-port", type=int, default=DEFAULT_ISCSI_PORT,
+                        help=f"iSCSI portal port of tgtd (default {DEFAULT_ISCSI_PORT})")
+    parser.add_argument("--nbd-port", type=int, default=DEFAULT_NBD_PORT,
+                        help=f"NBD port of qemu-storage-daemon (default {DEFAULT_NBD_PORT})")
+    parser.add_argument("--nvmf-port", type=int, default=DEFAULT_NVMF_PORT,
+                        help=f"NVMe-oF/TCP port for spdk pools (default {DEFAULT_NVMF_PORT})")
+    parser.add_argument("--block-host", default=None,
+                        help="address the iSCSI portal and NBD server listen on and that "
+                             "connection info names (default: --host, or 127.0.0.1 when "
+                             "--host is a wildcard)")
+
+
+def block_host(options: dict) -> str:
+    """The address block daemons listen on and that clients are told to connect to."""
+    host = options.get("block_host") or options.get("host") or "127.0.0.1"
+    return "127.0.0.1" if host in WILDCARDS else host
+
+
+def state_dir(data_dir: Path) -> Path:
+    """``<data_dir>/run/block``: the runtime's records, sockets and daemon logs."""
+    return Path(data_dir) / "run" / "block"
+
+
+def runtime_kwargs(data_dir: Path, options: dict) -> dict:
+    """Arguments of ``BlockRuntime(**kwargs)`` / ``BlockRuntime.session(**kwargs)``.
+
+    Every process (strata up, web, worker) must build the runtime with the same values so
+    that it adopts the running daemons instead of starting new ones.
+    """
+    return {"state_dir": state_dir(data_dir), "host": block_host(options),
+            "iscsi_port": int(options.get("iscsi_port") or DEFAULT_ISCSI_PORT),
+            "nbd_port": int(options.get("nbd_port") or DEFAULT_NBD_PORT),
+            "nvmf_port": int(options.get("nvmf_port") or DEFAULT_NVMF_PORT)}
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.3):
+            return True
+    except OSError:
+        return False
+
+
+def _tgtd_spec(kw: dict) -> DaemonSpec:
+    from services.block.transports.iscsi import TgtdTarget, pick_control_port
+    from services.block.transports.tgtadm import Tgtadm
+
+    target = TgtdTarget(kw["state_dir"] / "tgtd", portal_host=kw["host"],
+                        portal_port=kw["iscsi_port"])
+    if target._answers():
+        # that control socket belongs to a tgtd that is still running (another appliance
+        # or a crashed run): take a fresh number so we never drive someone else's tgtd
+        target.control_port = pick_control_port()
+        target.tgtadm = Tgtadm(target.control_port)
+    target._save_record()            # the sessions of the plane find tgtd by this number
+    tgtadm = target.tgtadm
+
+    def ready() -> bool:
+        return target._answers() and _port_open(kw["host"], kw["iscsi_port"])
+
+    def stop(proc: subprocess.Popen) -> None:
+        # tgtd ignores SIGTERM: drop the targets (forcing sessions off), then the system
+        for t in tgtadm.show_targets().values():
+            tgtadm.run("--op", "delete", "--mode", "target", "--tid", str(t.tid), "--force")
+        tgtadm.run("--op", "delete", "--mode", "system")
+
+    argv = ["tgtd", "-f", "-C", str(target.control_port),
+            "--iscsi", f"portal={kw['host']}:{kw['iscsi_port']}"]
+    return DaemonSpec(name="tgtd", argv=argv, ready=ready, stop=stop)
+
+
+def _qsd_spec(kw: dict) -> DaemonSpec:
+    qsd_dir = kw["state_dir"] / "qsd"
+    (qsd_dir / "vhost").mkdir(parents=True, exist_ok=True)
+    qmp = qsd_dir / "qsd-qmp.sock"
+    qmp.unlink(missing_ok=True)      # a socket left by an earlier run answers nobody
+    argv = ["qemu-storage-daemon",
+            "--chardev", f"socket,path={qmp},server=on,wait=off,id=qmp0",
+            "--monitor", "chardev=qmp0",
+            "--nbd-server", f"addr.type=inet,addr.host={kw['host']},addr.port={kw['nbd_port']}"]
+
+    def ready() -> bool:
+        return qmp.exists() and _port_open(kw["host"], kw["nbd_port"])
+
+    # qemu-storage-daemon quits cleanly on SIGTERM (the supervisor's default stop)
+    return DaemonSpec(name="qemu-storage-daemon", argv=argv, ready=ready)
+
+
+def daemons(data_dir: Path, options: dict) -> list[DaemonSpec]:
+    """tgtd and qemu-storage-daemon; the bootstrap then re-applies every export into them."""
+    kw = runtime_kwargs(data_dir, options)
+    kw["state_dir"].mkdir(parents=True, exist_ok=True)
+    return [_tgtd_spec(kw), _qsd_spec(kw)]
