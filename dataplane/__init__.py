@@ -20,7 +20,17 @@ from .errors import (AlreadyExists, Cancelled, CommandFailed, DataplaneError, In
 from .local import LocalDriver
 from .runner import Runner
 
-DRIVERS = {"local": LocalDriver, "directory": DirectoryDriver}
+SPDK_SOCKET_ENV = "STRATA_SPDK_SOCKET"
+
+
+def _spdk_driver(state_dir, runner=None):
+    """The spdk driver on spdk_tgt's RPC socket: $STRATA_SPDK_SOCKET or /var/tmp/spdk.sock."""
+    from .spdk import SpdkDriver   # imported on use: most installations have no spdk_tgt
+    return SpdkDriver(state_dir, runner=runner,
+                      rpc_socket=os.environ.get(SPDK_SOCKET_ENV) or "/var/tmp/spdk.sock")
+
+
+DRIVERS = {"local": LocalDriver, "directory": DirectoryDriver, "spdk": _spdk_driver}
 
 __all__ = [
     "AlreadyExists", "Cancelled", "CommandFailed", "DataplaneError", "DeviceInfo", "DeviceSpec",
@@ -48,9 +58,10 @@ def local_available() -> tuple:
 
 
 def open_driver(kind: str, state_dir: Union[str, Path], runner: Runner = None) -> Driver:
-    """The driver ``kind`` ("local", "directory" or "auto") keeping state in ``state_dir``.
+    """The driver ``kind`` ("local", "directory", "spdk" or "auto") keeping state in ``state_dir``.
 
     "auto" is local when running as root with btrfs-progs and kernel btrfs, else directory.
+    "spdk" talks to spdk_tgt at ``$STRATA_SPDK_SOCKET`` (default /var/tmp/spdk.sock).
     """
     if kind == "auto":
         kind = "local" if local_available()[0] else "directory"
