@@ -1,0 +1,179 @@
+from dataclasses import asdict
+
+from rest_framework import serializers
+
+from services.file import service
+from services.file.models import NfsExport, SmbShare, SmbUser
+from services.file.runtime import (
+    FilesystemMissing,
+    InvalidShareSpec,
+    NfsClientRule,
+    PathOutsideFilesystem,
+)
+from services.file.runtime import NfsExport as NfsExportSpec
+from services.file.runtime import SmbShare as SmbShareSpec
+from services.file.runtime.specs import check_user_name
+from services.storage.models import FileSystem
+
+READ_ONLY = ["state", "error", "created_at", "updated_at"]
+
+
+class ClientRuleField(serializers.Field):
+    """A client rule: {"address", "access": rw|ro, "squash", "anonymous_uid"?, ...} or the
+    string "ADDRESS [rw|ro] [root_squash|all_squash|no_root_squash]" (console, CLI)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str):
+            parts = data.split()
+            if not 1 <= len(parts) <= 3:
+                raise serializers.ValidationError(
+                    f"{data!r}: write ADDRESS [rw|ro] [root_squash|all_squash|no_root_squash]")
+            data = dict(zip(("address", "access", "squash"), parts))
+        if not isinstance(data, dict) or not isinstance(data.get("address"), str):
+            raise serializers.ValidationError(
+                'A client is {"address": IP|CIDR|*, "access": rw|ro, "squash": ...}.')
+        known = {"address", "access", "squash", "anonymous_uid", "anonymous_gid"}
+        extra = set(data) - known
+        if extra:
+            raise serializers.ValidationError(f"Unknown client field(s): {sorted(extra)}.")
+        try:
+            return asdict(NfsClientRule(**data))
+        except (InvalidShareSpec, TypeError) as exc:
+            raise serializers.ValidationError(str(exc))
+
+    def to_representation(self, value):
+        return value
+
+
+def _check_path(fs, path):
+    """The path relative to the file system root, or a field error a user can act on."""
+    try:
+        return service.relative_path(fs, path or "")
+    except PathOutsideFilesystem as exc:
+        raise serializers.ValidationError({"path": str(exc)})
+    except FilesystemMissing as exc:
+        field = "path" if path else "filesystem"
+        raise serializers.ValidationError({field: str(exc)})
+
+
+def _filesystem(attrs, instance):
+    fs = attrs.get("filesystem") or (instance.filesystem if instance else None)
+    if instance is not None and fs.pk != instance.filesystem_id:
+        raise serializers.ValidationError(
+            {"filesystem": "An export or share cannot move to another file system; "
+                           "delete it and create a new one."})
+    return fs
+
+
+class NfsExportSerializer(serializers.ModelSerializer):
+    filesystem = serializers.SlugRelatedField(
+        slug_field="name", queryset=FileSystem.objects.all(),
+        error_messages={"does_not_exist": "File system {value} does not exist "
+                                          "(was it deleted?)."})
+    path = serializers.CharField(required=False, allow_blank=True, default="")
+    pseudo = serializers.CharField(required=False, validators=[],
+                                   help_text="default: /<filesystem>")
+    clients = serializers.ListField(child=ClientRuleField(), min_length=1,
+                                    help_text="who may mount; at least one rule")
+
+    class Meta:
+        model = NfsExport
+        fields = ["id", "filesystem", "path", "pseudo", "clients", "state", "error",
+                  "created_at", "updated_at"]
+        read_only_fields = READ_ONLY
+
+    def validate(self, attrs):
+        fs = _filesystem(attrs, self.instance)
+        if "path" in attrs or self.instance is None:
+            attrs["path"] = _check_path(fs, attrs.get("path", ""))
+        pseudo = attrs.get("pseudo") or (self.instance.pseudo if self.instance
+                                         else "/" + fs.name)
+        pseudo = pseudo.rstrip("/") or "/"
+        try:
+            NfsExportSpec(1, "/", pseudo, attrs.get("clients") or [])
+        except InvalidShareSpec as exc:
+            raise serializers.ValidationError({"pseudo": str(exc)})
+        clash = NfsExport.objects.filter(pseudo=pseudo)
+        if self.instance is not None:
+            clash = clash.exclude(pk=self.instance.pk)
+        if clash.exists():
+            raise serializers.ValidationError(
+                {"pseudo": f"Pseudo path {pseudo} is used by another export; give another."})
+        attrs["pseudo"] = pseudo
+        return attrs
+
+
+class SmbShareSerializer(serializers.ModelSerializer):
+    filesystem = serializers.SlugRelatedField(
+        slug_field="name", queryset=FileSystem.objects.all(),
+        error_messages={"does_not_exist": "File system {value} does not exist "
+                                          "(was it deleted?)."})
+    name = serializers.CharField(max_length=80, validators=[])
+    path = serializers.CharField(required=False, allow_blank=True, default="")
+    valid_users = serializers.ListField(child=serializers.CharField(), required=False,
+                                        default=list,
+                                        help_text="SMB users allowed; empty: every SMB user")
+
+    class Meta:
+        model = SmbShare
+        fields = ["id", "name", "filesystem", "path", "read_only", "valid_users", "encrypt",
+                  "state", "error", "created_at", "updated_at"]
+        read_only_fields = READ_ONLY
+
+    def validate_name(self, name):
+        if self.instance is not None and name != self.instance.name:
+            raise serializers.ValidationError("A share cannot be renamed.")
+        try:
+            SmbShareSpec(name=name, path="/")
+        except InvalidShareSpec as exc:
+            raise serializers.ValidationError(str(exc))
+        clash = SmbShare.objects.filter(name__iexact=name)
+        if self.instance is not None:
+            clash = clash.exclude(pk=self.instance.pk)
+        if clash.exists():
+            raise serializers.ValidationError(
+                f"A share named {clash.first().name} exists (SMB share names ignore case).")
+        return name
+
+    def validate_valid_users(self, users):
+        known = set(SmbUser.objects.filter(username__in=users)
+                    .values_list("username", flat=True))
+        missing = [u for u in users if u not in known]
+        if missing:
+            raise serializers.ValidationError(
+                f"Unknown SMB user(s) {', '.join(missing)}: create them at "
+                "/api/v1/smb-users/ first.")
+        return list(dict.fromkeys(users))
+
+    def validate(self, attrs):
+        fs = _filesystem(attrs, self.instance)
+        if "path" in attrs or self.instance is None:
+            attrs["path"] = _check_path(fs, attrs.get("path", ""))
+        return attrs
+
+
+class SmbUserSerializer(serializers.ModelSerializer):
+    password = serializers.CharField(write_only=True, trim_whitespace=False,
+                                     style={"input_type": "password"})
+
+    class Meta:
+        model = SmbUser
+        fields = ["id", "username", "password", "state", "error", "created_at", "updated_at"]
+        read_only_fields = READ_ONLY
+        extra_kwargs = {"username": {"validators": []}}
+
+    def validate_username(self, name):
+        if self.instance is not None and name != self.instance.username:
+            raise serializers.ValidationError("An SMB user cannot be renamed.")
+        try:
+            check_user_name(name)
+        except InvalidShareSpec as exc:
+            raise serializers.ValidationError(str(exc))
+        if self.instance is None and SmbUser.objects.filter(username=name).exists():
+            raise serializers.ValidationError(f"SMB user {name} exists.")
+        return name
+
+    def validate_password(self, password):
+        if not password or "\n" in password or "\r" in password:
+            raise serializers.ValidationError("A password is one non-empty line.")
+        return password

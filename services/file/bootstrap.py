@@ -1,0 +1,20 @@
+"""Each `strata up`, after pools are online: reconcile every export, share and SMB user into
+the ganesha.nfsd and smbd just started, and tell credentials.json where they listen."""
+import logging
+
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+
+def bootstrap(creds: dict) -> dict:
+    """Apply all rows to the fresh daemons; returns the NFS and SMB ports for credentials."""
+    from services.file import service
+
+    summary = service.reconcile_all(force_reload=True)
+    for key, value in summary.items():
+        if isinstance(value, dict) and (value.get("errors") or value.get("failed")):
+            print(f"file: {key}: {value}", flush=True)
+    options = getattr(settings, "SERVICE_OPTIONS", None) or {}
+    return {"nfs_port": int(options.get("nfs_port") or 2049),
+            "smb_port": int(options.get("smb_port") or 445)}

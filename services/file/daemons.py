@@ -1,0 +1,277 @@
+"""The file service's two daemons as the management plane sees them (no Django here).
+
+`strata up` starts `ganesha.nfsd` and `smbd` as its own children (see `up.py`); the plane's
+Django processes (web and worker are separate processes) never own them. They drive the
+running daemons through the runtime's supervisors with two changes made here:
+
+- "is it running" and "signal it" go through the daemon's pid file, not a child handle;
+- every apply is serialized across processes by a file lock in the daemon's state directory.
+
+State lives under ``<data_dir>/run/nfs`` and ``<data_dir>/run/smb``. Next to each config the
+plane keeps the plain list of what it last applied successfully (``served.json``), so that
+`strata up` starts the daemons with the config the plane last rendered, re-rendered with the
+current ports. ``<data_dir>/run/nfs/binds.json`` lists the file-system directories the plane
+bind-mounted onto themselves for Ganesha (btrfs subvolumes); they are unmounted when
+Ganesha stops.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+from services.file.runtime import (
+    CommandError,
+    DaemonStartError,
+    NfsExport,
+    NfsServer,
+    NfsSettings,
+    SmbServer,
+    SmbSettings,
+    SmbShare,
+    build_ganesha_config,
+    build_smb_config,
+    nfs_null_ping,
+    render_ganesha_conf,
+    render_smb_conf,
+    write_if_changed,
+)
+from services.file.runtime.btrfs_mounts import bind_mount_self, is_mount_point, unmount
+from services.file.runtime.process import port_open, probe_address, require_binary
+from services.file.runtime.samba import STATE_SUBDIRS
+
+DEFAULT_NFS_PORT = 2049
+DEFAULT_SMB_PORT = 445
+SERVED = "served.json"
+
+
+def nfs_settings(data_dir, options: dict) -> NfsSettings:
+    """Ganesha's settings for a data directory and the options of `strata up`."""
+    return NfsSettings(state_dir=str(Path(data_dir) / "run" / "nfs"),
+                       port=int(options.get("nfs_port") or DEFAULT_NFS_PORT),
+                       bind_address=options.get("file_bind") or "0.0.0.0")
+
+
+def smb_interfaces(bind: str) -> list[str]:
+    """smbd binds only to the listed interfaces: every interface of the host by default."""
+    if bind and bind not in ("0.0.0.0", "*"):
+        return [bind]
+    names = [name for _, name in socket.if_nameindex()]
+    return ["lo"] + [n for n in names if n != "lo"]
+
+
+def smb_settings(data_dir, options: dict) -> SmbSettings:
+    """smbd's settings for a data directory and the options of `strata up`."""
+    return SmbSettings(state_dir=str(Path(data_dir) / "run" / "smb"),
+                       port=int(options.get("smb_port") or DEFAULT_SMB_PORT),
+                       interfaces=smb_interfaces(options.get("file_bind") or ""))
+
+
+def _pid_alive(pid_file: str, comm: str) -> int | None:
+    """The pid in ``pid_file`` if that process is alive and is ``comm``; else None."""
+    try:
+        with open(pid_file) as f:
+            pid = int(f.read().split()[0])
+        with open(f"/proc/{pid}/comm") as f:
+            name = f.read().strip()
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if name.startswith(comm[:15]) else None
+
+
+class _PlaneLock:
+    """Serialize applies across the plane's processes (and threads) with flock."""
+
+    def __init__(self, state_dir: str):
+        self.path = os.path.join(state_dir, "plane.lock")
+
+    @contextlib.contextmanager
+    def held(self):
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        with open(self.path, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _served_path(state_dir: str) -> str:
+    return os.path.join(state_dir, SERVED)
+
+
+def load_served(state_dir: str) -> list[dict]:
+    """What the plane last applied successfully to this daemon (plain dicts)."""
+    try:
+        with open(_served_path(state_dir)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return []
+
+
+def save_served(state_dir: str, items: list[dict]) -> None:
+    """Record what is now applied (see :func:`load_served`)."""
+    write_if_changed(_served_path(state_dir), json.dumps(items, indent=1, sort_keys=True))
+
+
+class PlaneNfsServer(NfsServer):
+    """An NfsServer for a ganesha.nfsd started by `strata up`, found through its pid file."""
+
+    def __init__(self, settings: NfsSettings):
+        super().__init__(settings)
+        self.lock = _PlaneLock(settings.state_dir)
+        self.binds_path = os.path.join(settings.state_dir, "binds.json")
+
+    def daemon_pid(self) -> int | None:
+        """The pid of the running ganesha.nfsd of this state directory, or None."""
+        return _pid_alive(self.pid_path, "ganesha.nfsd")
+
+    def is_running(self) -> bool:
+        return self.daemon_pid() is not None
+
+    def signal(self, signum: int) -> None:
+        pid = self.daemon_pid()
+        if pid is None:
+            raise DaemonStartError(f"ganesha.nfsd is not running (no live pid in {self.pid_path})")
+        os.kill(pid, signum)
+
+    def prepare(self) -> None:
+        """State directories, and a config from the last served exports (empty at first)."""
+        os.makedirs(os.path.join(self.settings.state_dir, "recovery"), exist_ok=True)
+        exports = []
+        for item in load_served(self.settings.state_dir):
+            if os.path.isdir(item["path"]):      # its pool may not be mounted yet
+                exports.append(NfsExport.from_dict(item))
+        write_if_changed(self.conf_path,
+                         render_ganesha_conf(build_ganesha_config(self.settings, exports)))
+
+    def argv(self) -> list[str]:
+        """The command line `strata up` runs (the same as ``NfsServer.start``)."""
+        return [require_binary("ganesha.nfsd"), "-F", "-f", self.conf_path, "-L", self.log_path,
+                "-p", self.pid_path]
+
+    def ready(self) -> bool:
+        """True when Ganesha answers an RPC NULL call on its port."""
+        return nfs_null(self.settings)
+
+    def force_reload(self, timeout: float = 15.0) -> None:
+        """Re-read the installed config even if unchanged (exports whose path appeared since)."""
+        with self._lock:
+            if self.is_running():
+                self._reload(timeout)
+
+    # -- bind mounts of btrfs subvolumes (Ganesha cannot export one that is not a mount) --
+
+    def binds(self) -> list[str]:
+        try:
+            with open(self.binds_path) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return []
+
+    def _save_binds(self, paths) -> None:
+        write_if_changed(self.binds_path, json.dumps(sorted(set(paths))))
+
+    def bind(self, path: str) -> None:
+        """Bind-mount ``path`` onto itself and remember it (call with the lock held)."""
+        bind_mount_self(path)
+        self._save_binds(self.binds() + [path])
+
+    def unbind_unused(self, needed: set[str]) -> list[str]:
+        """Unmount the binds no export needs any more; returns the ones that stayed busy."""
+        kept = []
+        for path in self.binds():
+            if path in needed:
+                kept.append(path)
+                continue
+            try:
+                unmount(path)
+            except CommandError:
+                kept.append(path)
+            except OSError:
+                pass
+        self._save_binds(kept)
+        return [p for p in kept if p not in needed]
+
+    def unbind_all(self) -> None:
+        """Unmount every bind the plane made (when Ganesha has stopped)."""
+        for path in reversed(self.binds()):
+            with contextlib.suppress(CommandError, OSError):
+                unmount(path)
+        self._save_binds([p for p in self.binds() if os.path.exists(p) and is_mount_point(p)])
+
+
+def nfs_null(settings: NfsSettings) -> bool:
+    """True if the Ganesha of ``settings`` answers an RPC NULL call."""
+    return nfs_null_ping(probe_address(settings.bind_address), settings.port)
+
+
+class PlaneSmbServer(SmbServer):
+    """An SmbServer for an smbd started by `strata up`, found through its pid file."""
+
+    def __init__(self, settings: SmbSettings):
+        super().__init__(settings)
+        self.lock = _PlaneLock(settings.state_dir)
+
+    def daemon_pid(self) -> int | None:
+        """The pid of the running smbd of this state directory, or None."""
+        piddir = os.path.join(self.settings.state_dir, "pid")
+        try:
+            names = sorted(n for n in os.listdir(piddir) if n.startswith("smbd")
+                           and n.endswith(".pid"))
+        except OSError:
+            return None
+        for name in names:
+            pid = _pid_alive(os.path.join(piddir, name), "smbd")
+            if pid:
+                return pid
+        return None
+
+    def is_running(self) -> bool:
+        return self.daemon_pid() is not None
+
+    def prepare(self) -> None:
+        """State directories, and smb.conf from the last served shares (empty at first)."""
+        state = self.settings.state_dir
+        os.makedirs(state, exist_ok=True)
+        os.chmod(state, 0o755)       # smbd runs dfree scripts as the connected user
+        for sub in STATE_SUBDIRS:
+            os.makedirs(os.path.join(state, sub), mode=0o755, exist_ok=True)
+        os.chmod(os.path.join(state, "private"), 0o700)
+        shares = [SmbShare.from_dict(s) for s in load_served(state)]
+        write_if_changed(self.conf_path, render_smb_conf(build_smb_config(self.settings, shares)))
+
+    def argv(self) -> list[str]:
+        """The command line `strata up` runs (the same as ``SmbServer.start``)."""
+        return [require_binary("smbd"), "--foreground", "--no-process-group", "--debug-stdout",
+                f"--configfile={self.conf_path}"]
+
+    def ready(self) -> bool:
+        """True when smbd accepts TCP connections on its port."""
+        return port_open(self.probe_host(), self.settings.port)
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 15.0) -> None:
+    """SIGTERM a daemon `strata up` started and wait for it (SIGKILL after ``timeout``)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def nfs_server(data_dir, options: dict) -> PlaneNfsServer:
+    """The plane's handle on the ganesha.nfsd of ``data_dir``."""
+    return PlaneNfsServer(nfs_settings(data_dir, options))
+
+
+def smb_server(data_dir, options: dict) -> PlaneSmbServer:
+    """The plane's handle on the smbd of ``data_dir``."""
+    return PlaneSmbServer(smb_settings(data_dir, options))

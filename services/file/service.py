@@ -1,0 +1,395 @@
+"""Make ganesha.nfsd and smbd serve what the rows ask for, and record the outcome on the rows.
+
+Every create/update/delete of an export or share saves the row, then calls :func:`sync_nfs`
+or :func:`sync_smb`: under a lock shared by all the plane's processes, the WHOLE list of rows
+is turned into runtime specs and applied (render -> validate -> write -> reload ->
+health-check, in `services.file.runtime`). When the daemon refuses the new list, the old one
+is put back and each changed row is tried alone on top of what is served: the ones refused
+get ``state=error`` and the daemon's message in ``error`` while the previous config keeps
+serving; the API answers 422 (refused config) or 503 (reload failed) for the row the
+request changed. Nothing is swallowed.
+"""
+import logging
+import os
+import subprocess
+
+from django.conf import settings
+from django.db import transaction
+from rest_framework import exceptions, status
+
+from console.errors import Conflict
+from services.file import daemons
+from services.file.models import ApplyState, NfsExport, SmbShare, SmbUser
+from services.file.runtime import (
+    CommandError,
+    ConfigValidationError,
+    FileServiceError,
+    FilesystemMissing,
+    ensure_unix_user,
+    resolve_share_path,
+    set_smb_password,
+    unix_user_exists,
+)
+from services.file.runtime import NfsExport as NfsExportSpec
+from services.file.runtime import SmbShare as SmbShareSpec
+from services.file.runtime.btrfs_mounts import is_mount_point
+from services.file.runtime.smb_users import delete_smb_user as runtime_delete_smb_user
+from services.file.runtime.smb_users import delete_unix_user
+
+log = logging.getLogger(__name__)
+
+
+class ApplyFailed(exceptions.APIException):
+    """The row is saved (state error) but the daemon refused it; the old config keeps serving."""
+
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_code = "apply_failed"
+
+    def __init__(self, detail: str, status_code: int = status.HTTP_422_UNPROCESSABLE_ENTITY):
+        super().__init__(detail)
+        self.status_code = status_code
+
+
+class CommandFailed(exceptions.APIException):
+    """A system command (useradd, smbpasswd) failed; its stderr is in the message."""
+
+    status_code = status.HTTP_500_INTERNAL_SERVER_ERROR
+    default_code = "command_failed"
+
+
+def _options() -> dict:
+    return getattr(settings, "SERVICE_OPTIONS", None) or {}
+
+
+def nfs_server() -> daemons.PlaneNfsServer:
+    """The plane's handle on this appliance's ganesha.nfsd."""
+    return daemons.nfs_server(settings.DATA_DIR, _options())
+
+
+def smb_server() -> daemons.PlaneSmbServer:
+    """The plane's handle on this appliance's smbd."""
+    return daemons.smb_server(settings.DATA_DIR, _options())
+
+
+# -- rows -> runtime specs -----------------------------------------------------------------
+
+def share_path(fs, path: str = "") -> str:
+    """The real directory of ``path`` inside file system ``fs``; raises a runtime error."""
+    if not fs.path:
+        raise FilesystemMissing(f"file system {fs.name} has no directory (state {fs.state})")
+    return resolve_share_path(fs.path, path or None)
+
+
+def relative_path(fs, path: str = "") -> str:
+    """``path`` normalized to a path relative to the root of ``fs`` ('' for the root)."""
+    rel = os.path.relpath(share_path(fs, path), os.path.realpath(fs.path))
+    return "" if rel == "." else rel
+
+
+def export_spec(exp: NfsExport) -> dict:
+    """The runtime's REST shape of an export row (validated)."""
+    spec = {"export_id": exp.pk, "path": share_path(exp.filesystem, exp.path),
+            "pseudo": exp.pseudo, "clients": list(exp.clients), "snapshots": not exp.path}
+    NfsExportSpec.from_dict(spec)
+    return spec
+
+
+def share_spec(share: SmbShare) -> dict:
+    """The runtime's REST shape of a share row (validated); the quota is the share's size."""
+    fs = share.filesystem
+    spec = {"name": share.name, "path": share_path(fs, share.path),
+            "read_only": share.read_only, "valid_users": list(share.valid_users),
+            "encrypt": share.encrypt}
+    if fs.quota_bytes and not share.path:
+        spec["quota_bytes"] = fs.quota_bytes
+    SmbShareSpec.from_dict(spec)
+    return spec
+
+
+# -- the reconcile step --------------------------------------------------------------------
+
+class _Nfs:
+    model, spec, runtime = NfsExport, staticmethod(export_spec), NfsExportSpec.from_dict
+    server = staticmethod(nfs_server)
+    rows = staticmethod(lambda: list(NfsExport.objects.select_related("filesystem__pool")))
+
+    @staticmethod
+    def prepare(server, rows, target, errors) -> None:
+        """Bind-mount btrfs file systems onto themselves: Ganesha cannot export them else."""
+        for row in rows:
+            fs = row.filesystem
+            if row.pk in target and fs.pool.driver == "local" and fs.path \
+                    and os.path.isdir(fs.path) and not is_mount_point(fs.path):
+                try:
+                    server.bind(os.path.realpath(fs.path))
+                except CommandError as exc:
+                    errors[row.pk] = str(exc)
+
+    @staticmethod
+    def finish(server, rows, target) -> None:
+        needed = {os.path.realpath(r.filesystem.path) for r in rows
+                  if r.pk in target and r.filesystem.path}
+        busy = server.unbind_unused(needed)
+        if busy:
+            log.warning("file: bind mounts still busy, kept: %s", ", ".join(busy))
+
+
+class _Smb:
+    model, spec, runtime = SmbShare, staticmethod(share_spec), SmbShareSpec.from_dict
+    server = staticmethod(smb_server)
+    rows = staticmethod(lambda: list(SmbShare.objects.select_related("filesystem__pool")))
+
+    @staticmethod
+    def prepare(server, rows, target, errors) -> None:
+        if not os.path.exists(server.conf_path):
+            server.prepare()
+
+    @staticmethod
+    def finish(server, rows, target) -> None:
+        pass
+
+
+def _apply(kind, server, target: dict) -> None:
+    specs = [target[pk] for pk in sorted(target)]
+    server.apply([kind.runtime(s) for s in specs])
+    daemons.save_served(server.settings.state_dir, specs)
+
+
+def _status_of(exc: Exception) -> int:
+    if isinstance(exc, (ConfigValidationError, ValueError)):
+        return status.HTTP_422_UNPROCESSABLE_ENTITY
+    return status.HTTP_503_SERVICE_UNAVAILABLE
+
+
+def _sync(kind) -> dict:
+    """Apply every row of ``kind``; returns {row pk: exception} for the rows refused.
+
+    Raises ApplyFailed (503) when even the rows already served cannot be applied (the
+    daemon itself is in trouble); the rows changed are marked with the error first.
+    """
+    server = kind.server()
+    with server.lock.held():
+        rows = kind.rows()
+        desired, errors = {}, {}
+        for row in rows:
+            try:
+                desired[row.pk] = kind.spec(row)
+            except FileServiceError as exc:
+                errors[row.pk] = exc
+        served = {r.pk: r.applied for r in rows if r.applied}
+        target = {r.pk: desired.get(r.pk) or served.get(r.pk) for r in rows
+                  if r.pk in desired or r.pk in served}
+        kind.prepare(server, rows, target, errors)
+        for pk in errors:
+            desired.pop(pk, None)
+        target = {pk: desired.get(pk) or served.get(pk) for pk in target
+                  if pk in desired or pk in served}
+        try:
+            _apply(kind, server, target)
+        except FileServiceError as whole:
+            log.warning("file: %s refused the new list (%s); trying the changes one by one",
+                        server.name, whole)
+            target = dict(served)
+            try:
+                _apply(kind, server, target)
+            except FileServiceError as exc:
+                for pk, spec in desired.items():
+                    if spec != served.get(pk):
+                        errors[pk] = exc
+                _record(kind, rows, desired, errors, target, server)
+                raise ApplyFailed(f"{server.name} cannot apply even the current config: {exc}",
+                                  status.HTTP_503_SERVICE_UNAVAILABLE) from exc
+            for pk in sorted(desired):
+                if desired[pk] == target.get(pk):
+                    continue
+                trial = {**target, pk: desired[pk]}
+                try:
+                    _apply(kind, server, trial)
+                    target = trial
+                except FileServiceError as exc:
+                    errors[pk] = exc
+        _record(kind, rows, desired, errors, target, server)
+        kind.finish(server, rows, target)
+        return errors
+
+
+def _record(kind, rows, desired, errors, target, server) -> None:
+    live = ApplyState.ONLINE if server.is_running() else ApplyState.PENDING
+    for row in rows:
+        if row.pk in errors:
+            fields = {"state": ApplyState.ERROR, "error": str(errors[row.pk])}
+        else:
+            fields = {"state": live, "error": ""}
+        fields["applied"] = target.get(row.pk)
+        if any(getattr(row, k) != v for k, v in fields.items()):
+            kind.model.objects.filter(pk=row.pk).update(**fields)
+
+
+def sync_nfs() -> dict:
+    """Make ganesha.nfsd serve every export row; {pk: error} of the refused ones."""
+    return _sync(_Nfs)
+
+
+def sync_smb() -> dict:
+    """Make smbd serve every share row; {pk: error} of the refused ones."""
+    return _sync(_Smb)
+
+
+def _raise_for(row, errors: dict, what: str) -> None:
+    exc = errors.get(row.pk)
+    if exc is not None:
+        raise ApplyFailed(f"{what} was saved but not applied (state error; the previous config "
+                          f"keeps serving): {exc}", _status_of(exc))
+
+
+# -- exports and shares --------------------------------------------------------------------
+
+def save_export(exp: NfsExport) -> NfsExport:
+    """Save an export row and apply it; ApplyFailed if the daemon refused it."""
+    exp.save()
+    _raise_for(exp, sync_nfs(), f"NFS export {exp.pseudo}")
+    exp.refresh_from_db()
+    return exp
+
+
+def delete_export(exp: NfsExport) -> None:
+    """Stop serving an export, then forget it (nothing changes if the daemon refuses)."""
+    with transaction.atomic():
+        exp.delete()
+        sync_nfs()
+
+
+def save_share(share: SmbShare) -> SmbShare:
+    """Save a share row and apply it; ApplyFailed if the daemon refused it."""
+    share.save()
+    _raise_for(share, sync_smb(), f"SMB share {share.name}")
+    share.refresh_from_db()
+    return share
+
+
+def delete_share(share: SmbShare) -> None:
+    """Stop serving a share, then forget it."""
+    with transaction.atomic():
+        share.delete()
+        sync_smb()
+
+
+# -- SMB users -----------------------------------------------------------------------------
+
+def _smb_ready_for_users(smb) -> None:
+    if not os.path.exists(smb.conf_path):
+        smb.prepare()
+
+
+def create_smb_user(username: str, password: str) -> SmbUser:
+    """A Unix account (no home, no shell) plus a Samba password; 409 for a foreign account."""
+    smb = smb_server()
+    with smb.lock.held():
+        if unix_user_exists(username):
+            raise Conflict(f"A Unix account named {username} already exists on this host and "
+                           "is not managed by Strata; choose another user name.")
+        _smb_ready_for_users(smb)
+        created = False
+        try:
+            created = ensure_unix_user(username)
+            set_smb_password(smb.conf_path, username, password)
+        except CommandError as exc:
+            if created:
+                delete_unix_user(username)
+            raise CommandFailed(str(exc)) from exc
+        return SmbUser.objects.create(username=username, unix_created=created,
+                                      state=ApplyState.ONLINE)
+
+
+def set_smb_user_password(user: SmbUser, password: str) -> SmbUser:
+    """Change an SMB user's password (the Unix account is made again if it went missing)."""
+    smb = smb_server()
+    with smb.lock.held():
+        _smb_ready_for_users(smb)
+        try:
+            if user.unix_created:
+                ensure_unix_user(user.username)
+            set_smb_password(smb.conf_path, user.username, password)
+        except CommandError as exc:
+            raise CommandFailed(str(exc)) from exc
+    SmbUser.objects.filter(pk=user.pk).update(state=ApplyState.ONLINE, error="")
+    user.refresh_from_db()
+    return user
+
+
+def shares_of_user(username: str) -> list[str]:
+    """Names of the shares that list ``username`` in their valid users."""
+    return [s.name for s in SmbShare.objects.all() if username in (s.valid_users or [])]
+
+
+def delete_smb_user(user: SmbUser) -> None:
+    """Remove the passdb entry and the Unix account Strata made; 409 while a share lists it."""
+    shares = shares_of_user(user.username)
+    if shares:
+        raise Conflict(f"SMB user {user.username} is a valid user of share(s) "
+                       f"{', '.join(shares)}; remove it from them first.")
+    smb = smb_server()
+    with smb.lock.held():
+        _smb_ready_for_users(smb)
+        try:
+            delete_smb_user_entry(smb.conf_path, user)
+        except CommandError as exc:
+            raise CommandFailed(str(exc)) from exc
+        user.delete()
+
+
+def delete_smb_user_entry(conf_path: str, user: SmbUser) -> None:
+    """Remove ``user`` from the passdb, and its Unix account if Strata made it."""
+    runtime_delete_smb_user(conf_path, user.username, remove_unix_user=user.unix_created)
+
+
+def passdb_users(conf_path: str) -> set[str]:
+    """User names in the passdb of ``conf_path``."""
+    done = subprocess.run(["pdbedit", "-s", conf_path, "-L"], check=False,
+                          capture_output=True, text=True, timeout=60)
+    return {line.split(":", 1)[0] for line in done.stdout.splitlines() if ":" in line}
+
+
+def reconcile_users() -> dict:
+    """Unix accounts Strata made exist again; users missing from the passdb are errors."""
+    smb = smb_server()
+    result = {}
+    with smb.lock.held():
+        _smb_ready_for_users(smb)
+        known = passdb_users(smb.conf_path)
+        for user in SmbUser.objects.all():
+            state, error = ApplyState.ONLINE, ""
+            try:
+                if user.unix_created:
+                    ensure_unix_user(user.username)
+                if user.username not in known:
+                    state, error = ApplyState.ERROR, (
+                        "not in Samba's password database (was the data directory restored "
+                        "from elsewhere?): set the password again")
+            except CommandError as exc:
+                state, error = ApplyState.ERROR, str(exc)
+            SmbUser.objects.filter(pk=user.pk).update(state=state, error=error)
+            result[user.username] = state
+    return result
+
+
+def reconcile_all(force_reload: bool = False) -> dict:
+    """Everything into the running daemons (each `strata up`); a summary for the log."""
+    summary = {}
+    for name, sync in (("nfs_exports", sync_nfs), ("smb_shares", sync_smb)):
+        try:
+            errors = sync()
+            summary[name] = {"errors": {pk: str(e) for pk, e in errors.items()}}
+        except ApplyFailed as exc:
+            summary[name] = {"failed": str(exc.detail)}
+    if force_reload:
+        # an export whose directory appeared since Ganesha started (pools mounted by the
+        # bootstrap, btrfs binds made just now) is only picked up by a reload
+        nfs = nfs_server()
+        with nfs.lock.held():
+            try:
+                nfs.force_reload()
+            except FileServiceError as exc:
+                summary["nfs_reload"] = str(exc)
+    summary["smb_users"] = reconcile_users()
+    return summary

@@ -1,0 +1,241 @@
+"""The file service through the REST API, with ganesha.nfsd and smbd started as `strata up`
+starts them (``services.file.up``) at free ports, and real clients (nfs-rs, smbclient)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from services.file.tests.nfs_client import connect, read_hash, sha, write_file
+from services.file.tests.plane_support import (
+    drop_unix_user,
+    make_filesystem,
+    plane_daemons,
+    new_user_name,
+)
+
+nfs_rs = pytest.importorskip("nfs_rs")
+MiB = 1024 * 1024
+RW = ["127.0.0.1 rw no_root_squash"]
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (useradd, ports, mounts)")
+
+
+@pytest.fixture
+def daemons(api, data_dir, settings):
+    for name in ("ganesha.nfsd", "smbd", "smbclient", "testparm", "smbcontrol", "pdbedit"):
+        if not (subprocess.run(["which", name], capture_output=True).returncode == 0
+                or os.path.exists(f"/usr/sbin/{name}")):
+            pytest.skip(f"{name} is not installed")
+    with plane_daemons(data_dir, settings) as running:
+        yield running
+
+
+def nfs_port(settings) -> int:
+    return settings.SERVICE_OPTIONS["nfs_port"]
+
+
+def smbclient(settings, share, user, password, command):
+    return subprocess.run(
+        ["smbclient", f"//127.0.0.1/{share}", "-p", str(settings.SERVICE_OPTIONS["smb_port"]),
+         "-U", f"{user}%{password}", "-m", "SMB3", "-c", command],
+        check=False, capture_output=True, text=True, timeout=120)
+
+
+def test_nfs_export_through_rest_read_only_export_and_two_exports_of_one_fs(
+        api, daemons, settings):
+    fs = make_filesystem(api, "fs1")
+    made = api.post("/api/v1/nfs-exports/", {"filesystem": "fs1", "clients": RW}, format="json")
+    assert made.status_code == 201, made.content
+    export = made.json()
+    assert (export["pseudo"], export["state"], export["error"]) == ("/fs1", "online", "")
+    assert export["clients"][0] == {"address": "127.0.0.1", "access": "rw",
+                                    "squash": "no_root_squash", "anonymous_uid": 65534,
+                                    "anonymous_gid": 65534}
+    ro = api.post("/api/v1/nfs-exports/", {"filesystem": "fs1", "pseudo": "/fs1-ro",
+                                          "clients": [{"address": "127.0.0.1", "access": "ro"}]},
+                  format="json")
+    assert ro.status_code == 201 and ro.json()["state"] == "online", ro.content
+
+    data = os.urandom(16 * MiB)
+    with connect(nfs_port(settings), "/fs1") as client:
+        client.mkdir("ckpt")
+        write_file(client, "ckpt/shard-0", data)
+        assert read_hash(client, "ckpt/shard-0") == (len(data), sha(data))
+    assert sha(Path(fs["path"], "ckpt", "shard-0").read_bytes()) == sha(data)
+    with connect(nfs_port(settings), "/fs1-ro") as client:
+        assert read_hash(client, "ckpt/shard-0") == (len(data), sha(data))
+        with pytest.raises(nfs_rs.NfsError, match="read-only"):
+            write_file(client, "ckpt/refused", b"x" * 1000)
+    assert not Path(fs["path"], "ckpt", "refused").exists()
+
+    # the rules can change on a live export; removing an export stops serving it
+    changed = api.patch(f"/api/v1/nfs-exports/{ro.json()['id']}/",
+                        {"clients": ["127.0.0.1 ro all_squash"]}, format="json")
+    assert changed.status_code == 200 and changed.json()["state"] == "online", changed.content
+    assert api.delete(f"/api/v1/nfs-exports/{ro.json()['id']}/").status_code == 204
+    with pytest.raises(Exception):  # noqa: B017 - nfs-rs raises OSError or NfsError
+        with connect(nfs_port(settings), "/fs1-ro") as client:
+            read_hash(client, "ckpt/shard-0")
+    listed = api.get("/api/v1/nfs-exports/").json()
+    rows = listed["results"] if isinstance(listed, dict) else listed
+    assert [r["pseudo"] for r in rows] == ["/fs1"]
+
+
+def test_refused_exports_and_shares_and_exported_filesystem_delete(api, daemons, tmp_path):
+    fs = make_filesystem(api, "fs1")
+    make_filesystem(api, "gone")
+    gone_path = api.get("/api/v1/filesystems/gone/").json()["path"]
+    assert api.delete("/api/v1/filesystems/gone/").status_code == 204
+
+    post = lambda url, body: api.post(url, body, format="json")  # noqa: E731
+    r = post("/api/v1/nfs-exports/", {"filesystem": "gone", "clients": RW})
+    assert r.status_code == 400 and "gone does not exist" in r.json()["detail"], r.content
+    r = post("/api/v1/smb-shares/", {"name": "gone", "filesystem": "gone"})
+    assert r.status_code == 400 and "gone does not exist" in r.json()["detail"], r.content
+    assert not os.path.exists(gone_path)
+
+    os.symlink(str(tmp_path), os.path.join(fs["path"], "escape"))
+    for path in ("../", "escape", "/etc"):
+        r = post("/api/v1/nfs-exports/", {"filesystem": "fs1", "path": path, "clients": RW})
+        assert r.status_code == 400 and "outside the file system" in r.json()["detail"], r.content
+        r = post("/api/v1/smb-shares/", {"name": "s1", "filesystem": "fs1", "path": path})
+        assert r.status_code == 400 and "outside the file system" in r.json()["detail"], r.content
+    r = post("/api/v1/nfs-exports/", {"filesystem": "fs1", "path": "nope", "clients": RW})
+    assert r.status_code == 400 and "does not exist" in r.json()["detail"], r.content
+    r = post("/api/v1/nfs-exports/", {"filesystem": "fs1", "clients": ["10.0.0.300 rw"]})
+    assert r.status_code == 400 and "not an IP address" in r.json()["detail"], r.content
+    r = post("/api/v1/nfs-exports/", {"filesystem": "fs1", "clients": []})
+    assert r.status_code == 400, r.content
+    assert api.get("/api/v1/nfs-exports/").json() in ([], {"count": 0, "next": None,
+                                                         "previous": None, "results": []})
+
+    # a file system that is exported or shared cannot be deleted (409), and stays whole
+    exp = post("/api/v1/nfs-exports/", {"filesystem": "fs1", "clients": RW})
+    assert exp.status_code == 201, exp.content
+    share = post("/api/v1/smb-shares/", {"name": "fs1", "filesystem": "fs1"})
+    assert share.status_code == 201 and share.json()["state"] == "online", share.content
+    Path(fs["path"], "keep").write_bytes(b"kept")
+    r = api.delete("/api/v1/filesystems/fs1/")
+    assert r.status_code == 409, r.content
+    assert r.json()["error"] == "conflict"
+    assert "NFS export /fs1" in r.json()["detail"] and "SMB share fs1" in r.json()["detail"]
+    assert Path(fs["path"], "keep").read_bytes() == b"kept"
+    assert api.get("/api/v1/filesystems/fs1/").status_code == 200
+    r = post("/api/v1/smb-shares/", {"name": "FS1", "filesystem": "fs1"})
+    assert r.status_code == 400 and "ignore case" in r.json()["detail"], r.content
+    # a file system whose directory vanished behind the plane cannot be exported
+    vanished = make_filesystem(api, "vanished")
+    shutil.rmtree(vanished["path"])
+    r = post("/api/v1/nfs-exports/", {"filesystem": "vanished", "clients": RW})
+    assert r.status_code == 400 and "deleted" in r.json()["detail"], r.content
+    assert api.delete(f"/api/v1/nfs-exports/{exp.json()['id']}/").status_code == 204
+    assert api.delete("/api/v1/smb-shares/fs1/").status_code == 204
+    assert api.delete("/api/v1/filesystems/fs1/").status_code == 204
+
+
+def test_smb_share_and_user_through_rest(api, daemons, settings, tmp_path):
+    fs = make_filesystem(api, "fs1")
+    user, other = new_user_name(), new_user_name()
+    password = "Strata-pw-1"
+    try:
+        r = api.post("/api/v1/smb-users/", {"username": user, "password": password},
+                     format="json")
+        assert r.status_code == 201, r.content
+        assert r.json()["state"] == "online" and "password" not in r.json()
+        r = api.post("/api/v1/smb-users/", {"username": other, "password": "Other-pw-2"},
+                     format="json")
+        assert r.status_code == 201, r.content
+        r = api.post("/api/v1/smb-users/", {"username": "root", "password": "x"}, format="json")
+        assert r.status_code == 409 and "not managed by Strata" in r.json()["detail"], r.content
+        r = api.post("/api/v1/smb-shares/", {"name": "ckpt", "filesystem": "fs1",
+                                              "valid_users": ["nobody-here"]}, format="json")
+        assert r.status_code == 400 and "Unknown SMB user" in r.json()["detail"], r.content
+
+        r = api.post("/api/v1/smb-shares/", {"name": "ckpt", "filesystem": "fs1",
+                                              "valid_users": [user], "encrypt": True},
+                     format="json")
+        assert r.status_code == 201 and r.json()["state"] == "online", r.content
+        r = api.post("/api/v1/smb-shares/", {"name": "ckpt-ro", "filesystem": "fs1",
+                                              "read_only": True}, format="json")
+        assert r.status_code == 201 and r.json()["state"] == "online", r.content
+
+        data = os.urandom(8 * MiB)
+        local = tmp_path / "up.bin"
+        local.write_bytes(data)
+        done = smbclient(settings, "ckpt", user, password,
+                         f"put {local} shard-0; get shard-0 {tmp_path / 'down.bin'}")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert sha((tmp_path / "down.bin").read_bytes()) == sha(data)
+        assert sha(Path(fs["path"], "shard-0").read_bytes()) == sha(data)
+        # valid users: the other user is refused on ckpt; read-only share refuses writes
+        done = smbclient(settings, "ckpt", other, "Other-pw-2", "ls")
+        assert done.returncode != 0 and "ACCESS_DENIED" in done.stdout + done.stderr
+        done = smbclient(settings, "ckpt-ro", other, "Other-pw-2",
+                         f"get shard-0 {tmp_path / 'ro.bin'}; put {local} refused")
+        assert "NT_STATUS_ACCESS_DENIED" in done.stdout + done.stderr, done.stdout
+        assert sha((tmp_path / "ro.bin").read_bytes()) == sha(data)
+        assert not Path(fs["path"], "refused").exists()
+
+        # password change through PATCH; the old one stops working
+        r = api.patch(f"/api/v1/smb-users/{user}/", {"password": "New-pw-3"}, format="json")
+        assert r.status_code == 200, r.content
+        assert smbclient(settings, "ckpt", user, password, "ls").returncode != 0
+        assert smbclient(settings, "ckpt", user, "New-pw-3", "ls").returncode == 0
+        # a user a share names cannot be deleted
+        r = api.delete(f"/api/v1/smb-users/{user}/")
+        assert r.status_code == 409 and "ckpt" in r.json()["detail"], r.content
+        assert api.delete("/api/v1/smb-shares/ckpt/").status_code == 204
+        assert api.delete(f"/api/v1/smb-users/{user}/").status_code == 204
+        assert api.delete(f"/api/v1/smb-users/{other}/").status_code == 204
+        from services.file.runtime import unix_user_exists
+        assert not unix_user_exists(user) and not unix_user_exists(other)
+    finally:
+        drop_unix_user(user)
+        drop_unix_user(other)
+
+
+@pytest.mark.root
+def test_refused_export_is_an_error_on_its_row_and_the_old_config_keeps_serving(
+        api, daemons, settings):
+    """On btrfs, a snapshot subvolume that is not a mount point is refused by Ganesha."""
+    fs = make_filesystem(api, "fs1", pool="bt", driver="local")
+    good = api.post("/api/v1/nfs-exports/", {"filesystem": "fs1", "clients": RW}, format="json")
+    assert good.status_code == 201 and good.json()["state"] == "online", good.content
+    with connect(nfs_port(settings), "/fs1") as client:
+        write_file(client, "before", b"served before")
+    snap = api.post("/api/v1/snapshots/", {"filesystem": "fs1", "name": "s1"}, format="json")
+    assert snap.status_code == 201, snap.content
+    conf = Path(daemons.data_dir, "run", "nfs", "ganesha.conf")
+    before = conf.read_text()
+
+    bad = api.post("/api/v1/nfs-exports/", {"filesystem": "fs1", "path": ".snapshots/s1",
+                                            "pseudo": "/s1", "clients": RW}, format="json")
+    assert bad.status_code in (422, 503), bad.content
+    assert bad.json()["error"] == "apply_failed", bad.content
+    print("refused:", bad.json()["detail"])
+    assert "saved but not applied" in bad.json()["detail"]
+    rows = {r["pseudo"]: r for r in _rows(api.get("/api/v1/nfs-exports/").json())}
+    assert rows["/s1"]["state"] == "error" and rows["/s1"]["error"], rows
+    assert rows["/fs1"]["state"] == "online"
+    assert conf.read_text() == before
+    with connect(nfs_port(settings), "/fs1") as client:
+        assert read_hash(client, "before") == (13, sha(b"served before"))
+        write_file(client, "after", b"still served")
+    # a later good change goes through although the refused row is still there
+    changed = api.patch(f"/api/v1/nfs-exports/{good.json()['id']}/",
+                        {"clients": RW + ["10.9.9.0/24 ro"]}, format="json")
+    assert changed.status_code == 200 and changed.json()["state"] == "online", changed.content
+    assert api.get(f"/api/v1/nfs-exports/{bad.json().get('id', rows['/s1']['id'])}/"
+                   ).json()["state"] == "error"
+    assert api.delete(f"/api/v1/nfs-exports/{rows['/s1']['id']}/").status_code == 204
+    assert api.delete(f"/api/v1/nfs-exports/{good.json()['id']}/").status_code == 204
+    assert api.delete("/api/v1/snapshots/" + str(snap.json()["id"]) + "/").status_code == 204
+    assert api.delete("/api/v1/filesystems/fs1/").status_code == 204, fs
+
+
+def _rows(body):
+    return body["results"] if isinstance(body, dict) else body

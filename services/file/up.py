@@ -1,0 +1,36 @@
+"""What the file service adds to `strata up`: ganesha.nfsd and smbd (no Django here).
+
+Options: ``--nfs-port`` (default 2049), ``--smb-port`` (default 445), ``--file-bind`` (the
+address both listen on; default every interface). Both daemons start with the config the
+plane last applied (``<data_dir>/run/{nfs,smb}/served.json``; empty on first start), and the
+bootstrap then reconciles every export, share and user into them.
+"""
+from pathlib import Path
+
+from services.runtime import DaemonSpec
+
+
+def add_arguments(parser) -> None:
+    """Options of `strata up` for the file service."""
+    parser.add_argument("--nfs-port", type=int, default=2049,
+                        help="TCP port of the NFSv4 server (ganesha.nfsd); default 2049")
+    parser.add_argument("--smb-port", type=int, default=445,
+                        help="TCP port of the SMB3 server (smbd); default 445")
+    parser.add_argument("--file-bind", default="",
+                        help="address NFS and SMB listen on (default: every interface)")
+
+
+def daemons(data_dir: Path, options: dict) -> list:
+    """ganesha.nfsd and smbd, each with a ready check, state under ``<data_dir>/run/``."""
+    from services.file.daemons import nfs_server, smb_server, stop_process
+
+    nfs, smb = nfs_server(data_dir, options), smb_server(data_dir, options)
+    nfs.prepare()
+    smb.prepare()
+
+    def stop_nfs(proc):
+        stop_process(proc)
+        nfs.unbind_all()     # the btrfs binds made for Ganesha would keep pools busy
+
+    return [DaemonSpec(name="ganesha", argv=nfs.argv(), ready=nfs.ready, stop=stop_nfs),
+            DaemonSpec(name="smbd", argv=smb.argv(), ready=smb.ready, stop=stop_process)]
