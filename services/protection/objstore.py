@@ -1,12 +1,12 @@
 """Send streams stored in S3 as compressed, checksummed chunks plus a manifest, and the
 tree digest that proves a restore equals its source (no Django: boto3 and stdlib only).
 
-Layout under ``<prefix>/<backup>/<snapshot>/``: ``chunk-000000``, ``chunk-000001``, ... each
-the zlib-compressed next ``CHUNK`` bytes of the stream, then ``manifest.json`` written last
-(a restore point exists only once its manifest does)::
+Layout under ``<prefix>/<backup>/<snapshot>/``: ``chunk-000000``, ``chunk-000001``, ...
+each the next ``CHUNK`` bytes of the stream, zlib-compressed when that pays (``codec``),
+then ``manifest.json`` written last (a restore point exists only once its manifest does)::
 
     {"format": 1, "backup", "snapshot", "parent", "kind", "stream_bytes", "stream_sha256",
-     "tree_sha256", "chunks": [{"key", "bytes", "stored", "sha256"}], "created"}
+     "tree_sha256", "chunks": [{"key", "bytes", "stored", "codec", "sha256"}], "created"}
 
 ``sha256`` of a chunk is of its uncompressed bytes, checked on restore before the bytes go on.
 """
@@ -15,7 +15,9 @@ import json
 import os
 import stat
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import boto3
@@ -23,6 +25,7 @@ from botocore.config import Config
 
 CHUNK = 8 << 20
 LEVEL = 3
+SAMPLE = 256 << 10
 SNAPSHOTS_DIR = ".snapshots"
 
 
@@ -50,21 +53,63 @@ def _rechunk(stream: Iterable[bytes], size: int) -> Iterator[bytes]:
         yield bytes(buf)
 
 
+def encode_chunk(raw: bytes) -> tuple:
+    """(body, codec): zlib when a sample of the chunk compresses, else the bytes as they
+    are ("none"), so incompressible data (most checkpoint shards) costs no CPU."""
+    sample = raw[:SAMPLE]
+    if len(zlib.compress(sample, 1)) > 0.9 * len(sample):
+        return raw, "none"
+    body = zlib.compress(raw, LEVEL)
+    return (body, "zlib") if len(body) < len(raw) else (raw, "none")
+
+
+def decode_chunk(body: bytes, codec: str) -> bytes:
+    if codec == "none":
+        return body
+    if codec == "zlib":
+        return zlib.decompress(body)
+    raise ChecksumMismatch(f"unknown chunk codec {codec!r}: written by a newer Strata?")
+
+
 def put_stream(s3, bucket: str, prefix: str, stream: Iterable[bytes],
-               progress: Callable[[int], None] = lambda done: None) -> dict:
-    """Store ``stream`` as chunks under ``prefix``; return the manifest's stream fields."""
+               progress: Callable[[int], None] = lambda done: None,
+               workers: int = 2) -> dict:
+    """Store ``stream`` as chunks under ``prefix``; return the manifest's stream fields.
+    Chunks are encoded and uploaded by ``workers`` threads, at most ``workers + 1`` in
+    flight (memory stays at a few chunks)."""
     chunks, total, stored = [], 0, 0
     digest = hashlib.sha256()
-    for i, raw in enumerate(_rechunk(stream, CHUNK)):
-        body = zlib.compress(raw, LEVEL)
+
+    def upload(i: int, raw: bytes) -> dict:
+        body, codec = encode_chunk(raw)
         key = f"{prefix}/chunk-{i:06d}"
         s3.put_object(Bucket=bucket, Key=key, Body=body)
-        digest.update(raw)
-        total += len(raw)
-        stored += len(body)
-        chunks.append({"key": key, "bytes": len(raw), "stored": len(body),
-                       "sha256": hashlib.sha256(raw).hexdigest()})
+        return {"key": key, "bytes": len(raw), "stored": len(body), "codec": codec,
+                "sha256": hashlib.sha256(raw).hexdigest()}
+
+    def collect(future) -> None:
+        nonlocal total, stored
+        chunk = future.result()
+        chunks.append(chunk)
+        total += chunk["bytes"]
+        stored += chunk["stored"]
         progress(total)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending = deque()
+        try:
+            for i, raw in enumerate(_rechunk(stream, CHUNK)):
+                digest.update(raw)
+                pending.append(pool.submit(upload, i, raw))
+                progress(total)  # also where a cancel is noticed, chunk by chunk
+                while len(pending) > workers:
+                    collect(pending.popleft())
+            while pending:
+                collect(pending.popleft())
+        except BaseException:
+            for future in pending:
+                future.cancel()
+            raise
     return {"chunks": chunks, "stream_bytes": total, "stored_bytes": stored,
             "stream_sha256": digest.hexdigest()}
 
@@ -85,7 +130,7 @@ def read_stream(s3, bucket: str, manifest: dict,
     digest, done = hashlib.sha256(), 0
     for chunk in manifest["chunks"]:
         body = s3.get_object(Bucket=bucket, Key=chunk["key"])["Body"].read()
-        raw = zlib.decompress(body)
+        raw = decode_chunk(body, chunk.get("codec", "zlib"))
         if len(raw) != chunk["bytes"] or hashlib.sha256(raw).hexdigest() != chunk["sha256"]:
             raise ChecksumMismatch(f"chunk {chunk['key']} in bucket {bucket} does not match "
                                    "its checksum: the backup is damaged from here on")
