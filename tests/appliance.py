@@ -35,17 +35,21 @@ class Appliance:
     """One `strata up` process with its own data directory and port."""
 
     def __init__(self, data_dir: Path | None = None, port: int | None = None,
-                 s3_port: int | None = None):
+                 s3_port: int | None = None, nfs_port: int | None = None,
+                 smb_port: int | None = None):
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="strata-test-"))
         self.port = port or free_port()
         self.s3_port = s3_port or free_port()  # 9000 may be taken on a shared machine
+        self.nfs_port = nfs_port or free_port()  # 2049 and 445 may be taken too
+        self.smb_port = smb_port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = None
 
     def start(self, timeout=120) -> "Appliance":
         self.proc = subprocess.Popen(
             STRATA + ["--data-dir", str(self.data_dir), "up", "--port", str(self.port),
-                      "--default-pool-size", "1G", "--s3-port", str(self.s3_port)],
+                      "--default-pool-size", "1G", "--s3-port", str(self.s3_port),
+                      "--nfs-port", str(self.nfs_port), "--smb-port", str(self.smb_port)],
             env=embedded_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True)
         deadline = time.monotonic() + timeout
