@@ -47,7 +47,8 @@ class HostSerializer(serializers.ModelSerializer):
         return nqn
 
     def validate(self, attrs):
-        if self.instance is not None and attrs.get("name", self.instance.name) != self.instance.name:
+        inst = self.instance
+        if inst is not None and attrs.get("name", inst.name) != inst.name:
             raise serializers.ValidationError({"name": "A host cannot be renamed."})
         iqn = attrs.get("iqn", self.instance.iqn if self.instance else "")
         nqn = attrs.get("nqn", self.instance.nqn if self.instance else "")

@@ -22,11 +22,10 @@ def start_specs(specs, log_dir):
     started = []
     try:
         for spec in specs:
-            log = open(os.path.join(log_dir, f"{spec.name}.log"), "ab")
-            proc = subprocess.Popen(spec.argv, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True,
-                                    env={**os.environ, **spec.env})
-            log.close()
+            with open(os.path.join(log_dir, f"{spec.name}.log"), "ab") as log:
+                proc = subprocess.Popen(spec.argv, stdout=log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True,
+                                        env={**os.environ, **spec.env})
             started.append((spec, proc))
             deadline = time.monotonic() + 20
             while not spec.ready():
@@ -45,8 +44,8 @@ def stop_specs(started):
         if proc.poll() is None and spec.stop:
             try:
                 spec.stop(proc)
-            except Exception:
-                pass
+            except Exception as exc:      # still stopped below by PID
+                print(f"stopping {spec.name}: {exc}")
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
         try:
@@ -56,19 +55,20 @@ def stop_specs(started):
             proc.wait()
 
 
-@pytest.fixture
-def block(data_dir, settings):
-    """tgtd and qemu-storage-daemon from up.daemons() at free ports; the plane's options."""
+@pytest.fixture(name="block")
+def block_daemons(data_dir, settings):
+    """tgtd and qemu-storage-daemon from up.daemons() at free ports; the plane's options
+    (``options["started"]`` lists the running (spec, process) pairs)."""
     need("tgtd", "tgtadm", "qemu-storage-daemon", "iscsi-inq", "iscsi-readcapacity16",
          "qemu-img", "nbdcopy")
     options = {"host": "127.0.0.1", "port": 8080, "iscsi_port": free_port(),
                "nbd_port": free_port()}
     settings.SERVICE_OPTIONS = options
-    started = start_specs(up.daemons(data_dir, options), str(data_dir))
+    options["started"] = start_specs(up.daemons(data_dir, options), str(data_dir))
     try:
         yield options
     finally:
-        stop_specs(started)
+        stop_specs(options["started"])
 
 
 def make_volume(api, name="v1", size=64 * MiB, pool="p1"):
@@ -94,6 +94,7 @@ def iscsi_url(exp, user="client1", secret=SECRET):
 
 def iscsi_tool(name, exp, initiator=CLIENT, **kw):
     return subprocess.run([name, "-i", initiator, iscsi_url(exp, **kw)], capture_output=True,
+                          check=False,
                           text=True, timeout=60)
 
 

@@ -11,7 +11,7 @@ import pytest
 from services.block.service import runtime
 from services.block.tests.planefixtures import (  # noqa: F401  (fixtures)
     MiB,
-    block,
+    block_daemons,
     make_volume,
     post,
 )
@@ -21,12 +21,13 @@ HOST_NQN = "nqn.2014-08.org.nvmexpress:uuid:11111111-2222-3333-4444-555555555555
 
 
 def nbdcopy(src, dst, *extra):
-    return subprocess.run(["nbdcopy", *extra, str(src), str(dst)], capture_output=True,
+    return subprocess.run(["nbdcopy", *extra, str(src), str(dst)], capture_output=True, check=False,
                           text=True, timeout=120)
 
 
 def nbd_size(uri):
-    cp = subprocess.run(["nbdinfo", "--size", uri], capture_output=True, text=True, timeout=60)
+    cp = subprocess.run(["nbdinfo", "--size", uri], capture_output=True, check=False,
+                        text=True, timeout=60)
     assert cp.returncode == 0, cp.stderr
     return int(cp.stdout)
 
@@ -74,7 +75,7 @@ def test_nbd_export_bytes_qos_resize(api, block, tmp_path):
     assert nbd_size(exp["uri"]) == 48 * MiB
     assert api.delete("/api/v1/volumes/v1/").status_code == 409
     assert api.delete(f"/api/v1/block-exports/{exp['id']}/").status_code == 204
-    assert subprocess.run(["nbdinfo", "--size", exp["uri"]], capture_output=True,
+    assert subprocess.run(["nbdinfo", "--size", exp["uri"]], capture_output=True, check=False,
                           timeout=60).returncode != 0
 
 
