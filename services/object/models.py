@@ -19,14 +19,26 @@ bucket_name_validator = RegexValidator(
 S3_USER_RE = r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,62}$"
 
 
+def refuse_filesystem_delete(collector, field, sub_objs, using):
+    """``on_delete`` of the file system holding S3 data: refuse with a 409 the user can act on
+    (PROTECT would surface as a 500)."""
+    from console.errors import Conflict
+
+    fs = getattr(sub_objs[0], field.name)
+    if field.model is Gateway:
+        raise Conflict(f"File system {fs.name} holds the S3 gateway's data; it cannot be deleted.")
+    names = ", ".join(sorted(o.name for o in sub_objs))
+    raise Conflict(f"File system {fs.name} holds S3 buckets ({names}); delete them first.")
+
+
 class Gateway(models.Model):
     """The one S3 gateway: which file system holds its data, and its admin token.
 
-    A single row, made by the bootstrap. The file system is protected: it cannot be deleted
-    while the gateway uses it.
+    A single row, made by the bootstrap. Its file system cannot be deleted while the gateway
+    uses it (409).
     """
 
-    filesystem = models.ForeignKey(FileSystem, on_delete=models.PROTECT, related_name="+")
+    filesystem = models.ForeignKey(FileSystem, on_delete=refuse_filesystem_delete, related_name="+")
     admin_token = models.CharField(max_length=128)
     region = models.CharField(max_length=32, default="us-east-1")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -45,7 +57,8 @@ class Bucket(models.Model):
 
     name = models.CharField(max_length=63, unique=True, validators=[bucket_name_validator])
     owner = models.CharField(max_length=63)
-    filesystem = models.ForeignKey(FileSystem, on_delete=models.PROTECT, related_name="buckets")
+    filesystem = models.ForeignKey(FileSystem, on_delete=refuse_filesystem_delete,
+                                   related_name="buckets")
     quota_bytes = models.BigIntegerField(null=True, blank=True)
     quota_objects = models.BigIntegerField(null=True, blank=True)
     versioning = models.CharField(max_length=16, choices=Versioning.choices,

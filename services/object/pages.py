@@ -2,9 +2,18 @@
 from console.pages import Action, Column, FormField, Page
 from services.object.models import Bucket, S3Key
 
+
+def buckets():
+    """Rows as the gateway has them now (buckets made or deleted over S3, usage)."""
+    from services.object.service import sync_for_listing
+
+    sync_for_listing()
+    return Bucket.objects.select_related("filesystem", "filesystem__pool")
+
+
 PAGES = [
     Page(slug="buckets", title="Buckets", group="Object", api="/api/v1/buckets/",
-         queryset=lambda: Bucket.objects.select_related("filesystem", "filesystem__pool"),
+         queryset=buckets,
          help="S3 buckets served by the gateway. Usage is what the gateway last reported "
               "(every stored version counts). A bucket can be deleted only when empty.",
          columns=[Column("name", "Name"), Column("owner", "Owner"),

@@ -13,7 +13,7 @@ import string
 import time
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from rest_framework import exceptions, status
 
@@ -226,38 +226,56 @@ def refresh_usage(buckets=None) -> bool:
     except (GatewayAdminError, GatewayUnavailable) as exc:
         log.info("bucket usage not refreshed: %s", exc)
         return False
-    for bucket in (buckets if buckets is not None else Bucket.objects.all()):
-        if bucket.name in reported:
-            _apply_info(bucket, reported[bucket.name])
-            bucket.save(update_fields=["used_bytes", "used_objects", "versioning", "usage_updated_at"])
+    rows = [b for b in (buckets if buckets is not None else Bucket.objects.all()) if b.name in reported]
+    for bucket in rows:
+        _apply_info(bucket, reported[bucket.name])
+    Bucket.objects.bulk_update(rows, ["used_bytes", "used_objects", "versioning", "usage_updated_at"],
+                               batch_size=500)
     return True
 
 
-def reconcile_buckets() -> dict:
+def reconcile_buckets(push_quotas: bool = True) -> dict:
     """Make rows and gateway agree: import buckets made over S3, forget buckets deleted over
-    S3, push quotas (only the plane sets them), record usage and versioning."""
+    S3, record usage and versioning, and (``push_quotas``) re-apply quotas, which only the
+    plane sets."""
     gw = gateway()
     client = admin_client()
     reported = {b["name"]: b for b in _admin_call(client.list_buckets)}
     summary = {"imported": [], "forgotten": [], "quota_fixed": []}
-    for name, info in reported.items():
-        bucket = Bucket.objects.filter(name=name).first()
+    rows = {b.name: b for b in Bucket.objects.filter(name__in=list(reported))}
+    for name, info in sorted(reported.items()):
+        quota = info.get("quota") or {}
+        bucket = rows.get(name)
         if bucket is None:
-            quota = info.get("quota") or {}
             bucket = Bucket(name=name, owner=info.get("owner") or "", filesystem=gw.filesystem,
                             quota_bytes=quota.get("bytes"), quota_objects=quota.get("objects"))
+            _apply_info(bucket, info)
+            try:
+                with transaction.atomic():
+                    bucket.save()
+            except IntegrityError:
+                continue  # created through the API at this very moment: that request records it
             summary["imported"].append(name)
-        else:
-            quota = info.get("quota") or {}
-            if (quota.get("bytes"), quota.get("objects")) != (bucket.quota_bytes, bucket.quota_objects):
-                _admin_call(client.set_quota, name, bytes=bucket.quota_bytes, objects=bucket.quota_objects)
-                summary["quota_fixed"].append(name)
+            continue
+        if push_quotas and (quota.get("bytes"), quota.get("objects")) != (bucket.quota_bytes,
+                                                                           bucket.quota_objects):
+            _admin_call(client.set_quota, name, bytes=bucket.quota_bytes, objects=bucket.quota_objects)
+            summary["quota_fixed"].append(name)
         _apply_info(bucket, info)
         bucket.save()
     for bucket in Bucket.objects.exclude(name__in=list(reported)):
         summary["forgotten"].append(bucket.name)
         bucket.delete()
     return summary
+
+
+def sync_for_listing() -> None:
+    """Before a listing: show what the gateway holds (buckets made or deleted over S3, usage).
+    Without a gateway, the rows as last recorded are shown."""
+    try:
+        reconcile_buckets(push_quotas=False)
+    except GatewayUnavailable as exc:
+        log.info("bucket list not refreshed: %s", exc.detail)
 
 
 def wait_until_serving(timeout: float = 30.0) -> dict:

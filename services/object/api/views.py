@@ -8,7 +8,7 @@ from services.object.models import Bucket, S3Key
 
 
 class BucketViewSet(viewsets.ModelViewSet):
-    """S3 buckets; usage is refreshed from the gateway on read."""
+    """S3 buckets; what the gateway holds (usage, buckets made over S3) is refreshed on read."""
 
     queryset = Bucket.objects.select_related("filesystem", "filesystem__pool")
     serializer_class = s.BucketSerializer
@@ -18,7 +18,7 @@ class BucketViewSet(viewsets.ModelViewSet):
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     def list(self, request, *args, **kwargs):
-        service.refresh_usage()
+        service.sync_for_listing()
         return super().list(request, *args, **kwargs)
 
     def retrieve(self, request, *args, **kwargs):
@@ -56,8 +56,11 @@ class S3KeyViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Retrie
         body = self.get_serializer(data=request.data)
         body.is_valid(raise_exception=True)
         key, secret = service.create_key(created_by=request.user, **body.validated_data)
-        data = dict(s.S3KeySerializer(key).data, secret_key=secret,
-                    endpoint=service.public_endpoint())
+        endpoint = service.public_endpoint()
+        data = dict(s.S3KeySerializer(key).data, secret_key=secret, endpoint=endpoint)
+        # what a client must show now because no later answer carries it (see the report /
+        # console proposal: the generic create form can display this block before reloading)
+        data["show_once"] = {"access_key": key.access_key, "secret_key": secret, "endpoint": endpoint}
         return Response(data, status=status.HTTP_201_CREATED)
 
     def perform_destroy(self, key):

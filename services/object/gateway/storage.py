@@ -77,11 +77,13 @@ class SegmentStore:
             offset = self.offset
             self.offset += len(data)
             seg_id, fd = self.seg_id, self.fd
-            self._dirty.add(seg_id)
         view = memoryview(data)
         written = 0
         while written < len(data):
             written += os.pwrite(fd, view[written:], offset + written)
+        with self._lock:
+            # marked dirty only once written: a sync that takes the mark must cover these bytes
+            self._dirty.add(seg_id)
         return {"seg": seg_id, "off": offset}
 
     def sync(self) -> None:

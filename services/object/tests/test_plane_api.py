@@ -39,6 +39,8 @@ def test_bootstrap_gives_admin_credentials_and_a_data_root_on_the_pool(plane, ap
     assert stat.S_IMODE(os.stat(config_file).st_mode) == 0o600
     assert config["users"][plane.creds["s3_access_key"]]["admin"] is True
     assert plane.admin_s3.list_buckets()["Buckets"] == []
+    refused = api.delete("/api/v1/filesystems/s3/")
+    assert refused.status_code == 409 and "S3 gateway" in refused.json()["detail"]
     # a second bootstrap (next `strata up`) keeps the same key
     from services.object import bootstrap
 
@@ -83,10 +85,12 @@ def test_key_works_secret_never_listed_and_revocation(plane, api, data_dir):
     from services.object.models import S3Key
 
     assert secret not in S3Key.objects.get(access_key=access).sealed_secret
-    # buckets made over S3 are imported by the reconcile task
+    # buckets made over S3 are imported by the reconcile task (and by listings)
     from services.object.tasks import reconcile_buckets
 
     assert reconcile_buckets()["imported"] == ["alice-bkt"]
+    alice.create_bucket(Bucket="alice-two")
+    assert "alice-two" in [b["name"] for b in api.get("/api/v1/buckets/").json()["results"]]
     assert api.get("/api/v1/buckets/alice-bkt/").json()["owner"] == "alice"
     assert api.delete(f"/api/v1/s3-keys/{access}/").status_code == 204
     with pytest.raises(ClientError) as e:
@@ -140,3 +144,16 @@ def test_quota_set_through_rest_is_enforced(plane, api):
     with pytest.raises(ClientError) as e:
         s3.put_object(Bucket=name, Key="c", Body=b"x")
     assert _code(e) == "QuotaExceeded"
+
+
+def test_console_pages_list_buckets_and_keys(plane, api, client):
+    from django.contrib.auth.models import User
+
+    assert api.post("/api/v1/buckets/", {"name": "shown-bkt"}, format="json").status_code == 201
+    made = api.post("/api/v1/s3-keys/", {"description": "for the page"}, format="json").json()
+    assert made["show_once"]["secret_key"] == made["secret_key"]
+    client.force_login(User.objects.get(username="admin"))
+    page = client.get("/console/buckets/").content.decode()
+    assert "shown-bkt" in page and 'data-url="/api/v1/buckets/"' in page
+    page = client.get("/console/s3-keys/").content.decode()
+    assert made["access_key"] in page and made["secret_key"] not in page

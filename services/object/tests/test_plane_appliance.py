@@ -4,6 +4,7 @@ are still there."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
 import pytest
@@ -39,9 +40,17 @@ def test_strata_up_serves_s3_with_the_credentials_file(appliance):
     assert (shown["used_objects"], shown["used_bytes"]) == (2, len(body) + 5)
     assert shown["filesystem"] == "s3" and shown["pool"] == "default"
 
+    made = appliance.cli("--json", "s3-key", "create", "--user", "trainer")
+    assert made.returncode == 0, made.stderr
+    key = json.loads(made.stdout)
+    trainer = s3_client(creds["s3_endpoint"], key["access_key"], key["secret_key"])
+    trainer.create_bucket(Bucket="trainer-bkt")
+    assert "trainer-bkt" in appliance.cli("bucket", "list").stdout  # made over S3, listed
+
     appliance.stop()
     appliance.start()
     again = appliance.credentials
     assert again["s3_access_key"] == creds["s3_access_key"]
     assert s3.get_object(Bucket="e2e", Key="ckpt/meta")["Body"].read() == b"small"
-    assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == ["e2e"]
+    assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == ["e2e", "trainer-bkt"]
+    assert trainer.list_objects_v2(Bucket="trainer-bkt")["KeyCount"] == 0

@@ -1,0 +1,94 @@
+"""`strata bucket ...` and `strata s3-key ...` (a thin REST client; no Django, light imports).
+
+`strata s3-key create` prints the secret: the only time it is shown.
+"""
+from __future__ import annotations
+
+import argparse
+
+BUCKET_COLS = ["name", "owner", "pool", "versioning", "used_bytes", "used_objects", "quota_bytes",
+               "quota_objects"]
+KEY_COLS = ["access_key", "user", "admin", "description", "created_by", "created_at"]
+
+
+def _size_or_none(text: str):
+    from console.cli.main import _size
+
+    return None if text.lower() in ("none", "unlimited") else _size(text)
+
+
+def _count_or_none(text: str):
+    if text.lower() in ("none", "unlimited"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a count: {text!r} (a whole number or 'none')") from None
+
+
+def register(sub) -> dict:
+    """Add the subcommands; return their handlers."""
+    b = sub.add_parser("bucket", help="S3 buckets").add_subparsers(dest="action", required=True)
+    b.add_parser("list")
+    x = b.add_parser("show"); x.add_argument("name")  # noqa: E702
+    x = b.add_parser("create"); x.add_argument("name")  # noqa: E702
+    x.add_argument("--owner", help="S3 user owning it (default: you)")
+    x.add_argument("--quota", type=_size_or_none, help="bytes, e.g. 100G")
+    x.add_argument("--max-objects", type=_count_or_none)
+    x.add_argument("--versioning", action="store_true", help="enable versioning")
+    x = b.add_parser("set-quota"); x.add_argument("name")  # noqa: E702
+    x.add_argument("--quota", type=_size_or_none, default=argparse.SUPPRESS,
+                   help="bytes, or none to lift it")
+    x.add_argument("--max-objects", type=_count_or_none, default=argparse.SUPPRESS,
+                   help="objects, or none to lift it")
+    x = b.add_parser("versioning"); x.add_argument("name")  # noqa: E702
+    x.add_argument("status", choices=["Enabled", "Suspended"])
+    x = b.add_parser("delete"); x.add_argument("name")  # noqa: E702
+
+    k = sub.add_parser("s3-key", help="S3 access keys").add_subparsers(dest="action", required=True)
+    k.add_parser("list")
+    x = k.add_parser("create", help="prints the secret key once")
+    x.add_argument("--user", help="S3 user the key acts as (default: you)")
+    x.add_argument("--admin", action="store_true", help="the key sees every bucket")
+    x.add_argument("--description", default="")
+    x = k.add_parser("delete", help="revoke at once"); x.add_argument("access_key")  # noqa: E702
+    return {"bucket": bucket, "s3-key": s3_key}
+
+
+def bucket(c, args, out):
+    if args.action == "list":
+        out(c.list("buckets/"), BUCKET_COLS)
+    elif args.action == "show":
+        out(c.get(f"buckets/{args.name}/"), BUCKET_COLS + ["filesystem", "created_at"])
+    elif args.action == "create":
+        body = {"name": args.name, "quota_bytes": args.quota, "quota_objects": args.max_objects,
+                "versioning": "Enabled" if args.versioning else "Disabled"}
+        if args.owner:
+            body["owner"] = args.owner
+        out(c.post("buckets/", body), BUCKET_COLS)
+    elif args.action == "set-quota":
+        body = {}
+        if hasattr(args, "quota"):
+            body["quota_bytes"] = args.quota
+        if hasattr(args, "max_objects"):
+            body["quota_objects"] = args.max_objects
+        out(c.patch(f"buckets/{args.name}/", body), BUCKET_COLS)
+    elif args.action == "versioning":
+        out(c.patch(f"buckets/{args.name}/", {"versioning": args.status}), BUCKET_COLS)
+    elif args.action == "delete":
+        c.delete(f"buckets/{args.name}/")
+
+
+def s3_key(c, args, out):
+    if args.action == "list":
+        out(c.list("s3-keys/"), KEY_COLS)
+    elif args.action == "create":
+        body = {"admin": args.admin, "description": args.description}
+        if args.user:
+            body["user"] = args.user
+        made = c.post("s3-keys/", body)
+        out(made, ["access_key", "secret_key", "user", "admin", "endpoint"])
+        if not args.json:
+            print("The secret key is shown only now: store it.")
+    elif args.action == "delete":
+        c.delete(f"s3-keys/{args.access_key}/")
