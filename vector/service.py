@@ -305,9 +305,15 @@ class _Reporter:
         self._beat(progress=max(0.0, min(99.0, float(pct))), message=str(message)[:500])
 
     def cancel(self) -> bool:
+        """True once the build or its Job was cancelled (a pending Job never reaches the
+        watcher, so the Job row is checked too)."""
         if not self._cancel:
-            self._cancel = IndexBuild.objects.filter(pk=self.build_id,
-                                                     cancel_requested=True).exists()
+            from console.models import Job
+
+            build = IndexBuild.objects.filter(pk=self.build_id).values(
+                "cancel_requested", "job_id").first()
+            self._cancel = build is None or build["cancel_requested"] or Job.objects.filter(
+                pk=build["job_id"], cancel_requested=True).exists()
         return self._cancel
 
 
