@@ -42,6 +42,7 @@ class Appliance:
         self.s3_port = s3_port or free_port()  # 9000 may be taken on a shared machine
         self.nfs_port = nfs_port or free_port()  # 2049 and 445 may be taken too
         self.smb_port = smb_port or free_port()
+        self.iscsi_port, self.nbd_port = free_port(), free_port()  # 3260, 10809 may be taken
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = None
 
@@ -49,7 +50,8 @@ class Appliance:
         self.proc = subprocess.Popen(
             STRATA + ["--data-dir", str(self.data_dir), "up", "--port", str(self.port),
                       "--default-pool-size", "1G", "--s3-port", str(self.s3_port),
-                      "--nfs-port", str(self.nfs_port), "--smb-port", str(self.smb_port)],
+                      "--nfs-port", str(self.nfs_port), "--smb-port", str(self.smb_port),
+                      "--iscsi-port", str(self.iscsi_port), "--nbd-port", str(self.nbd_port)],
             env=embedded_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True)
         deadline = time.monotonic() + timeout
