@@ -1,0 +1,161 @@
+"""Strata vector SDK: collections, upserts, searches and deletes over REST.
+
+Importable without Django; needs only `requests` (numpy arrays are accepted where vectors
+are)::
+
+    from vector.sdk import VectorClient
+    client = VectorClient("http://strata:8000", token)
+    client.create_collection("docs", dimension=768, metric="cosine", index_type="hnsw")
+    client.upsert("docs", [{"id": "a1", "values": emb, "metadata": {"lang": "en"}}])
+    hits = client.search("docs", emb, k=10, filter={"lang": "en"})   # [{id, score, metadata}]
+    client.delete("docs", ["a1"])
+    job = client.build("docs", wait=True)          # train/rebuild as a Job, waits for it
+"""
+import time
+
+import requests
+
+__all__ = ["VectorClient", "VectorError"]
+
+
+class VectorError(Exception):
+    """The plane refused a request: `status`, `code` (e.g. "dimension_mismatch"), `detail`."""
+
+    def __init__(self, status: int, body):
+        body = body if isinstance(body, dict) else {"detail": str(body)}
+        self.status, self.body = status, body
+        self.code = body.get("error", "error")
+        self.detail = body.get("detail", str(body))
+        super().__init__(f"{status} {self.code}: {self.detail}")
+
+
+def _values(v):
+    return v.tolist() if hasattr(v, "tolist") else list(v)
+
+
+class VectorClient:
+    """A client for /api/v1/vector-collections/ authenticated with an API token."""
+
+    def __init__(self, url: str, token: str, timeout: float = 60.0, session=None):
+        self.base = url.rstrip("/") + "/api/v1/vector-collections/"
+        self.root = url.rstrip("/")
+        self.timeout = timeout
+        self.session = session or requests.Session()
+        self.session.headers["Authorization"] = f"Token {token}"
+
+    def _call(self, method, path, body=None, base=None):
+        r = self.session.request(method, (base or self.base) + path, json=body,
+                                 timeout=self.timeout)
+        if r.status_code >= 400:
+            try:
+                data = r.json()
+            except ValueError:
+                data = {"error": "http_error", "detail": r.text[:500]}
+            raise VectorError(r.status_code, data)
+        return r.json() if r.content else None
+
+    # -- collections -------------------------------------------------------------------
+    def create_collection(self, name, dimension, metric="l2", index_type="flat", params=None,
+                          pool=None, expected_count=0) -> dict:
+        """Create a collection; `expected_count` lets the plane refuse one that won't fit."""
+        body = {"name": name, "dimension": dimension, "metric": metric,
+                "index_type": index_type, "params": params or {},
+                "expected_count": expected_count}
+        if pool:
+            body["pool"] = pool
+        return self._call("POST", "", body)
+
+    def collection(self, name) -> dict:
+        """The collection's row and engine statistics (`stats`: count, memory_bytes, ...)."""
+        return self._call("GET", f"{name}/")
+
+    def list_collections(self) -> list:
+        return self._call("GET", "?limit=1000")["results"]
+
+    def drop_collection(self, name) -> None:
+        """Delete the collection with all its vectors and snapshots."""
+        self._call("DELETE", f"{name}/")
+
+    # -- vectors -----------------------------------------------------------------------
+    def upsert(self, name, items, batch_size: int = 1000) -> int:
+        """Insert or replace [{id, values, metadata}] in batches; returns the count.
+
+        Each batch is acknowledged once it is in the collection's write-ahead log on disk.
+        """
+        items = list(items)
+        done = 0
+        for lo in range(0, len(items), batch_size):
+            chunk = [{"id": it["id"], "values": _values(it["values"]),
+                      "metadata": it.get("metadata")} for it in items[lo:lo + batch_size]]
+            done += self._call("POST", f"{name}/vectors/", {"vectors": chunk})["upserted"]
+        return done
+
+    def get(self, name, vid) -> dict:
+        """{id, values, metadata} of one vector (string ids must not contain '/')."""
+        return self._call("GET", f"{name}/vectors/{requests.utils.quote(str(vid), safe='')}/")
+
+    def delete(self, name, ids) -> int:
+        """Delete vectors by id (unknown ids are ignored); returns how many were deleted."""
+        if isinstance(ids, (str, int)):
+            ids = [ids]
+        return self._call("POST", f"{name}/delete-vectors/", {"ids": list(ids)})["deleted"]
+
+    def search(self, name, vector, k=10, filter=None, nprobe=None, ef_search=None,
+               include_metadata=True) -> list:
+        """Top-k [{id, score, metadata}] for one query vector, best first."""
+        body = self._search_body(k, filter, nprobe, ef_search, include_metadata)
+        body["vector"] = _values(vector)
+        return self._call("POST", f"{name}/search/", body)["results"]
+
+    def search_batch(self, name, vectors, k=10, filter=None, nprobe=None, ef_search=None,
+                     include_metadata=True) -> list:
+        """One result list per query vector (one filter for all)."""
+        body = self._search_body(k, filter, nprobe, ef_search, include_metadata)
+        body["vectors"] = [_values(v) for v in vectors]
+        return self._call("POST", f"{name}/search/", body)["results"]
+
+    @staticmethod
+    def _search_body(k, filter, nprobe, ef_search, include_metadata):
+        body = {"k": k}
+        if filter is not None:
+            body["filter"] = filter
+        if nprobe is not None:
+            body["nprobe"] = nprobe
+        if ef_search is not None:
+            body["ef_search"] = ef_search
+        if not include_metadata:
+            body["include_metadata"] = False
+        return body
+
+    # -- builds and snapshots ----------------------------------------------------------
+    def build(self, name, wait: bool = False, timeout: float = 3600.0) -> dict:
+        """Train (IVF/PQ) or rebuild the index as a Job; with `wait`, until it finishes."""
+        job = self._call("POST", f"{name}/build/")
+        if not wait:
+            return job
+        return self.wait_job(job["job"], timeout)
+
+    def wait_job(self, url: str, timeout: float = 3600.0) -> dict:
+        """Poll a job URL until it finishes; raises VectorError if it failed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            r = self.session.get(url, timeout=self.timeout)
+            r.raise_for_status()
+            job = r.json()
+            if job["state"] == "succeeded":
+                return job
+            if job["state"] in ("failed", "cancelled"):
+                raise VectorError(409, {"error": f"job_{job['state']}",
+                                        "detail": job.get("error") or job.get("message")})
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"job {url} still {job['state']} after {timeout} s")
+            time.sleep(0.5)
+
+    def snapshot(self, name, snapshot) -> dict:
+        """Take a consistent snapshot of the collection."""
+        return self._call("POST", f"{name}/snapshots/", {"name": snapshot})
+
+    def restore(self, name, snapshot, new_name, pool=None) -> dict:
+        """Create collection `new_name` from snapshot `snapshot` of `name`."""
+        body = {"name": new_name, **({"pool": pool} if pool else {})}
+        return self._call("POST", f"{name}/snapshots/{snapshot}/restore/", body)

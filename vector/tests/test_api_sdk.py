@@ -1,0 +1,67 @@
+"""The SDK against a live server: create, upsert, search with a filter, get, delete, errors,
+build job, snapshot and restore."""
+import numpy as np
+import pytest
+from rest_framework.authtoken.models import Token
+
+from vector.registry import registry
+from vector.sdk import VectorClient, VectorError
+
+
+@pytest.fixture
+def client(api, live_server, worker):
+    r = api.post("/api/v1/pools/", {"name": "default", "driver": "directory"}, format="json")
+    assert r.status_code == 201, r.content
+    yield VectorClient(live_server.url, Token.objects.get(user=api.user).key)
+    registry.close_all()
+
+
+def test_sdk_round_trip(client):
+    rng = np.random.default_rng(4)
+    vecs = rng.standard_normal((3000, 24)).astype(np.float32)
+    made = client.create_collection("sdk", dimension=24, metric="ip", index_type="ivf_flat",
+                                    params={"nlist": 32})
+    assert made["name"] == "sdk" and made["index_type"] == "ivf_flat"
+    items = [{"id": f"v{i}", "values": vecs[i], "metadata": {"even": i % 2 == 0, "n": i}}
+             for i in range(len(vecs))]
+    assert client.upsert("sdk", items, batch_size=700) == 3000
+
+    q = vecs[10]
+    exact = np.argsort(-(vecs @ q))[:5]
+    hits = client.search("sdk", q, k=5)
+    assert [h["id"] for h in hits] == [f"v{i}" for i in exact]
+    hits = client.search("sdk", q, k=5, filter={"even": False, "n": {"lt": 1000}})
+    assert hits and all(h["metadata"]["n"] % 2 == 1 and h["metadata"]["n"] < 1000
+                        for h in hits)
+    batch = client.search_batch("sdk", vecs[:3], k=1, include_metadata=False)
+    assert len(batch) == 3
+
+    job = client.build("sdk", wait=True, timeout=120)
+    assert job["progress"] == 100.0
+    assert client.collection("sdk")["index_state"] == "ready"
+    hits = client.search("sdk", q, k=5, nprobe=32)   # all lists: exact again
+    assert [h["id"] for h in hits] == [f"v{i}" for i in exact]
+
+    assert client.get("sdk", "v7")["metadata"] == {"even": False, "n": 7}
+    assert client.delete("sdk", ["v7", "v8", "missing"]) == 2
+    with pytest.raises(VectorError) as e:
+        client.get("sdk", "v7")
+    assert e.value.status == 404
+
+    with pytest.raises(VectorError) as e:
+        client.search("sdk", [1.0, 2.0], k=3)
+    assert e.value.status == 400 and e.value.code == "dimension_mismatch"
+    with pytest.raises(VectorError) as e:
+        client.search("sdk", q, k=0)
+    assert e.value.code == "invalid_k"
+    with pytest.raises(VectorError) as e:
+        client.create_collection("sdk", dimension=24)
+    assert e.value.status == 409
+
+    client.snapshot("sdk", "s1")
+    client.restore("sdk", "s1", "sdk-copy")
+    assert client.collection("sdk-copy")["stats"]["count"] == 2998
+    assert sorted(c["name"] for c in client.list_collections()) == ["sdk", "sdk-copy"]
+    client.drop_collection("sdk-copy")
+    client.drop_collection("sdk")
+    assert client.list_collections() == []
