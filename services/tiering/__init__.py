@@ -1,0 +1,15 @@
+"""Tiering: the background I/O budget every worker shares, and tier moves.
+
+- ``iobudget.py`` (no Django): token buckets in Redis, one per appliance and optionally one
+  per job class, taken all-or-nothing in one Lua script on Redis time; ``foreground()``
+  marks foreground traffic for a second, during which background keeps
+  ``foreground_share`` of its rates. ``budget.py`` builds it from the ``IOBudgetSetting``
+  row (re-read every 5 s) on the broker's Redis; ``budget.throttle(stream, job_class)``
+  wraps any byte stream; protection uses the classes ``replication`` and ``backup``, moves
+  use ``migration``. Foreground paths (checkpoint saves/restores, gateways) should call
+  ``budget.foreground()``; nothing calls it yet (see the issue 7 report).
+- ``GET/PUT /api/v1/io-budget/1/`` ``{rate_mbps, burst_mb, class_rates_mbps,
+  foreground_share}`` (0 = unlimited).
+- ``POST /api/v1/tier-moves/ {filesystem|volume, pool}`` → 202 Job; ``GET
+  /api/v1/tier-moves/`` the record. See ``moves.py`` for what a move does and refuses.
+"""

@@ -7,6 +7,7 @@ from rest_framework.response import Response
 
 from console.api.responses import job_accepted
 from console.api.serializers import JobSerializer
+from console.errors import Conflict
 from services.protection import backup as backups
 from services.protection import receiver, replication, schedules, tasks
 from services.protection.api import serializers as s
@@ -188,7 +189,6 @@ class BackupTargetViewSet(viewsets.ModelViewSet):
     def perform_destroy(self, target):
         names = list(target.backups.values_list("name", flat=True))
         if names:
-            from console.errors import Conflict
             raise Conflict(f"target {target.name} is used by backup(s) {', '.join(names)}.")
         target.delete()
 
