@@ -286,3 +286,14 @@ def test_nan_and_infinite_values_are_400_through_the_full_stack(api, pool):
         r = api.post(f"{BASE}nan2/{action}/", _raw(template, bad),
                      content_type="application/json")
         assert r.status_code == 400 and r.json()["error"] == code, (bad, r.content)
+
+
+def test_console_page_lists_collections(api, pool, client):
+    from django.contrib.auth.models import User
+
+    make(api, "paged")
+    client.force_login(User.objects.get(username="admin"))
+    r = client.get("/console/vector-collections/")
+    assert r.status_code == 200
+    assert b"paged" in r.content and b"Vector collections" in r.content
+    assert b"/api/v1/vector-collections/{key}/build/" in r.content or b"build/" in r.content

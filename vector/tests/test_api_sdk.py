@@ -65,3 +65,34 @@ def test_sdk_round_trip(client):
     client.drop_collection("sdk-copy")
     client.drop_collection("sdk")
     assert client.list_collections() == []
+
+
+def test_cli_create_search_build(client, api, live_server):
+    import argparse
+
+    from console.cli.client import Client
+    from vector import cli
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--json", action="store_true")
+    handlers = cli.register(parser.add_subparsers(dest="cmd"))
+    c = Client(live_server.url + "/api/v1/", Token.objects.get(user=api.user).key)
+    printed = []
+
+    def run(*argv):
+        args = parser.parse_args(["--json", *argv])
+        return handlers[args.cmd](c, args, lambda data, cols: printed.append(data))
+
+    run("vector", "create", "clic", "--dim", "3", "--index", "hnsw", "--params", '{"M": 8}')
+    assert printed[-1]["index_type"] == "hnsw" and printed[-1]["params"] == {"M": 8}
+    client.upsert("clic", [{"id": i, "values": [i, 1.0, 0.0], "metadata": {"odd": i % 2}}
+                           for i in range(20)])
+    run("vector", "search", "clic", "--vector", "[4.1, 1, 0]", "--k", "2",
+        "--filter", '{"odd": 1}')
+    assert [h["id"] for h in printed[-1]] == [5, 3]
+    assert run("vector", "build", "clic") == 0
+    run("vector", "show", "clic")
+    assert printed[-1]["stats"]["count"] == 20
+    run("vector", "delete", "clic")
+    run("vector", "list")
+    assert printed[-1] == []
