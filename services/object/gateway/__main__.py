@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import resource
 import sys
 
 import uvicorn
@@ -26,6 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ConfigError) as exc:
         print(f"strata-s3: cannot use config {args.config}: {exc}", file=sys.stderr)
         return 2
+    # every bucket holds a few SQLite connections per index shard: allow as many files as we may
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     # worker threads (fsync, SQLite commits, hashing) must not hold the event loop off for 5 ms
     sys.setswitchinterval(0.0005)
     uvicorn.run(create_app(args.config), host=args.host, port=args.port, loop="uvloop", http="httptools",

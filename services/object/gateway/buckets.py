@@ -132,6 +132,7 @@ class BucketStore:
         if not bucket.index.is_empty():
             raise S3Error("BucketNotEmpty", BucketName=name)
         del self.buckets[name]
+        bucket.index.close()
         trash = os.path.join(self.root, "buckets", f".trash-{name}-{uuid.uuid4().hex[:8]}")
         os.rename(bucket.dir, trash)
         fsync_dir(os.path.join(self.root, "buckets"))

@@ -76,7 +76,7 @@ def collect_orphans(bucket, min_age: float = ORPHAN_MIN_AGE) -> dict:
     import time
     referenced, dirs = set(), set()
     for shard in bucket.index.shards:
-        for (loc,) in shard.db.execute("SELECT loc FROM versions WHERE json_extract(loc, '$.seg') IS NULL"):
+        for (loc,) in shard.query("SELECT loc FROM versions WHERE json_extract(loc, '$.seg') IS NULL"):
             loc = json.loads(loc)
             if "file" in loc:
                 referenced.add(loc["file"])

@@ -107,13 +107,15 @@ class OpResult:
 class Shard:
     """One SQLite database of the index; writes come only from the committer thread."""
 
+    MAX_IDLE_READERS = 2
+
     def __init__(self, path: str):
         self.path = path
-        self._local = threading.local()
         self.write_lock = threading.Lock()
-        db = self._connect()
-        db.executescript(SCHEMA)
-        db.commit()
+        self._pool_lock = threading.Lock()
+        self._idle: list[sqlite3.Connection] = []
+        self._writer = self._connect()
+        self._writer.executescript(SCHEMA)
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
@@ -121,18 +123,36 @@ class Shard:
         db.execute("PRAGMA synchronous=FULL")
         return db
 
-    @property
-    def db(self) -> sqlite3.Connection:
-        """This thread's connection."""
-        db = getattr(self._local, "db", None)
+    def query(self, sql: str, args=()) -> list:
+        """All rows of a read query, on a pooled connection (a few per shard, whatever the
+        number of threads, so that many buckets do not exhaust file descriptors)."""
+        with self._pool_lock:
+            db = self._idle.pop() if self._idle else None
         if db is None:
-            db = self._local.db = self._connect()
-        return db
+            db = self._connect()
+        try:
+            return db.execute(sql, args).fetchall()
+        finally:
+            with self._pool_lock:
+                if len(self._idle) < self.MAX_IDLE_READERS:
+                    self._idle.append(db)
+                    db = None
+            if db is not None:
+                db.close()
+
+    def close(self) -> None:
+        """Close every connection (the shard is being deleted)."""
+        with self._pool_lock:
+            idle, self._idle = self._idle, []
+        for db in idle:
+            db.close()
+        with self.write_lock:
+            self._writer.close()
 
     def apply(self, ops: list[Op]) -> list[OpResult]:
         """Apply ``ops`` in one durable transaction."""
         with self.write_lock:
-            db = self.db
+            db = self._writer
             db.execute("BEGIN IMMEDIATE")
             try:
                 results = [self._apply_one(db, op) for op in ops]
@@ -200,32 +220,36 @@ class BucketIndex:
         count = len(existing) or shards
         self.shards = [Shard(os.path.join(directory, f"shard-{i:02d}.db")) for i in range(count)]
 
+    def close(self) -> None:
+        """Close every shard's connections."""
+        for shard in self.shards:
+            shard.close()
+
     def shard_of(self, key: str) -> int:
         """Index of the shard that holds ``key``."""
         return zlib.crc32(key.encode()) % len(self.shards)
 
     def get(self, key: str, version_id: str | None = None) -> Record | None:
         """The latest version of ``key`` (may be a delete marker), or the named version."""
-        db = self.shards[self.shard_of(key)].db
+        shard = self.shards[self.shard_of(key)]
         if version_id is None:
-            row = db.execute(f"SELECT {COLUMNS} FROM versions WHERE key=? AND latest=1", (key,)).fetchone()
+            rows = shard.query(f"SELECT {COLUMNS} FROM versions WHERE key=? AND latest=1", (key,))
         else:
-            row = db.execute(f"SELECT {COLUMNS} FROM versions WHERE key=? AND version_id=?",
-                             (key, version_id)).fetchone()
-        return Record.from_row(row) if row else None
+            rows = shard.query(f"SELECT {COLUMNS} FROM versions WHERE key=? AND version_id=?", (key, version_id))
+        return Record.from_row(rows[0]) if rows else None
 
     def usage(self) -> tuple[int, int]:
         """(bytes, objects) over every stored version."""
         total_bytes = total_objects = 0
         for shard in self.shards:
-            b, n = shard.db.execute("SELECT COALESCE(SUM(size),0), COUNT(*) FROM versions WHERE marker=0").fetchone()
+            b, n = shard.query("SELECT COALESCE(SUM(size),0), COUNT(*) FROM versions WHERE marker=0")[0]
             total_bytes += b
             total_objects += n
         return total_bytes, total_objects
 
     def is_empty(self) -> bool:
         """True when no version (not even a delete marker) is left."""
-        return all(s.db.execute("SELECT 1 FROM versions LIMIT 1").fetchone() is None for s in self.shards)
+        return all(not s.query("SELECT 1 FROM versions LIMIT 1") for s in self.shards)
 
     def iter_current(self, prefix: str = "", after: str = "") -> "MergedCursor":
         """Current (non-deleted) objects with ``prefix``, key > ``after``, in key order."""
@@ -239,15 +263,14 @@ class BucketIndex:
         """Every version whose bytes live in segment ``seg_id``."""
         out = []
         for shard in self.shards:
-            rows = shard.db.execute(f"SELECT {COLUMNS} FROM versions WHERE json_extract(loc, '$.seg') = ?",
-                                    (seg_id,)).fetchall()
+            rows = shard.query(f"SELECT {COLUMNS} FROM versions WHERE json_extract(loc, '$.seg') = ?", (seg_id,))
             out.extend(Record.from_row(r) for r in rows)
         return out
 
     def versions_of(self, key: str) -> list[Record]:
         """Every version of one key, newest first."""
-        db = self.shards[self.shard_of(key)].db
-        rows = db.execute(f"SELECT {COLUMNS} FROM versions WHERE key=? ORDER BY seq DESC", (key,)).fetchall()
+        rows = self.shards[self.shard_of(key)].query(
+            f"SELECT {COLUMNS} FROM versions WHERE key=? ORDER BY seq DESC", (key,))
         return [Record.from_row(r) for r in rows]
 
 
@@ -279,7 +302,7 @@ class _ShardCursor:
         else:
             sql = (f"SELECT {COLUMNS} FROM versions WHERE latest=1 AND marker=0 AND {' AND '.join(conds)} "
                    f"ORDER BY key LIMIT {self.PAGE}")
-        rows = self.shard.db.execute(sql, args).fetchall()
+        rows = self.shard.query(sql, args)
         self.buf = [Record.from_row(r) for r in rows]
         self.pos = 0
         self.exhausted = len(rows) < self.PAGE
