@@ -9,8 +9,10 @@ and the bootstrap reconciles every export into them.
 """
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 from services.runtime import DaemonSpec
@@ -112,7 +114,20 @@ def _qsd_spec(kw: dict) -> DaemonSpec:
 
 
 def daemons(data_dir: Path, options: dict) -> list[DaemonSpec]:
-    """tgtd and qemu-storage-daemon; the bootstrap then re-applies every export into them."""
+    """tgtd and qemu-storage-daemon; the bootstrap then re-applies every export into them.
+
+    A daemon whose program is not installed is left out with a warning (the rest of the
+    appliance still runs; block exports of that protocol answer 502 saying what is missing).
+    """
     kw = runtime_kwargs(data_dir, options)
     kw["state_dir"].mkdir(parents=True, exist_ok=True)
-    return [_tgtd_spec(kw), _qsd_spec(kw)]
+    specs = []
+    for binaries, make, package in ((("tgtd", "tgtadm"), _tgtd_spec, "tgt"),
+                                    (("qemu-storage-daemon",), _qsd_spec, "qemu-system-common")):
+        missing = [b for b in binaries if shutil.which(b) is None]
+        if missing:
+            print(f"strata up: {', '.join(missing)} not installed (apt-get install {package}); "
+                  "block exports over it are unavailable", file=sys.stderr, flush=True)
+        else:
+            specs.append(make(kw))
+    return specs
