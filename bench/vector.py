@@ -59,18 +59,19 @@ def recall(found, truth):
 def interleaved(clients, queries, singles, knobs, runs):
     """{client name: (median batch s, median one-by-one s, last batch ids)}.
 
-    Clients take turns within each repetition, so load from other processes on the machine
-    hits them alike; medians drop the outliers.
+    Clients take turns within each repetition (in a rotating order), so load from other
+    processes on the machine hits them alike; medians drop the outliers.
     """
     batch = {c.name: [] for c in clients}
     one = {c.name: [] for c in clients}
     found = {}
-    for _ in range(runs):
-        for c in clients:
+    for rep in range(runs):
+        order = clients[rep % len(clients):] + clients[:rep % len(clients)]  # no one always first
+        for c in order:
             t0 = time.perf_counter()
             found[c.name] = c.search_batch(queries, K, knobs)
             batch[c.name].append(time.perf_counter() - t0)
-        for c in clients:
+        for c in order:
             t0 = time.perf_counter()
             for q in singles:
                 c.search_one(q, K, knobs)
