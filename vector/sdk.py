@@ -29,6 +29,15 @@ class VectorError(Exception):
         super().__init__(f"{status} {self.code}: {self.detail}")
 
 
+# Django refuses request bodies above DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB unless raised).
+REQUEST_BYTES = 2_000_000
+
+
+def _batch_for(dimension: int) -> int:
+    """Vectors per request that keep a JSON body under REQUEST_BYTES (~20 bytes a float)."""
+    return max(1, REQUEST_BYTES // (dimension * 20 + 200))
+
+
 def _values(v):
     return v.tolist() if hasattr(v, "tolist") else list(v)
 
@@ -77,12 +86,17 @@ class VectorClient:
         self._call("DELETE", f"{name}/")
 
     # -- vectors -----------------------------------------------------------------------
-    def upsert(self, name, items, batch_size: int = 1000) -> int:
+    def upsert(self, name, items, batch_size: int | None = None) -> int:
         """Insert or replace [{id, values, metadata}] in batches; returns the count.
 
         Each batch is acknowledged once it is in the collection's write-ahead log on disk.
+        The default batch size keeps each request under the server's body limit
+        (``REQUEST_BYTES``).
         """
         items = list(items)
+        if not items:
+            return 0
+        batch_size = batch_size or _batch_for(len(_values(items[0]["values"])))
         done = 0
         for lo in range(0, len(items), batch_size):
             chunk = [{"id": it["id"], "values": _values(it["values"]),
@@ -111,8 +125,13 @@ class VectorClient:
                      include_metadata=True) -> list:
         """One result list per query vector (one filter for all)."""
         body = self._search_body(k, filter, nprobe, ef_search, include_metadata)
-        body["vectors"] = [_values(v) for v in vectors]
-        return self._call("POST", f"{name}/search/", body)["results"]
+        queries = [_values(v) for v in vectors]
+        step = _batch_for(len(queries[0])) if queries else 1
+        out = []
+        for lo in range(0, len(queries), step):
+            body["vectors"] = queries[lo:lo + step]
+            out += self._call("POST", f"{name}/search/", body)["results"]
+        return out
 
     @staticmethod
     def _search_body(k, filter, nprobe, ef_search, include_metadata):
