@@ -177,15 +177,20 @@ class PlaneNfsServer(NfsServer):
     def _save_binds(self, paths) -> None:
         write_if_changed(self.binds_path, json.dumps(sorted(set(paths))))
 
-    def bind(self, path: str) -> None:
+    def bind(self, path: str, read_only: bool = False) -> None:
         """Bind-mount ``path`` onto itself and remember it (call with the lock held)."""
-        bind_mount_self(path)
+        bind_mount_self(path, read_only=read_only)
         self._save_binds(self.binds() + [path])
+
+    def unbind(self, path: str) -> None:
+        """Unmount one bind the plane made (call with the lock held); CommandError if busy."""
+        unmount(path)
+        self._save_binds([p for p in self.binds() if p != path])
 
     def unbind_unused(self, needed: set[str]) -> list[str]:
         """Unmount the binds no export needs any more; returns the ones that stayed busy."""
         kept = []
-        for path in self.binds():
+        for path in sorted(self.binds(), reverse=True):     # snapshots before their fs
             if path in needed:
                 kept.append(path)
                 continue
@@ -200,7 +205,7 @@ class PlaneNfsServer(NfsServer):
 
     def unbind_all(self) -> None:
         """Unmount every bind the plane made (when Ganesha has stopped)."""
-        for path in reversed(self.binds()):
+        for path in sorted(self.binds(), reverse=True):
             with contextlib.suppress(CommandError, OSError):
                 unmount(path)
         self._save_binds([p for p in self.binds() if os.path.exists(p) and is_mount_point(p)])

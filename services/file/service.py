@@ -115,23 +115,61 @@ class _Nfs:
 
     @staticmethod
     def prepare(server, rows, target, errors) -> None:
-        """Bind-mount btrfs file systems onto themselves: Ganesha cannot export them else."""
+        """Bind-mount btrfs file systems (and their snapshots, read-only) onto themselves:
+        Ganesha cannot export a subvolume that is not a mount point, nor walk into one."""
         for row in rows:
-            fs = row.filesystem
-            if row.pk in target and fs.pool.driver == "local" and fs.path \
-                    and os.path.isdir(fs.path) and not is_mount_point(fs.path):
-                try:
-                    server.bind(os.path.realpath(fs.path))
-                except CommandError as exc:
-                    errors[row.pk] = str(exc)
+            if row.pk not in target:
+                continue
+            try:
+                for path, read_only in _nfs_mounts(row.filesystem):
+                    if not is_mount_point(path):
+                        server.bind(path, read_only=read_only)
+            except CommandError as exc:
+                errors[row.pk] = exc
 
     @staticmethod
     def finish(server, rows, target) -> None:
-        needed = {os.path.realpath(r.filesystem.path) for r in rows
-                  if r.pk in target and r.filesystem.path}
+        needed = {path for r in rows if r.pk in target for path, _ in _nfs_mounts(r.filesystem)}
         busy = server.unbind_unused(needed)
         if busy:
             log.warning("file: bind mounts still busy, kept: %s", ", ".join(busy))
+
+
+def _nfs_mounts(fs) -> list[tuple[str, bool]]:
+    """(path, read_only) of the binds Ganesha needs for ``fs``: none unless it is btrfs."""
+    if fs.pool.driver != "local" or not fs.path or not os.path.isdir(fs.path):
+        return []
+    mounts = [(os.path.realpath(fs.path), False)]
+    for snap in fs.snapshots.all():
+        if snap.path and os.path.isdir(snap.path):
+            mounts.append((os.path.realpath(snap.path), True))
+    return mounts
+
+
+def refresh_nfs_snapshots(fs, bind: str | None = None, unbind: str | None = None) -> None:
+    """Show a new snapshot of ``fs`` (``bind``) or release one (``unbind``) over NFS.
+
+    Ganesha claims the file systems under an export only when it creates it, so the
+    read-only ``.snapshots`` companion export of each export of ``fs`` is removed, the
+    snapshot is (un)mounted, and the companion is added again; the writable exports and
+    their clients are not touched. Raises CommandError (busy) or a runtime error.
+    """
+    server = nfs_server()
+    ids = set(NfsExport.objects.filter(filesystem=fs, path="").values_list("pk", flat=True))
+    with server.lock.held():
+        served = daemons.load_served(server.settings.state_dir)
+        companions = [s for s in served if s["export_id"] in ids and s.get("snapshots", True)]
+        if companions:
+            server.apply([NfsExportSpec.from_dict(dict(s, snapshots=False)
+                                                  if s in companions else s) for s in served])
+        try:
+            if bind and not is_mount_point(bind):
+                server.bind(os.path.realpath(bind), read_only=True)
+            if unbind and os.path.realpath(unbind) in server.binds():
+                server.unbind(os.path.realpath(unbind))
+        finally:
+            if companions:
+                server.apply([NfsExportSpec.from_dict(s) for s in served])
 
 
 class _Smb:

@@ -3,7 +3,8 @@
 Options: ``--nfs-port`` (default 2049), ``--smb-port`` (default 445), ``--file-bind`` (the
 address both listen on; default every interface). Both daemons start with the config the
 plane last applied (``<data_dir>/run/{nfs,smb}/served.json``; empty on first start), and the
-bootstrap then reconciles every export, share and user into them.
+bootstrap then reconciles every export, share and user into them. A daemon that is not
+installed is left out with a message (its rows stay ``pending``) so the rest of Strata runs.
 """
 from pathlib import Path
 
@@ -22,15 +23,24 @@ def add_arguments(parser) -> None:
 
 def daemons(data_dir: Path, options: dict) -> list:
     """ganesha.nfsd and smbd, each with a ready check, state under ``<data_dir>/run/``."""
+    import sys
+
     from services.file.daemons import nfs_server, smb_server, stop_process
+    from services.file.runtime import DaemonStartError
 
     nfs, smb = nfs_server(data_dir, options), smb_server(data_dir, options)
-    nfs.prepare()
-    smb.prepare()
 
     def stop_nfs(proc):
         stop_process(proc)
         nfs.unbind_all()     # the btrfs binds made for Ganesha would keep pools busy
 
-    return [DaemonSpec(name="ganesha", argv=nfs.argv(), ready=nfs.ready, stop=stop_nfs),
-            DaemonSpec(name="smbd", argv=smb.argv(), ready=smb.ready, stop=stop_process)]
+    specs = []
+    for server, name, stop in ((nfs, "ganesha", stop_nfs), (smb, "smbd", stop_process)):
+        try:
+            argv = server.argv()
+        except DaemonStartError as exc:   # not installed: the rest of Strata still runs
+            print(f"strata up: file service: {exc}; {name} not started", file=sys.stderr)
+            continue
+        server.prepare()
+        specs.append(DaemonSpec(name=name, argv=argv, ready=server.ready, stop=stop))
+    return specs

@@ -1,6 +1,11 @@
+from drf_spectacular.utils import extend_schema
 from rest_framework import viewsets
+from rest_framework.decorators import action
 
-from services.file import service
+from console.api.responses import job_accepted
+from console.api.serializers import JobSerializer
+from console.jobs import start_job
+from services.file import service, tasks
 from services.file.api import serializers as s
 from services.file.models import NfsExport, SmbShare, SmbUser
 
@@ -23,6 +28,14 @@ class NfsExportViewSet(viewsets.ModelViewSet):
 
     def perform_destroy(self, exp):
         service.delete_export(exp)
+
+    @extend_schema(request=None, responses={202: JobSerializer})
+    @action(detail=False, methods=["post"])
+    def reconcile(self, request):
+        """Re-apply every export, share and SMB user (a job run by the worker)."""
+        job = start_job("file.reconcile", tasks.reconcile, user=request.user,
+                        target=("file", "all"))
+        return job_accepted(job, request)
 
 
 class SmbShareViewSet(viewsets.ModelViewSet):

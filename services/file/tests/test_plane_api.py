@@ -3,6 +3,7 @@ starts them (``services.file.up``) at free ports, and real clients (nfs-rs, smbc
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,8 +14,8 @@ from services.file.tests.nfs_client import connect, read_hash, sha, write_file
 from services.file.tests.plane_support import (
     drop_unix_user,
     make_filesystem,
-    plane_daemons,
     new_user_name,
+    plane_daemons,
 )
 
 nfs_rs = pytest.importorskip("nfs_rs")
@@ -27,8 +28,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (useradd, 
 @pytest.fixture
 def daemons(api, data_dir, settings):
     for name in ("ganesha.nfsd", "smbd", "smbclient", "testparm", "smbcontrol", "pdbedit"):
-        if not (subprocess.run(["which", name], capture_output=True).returncode == 0
-                or os.path.exists(f"/usr/sbin/{name}")):
+        if not shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin"):
             pytest.skip(f"{name} is not installed")
     with plane_daemons(data_dir, settings) as running:
         yield running
@@ -77,9 +77,8 @@ def test_nfs_export_through_rest_read_only_export_and_two_exports_of_one_fs(
                         {"clients": ["127.0.0.1 ro all_squash"]}, format="json")
     assert changed.status_code == 200 and changed.json()["state"] == "online", changed.content
     assert api.delete(f"/api/v1/nfs-exports/{ro.json()['id']}/").status_code == 204
-    with pytest.raises(Exception):  # noqa: B017 - nfs-rs raises OSError or NfsError
-        with connect(nfs_port(settings), "/fs1-ro") as client:
-            read_hash(client, "ckpt/shard-0")
+    with pytest.raises(Exception), connect(nfs_port(settings), "/fs1-ro") as client:  # noqa: B017
+        read_hash(client, "ckpt/shard-0")   # nfs-rs raises OSError or NfsError
     listed = api.get("/api/v1/nfs-exports/").json()
     rows = listed["results"] if isinstance(listed, dict) else listed
     assert [r["pseudo"] for r in rows] == ["/fs1"]
@@ -91,7 +90,7 @@ def test_refused_exports_and_shares_and_exported_filesystem_delete(api, daemons,
     gone_path = api.get("/api/v1/filesystems/gone/").json()["path"]
     assert api.delete("/api/v1/filesystems/gone/").status_code == 204
 
-    post = lambda url, body: api.post(url, body, format="json")  # noqa: E731
+    post = lambda url, body: api.post(url, body, format="json")
     r = post("/api/v1/nfs-exports/", {"filesystem": "gone", "clients": RW})
     assert r.status_code == 400 and "gone does not exist" in r.json()["detail"], r.content
     r = post("/api/v1/smb-shares/", {"name": "gone", "filesystem": "gone"})
@@ -199,9 +198,11 @@ def test_smb_share_and_user_through_rest(api, daemons, settings, tmp_path):
 
 
 @pytest.mark.root
-def test_refused_export_is_an_error_on_its_row_and_the_old_config_keeps_serving(
-        api, daemons, settings):
-    """On btrfs, a snapshot subvolume that is not a mount point is refused by Ganesha."""
+def test_btrfs_snapshots_over_nfs_quota_as_share_size_and_a_refused_export(
+        api, daemons, settings, tmp_path):
+    """On btrfs: a snapshot shows under .snapshots over NFS (read-only); a share reports the
+    quota as its size; an export Ganesha refuses (a nested subvolume that is not a mount
+    point) is an error on its row while the old config keeps serving."""
     fs = make_filesystem(api, "fs1", pool="bt", driver="local")
     good = api.post("/api/v1/nfs-exports/", {"filesystem": "fs1", "clients": RW}, format="json")
     assert good.status_code == 201 and good.json()["state"] == "online", good.content
@@ -209,32 +210,59 @@ def test_refused_export_is_an_error_on_its_row_and_the_old_config_keeps_serving(
         write_file(client, "before", b"served before")
     snap = api.post("/api/v1/snapshots/", {"filesystem": "fs1", "name": "s1"}, format="json")
     assert snap.status_code == 201, snap.content
+    with connect(nfs_port(settings), "/fs1") as client:
+        write_file(client, "before", b"changed after the snapshot")
+        assert read_hash(client, ".snapshots/s1/before") == (13, sha(b"served before"))
+        with pytest.raises(nfs_rs.NfsError):
+            write_file(client, ".snapshots/s1/new", b"x")
+
+    user = new_user_name()
+    try:
+        r = api.post("/api/v1/smb-users/", {"username": user, "password": "Strata-pw-1"},
+                     format="json")
+        assert r.status_code == 201, r.content
+        r = api.post("/api/v1/smb-shares/", {"name": "fs1", "filesystem": "fs1"}, format="json")
+        assert r.status_code == 201 and r.json()["state"] == "online", r.content
+        r = api.patch("/api/v1/filesystems/fs1/", {"quota_bytes": 64 * MiB}, format="json")
+        assert r.status_code == 200, r.content
+        done = smbclient(settings, "fs1", user, "Strata-pw-1", "du")
+        assert done.returncode == 0, done.stdout + done.stderr
+        blocks, size = re.search(r"(\d+) blocks of size (\d+)", done.stdout).groups()
+        assert int(blocks) * int(size) == 64 * MiB, done.stdout
+        assert api.delete("/api/v1/smb-shares/fs1/").status_code == 204
+        assert api.delete(f"/api/v1/smb-users/{user}/").status_code == 204
+    finally:
+        drop_unix_user(user)
+
+    subprocess.run(["btrfs", "subvolume", "create", os.path.join(fs["path"], "nested")],
+                   check=True, capture_output=True)
     conf = Path(daemons.data_dir, "run", "nfs", "ganesha.conf")
     before = conf.read_text()
-
-    bad = api.post("/api/v1/nfs-exports/", {"filesystem": "fs1", "path": ".snapshots/s1",
-                                            "pseudo": "/s1", "clients": RW}, format="json")
+    bad = api.post("/api/v1/nfs-exports/", {"filesystem": "fs1", "path": "nested",
+                                            "pseudo": "/nested", "clients": RW}, format="json")
     assert bad.status_code in (422, 503), bad.content
     assert bad.json()["error"] == "apply_failed", bad.content
-    print("refused:", bad.json()["detail"])
     assert "saved but not applied" in bad.json()["detail"]
     rows = {r["pseudo"]: r for r in _rows(api.get("/api/v1/nfs-exports/").json())}
-    assert rows["/s1"]["state"] == "error" and rows["/s1"]["error"], rows
+    assert rows["/nested"]["state"] == "error" and rows["/nested"]["error"], rows
     assert rows["/fs1"]["state"] == "online"
     assert conf.read_text() == before
     with connect(nfs_port(settings), "/fs1") as client:
-        assert read_hash(client, "before") == (13, sha(b"served before"))
+        assert read_hash(client, "before") == (26, sha(b"changed after the snapshot"))
         write_file(client, "after", b"still served")
     # a later good change goes through although the refused row is still there
     changed = api.patch(f"/api/v1/nfs-exports/{good.json()['id']}/",
                         {"clients": RW + ["10.9.9.0/24 ro"]}, format="json")
     assert changed.status_code == 200 and changed.json()["state"] == "online", changed.content
-    assert api.get(f"/api/v1/nfs-exports/{bad.json().get('id', rows['/s1']['id'])}/"
-                   ).json()["state"] == "error"
-    assert api.delete(f"/api/v1/nfs-exports/{rows['/s1']['id']}/").status_code == 204
+    nested_id = rows["/nested"]["id"]
+    assert api.get(f"/api/v1/nfs-exports/{nested_id}/").json()["state"] == "error"
+    assert api.delete(f"/api/v1/nfs-exports/{nested_id}/").status_code == 204
+    # a snapshot served over NFS is released from Ganesha before the dataplane deletes it
+    assert api.delete(f"/api/v1/snapshots/{snap.json()['id']}/").status_code == 204
     assert api.delete(f"/api/v1/nfs-exports/{good.json()['id']}/").status_code == 204
-    assert api.delete("/api/v1/snapshots/" + str(snap.json()["id"]) + "/").status_code == 204
-    assert api.delete("/api/v1/filesystems/fs1/").status_code == 204, fs
+    subprocess.run(["btrfs", "subvolume", "delete", os.path.join(fs["path"], "nested")],
+                   check=True, capture_output=True)
+    assert api.delete("/api/v1/filesystems/fs1/").status_code == 204
 
 
 def _rows(body):

@@ -2,6 +2,7 @@
 CLI and REST to nfs-rs, and serves it again after a restart (the bootstrap reconciles it)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import urllib.request
@@ -38,10 +39,8 @@ def appliance():
         yield app
     finally:
         if app.proc and app.proc.poll() is None:
-            try:
+            with contextlib.suppress(Exception):   # destroy below kills it
                 app.stop()
-            except Exception:  # noqa: BLE001 - destroy below kills it
-                pass
         # safety net if strata up died: its btrfs binds would keep the pool mounted
         nfs_server(app.data_dir, {}).unbind_all()
         app.destroy()
