@@ -20,6 +20,8 @@ def appliance():
     try:
         yield app.start()
     finally:
+        for log in sorted((app.data_dir / "log").glob("*.log")):  # shown only on failure
+            print(f"==> {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:]))
         app.destroy()
 
 
