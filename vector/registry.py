@@ -5,6 +5,7 @@ serve it: the web server (one uvicorn process). Every request in that process go
 the module-level :data:`registry`; a second process that tries to open the same collection
 gets `CollectionLocked` (409). No Django here: the service layer passes paths in.
 """
+import atexit
 import os
 import threading
 
@@ -98,3 +99,5 @@ class Registry:
 
 
 registry = Registry()
+# A clean shutdown of the web server checkpoints every open collection (a crash replays the WAL).
+atexit.register(registry.close_all)

@@ -259,6 +259,35 @@ def restore_snapshot(snap: VectorSnapshot, *, name, pool=None) -> VectorCollecti
     return row
 
 
+def import_collection(*, name, path, pool) -> VectorCollection:
+    """A new collection ``name`` on ``pool`` copied from an engine snapshot directory on this
+    machine (``Collection.snapshot`` output, or a closed collection's directory)."""
+    import json
+
+    spec_file = os.path.join(path, "collection.json")
+    if not os.path.isabs(path) or not os.path.isfile(spec_file):
+        raise InvalidInput(f"{path} is not a vector collection snapshot on the server (it needs"
+                           " an absolute path to a directory holding collection.json)")
+    with open(spec_file) as f:
+        src = CollectionSpec.from_json(json.load(f))
+    params = {k: v for k, v in src.params.items() if v is not None}
+    CollectionSpec.make(name, src.dimension, src.metric, src.index_type, params)
+    with transaction.atomic():
+        fs = _new_filesystem(name, pool)
+        try:
+            row = VectorCollection.objects.create(
+                name=name, dimension=src.dimension, metric=src.metric,
+                index_type=src.index_type, params=params, pool=pool, filesystem=fs)
+            os.makedirs(row.snapshots_path, exist_ok=True)
+            coll = get_registry().restore(path, row.data_path, name)
+        except BaseException:
+            get_registry().close(f"{fs.path}/data", checkpoint=False)
+            _drop_filesystem(fs)
+            raise
+    record_figures(row, coll, force=True)
+    return row
+
+
 # -- index builds --------------------------------------------------------------------------
 
 def start_build(row, *, user=None, kind="build"):

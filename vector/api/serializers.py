@@ -78,6 +78,18 @@ class RestoreSerializer(serializers.Serializer):
                                         required=False)
 
 
+class ImportSerializer(serializers.Serializer):
+    name = serializers.RegexField(NAME_RE, max_length=56,
+                                  error_messages={"invalid": NAME_HELP})
+    path = serializers.CharField(max_length=1000)
+    pool = serializers.SlugRelatedField(slug_field="name", queryset=Pool.objects.all(),
+                                        required=False)
+
+    def validate(self, attrs):
+        attrs["pool"] = attrs.get("pool") or _default_pool()
+        return attrs
+
+
 class UpsertSerializer(serializers.Serializer):
     """`vectors`: [{id, values, metadata}]; the engine checks every item."""
 

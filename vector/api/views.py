@@ -13,7 +13,7 @@ from rest_framework.response import Response
 
 from console.api.responses import job_accepted
 from console.api.serializers import JobSerializer
-from console.roles import role_of
+from console.roles import ADMIN, role_of
 from vector import service
 from vector.api import serializers as s
 from vector.engine import MemoryBudgetExceeded, VectorError, http_status
@@ -76,6 +76,17 @@ class VectorCollectionViewSet(viewsets.ModelViewSet):
         for row in self.filter_queryset(self.get_queryset()):
             service.refresh_if_open(row)
         return super().list(request, *args, **kwargs)
+
+    @extend_schema(request=s.ImportSerializer, responses={201: s.VectorCollectionSerializer})
+    @action(detail=False, methods=["post"], url_path="import")
+    def import_(self, request):
+        """Admins: a new collection copied from an engine snapshot directory on the server."""
+        if role_of(request.user) != ADMIN:
+            raise exceptions.PermissionDenied("Only admins may import from server paths.")
+        body = s.ImportSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        row = service.import_collection(**body.validated_data)
+        return Response(self.get_serializer(row).data, status=status.HTTP_201_CREATED)
 
     # -- vectors -----------------------------------------------------------------------
     @extend_schema(request=s.UpsertSerializer, responses={200: dict})

@@ -297,3 +297,24 @@ def test_console_page_lists_collections(api, pool, client):
     assert r.status_code == 200
     assert b"paged" in r.content and b"Vector collections" in r.content
     assert b"/api/v1/vector-collections/{key}/build/" in r.content or b"build/" in r.content
+
+
+def test_import_an_engine_snapshot(api, operator_api, pool, tmp_path):
+    """Admins bring in a collection written by the engine elsewhere (bench, migrations)."""
+    from vector.engine import Collection
+
+    vecs = data(100, seed=21)
+    coll = Collection.create(str(tmp_path / "src"), "src", DIM, "l2", "hnsw", {"M": 8},
+                             checkpoint_interval=None)
+    coll.upsert([{"id": i, "values": vecs[i].tolist(), "metadata": meta(i)} for i in range(100)])
+    coll.snapshot(str(tmp_path / "snap"))
+    coll.close()
+    body = {"name": "imported", "path": str(tmp_path / "snap")}
+    err(operator_api.post(f"{BASE}import/", body, format="json"), 403)
+    err(api.post(f"{BASE}import/", {"name": "x", "path": "relative/dir"}, format="json"), 400)
+    err(api.post(f"{BASE}import/", {"name": "x", "path": str(tmp_path)}, format="json"), 400)
+    r = api.post(f"{BASE}import/", body, format="json")
+    assert r.status_code == 201, r.content
+    assert r.json()["index_type"] == "hnsw" and r.json()["vector_count"] == 100
+    res = search(api, "imported", vector=vecs[4].tolist(), k=1).json()["results"]
+    assert res[0]["id"] == 4 and res[0]["metadata"] == meta(4)
