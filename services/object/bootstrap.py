@@ -64,6 +64,7 @@ def bootstrap(creds: dict) -> dict:
                     "and restart `strata up`")
         return {}
     key, secret = ensure_admin_key(creds)
+    service.ensure_plane_key()
     service.write_gateway_config()
     open_gate(gw)
     service.wait_until_serving()

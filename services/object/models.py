@@ -86,6 +86,7 @@ class S3Key(models.Model):
         S3_USER_RE, "S3 user names are 1-63 letters, digits and . _ @ + -")])
     admin = models.BooleanField(default=False)
     description = models.CharField(max_length=200, blank=True, default="")
+    system = models.BooleanField(default=False)  # the plane's own key: not deletable by users
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -140,18 +140,22 @@ def new_access_key() -> str:
 
 
 def create_key(*, user: str, admin: bool = False, description: str = "", created_by=None,
-               secret_key: str | None = None) -> tuple[S3Key, str]:
+               secret_key: str | None = None, system: bool = False) -> tuple[S3Key, str]:
     """A new access key for S3 user ``user``; returns the row and its secret (shown once)."""
     secret = secret_key or secrets.token_urlsafe(30)
     with transaction.atomic():
         key = S3Key.objects.create(access_key=new_access_key(), sealed_secret=seal(secret), user=user,
-                                   admin=admin, description=description, created_by=created_by)
+                                   admin=admin, description=description, created_by=created_by,
+                                   system=system)
         _write_config_after_commit()
     return key, secret
 
 
 def delete_key(key: S3Key) -> None:
     """Revoke a key: the gateway refuses it (InvalidAccessKeyId) from its next request."""
+    if key.system:
+        raise Conflict(f"Key {key.access_key} is the management plane's own (checkpoint "
+                       "verification, tiering); it cannot be deleted.")
     with transaction.atomic():
         key.delete()
         _write_config_after_commit()
@@ -159,6 +163,29 @@ def delete_key(key: S3Key) -> None:
 
 def secret_of(key: S3Key) -> str:
     return unseal(key.sealed_secret)
+
+
+PLANE_USER = "strata-plane"
+
+
+def ensure_plane_key() -> S3Key:
+    """The plane's own admin key (made once), for services that read S3 themselves."""
+    key = S3Key.objects.filter(system=True).first()
+    if key is None:
+        key, _ = create_key(user=PLANE_USER, admin=True, description="management plane",
+                            system=True)
+    return key
+
+
+def plane_s3_config() -> dict | None:
+    """``{"endpoint", "access_key", "secret_key", "region"}`` for the plane's own S3 clients
+    (e.g. checkpoint verification over S3); None before the bootstrap."""
+    key = S3Key.objects.filter(system=True).first()
+    gw = Gateway.objects.first()
+    if key is None or gw is None:
+        return None
+    return {"endpoint": admin_endpoint(), "access_key": key.access_key,
+            "secret_key": secret_of(key), "region": gw.region}
 
 
 # -- buckets ---------------------------------------------------------------------------------

@@ -45,8 +45,9 @@ class S3KeySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = S3Key
-        fields = ["id", "access_key", "user", "admin", "description", "created_by", "created_at"]
-        read_only_fields = ["access_key", "created_by", "created_at"]
+        fields = ["id", "access_key", "user", "admin", "description", "system", "created_by",
+                  "created_at"]
+        read_only_fields = ["access_key", "system", "created_by", "created_at"]
 
 
 class S3KeyCreateSerializer(S3KeySerializer):

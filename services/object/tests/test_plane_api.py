@@ -41,6 +41,13 @@ def test_bootstrap_gives_admin_credentials_and_a_data_root_on_the_pool(plane, ap
     assert plane.admin_s3.list_buckets()["Buckets"] == []
     refused = api.delete("/api/v1/filesystems/s3/")
     assert refused.status_code == 409 and "S3 gateway" in refused.json()["detail"]
+    # the plane's own key (checkpoint verification over S3) works and cannot be deleted
+    from services.object import service
+
+    own = service.plane_s3_config()
+    assert s3_client(own["endpoint"], own["access_key"], own["secret_key"]).list_buckets()
+    refused = api.delete(f"/api/v1/s3-keys/{own['access_key']}/")
+    assert refused.status_code == 409
     # a second bootstrap (next `strata up`) keeps the same key
     from services.object import bootstrap
 
