@@ -11,6 +11,7 @@ request changed. Nothing is swallowed.
 """
 import logging
 import os
+import stat
 import subprocess
 
 from django.conf import settings
@@ -84,6 +85,20 @@ def relative_path(fs, path: str = "") -> str:
     """``path`` normalized to a path relative to the root of ``fs`` ('' for the root)."""
     rel = os.path.relpath(share_path(fs, path), os.path.realpath(fs.path))
     return "" if rel == "." else rel
+
+
+def unreachable_by_users(path: str) -> str | None:
+    """The first directory on the way to ``path`` that SMB users (never root) cannot cross."""
+    current = os.path.realpath(path)
+    while True:
+        try:
+            if not os.stat(current).st_mode & stat.S_IXOTH:
+                return current
+        except OSError:
+            return current
+        if current == "/":
+            return None
+        current = os.path.dirname(current)
 
 
 def export_spec(exp: NfsExport) -> dict:

@@ -18,9 +18,10 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (useradd, 
 RW = ["127.0.0.1 rw no_root_squash"]
 
 
-def test_console_pages_show_rows_and_forms_without_daemons(api, client, settings):
+def test_console_pages_show_rows_and_forms_without_daemons(api, client, settings, data_dir):
     """Without running daemons a change is written to the config and is ``pending``."""
     settings.SERVICE_OPTIONS = {"nfs_port": 1, "smb_port": 1}
+    os.chmod(data_dir, 0o755)       # SMB users must be able to reach the shared directory
     make_filesystem(api, "fs1")
     user = new_user_name()
     try:
