@@ -97,13 +97,35 @@ def health(request):
         else {"state": "error", "detail": "broker unreachable"}
     )
     pools = pool_health() if components["database"]["state"] == "ok" else {}
-    healthy = all(c["state"] == "ok" for c in components.values()) and all(
-        p["state"] == "online" for p in pools.values()
-    )
+    services = _service_health()
+    healthy = (all(c["state"] == "ok" for c in components.values())
+               and all(p["state"] == "online" for p in pools.values())
+               and all(d.get("state") == "ok" for s in services.values() for d in s.values()))
     return Response({
         "status": "ok" if healthy else "degraded",
         "host": socket.gethostname(),
         "data_dir": str(settings.DATA_DIR),
         "components": components,
         "pools": pools,
+        "services": services,
     })
+
+
+def _service_health() -> dict:
+    """Each service app's `health.py` `service_health()`: {daemon: {"state": "ok"|..., ...}}."""
+    from importlib import import_module
+    from importlib.util import find_spec
+
+    from django.apps import apps
+
+    out = {}
+    for app in apps.get_app_configs():
+        name = f"{app.name}.health"
+        if app.name.startswith(("services.", "vector")) and find_spec(name):
+            module = import_module(name)
+            if hasattr(module, "service_health"):
+                try:
+                    out[app.label] = module.service_health()
+                except Exception as exc:
+                    out[app.label] = {"service": {"state": "error", "detail": str(exc)}}
+    return out

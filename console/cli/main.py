@@ -77,7 +77,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
                    help="PATH or image:SIZE, optionally PATH@FAULT_DOMAIN; repeat")
     x.add_argument("--redundancy", default="none", choices=["none", "mirror", "mirror3", "raid10"])
     x.add_argument("--media", default="flash", choices=["flash", "capacity"])
-    x.add_argument("--driver", choices=["local", "directory"])
+    x.add_argument("--driver", choices=["local", "directory", "spdk"])
     x = pool.add_parser("delete"); x.add_argument("name")
     x = pool.add_parser("scrub"); x.add_argument("name")
     x.add_argument("--no-wait", action="store_true")

@@ -14,7 +14,7 @@ def _listening(host: str, port: int) -> bool:
         return False
 
 
-def block_health() -> dict:
+def service_health() -> dict:
     """{"iscsi": {"state": "ok"|"down", "portal"}, "nbd": {"state", "endpoint"}}."""
     from services.block.transports.iscsi import TgtdTarget
 

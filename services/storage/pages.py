@@ -23,7 +23,7 @@ PAGES = [
                          choices=["none", "mirror", "mirror3", "raid10"], default="none"),
                FormField("media", "Media", "select", choices=["flash", "capacity"],
                          default="flash"),
-               FormField("driver", "Driver", "select", choices=["local", "directory"])],
+               FormField("driver", "Driver", "select", choices=["local", "directory", "spdk"])],
          actions=[Action("Scrub", "/api/v1/pools/{key}/scrub/", watch_job=True)]),
     Page(slug="filesystems", title="File systems", group="Storage", api="/api/v1/filesystems/",
          queryset=lambda: FileSystem.objects.select_related("pool"),

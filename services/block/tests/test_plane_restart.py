@@ -41,8 +41,8 @@ def test_bootstrap_reapplies_exports_into_fresh_daemons(api, block, data_dir):
                         text=True, timeout=60)
     assert cp.returncode == 0 and int(cp.stdout) == 16 * MiB, cp.stderr
     assert set(BlockExport.objects.values_list("state", flat=True)) == {"online"}
-    from services.block.health import block_health
-    assert {k: v["state"] for k, v in block_health().items()} == {"iscsi": "ok", "nbd": "ok"}
+    from services.block.health import service_health
+    assert {k: v["state"] for k, v in service_health().items()} == {"iscsi": "ok", "nbd": "ok"}
 
 
 def test_bootstrap_records_an_export_that_cannot_be_applied(api, block):

@@ -21,7 +21,7 @@ class DeviceField(serializers.Field):
 
 class PoolSerializer(serializers.ModelSerializer):
     devices = serializers.ListField(child=DeviceField(), required=False, default=list)
-    driver = serializers.ChoiceField(choices=["local", "directory"], required=False)
+    driver = serializers.ChoiceField(choices=["local", "directory", "spdk"], required=False)
 
     class Meta:
         model = Pool
