@@ -18,6 +18,9 @@ and append it in :func:`clients_for` — e.g. a ``RestClient`` posting to
 ``/api/v1/vector-collections/{name}/search/``. The table grows a row per client.
 
 Usage: ``.venv/bin/python bench/vector.py [--n 200000] [--dim 128] [--queries 1000]``
+``[--strata-url http://127.0.0.1:8000 --strata-token T | --strata-data-dir var]`` adds the
+"strata REST" row: the same index imported into a running appliance, searched through the
+SDK (see bench/vector_rest.py).
 """
 
 import argparse
@@ -143,9 +146,15 @@ class HnswlibClient:
         return self.index.knn_query(query[None], k, num_threads=1)[0][0]
 
 
+STRATA = {}   # {"url", "token"} of a running appliance: adds the "strata REST" row
+
+
 def clients_for(coll, index_type, data, params):
     """The rows of the table for one index. Add REST/SDK clients here."""
     out = [EngineClient(coll), FaissClient(coll.faiss_index, index_type)]
+    if STRATA:
+        from bench.vector_rest import RestClient
+        out.append(RestClient(STRATA["url"], STRATA["token"], coll, index_type))
     if index_type == "hnsw":
         out.append(HnswlibClient(data, params["M"], params["efConstruction"]))
     return out
@@ -182,7 +191,14 @@ def main():
     ap.add_argument("--threads", type=int, default=0,
                     help="OpenMP/hnswlib threads for batch search (default: all CPUs)")
     ap.add_argument("--json", help="also write the rows to this file")
+    ap.add_argument("--strata-url", help="a running Strata (same machine): adds a REST row")
+    ap.add_argument("--strata-token", help="its admin API token")
+    ap.add_argument("--strata-data-dir", help="or its data dir (reads credentials.json)")
     args = ap.parse_args()
+    if args.strata_url or args.strata_data_dir:
+        from bench.vector_rest import strata_endpoint
+        url, token = strata_endpoint(args.strata_url, args.strata_token, args.strata_data_dir)
+        STRATA.update(url=url, token=token)
     if args.threads:
         faiss.omp_set_num_threads(args.threads)
         HnswlibClient.threads = args.threads
@@ -227,6 +243,8 @@ def main():
                           f"{row['single_qps']:10.0f} {row['single_x_faiss']:7.2f} "
                           f"{row['recall']:9.3f}", flush=True)
             print(f"# {index_type}: engine memory report {coll.memory_bytes() / 2**20:.0f} MiB")
+            for client in clients:
+                getattr(client, "close", lambda: None)()
             coll.close(checkpoint=False)
     finally:
         shutil.rmtree(root, ignore_errors=True)
