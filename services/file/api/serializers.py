@@ -1,5 +1,7 @@
 from dataclasses import asdict
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from services.file import service
@@ -18,6 +20,7 @@ from services.storage.models import FileSystem
 READ_ONLY = ["state", "error", "created_at", "updated_at"]
 
 
+@extend_schema_field(OpenApiTypes.OBJECT)
 class ClientRuleField(serializers.Field):
     """A client rule: {"address", "access": rw|ro, "squash", "anonymous_uid"?, ...} or the
     string "ADDRESS [rw|ro] [root_squash|all_squash|no_root_squash]" (console, CLI)."""
