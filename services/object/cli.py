@@ -30,20 +30,20 @@ def register(sub) -> dict:
     """Add the subcommands; return their handlers."""
     b = sub.add_parser("bucket", help="S3 buckets").add_subparsers(dest="action", required=True)
     b.add_parser("list")
-    x = b.add_parser("show"); x.add_argument("name")  # noqa: E702
-    x = b.add_parser("create"); x.add_argument("name")  # noqa: E702
+    x = b.add_parser("show"); x.add_argument("name")
+    x = b.add_parser("create"); x.add_argument("name")
     x.add_argument("--owner", help="S3 user owning it (default: you)")
     x.add_argument("--quota", type=_size_or_none, help="bytes, e.g. 100G")
     x.add_argument("--max-objects", type=_count_or_none)
     x.add_argument("--versioning", action="store_true", help="enable versioning")
-    x = b.add_parser("set-quota"); x.add_argument("name")  # noqa: E702
+    x = b.add_parser("set-quota"); x.add_argument("name")
     x.add_argument("--quota", type=_size_or_none, default=argparse.SUPPRESS,
                    help="bytes, or none to lift it")
     x.add_argument("--max-objects", type=_count_or_none, default=argparse.SUPPRESS,
                    help="objects, or none to lift it")
-    x = b.add_parser("versioning"); x.add_argument("name")  # noqa: E702
+    x = b.add_parser("versioning"); x.add_argument("name")
     x.add_argument("status", choices=["Enabled", "Suspended"])
-    x = b.add_parser("delete"); x.add_argument("name")  # noqa: E702
+    x = b.add_parser("delete"); x.add_argument("name")
 
     k = sub.add_parser("s3-key", help="S3 access keys").add_subparsers(dest="action", required=True)
     k.add_parser("list")
@@ -51,7 +51,7 @@ def register(sub) -> dict:
     x.add_argument("--user", help="S3 user the key acts as (default: you)")
     x.add_argument("--admin", action="store_true", help="the key sees every bucket")
     x.add_argument("--description", default="")
-    x = k.add_parser("delete", help="revoke at once"); x.add_argument("access_key")  # noqa: E702
+    x = k.add_parser("delete", help="revoke at once"); x.add_argument("access_key")
     return {"bucket": bucket, "s3-key": s3_key}
 
 

@@ -33,10 +33,9 @@ def start_plane_gateway(api, data_dir, settings):
     procs = []
     try:
         for spec in up.daemons(data_dir, settings.SERVICE_OPTIONS):
-            log = open(data_dir / f"{spec.name}.log", "ab")
-            procs.append(subprocess.Popen(spec.argv, env={**os.environ, **spec.env}, stdout=log,
-                                          stderr=subprocess.STDOUT, cwd=data_dir))
-            log.close()
+            with open(data_dir / f"{spec.name}.log", "ab") as log:
+                procs.append(subprocess.Popen(spec.argv, env={**os.environ, **spec.env}, stdout=log,
+                                              stderr=subprocess.STDOUT, cwd=data_dir))
             deadline = time.monotonic() + 30
             while not spec.ready():
                 assert procs[-1].poll() is None, (data_dir / f"{spec.name}.log").read_text()

@@ -10,7 +10,11 @@ import uuid
 import pytest
 from botocore.exceptions import ClientError
 
-from services.object.tests.planefixture import s3_client, start_plane_gateway, stop_procs
+from services.object.tests.planefixture import (
+    s3_client,
+    start_plane_gateway,
+    stop_procs,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
