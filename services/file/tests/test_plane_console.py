@@ -18,7 +18,8 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (useradd, 
 RW = ["127.0.0.1 rw no_root_squash"]
 
 
-def test_console_pages_show_rows_and_forms_without_daemons(api, client, settings, data_dir):
+def test_console_pages_show_rows_and_forms_without_daemons(api, viewer_api, client, settings,
+                                                           data_dir):
     """Without running daemons a change is written to the config and is ``pending``."""
     settings.SERVICE_OPTIONS = {"nfs_port": 1, "smb_port": 1}
     os.chmod(data_dir, 0o755)       # SMB users must be able to reach the shared directory
@@ -41,6 +42,13 @@ def test_console_pages_show_rows_and_forms_without_daemons(api, client, settings
             assert page.status_code == 200, slug
             assert shown in page.content and b'details class="create"' in page.content
         assert b"Pw-123456" not in client.get("/console/smb-users/").content
+        from console.models import AuditEvent
+        assert "Pw-123456" not in str(list(AuditEvent.objects.values()))
+        # viewers read, they do not change
+        assert viewer_api.get("/api/v1/smb-shares/").status_code == 200
+        r = viewer_api.post("/api/v1/nfs-exports/", {"filesystem": "fs1", "clients": RW},
+                            format="json")
+        assert r.status_code == 403, r.content
         assert api.delete("/api/v1/smb-shares/team/").status_code == 204
         assert api.delete(f"/api/v1/smb-users/{user}/").status_code == 204
     finally:
