@@ -52,6 +52,13 @@ class PlaneDaemons:
         self.running = []
 
 
+def django_configured() -> bool:
+    """True when pytest-django set Django up (the plane tests need its database fixtures)."""
+    from django.conf import settings
+
+    return settings.configured
+
+
 def file_options() -> dict:
     return {"nfs_port": free_port(), "smb_port": free_port(), "host": "127.0.0.1"}
 

@@ -12,11 +12,16 @@ import pytest
 
 from services.file.tests.nfs_client import connect, read_hash, sha, write_file
 from services.file.tests.plane_support import (
+    django_configured,
     drop_unix_user,
     make_filesystem,
     new_user_name,
     plane_daemons,
 )
+
+if not django_configured():
+    pytest.skip("the file plane tests need pytest-django (run without -p no:django)",
+                allow_module_level=True)
 
 nfs_rs = pytest.importorskip("nfs_rs")
 MiB = 1024 * 1024
