@@ -28,20 +28,20 @@ def register(sub) -> dict:
     v = sub.add_parser("vector", help="vector collections").add_subparsers(
         dest="action", required=True)
     v.add_parser("list")
-    x = v.add_parser("show"); x.add_argument("name")  # noqa: E702
-    x = v.add_parser("create"); x.add_argument("name")  # noqa: E702
+    x = v.add_parser("show"); x.add_argument("name")
+    x = v.add_parser("create"); x.add_argument("name")
     x.add_argument("--dim", type=int, required=True)
     x.add_argument("--metric", default="l2", choices=["l2", "ip", "cosine"])
     x.add_argument("--index", default="flat", choices=["flat", "ivf_flat", "ivf_pq", "hnsw"])
     x.add_argument("--params", type=_json, default={}, help='JSON, e.g. {"nlist": 1024}')
     x.add_argument("--pool")
     x.add_argument("--expected-count", type=int, default=0)
-    x = v.add_parser("delete"); x.add_argument("name")  # noqa: E702
+    x = v.add_parser("delete"); x.add_argument("name")
     x = v.add_parser("build", help="train/rebuild the index (a job)")
     x.add_argument("name")
     x.add_argument("--no-wait", action="store_true")
-    x = v.add_parser("snapshot"); x.add_argument("name"); x.add_argument("snapshot")  # noqa
-    x = v.add_parser("search"); x.add_argument("name")  # noqa: E702
+    x = v.add_parser("snapshot"); x.add_argument("name"); x.add_argument("snapshot")
+    x = v.add_parser("search"); x.add_argument("name")
     x.add_argument("--vector", type=_json, required=True, help="JSON list of numbers")
     x.add_argument("--k", type=int, default=10)
     x.add_argument("--filter", type=_json)

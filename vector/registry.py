@@ -6,10 +6,13 @@ the module-level :data:`registry`; a second process that tries to open the same 
 gets `CollectionLocked` (409). No Django here: the service layer passes paths in.
 """
 import atexit
+import logging
 import os
 import threading
 
 from vector.engine import Collection, MemoryBudget
+
+log = logging.getLogger(__name__)
 
 
 def default_memory_budget() -> int:
@@ -90,8 +93,8 @@ class Registry:
         for coll in colls:
             try:
                 coll.close()
-            except Exception:  # noqa: BLE001 - closing the others matters more
-                pass
+            except Exception:  # closing the others matters more
+                log.exception("closing vector collection %s failed", coll.path)
 
     def memory_bytes(self) -> int:
         """Bytes used by the collections open in this process."""

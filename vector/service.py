@@ -21,8 +21,14 @@ from console.jobs import start_job
 from services.storage import service as storage
 from services.storage.drivers import driver_for
 from services.storage.models import FileSystem
-from vector.engine import (BuildCancelled, CollectionExists, CollectionSpec, InvalidInput,
-                           VectorError, VectorNotFound)
+from vector.engine import (
+    BuildCancelled,
+    CollectionExists,
+    CollectionSpec,
+    InvalidInput,
+    VectorError,
+    VectorNotFound,
+)
 from vector.models import IndexBuild, VectorCollection, VectorSnapshot
 from vector.registry import registry
 
@@ -76,7 +82,7 @@ def _new_filesystem(name, pool):
 def _drop_filesystem(fs) -> None:
     try:
         driver_for(fs.pool.driver).delete_filesystem(fs.pool.name, fs.name)
-    except Exception:  # noqa: BLE001 - the original error is the one to report
+    except Exception:
         log.exception("could not remove file system %s after a failed create", fs.name)
 
 
@@ -369,7 +375,7 @@ def _run_build(build_id, row_id, path) -> None:
         rep._beat(state=IndexBuild.State.CANCELLED, message=str(exc)[:500])
     except VectorError as exc:
         rep._beat(state=IndexBuild.State.FAILED, error=str(exc), message="failed")
-    except Exception as exc:  # noqa: BLE001 - recorded on the row, the job reports it
+    except Exception as exc:
         log.exception("vector index build %s failed", build_id)
         rep._beat(state=IndexBuild.State.FAILED, error=f"{type(exc).__name__}: {exc}",
                   message="failed")

@@ -173,6 +173,7 @@ class VectorCollectionViewSet(viewsets.ModelViewSet):
         return found
 
     @extend_schema(request=None, responses=s.VectorSnapshotSerializer)
+    @extend_schema(methods=["GET"], operation_id="api_v1_vector_collections_snapshot_retrieve")
     @action(detail=True, methods=["get", "delete"], url_path=r"snapshots/(?P<snap>[^/]+)")
     def snapshot(self, request, name=None, snap=None):
         """GET or DELETE one snapshot."""

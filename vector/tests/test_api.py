@@ -167,7 +167,7 @@ def test_bad_input_answers_4xx_with_a_message(api, viewer_api, pool):
                         format="json"), 409)
     assert body["error"] == "memory_budget_exceeded" and "memory" in body["detail"]
     assert api.get(f"{BASE}huge/").status_code == 404
-    assert not api.get("/api/v1/filesystems/vector-huge/").status_code == 200
+    assert api.get("/api/v1/filesystems/vector-huge/").status_code == 404
 
     # vectors
     def up(items):
@@ -318,3 +318,18 @@ def test_import_an_engine_snapshot(api, operator_api, pool, tmp_path):
     assert r.json()["index_type"] == "hnsw" and r.json()["vector_count"] == 100
     res = search(api, "imported", vector=vecs[4].tolist(), k=1).json()["results"]
     assert res[0]["id"] == 4 and res[0]["metadata"] == meta(4)
+
+
+def test_upsert_beyond_the_memory_budget_is_refused(api, pool):
+    make(api, "budget")
+    upsert(api, "budget", data(100))
+    limit = registry.budget.limit
+    registry.set_budget(registry.memory_bytes() + 50_000)
+    try:
+        items = [{"id": 1000 + i, "values": v.tolist()} for i, v in enumerate(data(2000))]
+        body = err(api.post(f"{BASE}budget/vectors/", {"vectors": items}, format="json"), 409)
+        assert body["error"] == "memory_budget_exceeded" and "budget" in body["detail"]
+        assert api.get(f"{BASE}budget/").json()["stats"]["count"] == 100   # nothing applied
+    finally:
+        registry.set_budget(limit)
+    assert api.post(f"{BASE}budget/vectors/", {"vectors": items}, format="json").status_code == 200

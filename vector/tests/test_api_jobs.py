@@ -53,7 +53,7 @@ def wait_job(api, url, during=None, timeout=120):
     ("hnsw", {"M": 16, "efConstruction": 40}, "rebuild"),
 ])
 def test_build_job_reaches_100_while_searches_answer(api, pool, index_type, params, action):
-    vecs = clustered(12_000)
+    vecs = clustered(8_000)
     r = api.post(BASE, {"name": "emb", "dimension": DIM, "index_type": index_type,
                         "params": params}, format="json")
     assert r.status_code == 201, r.content
@@ -121,7 +121,7 @@ def test_build_failure_and_cancel_are_reported_on_the_job(api, pool):
 
     r = api.post(BASE, {"name": "big", "dimension": DIM, "index_type": "hnsw",
                         "params": {"M": 32, "efConstruction": 200}}, format="json")
-    load(api, "big", clustered(10_000))
+    load(api, "big", clustered(6_000))
     r = api.post(f"{BASE}big/rebuild/")
     url = r.json()["job"]
     job_id = r.json()["id"]
@@ -135,7 +135,7 @@ def test_build_failure_and_cancel_are_reported_on_the_job(api, pool):
         assert time.monotonic() < deadline, "the build did not stop"
         time.sleep(0.1)
     stats = api.get(f"{BASE}big/").json()["stats"]
-    assert stats["count"] == 10_000
-    r = api.post(f"{BASE}big/search/", {"vector": clustered(10_000)[5].tolist(), "k": 1},
+    assert stats["count"] == 6_000
+    r = api.post(f"{BASE}big/search/", {"vector": clustered(6_000)[5].tolist(), "k": 1},
                  format="json")
     assert r.json()["results"][0]["id"] == 5
