@@ -11,6 +11,7 @@ import os
 import shutil
 import threading
 import time
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
@@ -305,6 +306,13 @@ def start_build(row, *, user=None, kind="build"):
         from vector.engine import BuildInProgress
         raise BuildInProgress(f"an index build is already running on {row.name!r}")
     with transaction.atomic():
+        # Unfinished rows left by a web server that stopped mid-build: no build runs now.
+        stale = timezone.now() - timedelta(seconds=60)
+        IndexBuild.objects.filter(
+            collection=row, state__in=[IndexBuild.State.PENDING, IndexBuild.State.RUNNING],
+            created_at__lt=stale,
+        ).exclude(heartbeat__gte=stale).update(state=IndexBuild.State.FAILED, message="failed",
+                 error="the web server serving the collection stopped during the build")
         build = IndexBuild.objects.create(collection=row, message="queued")
         job = start_job(f"vector-{kind}", tasks.build_index, user=user,
                         target=("vector-collection", row.name),
