@@ -26,7 +26,7 @@ def ensure_gateway() -> Gateway | None:
     """The gateway row and its file system (created on the first start); None without a pool."""
     from services.storage import service as storage
 
-    gw = Gateway.objects.select_related("filesystem").first()
+    gw = Gateway.objects.select_related("filesystem", "filesystem__pool").first()
     if gw is not None:
         return gw
     fs = FileSystem.objects.filter(name=FILESYSTEM).first()
@@ -66,10 +66,19 @@ def bootstrap(creds: dict) -> dict:
     key, secret = ensure_admin_key(creds)
     service.ensure_plane_key()
     service.write_gateway_config()
+    answer = {"s3_endpoint": service.public_endpoint(), "s3_access_key": key.access_key,
+              "s3_secret_key": secret, "s3_region": gw.region}
+    fs = gw.filesystem
+    if fs.pool.state not in ("online", "degraded") or not os.path.isdir(fs.path):
+        # never start the gateway on an empty directory where the pool should be mounted: it
+        # would serve no buckets, and the reconcile would forget them all
+        log.error("object service: file system %s (pool %s, %s) is not available at %s; the S3 "
+                  "gateway waits until the pool is back and `strata up` is restarted",
+                  fs.name, fs.pool.name, fs.pool.state, fs.path)
+        return answer
     open_gate(gw)
     service.wait_until_serving()
     summary = service.reconcile_buckets()
     if any(summary.values()):
         log.info("object service: buckets reconciled: %s", summary)
-    return {"s3_endpoint": service.public_endpoint(), "s3_access_key": key.access_key,
-            "s3_secret_key": secret, "s3_region": gw.region}
+    return answer

@@ -60,7 +60,7 @@ def test_bootstrap_gives_admin_credentials_and_a_data_root_on_the_pool(plane, ap
     assert again["s3_secret_key"] == plane.creds["s3_secret_key"]
 
 
-def test_bucket_made_through_rest_is_served_with_usage_and_versioning(plane, api):
+def test_bucket_made_through_rest_is_served_with_usage_and_versioning(plane, api, client):
     made = api.post("/api/v1/buckets/", {"name": "ckpt-a"}, format="json")
     assert made.status_code == 201, made.content
     assert made.json()["owner"] == "admin" and made.json()["pool"] == "default"
@@ -79,8 +79,20 @@ def test_bucket_made_through_rest_is_served_with_usage_and_versioning(plane, api
     dup = api.post("/api/v1/buckets/", {"name": "ckpt-a"}, format="json")
     assert dup.status_code == 400
 
+    # the console pages
+    from django.contrib.auth.models import User
 
-def test_key_works_secret_never_listed_and_revocation(plane, api, data_dir):
+    assert api.post("/api/v1/buckets/", {"name": "shown-bkt"}, format="json").status_code == 201
+    made = api.post("/api/v1/s3-keys/", {"description": "for the page"}, format="json").json()
+    assert made["show_once"]["secret_key"] == made["secret_key"]
+    client.force_login(User.objects.get(username="admin"))
+    page = client.get("/console/buckets/").content.decode()
+    assert "shown-bkt" in page and 'data-url="/api/v1/buckets/"' in page
+    page = client.get("/console/s3-keys/").content.decode()
+    assert made["access_key"] in page and made["secret_key"] not in page
+
+
+def test_key_works_secret_never_listed_and_revocation(plane, api, operator_api, viewer_api, data_dir):
     made = api.post("/api/v1/s3-keys/", {"user": "alice", "description": "trainer"}, format="json")
     assert made.status_code == 201, made.content
     access, secret = made.json()["access_key"], made.json()["secret_key"]
@@ -109,8 +121,7 @@ def test_key_works_secret_never_listed_and_revocation(plane, api, data_dir):
     assert _code(e) == "InvalidAccessKeyId"
     assert access not in json.loads((data_dir / "run" / "s3" / "gateway.json").read_text())["users"]
 
-
-def test_own_secret_and_role_rules(plane, api, operator_api, viewer_api):
+    # a secret of one's own; role rules
     mine = "my-own-secret-of-some-length"
     made = api.post("/api/v1/s3-keys/", {"secret_key": mine}, format="json")
     assert made.status_code == 201 and made.json()["secret_key"] == mine
@@ -157,14 +168,17 @@ def test_quota_set_through_rest_is_enforced(plane, api):
     assert _code(e) == "QuotaExceeded"
 
 
-def test_console_pages_list_buckets_and_keys(plane, api, client):
-    from django.contrib.auth.models import User
+def test_gateway_not_started_while_its_pool_is_offline(api, data_dir, settings):
+    """An unmounted pool must not give the gateway an empty data root (buckets would vanish)."""
+    from services.object import bootstrap, gatewayconf
+    from services.storage.models import Pool
 
-    assert api.post("/api/v1/buckets/", {"name": "shown-bkt"}, format="json").status_code == 201
-    made = api.post("/api/v1/s3-keys/", {"description": "for the page"}, format="json").json()
-    assert made["show_once"]["secret_key"] == made["secret_key"]
-    client.force_login(User.objects.get(username="admin"))
-    page = client.get("/console/buckets/").content.decode()
-    assert "shown-bkt" in page and 'data-url="/api/v1/buckets/"' in page
-    page = client.get("/console/s3-keys/").content.decode()
-    assert made["access_key"] in page and made["secret_key"] not in page
+    settings.SERVICE_OPTIONS = {"s3_port": 1, "host": "127.0.0.1"}
+    made = api.post("/api/v1/pools/", {"name": "default", "driver": "directory"}, format="json")
+    assert made.status_code == 201, made.content
+    assert bootstrap.ensure_gateway().filesystem.name == "s3"
+    Pool.objects.filter(name="default").update(state="offline")
+    creds = bootstrap.bootstrap({"username": "admin"})  # no gateway answers on port 1
+    assert creds["s3_access_key"] and creds["s3_secret_key"]
+    assert not gatewayconf.gate_path(data_dir).exists()
+    assert creds["s3_access_key"] in gatewayconf.read_config(gatewayconf.config_path(data_dir))["users"]
