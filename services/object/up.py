@@ -18,11 +18,18 @@ REPO = Path(__file__).resolve().parent.parent.parent
 
 
 def add_arguments(parser) -> None:
-    """``--s3-port`` (default 9000) and ``--s3-host`` (default: ``--host``)."""
+    """``--s3-port`` (default 9000), ``--s3-host`` (default: ``--host``), ``--s3-endpoint``,
+    ``--s3-domain``."""
     parser.add_argument("--s3-port", type=int, default=DEFAULT_S3_PORT,
                         help=f"port of the S3 gateway (default {DEFAULT_S3_PORT})")
     parser.add_argument("--s3-host", default=None,
                         help="address the S3 gateway listens on (default: the same as --host)")
+    parser.add_argument("--s3-endpoint", default=None,
+                        help="S3 URL given to users in credentials.json and the API "
+                             "(default: http://HOST:S3_PORT)")
+    parser.add_argument("--s3-domain", action="append", dest="s3_domains", default=None,
+                        help="domain for virtual-host-style bucket addressing "
+                             "(<bucket>.DOMAIN; repeatable; default: localhost)")
 
 
 def s3_address(options: dict) -> tuple[str, int]:

@@ -47,3 +47,15 @@ def test_launcher_refuses_a_busy_port_with_a_message(tmp_path):
                                "--port", str(port)], cwd=REPO, capture_output=True, text=True, timeout=30,
                               check=False)
     assert done.returncode == 2 and "--s3-port" in done.stderr
+
+
+def test_strata_up_options():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    up.add_arguments(parser)
+    opts = vars(parser.parse_args([]))
+    assert opts["s3_port"] == 9000 and opts["s3_domains"] is None
+    opts = vars(parser.parse_args(["--s3-port", "9100", "--s3-domain", "s3.lan", "--s3-domain", "s3.local"]))
+    assert up.s3_address({**opts, "host": "0.0.0.0"}) == ("0.0.0.0", 9100)
+    assert opts["s3_domains"] == ["s3.lan", "s3.local"]
