@@ -171,16 +171,16 @@ def test_volume_backup_and_restore(api, worker, gateway):
 
 
 def test_cancel_a_throttled_backup_leaves_nothing_behind(api, worker, gateway):
-    """The backup draws from the shared I/O budget (here 2 MiB/s for the backup class), so
+    """The backup draws from the shared I/O budget (here 4 MiB/s for the backup class), so
     it is still running when cancelled; a cancelled run leaves no restore point, no objects
     and no snapshot, and the source is untouched."""
     api.post("/api/v1/pools/", {"name": "p1", "driver": "local", "devices": ["image:400M"]},
              format="json")
     src = api.post("/api/v1/filesystems/", {"name": "data", "pool": "p1"},
                    format="json").json()["path"]
-    write_files(src, {f"shard-{i}": os.urandom(4 * MiB) for i in range(6)})
+    write_files(src, {f"shard-{i}": os.urandom(4 * MiB) for i in range(5)})
     before = file_hashes(src)
-    r = api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {"backup": 2}}, format="json")
+    r = api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {"backup": 4}}, format="json")
     assert r.status_code == 200, r.json()
     assert _target(api, gateway).status_code == 201
     api.post("/api/v1/backups/", {"name": "slow", "filesystem": "data", "target": "s3"},

@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]
 MiB = 1 << 20
 
 
-def _big_fs(api, pool="p1", size="400M", mib=64):
+def _big_fs(api, pool="p1", size="300M", mib=40):
     r = api.post("/api/v1/pools/", {"name": pool, "driver": "local",
                                     "devices": [f"image:{size}"]}, format="json")
     assert r.status_code == 201, r.json()
@@ -39,9 +39,13 @@ def _big_fs(api, pool="p1", size="400M", mib=64):
 
 
 def _kill_when(api, url, data_dir, tmp_path, started):
-    """Start a job on a subprocess worker and SIGKILL it once ``started(job)`` holds."""
+    """Start a job on a subprocess worker and SIGKILL it once ``started(job)`` holds. The
+    background I/O budget (8 MiB/s) keeps the run going long enough to be caught mid-way."""
+    r = api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {"backup": 8, "replication": 8}},
+                format="json")
+    assert r.status_code == 200, r.json()
     app.control.purge()
-    proc = WorkerProcess(data_dir, tmp_path)
+    proc = WorkerProcess(data_dir, tmp_path, lock_ttl=2)
     try:
         r = api.post(url, {}, format="json")
         assert r.status_code == 202, r.json()
@@ -49,7 +53,7 @@ def _kill_when(api, url, data_dir, tmp_path, started):
         wait_for(lambda: started(Job.objects.get(pk=job_id)), 120, "the job to get going")
     finally:
         proc.kill9()
-    time.sleep(4)  # the dead run's lock expires (STRATA_PROTECTION_LOCK_TTL=3 there)
+    time.sleep(2.5)  # the dead run's lock expires (STRATA_PROTECTION_LOCK_TTL=2 there)
     return job_id
 
 
@@ -72,6 +76,7 @@ def test_kill9_mid_backup_then_backup_again(api, data_dir, tmp_path, gateway_fac
     orphans = [o["Key"] for o in s3.list_objects_v2(Bucket="backups").get("Contents", [])]
     assert orphans and not any(k.endswith("manifest.json") for k in orphans)
 
+    api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {}}, format="json")
     with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
         job = run_job(api, "/api/v1/backups/big-s3/run/", timeout=180)
         assert job["state"] == "succeeded" and job["result"]["full"], job
@@ -107,6 +112,7 @@ def test_kill9_mid_replication_then_resume(api, data_dir, tmp_path, live_server)
         assert file_hashes(src) == before
         assert not FileSystem.objects.filter(name="big-replica").exists()
 
+        api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {}}, format="json")
         with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
             job = run_job(api, "/api/v1/replications/big-dr/sync/", timeout=180)
         assert job["state"] == "succeeded", job
