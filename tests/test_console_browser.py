@@ -77,9 +77,9 @@ def test_operator_journey_and_viewer_limits(appliance, browser):
     # a bad name gets the API's message beside the field, and nothing is created
     page.goto(appliance.url + "/console/filesystems/")
     create(page, {"name": "Bad Name"})
-    err = page.locator("[data-error-for=name]")
-    err.wait_for()
-    page.wait_for_function("document.querySelector('[data-error-for=name]').textContent.length > 0")
+    err = page.locator("details.create [data-error-for=name]")
+    page.wait_for_function(
+        "document.querySelector('details.create [data-error-for=name]').textContent.length > 0")
     assert "lower-case" in err.inner_text()
     page.fill("details.create [name=name]", "data")
     page.select_option("details.create [name=pool]", "p2")
