@@ -1,7 +1,7 @@
 """Strata vector SDK: collections, upserts, searches and deletes over REST.
 
-Importable without Django; needs only `requests` (numpy arrays are accepted where vectors
-are)::
+Importable without Django; needs `requests` and numpy (numpy arrays are accepted where
+vectors are; batch searches and `upsert_arrays` send base64 float32 rows)::
 
     from vector.sdk import VectorClient
     client = VectorClient("http://strata:8000", token)
@@ -36,6 +36,19 @@ REQUEST_BYTES = 2_000_000
 def _batch_for(dimension: int) -> int:
     """Vectors per request that keep a JSON body under REQUEST_BYTES (~20 bytes a float)."""
     return max(1, REQUEST_BYTES // (dimension * 20 + 200))
+
+
+def _f32(vectors):
+    import numpy as np
+
+    mat = np.ascontiguousarray(vectors, dtype="<f4")
+    return mat.reshape(1, -1) if mat.ndim == 1 else mat
+
+
+def _b64(mat) -> str:
+    import base64
+
+    return base64.b64encode(mat.tobytes()).decode("ascii")
 
 
 def _values(v):
@@ -122,9 +135,21 @@ class VectorClient:
         return self._call("POST", f"{name}/search/", body)["results"]
 
     def search_batch(self, name, vectors, k=10, filter=None, nprobe=None, ef_search=None,
-                     include_metadata=True) -> list:
-        """One result list per query vector (one filter for all)."""
+                     include_metadata=True, binary=True) -> list:
+        """One result list per query vector (one filter for all).
+
+        With ``binary`` (the default) the queries travel as base64 float32 rows
+        (``vectors_b64``), about 4x smaller and much cheaper to parse than JSON numbers.
+        """
         body = self._search_body(k, filter, nprobe, ef_search, include_metadata)
+        if binary:
+            mat = _f32(vectors)
+            step = max(1, REQUEST_BYTES * 3 // 4 // (mat.shape[1] * 4))
+            out = []
+            for lo in range(0, len(mat), step):
+                body["vectors_b64"] = _b64(mat[lo:lo + step])
+                out += self._call("POST", f"{name}/search/", body)["results"]
+            return out
         queries = [_values(v) for v in vectors]
         step = _batch_for(len(queries[0])) if queries else 1
         out = []
@@ -132,6 +157,22 @@ class VectorClient:
             body["vectors"] = queries[lo:lo + step]
             out += self._call("POST", f"{name}/search/", body)["results"]
         return out
+
+    def upsert_arrays(self, name, ids, vectors, metadata=None) -> int:
+        """Upsert rows of a (n, d) array with their ids (and metadata list) in the compact
+        base64 form; returns the count. Each request is acknowledged after the WAL fsync."""
+        mat = _f32(vectors)
+        ids = list(ids)
+        if len(ids) != len(mat):
+            raise ValueError(f"{len(ids)} ids for {len(mat)} vectors")
+        step = max(1, REQUEST_BYTES * 3 // 4 // (mat.shape[1] * 4 + 64))
+        done = 0
+        for lo in range(0, len(mat), step):
+            body = {"ids": ids[lo:lo + step], "vectors_b64": _b64(mat[lo:lo + step])}
+            if metadata is not None:
+                body["metadata"] = list(metadata[lo:lo + step])
+            done += self._call("POST", f"{name}/vectors/", body)["upserted"]
+        return done
 
     @staticmethod
     def _search_body(k, filter, nprobe, ef_search, include_metadata):

@@ -24,8 +24,10 @@ from services.storage.drivers import driver_for
 from services.storage.models import FileSystem
 from vector.engine import (
     BuildCancelled,
+    BuildInProgress,
     CollectionExists,
     CollectionSpec,
+    DimensionMismatch,
     InvalidInput,
     VectorError,
     VectorNotFound,
@@ -142,10 +144,44 @@ def refresh_if_open(row: VectorCollection) -> None:
 
 # -- vectors -------------------------------------------------------------------------------
 
+def decode_b64(text, dimension: int, what: str = "vectors_b64"):
+    """Rows of little-endian float32 sent as base64 (compact bulk form) as an (n, d) array."""
+    import base64
+    import binascii
+
+    import numpy as np
+
+    if not isinstance(text, str) or not text:
+        raise InvalidInput(f"{what} must be a non-empty base64 string of float32 values")
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput(f"{what} is not valid base64") from None
+    if len(raw) % (4 * dimension):
+        raise DimensionMismatch(
+            f"{what} holds {len(raw) // 4} float32 values, not a whole number of vectors of "
+            f"the collection's dimension {dimension}")
+    return np.frombuffer(raw, dtype="<f4").reshape(-1, dimension)
+
+
 def upsert(row, items) -> int:
     """Insert or replace a batch; returns once the batch is in the WAL on disk (fsync)."""
     coll = engine(row)
     count = coll.upsert(items)
+    record_figures(row, coll)
+    return count
+
+
+def upsert_arrays(row, body) -> int:
+    """The compact form: {ids: [...], vectors_b64: "...", metadata: [...]?}."""
+    if not isinstance(body.get("ids"), list):
+        raise InvalidInput("ids must be a list of vector ids (one per row of vectors_b64)")
+    extra = set(body) - {"ids", "vectors_b64", "metadata"}
+    if extra:
+        raise InvalidInput(f"unknown field(s) {', '.join(sorted(extra))} next to vectors_b64")
+    coll = engine(row)
+    count = coll.upsert_arrays(body["ids"], decode_b64(body["vectors_b64"], row.dimension),
+                               body.get("metadata"))
     record_figures(row, coll)
     return count
 
@@ -191,8 +227,8 @@ def delete_vector(row, vid: str) -> int:
     raise VectorNotFound(f"no vector with id {vid!r} in collection {row.name!r}")
 
 
-SEARCH_FIELDS = {"vector", "vectors", "k", "filter", "nprobe", "ef_search", "efSearch",
-                 "include_metadata"}
+SEARCH_FIELDS = {"vector", "vectors", "vectors_b64", "k", "filter", "nprobe", "ef_search",
+                 "efSearch", "include_metadata"}
 
 
 def search(row, body) -> dict:
@@ -203,8 +239,10 @@ def search(row, body) -> dict:
     if extra:
         raise InvalidInput(f"unknown search field(s): {', '.join(sorted(extra))}; "
                            f"expected {', '.join(sorted(SEARCH_FIELDS))}")
-    if ("vector" in body) == ("vectors" in body):
-        raise InvalidInput("give either 'vector' (one query) or 'vectors' (a batch)")
+    given = [f for f in ("vector", "vectors", "vectors_b64") if f in body]
+    if len(given) != 1:
+        raise InvalidInput("give one of 'vector' (one query), 'vectors' (a batch) or "
+                           "'vectors_b64' (a batch of base64 float32 rows)")
     ef = body.get("ef_search", body.get("efSearch"))
     kwargs = {"k": body.get("k", 10), "filter": body.get("filter"),
               "nprobe": body.get("nprobe"), "ef_search": ef,
@@ -212,6 +250,9 @@ def search(row, body) -> dict:
     coll = engine(row)
     if "vector" in body:
         return {"results": coll.search(body["vector"], **kwargs)}
+    if "vectors_b64" in body:
+        queries = decode_b64(body["vectors_b64"], row.dimension)
+        return {"results": coll.search_batch(queries, **kwargs)}
     queries = body["vectors"]
     if not isinstance(queries, list) or not queries:
         raise InvalidInput("'vectors' must be a non-empty list of query vectors")
@@ -303,7 +344,6 @@ def start_build(row, *, user=None, kind="build"):
 
     coll = engine(row)
     if coll.stats()["building"]:
-        from vector.engine import BuildInProgress
         raise BuildInProgress(f"an index build is already running on {row.name!r}")
     with transaction.atomic():
         # Unfinished rows left by a web server that stopped mid-build: no build runs now.

@@ -92,11 +92,17 @@ class VectorCollectionViewSet(viewsets.ModelViewSet):
     @extend_schema(request=s.UpsertSerializer, responses={200: dict})
     @action(detail=True, methods=["post"])
     def vectors(self, request, name=None):
-        """Upsert a batch `vectors: [{id, values, metadata}]`; answered after the WAL fsync."""
+        """Upsert a batch `vectors: [{id, values, metadata}]` (or the compact form `ids`,
+        `vectors_b64`: base64 little-endian float32 rows, `metadata`: a list); answered after
+        the WAL fsync."""
         row = self.get_object()
-        if not isinstance(request.data, dict) or "vectors" not in request.data:
+        body = request.data
+        if isinstance(body, dict) and "vectors_b64" in body:
+            count = service.upsert_arrays(row, body)
+        elif not isinstance(body, dict) or "vectors" not in body:
             raise exceptions.ValidationError({"vectors": "A list of {id, values, metadata}."})
-        count = service.upsert(row, request.data["vectors"])
+        else:
+            count = service.upsert(row, body["vectors"])
         return Response({"upserted": count, "count": row.vector_count})
 
     @extend_schema(request=None, responses={200: dict})

@@ -333,3 +333,34 @@ def test_upsert_beyond_the_memory_budget_is_refused(api, pool):
     finally:
         registry.set_budget(limit)
     assert api.post(f"{BASE}budget/vectors/", {"vectors": items}, format="json").status_code == 200
+
+
+def test_compact_base64_upsert_and_search(api, pool):
+    import base64
+
+    def b64(mat):
+        return base64.b64encode(np.ascontiguousarray(mat, "<f4").tobytes()).decode()
+
+    make(api, "bin")
+    vecs = data(300, seed=31)
+    r = api.post(f"{BASE}bin/vectors/", {"ids": list(range(300)), "vectors_b64": b64(vecs),
+                                         "metadata": [meta(i) for i in range(300)]},
+                 format="json")
+    assert r.status_code == 200 and r.json()["upserted"] == 300, r.content
+    r = search(api, "bin", vectors_b64=b64(vecs[[5, 6]]), k=3, filter={"lang": meta(5)["lang"]})
+    assert r.status_code == 200, r.content
+    assert r.json()["results"][0][0]["id"] == 5
+    assert all(h["metadata"]["lang"] == meta(5)["lang"] for h in r.json()["results"][1])
+    assert api.get(f"{BASE}bin/vectors/7/").json()["metadata"] == meta(7)
+    # bad compact input
+    assert err(search(api, "bin", vectors_b64=b64(vecs[:1, :-1])), 400)["error"] == \
+        "dimension_mismatch"
+    err(search(api, "bin", vectors_b64="not base64!"), 400)
+    bad = vecs[:2].copy()
+    bad[1, 3] = np.inf
+    assert err(search(api, "bin", vectors_b64=b64(bad)), 400)["error"] == "invalid_values"
+    err(api.post(f"{BASE}bin/vectors/", {"ids": [1], "vectors_b64": b64(vecs[:2])},
+                 format="json"), 400)
+    err(api.post(f"{BASE}bin/vectors/", {"ids": 1, "vectors_b64": b64(vecs[:1])},
+                 format="json"), 400)
+    err(search(api, "bin", vector=vecs[0].tolist(), vectors_b64=b64(vecs[:1])), 400)

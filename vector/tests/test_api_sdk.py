@@ -34,7 +34,13 @@ def test_sdk_round_trip(client):
     assert hits and all(h["metadata"]["n"] % 2 == 1 and h["metadata"]["n"] < 1000
                         for h in hits)
     batch = client.search_batch("sdk", vecs[:3], k=1, include_metadata=False)
-    assert len(batch) == 3
+    assert [r[0]["id"] for r in batch] == [f"v{np.argmax(vecs @ vecs[i])}" for i in range(3)]
+    assert client.search_batch("sdk", vecs[:3], k=1, binary=False) == \
+        client.search_batch("sdk", vecs[:3], k=1)
+    assert client.upsert_arrays("sdk", ["w1", "w2"], vecs[:2] * 2,
+                                metadata=[{"n": -1}, None]) == 2
+    assert client.get("sdk", "w1")["metadata"] == {"n": -1}
+    assert client.delete("sdk", ["w1", "w2"]) == 2
 
     job = client.build("sdk", wait=True, timeout=120)
     assert job["progress"] == 100.0
