@@ -1,3 +1,6 @@
+from importlib.util import find_spec
+
+from django.apps import apps
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
@@ -16,3 +19,9 @@ urlpatterns = [
     path("console/", pages.dashboard, name="console-dashboard"),
     path("console/<slug:slug>/", pages.resource, name="console-resource"),
 ]
+
+# A service with pages beyond the declared lists (a checkpoint timeline, ...) adds them in
+# its `console_urls.py`; they live under /console/.
+for app in apps.get_app_configs():
+    if app.name.startswith(("services.", "vector")) and find_spec(f"{app.name}.console_urls"):
+        urlpatterns.append(path("console/", include(f"{app.name}.console_urls")))

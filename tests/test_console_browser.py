@@ -1,9 +1,11 @@
 """The web console in Debian's Chromium through Playwright, against a live appliance with a
 real worker. Screenshots of every page land in test-output/screenshots/."""
+import hashlib
 import re
 from pathlib import Path
 
 import pytest
+import requests
 
 from tests.appliance import ROOT, Appliance
 
@@ -41,6 +43,7 @@ def shot(page, name):
 
 
 def login(page, url, username, password):
+    page.context.clear_cookies()
     page.goto(url + "/")
     assert "/login/" in page.url
     page.fill("#id_username", username)
@@ -127,3 +130,34 @@ def test_operator_journey_and_viewer_limits(appliance, browser):
                            " || document.querySelector('[data-page-error]').textContent")
     assert page.locator("[data-page-error]").inner_text() == ""
     assert page.locator("tr[data-key=data]").count() == 0
+
+
+def test_committed_checkpoint_appears_in_the_timeline(appliance, browser):
+    creds = appliance.credentials
+    api = requests.Session()
+    api.headers["Authorization"] = f"Token {creds['token']}"
+    base = creds["api_url"]
+    assert api.post(base + "filesystems/", json={"name": "train"}).status_code == 201
+    r = api.post(base + "checkpoint-jobs/", json={"name": "llm", "filesystem": "train"})
+    assert r.status_code == 201, r.text
+    version = api.post(base + "checkpoint-jobs/llm/versions/", json={"step": 100}).json()
+    shard = Path(version["path"], "rank0.pt")
+    shard.parent.mkdir(parents=True, exist_ok=True)
+    shard.write_bytes(b"w" * 4096)
+    r = api.post(base + f"checkpoint-jobs/llm/versions/{version['id']}/commit/", json={
+        "manifest": [{"name": "rank0.pt", "size": 4096,
+                      "sha256": hashlib.sha256(b"w" * 4096).hexdigest()}]})
+    assert r.status_code == 200, r.text
+
+    page = browser.new_page()
+    login(page, appliance.url, creds["username"], creds["password"])
+    page.goto(appliance.url + "/console/checkpoint-jobs/")
+    page.click("text=llm")
+    page.wait_for_url(re.compile(r".*/console/checkpoints/llm/$"))
+    row = page.locator("table.timeline tr[data-step='100']")
+    assert "committed" in row.inner_text() and "latest" in row.inner_text()
+    assert "hot" in row.inner_text()
+    row.locator("text=Pin").click()
+    page.wait_for_selector("table.timeline tr[data-step='100'] >> text=Unpin")
+    assert "pinned" in page.locator("table.retention").inner_text()
+    shot(page, "checkpoint-timeline")

@@ -54,6 +54,7 @@ class Page:
     lookup: str = "name"
     deletable: bool = True
     help: str = ""
+    detail: str = ""                             # prefix of a page per row: detail + key + "/"
 
     def rows(self):
         """(lookup key, name to confirm deletes with, [(value, column)]) per row."""

@@ -21,14 +21,15 @@ def _nav(user):
     return groups
 
 
-def _context(request, **extra):
+def page_context(request, **extra):
+    """What every console template needs: the navigation, the role, whether it may change."""
     return {"nav": _nav(request.user), "role": role_of(request.user),
             "can_change": can_change(request.user), **extra}
 
 
 @login_required
 def dashboard(request):
-    return render(request, "console/dashboard.html", _context(request, **dashboard_context()))
+    return render(request, "console/dashboard.html", page_context(request, **dashboard_context()))
 
 
 @login_required
@@ -38,4 +39,4 @@ def resource(request, slug):
         raise Http404(slug)
     if page.slug in core.ADMIN_ONLY and role_of(request.user) != ADMIN:
         return redirect("console-dashboard")
-    return render(request, "console/resource.html", _context(request, page=page))
+    return render(request, "console/resource.html", page_context(request, page=page))
