@@ -19,6 +19,9 @@ def _redact(value):
 
 
 def _body(request) -> dict:
+    # Only JSON bodies are recorded; binary streams (replication chunks) are not read here.
+    if not request.content_type.startswith("application/json"):
+        return {}
     try:
         data = json.loads(request.body or b"{}")
     except (ValueError, UnicodeDecodeError):

@@ -10,6 +10,7 @@ import logging
 import time
 
 from celery import shared_task
+from celery.signals import worker_ready
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -105,3 +106,14 @@ def cancel_job(job: Job) -> Job:
         Job.objects.filter(pk=job.pk).update(cancel_requested=True, message="cancelling")
     job.refresh_from_db()
     return job
+
+
+@worker_ready.connect
+def fail_interrupted_jobs(**_):
+    """A job still `running` when a worker starts was cut off by a crash or kill of the
+    previous worker (one worker per appliance): record it as failed, not running forever."""
+    n = Job.objects.filter(state=Job.State.RUNNING).update(
+        state=Job.State.FAILED, finished_at=timezone.now(), message="interrupted",
+        error="interrupted: the worker stopped while the job ran; start it again")
+    if n:
+        log.warning("marked %d interrupted job(s) as failed", n)

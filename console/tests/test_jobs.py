@@ -1,4 +1,7 @@
 """Jobs run by a real Celery worker over the real Redis broker."""
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -50,3 +53,28 @@ def test_failed_job_records_the_error(api, worker):
     api.post("/api/v1/pools/", {"name": "d1", "driver": "directory"}, format="json")
     job = wait_job(api, api.post("/api/v1/pools/d1/scrub/").json()["id"])
     assert job["state"] == "failed" and "scrub" in job["error"].lower()
+
+
+def test_job_left_running_by_a_dead_worker_is_failed_when_a_worker_starts(transactional_db,
+                                                                         settings):
+    """A real `celery worker` process (the one `strata up` runs) reaps it at start."""
+    stuck = Job.objects.create(kind="scrub", state="running", message="running")
+    db = settings.DATABASES["default"]
+    env = dict(os.environ, PYTHONPATH=str(settings.BASE_DIR), STRATA_DATABASE_URL=(
+        f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"))
+    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "console", "worker",
+                               "--pool", "solo", "-n", f"reaper-{os.getpid()}@%h"],
+                              env=env, cwd=settings.BASE_DIR, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            stuck.refresh_from_db()
+            if stuck.state != "running":
+                break
+            time.sleep(0.3)
+    finally:
+        worker.terminate()
+        worker.wait(30)
+    assert stuck.state == "failed" and "interrupted" in stuck.error
+    assert stuck.finished_at is not None
