@@ -53,6 +53,16 @@ def test_up_serves_cli_and_survives_restart(appliance):
         r = app.cli("pool", "scrub", "default")
         assert r.returncode == 0, r.stdout + r.stderr
         assert "100.0%" in r.stdout and "succeeded" in r.stdout
+
+        # a snapshot schedule through the CLI, run three times, keeps the last two
+        r = app.cli("schedule", "create", "often", "--fs", "ckpt", "--every", "60",
+                    "--keep-last", "2")
+        assert r.returncode == 0, r.stderr
+        for _ in range(3):
+            r = app.cli("schedule", "run", "often")
+            assert r.returncode == 0 and "succeeded" in r.stdout, r.stdout + r.stderr
+        snaps = json.loads(app.cli("--json", "snapshot", "list", "--filesystem", "ckpt").stdout)
+        assert len(snaps) == 2 and all(s["name"].startswith("auto-often-") for s in snaps)
     finally:
         children = children_of(app.proc.pid)
         out = app.stop()
