@@ -47,3 +47,11 @@ def test_metrics_endpoint_speaks_prometheus(client, data_dir):
     assert r.status_code == 200
     assert b"# TYPE strata_pool_size_bytes gauge" in r.content
     assert b'strata_jobs{state="failed"} 0' in r.content
+
+
+@pytest.mark.parametrize("slug", ["snapshot-schedules", "replication-peers", "replications",
+                                  "replicas", "backup-targets", "backups", "restore-points",
+                                  "checkpoint-jobs"])
+def test_service_pages_render(logged_in, slug):
+    r = logged_in("admin").get(f"/console/{slug}/")
+    assert r.status_code == 200 and b"<h1>" in r.content

@@ -1,0 +1,104 @@
+"""Console pages of the protection service: schedules, replication (with lag), backups."""
+from console.pages import Action, Column, FormField, Page
+from services.protection.models import (Backup, BackupTarget, Replica, Replication,
+                                        ReplicationPeer, RestorePoint, SnapshotSchedule)
+from services.storage.models import FileSystem, Pool, Volume
+
+
+def filesystems() -> list[str]:
+    return list(FileSystem.objects.values_list("name", flat=True))
+
+
+def volumes() -> list[str]:
+    return list(Volume.objects.values_list("name", flat=True))
+
+
+def peers() -> list[str]:
+    return list(ReplicationPeer.objects.values_list("name", flat=True))
+
+
+def targets() -> list[str]:
+    return list(BackupTarget.objects.values_list("name", flat=True))
+
+
+def pools() -> list[str]:
+    return list(Pool.objects.values_list("name", flat=True))
+
+
+SOURCE = [FormField("filesystem", "File system", "select", choices=filesystems),
+          FormField("volume", "Volume", "select", choices=volumes)]
+GROUP = "Protection"
+
+PAGES = [
+    Page(slug="snapshot-schedules", title="Snapshot schedules", group=GROUP,
+         api="/api/v1/snapshot-schedules/",
+         queryset=lambda: SnapshotSchedule.objects.select_related("filesystem", "volume"),
+         columns=[Column("name", "Name"), Column("source.name", "Source"),
+                  Column("cron", "Cron (UTC)"), Column("every_minutes", "Every (min)"),
+                  Column("keep_last", "Keep last"), Column("keep_daily", "Keep daily"),
+                  Column("last_snapshot", "Last snapshot"), Column("last_error", "Error")],
+         form=[FormField("name", "Name", required=True), *SOURCE,
+               FormField("cron", "Cron", help='Five fields in UTC, e.g. "0 * * * *".'),
+               FormField("every_minutes", "Or every N minutes", "number"),
+               FormField("keep_last", "Keep last", "number", default="24"),
+               FormField("keep_hourly", "Keep hourly", "number"),
+               FormField("keep_daily", "Keep daily", "number"),
+               FormField("keep_weekly", "Keep weekly", "number")],
+         actions=[Action("Run now", "/api/v1/snapshot-schedules/{key}/run/", watch_job=True)]),
+    Page(slug="replication-peers", title="Replication peers", group=GROUP,
+         api="/api/v1/replication-peers/", queryset=lambda: ReplicationPeer.objects.all(),
+         columns=[Column("name", "Name"), Column("url", "URL"), Column("state", "State", "state"),
+                  Column("remote_user", "Remote user"), Column("error", "Error")],
+         form=[FormField("name", "Name", required=True),
+               FormField("url", "URL of the other appliance", required=True),
+               FormField("token", "Its API token", "password", required=True)],
+         actions=[Action("Check", "/api/v1/replication-peers/{key}/check/")]),
+    Page(slug="replications", title="Replication", group=GROUP, api="/api/v1/replications/",
+         queryset=lambda: Replication.objects.select_related("filesystem", "volume", "peer"),
+         columns=[Column("name", "Name"), Column("source.name", "Source"),
+                  Column("peer.name", "Peer"), Column("target_name", "Replica"),
+                  Column("state", "State", "state"), Column("lag_seconds", "Lag (s)"),
+                  Column("last_snapshot", "Last snapshot"), Column("error", "Error")],
+         form=[FormField("name", "Name", required=True), *SOURCE,
+               FormField("peer", "Peer", "select", choices=peers, required=True),
+               FormField("target_pool", "Pool on the peer", required=True, default="default"),
+               FormField("target_name", "Name on the peer"),
+               FormField("every_minutes", "Every N minutes", "number", default="15")],
+         actions=[Action("Sync now", "/api/v1/replications/{key}/sync/", watch_job=True)]),
+    Page(slug="replicas", title="Replicas received", group=GROUP, api="/api/v1/replicas/",
+         queryset=lambda: Replica.objects.all(), deletable=False,
+         columns=[Column("name", "Name"), Column("kind", "Kind"), Column("pool", "Pool"),
+                  Column("last_snapshot", "Last snapshot"),
+                  Column("last_received_at", "Received", "time"),
+                  Column("promoted_to", "Promoted to")],
+         actions=[Action("Promote", "/api/v1/replicas/{key}/promote/",
+                         fields=[FormField("name", "New writable name", required=True)])]),
+    Page(slug="backup-targets", title="Backup targets", group=GROUP,
+         api="/api/v1/backup-targets/", queryset=lambda: BackupTarget.objects.all(),
+         columns=[Column("name", "Name"), Column("endpoint_url", "S3 endpoint"),
+                  Column("bucket", "Bucket"), Column("prefix", "Prefix")],
+         form=[FormField("name", "Name", required=True),
+               FormField("endpoint_url", "S3 endpoint URL", required=True),
+               FormField("bucket", "Bucket", required=True), FormField("prefix", "Prefix"),
+               FormField("access_key", "Access key", required=True),
+               FormField("secret_key", "Secret key", "password", required=True)]),
+    Page(slug="backups", title="Backups", group=GROUP, api="/api/v1/backups/",
+         queryset=lambda: Backup.objects.select_related("target"),
+         columns=[Column("name", "Name"), Column("source_name", "Source"),
+                  Column("target.name", "Target"), Column("state", "State", "state"),
+                  Column("last_run_at", "Last run", "time"), Column("error", "Error")],
+         form=[FormField("name", "Name", required=True), *SOURCE,
+               FormField("target", "Target", "select", choices=targets, required=True),
+               FormField("every_minutes", "Every N minutes", "number")],
+         actions=[Action("Back up now", "/api/v1/backups/{key}/run/", watch_job=True)]),
+    Page(slug="restore-points", title="Restore points", group=GROUP,
+         api="/api/v1/restore-points/", lookup="id",
+         queryset=lambda: RestorePoint.objects.select_related("backup").order_by("-id")[:200],
+         columns=[Column("id", "ID"), Column("backup.name", "Backup"),
+                  Column("snapshot", "Snapshot"), Column("full", "Full"),
+                  Column("stream_bytes", "Data", "bytes"),
+                  Column("stored_bytes", "Stored", "bytes"), Column("created_at", "Taken", "time")],
+         actions=[Action("Restore", "/api/v1/restore-points/{key}/restore/", watch_job=True,
+                         fields=[FormField("name", "New name", required=True),
+                                 FormField("pool", "Pool", "select", choices=pools)])]),
+]
