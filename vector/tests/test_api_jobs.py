@@ -50,6 +50,7 @@ def wait_job(api, url, during=None, timeout=120):
 
 @pytest.mark.parametrize("index_type,params,action", [
     ("ivf_flat", {"nlist": 64}, "train"),
+    ("ivf_pq", {"nlist": 32, "m": 8}, "build"),
     ("hnsw", {"M": 16, "efConstruction": 40}, "rebuild"),
 ])
 def test_build_job_reaches_100_while_searches_answer(api, pool, index_type, params, action):
@@ -88,7 +89,9 @@ def test_build_job_reaches_100_while_searches_answer(api, pool, index_type, para
     assert job["state"] == "succeeded", job
     assert job["progress"] == 100.0 and job["result"]["index_state"] == "ready"
     assert seen == sorted(seen)
-    assert all(code == 200 and got == want for code, got, want in answers), answers[:5]
+    approx = index_type == "ivf_pq"   # PQ codes: the top hit may be a close neighbour
+    assert all(code == 200 and (got == want or approx) for code, got, want in answers), \
+        answers[:5]
 
     stats = api.get(f"{BASE}emb/").json()["stats"]
     assert stats["index_state"] == "ready" and not stats["building"]
@@ -104,7 +107,7 @@ def test_build_job_reaches_100_while_searches_answer(api, pool, index_type, para
     q = vecs[2000:2050]
     res = api.post(f"{BASE}emb/search/", {"vectors": q.tolist(), "k": 1}, format="json")
     hits = sum(r[0]["id"] == 2000 + i for i, r in enumerate(res.json()["results"]))
-    assert hits >= 48
+    assert hits >= (40 if approx else 48)
 
 
 def test_build_failure_and_cancel_are_reported_on_the_job(api, pool):
