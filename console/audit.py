@@ -1,5 +1,6 @@
 """Every mutating API call is written to the audit log, whatever its result."""
 import json
+import math
 
 from console.models import AuditEvent
 
@@ -7,14 +8,25 @@ SECRET_WORDS = ("password", "secret", "token", "key")
 MUTATING = ("POST", "PUT", "PATCH", "DELETE")
 
 
-def _redact(value):
+def _redact(value, depth=0):
+    """Secrets masked, and a summary rather than bulk data: lists become their length
+    (an upsert of vectors is not copied into the audit log), long strings are cut and
+    non-finite numbers (which JSON columns refuse) become text."""
     if isinstance(value, dict):
+        if depth > 2:
+            return f"{{{len(value)} keys}}"
         return {
-            k: "***" if any(w in k.lower() for w in SECRET_WORDS) else _redact(v)
+            k: "***" if any(w in k.lower() for w in SECRET_WORDS) else _redact(v, depth + 1)
             for k, v in value.items()
         }
     if isinstance(value, list):
-        return [_redact(v) for v in value]
+        if len(value) <= 8 and all(isinstance(v, (str, int, bool)) for v in value):
+            return [_redact(v, depth + 1) for v in value]
+        return f"[{len(value)} items]"
+    if isinstance(value, str) and len(value) > 200:
+        return value[:200] + "..."
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
     return value
 
 

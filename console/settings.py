@@ -130,6 +130,9 @@ TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
 
+# Vector upserts and checkpoint manifests can be large JSON bodies.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024 * 1024
+
 STATIC_URL = "/static/"
 STATIC_ROOT = DATA_DIR / "static"
 STATIC_ROOT.mkdir(exist_ok=True)

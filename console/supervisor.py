@@ -22,9 +22,11 @@ SERVICES_DIR = Path(__file__).resolve().parent.parent / "services"
 
 
 def service_up_modules() -> list:
-    """`services/<name>/up.py` modules: each declares options and daemons for `strata up`."""
-    return [importlib.import_module(f"services.{p.parent.name}.up")
-            for p in sorted(SERVICES_DIR.glob("*/up.py"))]
+    """`services/<name>/up.py` and `vector/up.py`: options and daemons for `strata up`."""
+    names = [f"services.{p.parent.name}.up" for p in sorted(SERVICES_DIR.glob("*/up.py"))]
+    if (SERVICES_DIR.parent / "vector" / "up.py").exists():
+        names.append("vector.up")
+    return [importlib.import_module(name) for name in names]
 
 
 def add_service_arguments(parser) -> None:

@@ -8,5 +8,6 @@ from console.api.serializers import JobSerializer
 def job_accepted(job, request) -> Response:
     """202 with the job's URL (in the body and the Location header) for a started Job."""
     data = JobSerializer(job, context={"request": request}).data
-    return Response({"job": data["url"], **data}, status=status.HTTP_202_ACCEPTED,
-                    headers={"Location": data["url"]})
+    url = str(data["url"])  # a Hyperlink object; WSGI headers must be plain str
+    return Response({**data, "job": url, "url": url}, status=status.HTTP_202_ACCEPTED,
+                    headers={"Location": url})

@@ -47,9 +47,11 @@ def watch_job(client: Client, job_id, as_json: bool) -> int:
 
 
 def _service_cli_modules() -> list:
-    services = Path(__file__).resolve().parents[2] / "services"
-    return [importlib.import_module(f"services.{p.parent.name}.cli")
-            for p in sorted(services.glob("*/cli.py"))]
+    root = Path(__file__).resolve().parents[2]
+    names = [f"services.{p.parent.name}.cli" for p in sorted(root.glob("services/*/cli.py"))]
+    if (root / "vector" / "cli.py").exists():
+        names.append("vector.cli")
+    return [importlib.import_module(name) for name in names]
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict]:

@@ -134,10 +134,7 @@ class VectorCollectionViewSet(viewsets.ModelViewSet):
     def _build(self, request, kind):
         row = self.get_object()
         job = service.start_build(row, user=request.user, kind=kind)
-        response = job_accepted(job, request)
-        # job_accepted puts a Hyperlink (a str subclass) in Location; WSGI servers want str.
-        response["Location"] = str(response["Location"])
-        return response
+        return job_accepted(job, request)
 
     @extend_schema(request=None, responses={202: JobSerializer})
     @action(detail=True, methods=["post"])
