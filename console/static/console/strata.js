@@ -88,7 +88,28 @@ async function submitForm(ev) {
   const r = await api(urlFor(form), form.dataset.method || "POST", { ...extraBody(form), ...body });
   if (!r.ok) { showErrors(form, r.data); return; }
   if (form.hasAttribute("data-watch-job") && r.status === 202) watchJob(r.data);
+  else if (r.data && r.data.show_once) showOnce(form, r.data.show_once);
   else location.reload();
+}
+
+// A secret the API answers once (an S3 key's secret): shown until the user says it is saved.
+function showOnce(form, values) {
+  const box = document.createElement("div");
+  box.className = "show-once";
+  box.innerHTML = "<p><b>Save this now: it will not be shown again.</b></p>";
+  for (const [field, value] of Object.entries(values)) {
+    const row = document.createElement("p");
+    const code = document.createElement("code");
+    code.dataset.field = field;
+    code.textContent = value;
+    row.append(`${field}: `, code);
+    box.appendChild(row);
+  }
+  const done = document.createElement("button");
+  done.textContent = "I have saved it";
+  done.addEventListener("click", () => location.reload());
+  box.appendChild(done);
+  form.replaceWith(box);
 }
 
 async function clickAction(ev) {
