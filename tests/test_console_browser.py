@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from services.file.tests.nfs_client import connect, read_hash, sha, write_file
 from tests.appliance import ROOT, Appliance
 
 pytestmark = pytest.mark.root
@@ -100,8 +101,22 @@ def test_operator_journey_and_viewer_limits(appliance, browser):
     assert page.locator("[data-job-watch] .pct").inner_text() == "100%"
     shot(page, "pools")
 
+    # an NFS export of that file system, made in the console, serves bytes to nfs-rs
+    page.goto(appliance.url + "/console/nfs-exports/")
+    create(page, {"filesystem": "data", "clients": "127.0.0.1 rw no_root_squash"})
+    page.wait_for_selector("table.resources tr >> text=/data")
+    assert "online" in page.locator("table.resources tbody tr").first.inner_text()
+    shot(page, "nfs-exports")
+    nfs = connect(appliance.nfs_port, "/data")
+    write_file(nfs, "/hello.bin", b"h" * 100_000)
+    assert read_hash(nfs, "/hello.bin") == (100_000, sha(b"h" * 100_000))
+    page.click("table.resources tbody tr >> text=Delete")
+    page.wait_for_selector("table.resources tr >> text=/data", state="detached")
+
     # pages of every kind render
-    for slug in ("volumes", "snapshots", "jobs", "audit", "users"):
+    for slug in ("volumes", "snapshots", "jobs", "audit", "users", "buckets", "s3-keys",
+                 "smb-shares", "hosts", "block-exports", "vector-collections",
+                 "snapshot-schedules", "replications", "backups", "checkpoint-jobs"):
         page.goto(f"{appliance.url}/console/{slug}/")
         assert page.locator("h1").inner_text()
         shot(page, slug)
