@@ -99,6 +99,7 @@ def test_operator_journey_and_viewer_limits(appliance, browser):
     page.wait_for_function(
         "document.querySelector('[data-job-watch]').dataset.state === 'succeeded'", timeout=60000)
     assert page.locator("[data-job-watch] .pct").inner_text() == "100%"
+    page.wait_for_timeout(500)  # let the bar's 0.3 s transition finish for the screenshot
     shot(page, "pools")
 
     # an NFS export of that file system, made in the console, serves bytes to nfs-rs
