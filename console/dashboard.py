@@ -1,5 +1,9 @@
 """What the dashboard shows: capacity per pool and tier, running jobs, alerts."""
 from datetime import timedelta
+from importlib import import_module
+from importlib.util import find_spec
+
+from django.apps import apps
 
 from django.utils import timezone
 
@@ -23,6 +27,18 @@ def alerts() -> list[dict]:
         if fs.quota_bytes and fs.used_bytes >= QUOTA_NEAR_FULL * fs.quota_bytes:
             out.append({"level": "warning",
                         "text": f"File system {fs.name} uses {fs.used_bytes * 100 // fs.quota_bytes}% of its quota"})
+    return out + service_alerts()
+
+
+def service_alerts() -> list[dict]:
+    """Each service app's `health.py` `service_alerts()` (replication lag, failed backups)."""
+    out = []
+    for app in apps.get_app_configs():
+        name = f"{app.name}.health"
+        if app.name.startswith(("services.", "vector")) and find_spec(name):
+            module = import_module(name)
+            if hasattr(module, "service_alerts"):
+                out += module.service_alerts()
     return out
 
 

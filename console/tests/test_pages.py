@@ -55,3 +55,25 @@ def test_metrics_endpoint_speaks_prometheus(client, data_dir):
 def test_service_pages_render(logged_in, slug):
     r = logged_in("admin").get(f"/console/{slug}/")
     assert r.status_code == 200 and b"<h1>" in r.content
+
+
+def test_dashboard_alerts_on_replication_lag_and_failed_jobs(logged_in):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from console.models import Job
+    from services.protection.models import Replication, ReplicationPeer
+    from services.storage.models import FileSystem, Pool
+
+    pool = Pool.objects.create(name="p", driver="directory")
+    fs = FileSystem.objects.create(name="fs", pool=pool)
+    peer = ReplicationPeer.objects.create(name="dr", url="http://127.0.0.1:1/", token="t")
+    Replication.objects.create(name="to-dr", filesystem=fs, peer=peer, target_pool="default",
+                               target_name="fs", every_minutes=10,
+                               last_snapshot_at=timezone.now() - timedelta(hours=2))
+    Job.objects.create(kind="scrub", target_name="p", state="failed", error="disk on fire",
+                       finished_at=timezone.now())
+    body = logged_in("admin").get("/console/").content.decode()
+    assert "Replication to-dr lags 120 min" in body
+    assert "disk on fire" in body
