@@ -1,0 +1,531 @@
+#!/usr/bin/env python3
+"""Checkpoint burst benchmark (issue 5, the seed's scenario) on a real appliance.
+
+One `strata up` (tests/appliance.py, destroyed at the end even on failure), then:
+
+- burst: J jobs x R ranks (threads) each write one shard of S MiB at the same moment
+  (write + fsync) into their version's directory through the file path, and each job's
+  rank 0 commits it through the catalog; meanwhile one reader process streams training
+  samples (1 MiB reads, page cache dropped after each file) from another file system.
+  Figures: aggregate save throughput / raw disk write of the same bytes by the same
+  number of threads with fsync to plain files on the same disk; reader throughput during
+  the burst / reader alone.
+- S3: the same burst as PUTs with boto3 to the versions' S3 prefixes of jobs that have a
+  bucket (when credentials.json has `s3_endpoint`), then a commit with `location: s3`;
+  what the plane answers is printed.
+- commit latency of a 1,000-shard manifest (sizes only, and with sha256 of every shard);
+- restore: hot (lease, read every shard back, release); cold without pre-warm (read from
+  the capacity copy); restore that starts on a cold version (lease -> pre-warm job ->
+  read); restore after an ahead-of-time pre-warm. Versions are made cold the way the
+  tier-down of issue 7 will: copy to a file system on a `capacity` pool (made through the
+  API), then `prewarm.mark_cold()` (run in the appliance's Django environment).
+- save throughput at 1, 8 (and with --full, 64) concurrent jobs of R ranks.
+
+Each figure is the median of --repeat rounds. Run as root:
+
+    .venv/bin/python bench/checkpoint_burst.py [--quick] [--full] [--jobs 8] [--ranks 4]
+                                               [--shard-mib 16] [--repeat 3]
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing as mp
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import requests  # noqa: E402
+
+from services.checkpoints.sdk import CheckpointClient, StrataError  # noqa: E402
+from tests.appliance import STRATA, Appliance, embedded_env  # noqa: E402
+
+MiB = 1 << 20
+READ_BLOCK = 1 * MiB
+
+
+class BenchAppliance(Appliance):
+    """`strata up` as tests/appliance.py starts it, with a larger default pool so the
+    burst, the reader's samples and the S3 objects fit."""
+
+    def __init__(self, pool_gib: int, **kw):
+        super().__init__(**kw)
+        self.pool_gib = pool_gib
+
+    def start(self, timeout=120):
+        import json
+        import urllib.request
+
+        self.proc = subprocess.Popen(
+            STRATA + ["--data-dir", str(self.data_dir), "up", "--port", str(self.port),
+                      "--default-pool-size", f"{self.pool_gib}G", "--s3-port", str(self.s3_port),
+                      "--nfs-port", str(self.nfs_port), "--smb-port", str(self.smb_port),
+                      "--iscsi-port", str(self.iscsi_port), "--nbd-port", str(self.nbd_port)],
+            env=embedded_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.url}/api/v1/health", timeout=5) as r:
+                    if json.load(r)["components"]["worker"]["state"] == "ok":
+                        return self
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"strata up exited: {self.proc.stdout.read()}")
+            time.sleep(0.5)
+        self.proc.kill()
+        raise RuntimeError(f"strata up did not become healthy in {timeout} s")
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+def drop_cache(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def read_tree(path: str) -> int:
+    """Read every file under `path` (cache dropped first); return the bytes read."""
+    files = [os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs]
+    for f in files:
+        drop_cache(f)
+    total = 0
+    for f in files:
+        with open(f, "rb", buffering=0) as fh:
+            while block := fh.read(4 * MiB):
+                total += len(block)
+    return total
+
+
+def reader_loop(directory: str, counter, stop) -> None:
+    """Stream training samples: read every file in 1 MiB calls, forever, cache dropped."""
+    files = sorted(os.path.join(directory, f) for f in os.listdir(directory))
+    while not stop.is_set():
+        for f in files:
+            if stop.is_set():
+                return
+            with open(f, "rb", buffering=0) as fh:
+                while block := fh.read(READ_BLOCK):
+                    with counter.get_lock():
+                        counter.value += len(block)
+            drop_cache(f)
+
+
+class Reader:
+    def __init__(self, directory: str):
+        self.counter, self.stop = mp.Value("q", 0), mp.Event()
+        self.proc = mp.Process(target=reader_loop, args=(directory, self.counter, self.stop),
+                               daemon=True)
+        self.proc.start()
+
+    def sample(self) -> tuple:
+        return time.perf_counter(), self.counter.value
+
+    def rate_over(self, seconds: float) -> float:
+        t0, b0 = self.sample()
+        time.sleep(seconds)
+        t1, b1 = self.sample()
+        return (b1 - b0) / (t1 - t0)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.proc.join(10)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+
+class Api:
+    def __init__(self, url: str, token: str):
+        self.url = url.rstrip("/") + "/api/v1/"
+        self.s = requests.Session()
+        self.s.headers["Authorization"] = f"Token {token}"
+
+    def post(self, path: str, body=None, ok=(200, 201, 202)) -> dict:
+        r = self.s.post(self.url + path, json=body, timeout=120)
+        if r.status_code not in ok:
+            raise RuntimeError(f"POST {path}: {r.status_code} {r.text[:500]}")
+        return r.json() if r.content else {}
+
+    def get(self, path: str) -> dict:
+        r = self.s.get(path if path.startswith("http") else self.url + path, timeout=60)
+        r.raise_for_status()
+        return r.json()
+
+
+def fmt_rate(bps: float) -> str:
+    return f"{bps / MiB:8.1f} MiB/s"
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+# -- phases ----------------------------------------------------------------------------------
+
+def raw_write(directory: str, writers: int, size: int, block: bytes) -> float:
+    """`writers` threads each write `size` bytes to its own plain file and fsync it."""
+    os.makedirs(directory, exist_ok=True)
+    barrier = threading.Barrier(writers + 1)
+
+    def one(i):
+        path = os.path.join(directory, f"raw{i}.bin")
+        barrier.wait()
+        with open(path, "wb", buffering=0) as f:
+            f.write(block[:size])
+            os.fsync(f.fileno())
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(writers)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    shutil.rmtree(directory)
+    return writers * size / elapsed
+
+
+def file_burst(clients: tuple, jobs: list, ranks: int, step: int, block: bytes,
+               reader: Reader | None = None) -> dict:
+    """Every rank of every job writes its shard at the same moment; rank 0 commits."""
+    size = len(block)
+    first = CheckpointClient(*clients)
+    versions = {j: first.begin(j, step) for j in jobs}  # every rank joins these
+    start = threading.Barrier(len(jobs) * ranks + 1)
+    job_done = {j: threading.Barrier(ranks) for j in jobs}
+    ends, commits, errors = [], [], []
+
+    def rank(job, r, client):
+        try:
+            v = client.begin(job, step)
+            path = os.path.join(v.path, f"rank{r}.distcp")
+            start.wait()
+            with open(path, "wb", buffering=0) as f:
+                f.write(block)
+                os.fsync(f.fileno())
+            job_done[job].wait()
+            if r == 0:
+                c0 = time.perf_counter()
+                client.commit(v, [{"name": f"rank{i}.distcp", "size": size}
+                                  for i in range(ranks)])
+                commits.append(time.perf_counter() - c0)
+                ends.append(time.perf_counter())
+        except Exception as exc:  # reported after the burst
+            errors.append(f"{job} rank {r}: {exc!r}")
+            start.abort()
+
+    threads = []
+    for j in jobs:
+        for r in range(ranks):
+            t = threading.Thread(target=rank, args=(j, r, CheckpointClient(*clients)))
+            threads.append(t)
+            t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    s0 = reader.sample() if reader else None
+    for t in threads:
+        t.join()
+    s1 = reader.sample() if reader else None
+    if errors:
+        raise RuntimeError("burst failed: " + "; ".join(errors[:5]))
+    elapsed = max(ends) - t0
+    out = {"throughput": len(jobs) * ranks * size / elapsed, "seconds": elapsed,
+           "commit_s": med(commits), "versions": versions}
+    if reader:
+        out["reader"] = (s1[1] - s0[1]) / (s1[0] - s0[0])
+    return out
+
+
+def s3_burst(creds: dict, api: Api, client: CheckpointClient, jobs: list, ranks: int,
+             step: int, block: bytes) -> dict:
+    import boto3
+    from botocore.config import Config
+
+    def s3():
+        return boto3.client("s3", endpoint_url=creds["s3_endpoint"],
+                            aws_access_key_id=creds["s3_access_key"],
+                            aws_secret_access_key=creds["s3_secret_key"],
+                            region_name=creds.get("s3_region", "us-east-1"),
+                            config=Config(s3={"addressing_style": "path"},
+                                          signature_version="s3v4",
+                                          max_pool_connections=4))
+
+    versions = {j: client.begin(j, step) for j in jobs}
+    clients = [s3() for _ in range(len(jobs) * ranks)]
+    start = threading.Barrier(len(jobs) * ranks + 1)
+    errors = []
+
+    def put(job, r, c):
+        bucket, key = versions[job].s3_prefix[5:].split("/", 1)
+        start.wait()
+        try:
+            c.put_object(Bucket=bucket, Key=f"{key}rank{r}.distcp", Body=block)
+        except Exception as exc:
+            errors.append(f"{job} rank {r}: {exc!r}")
+
+    threads = [threading.Thread(target=put, args=(j, r, clients[i * ranks + r]))
+               for i, j in enumerate(jobs) for r in range(ranks)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    if errors:
+        raise RuntimeError("S3 burst failed: " + "; ".join(errors[:5]))
+    out = {"throughput": len(jobs) * ranks * len(block) / elapsed, "seconds": elapsed}
+    manifest = [{"name": f"rank{r}.distcp", "size": len(block)} for r in range(ranks)]
+    try:
+        c0 = time.perf_counter()
+        client.commit(versions[jobs[0]], manifest, location="s3")
+        out["commit"] = f"committed through the catalog in {time.perf_counter() - c0:.3f} s"
+        for j in jobs[1:]:
+            client.commit(versions[j], manifest, location="s3")
+    except StrataError as exc:
+        out["commit"] = f"refused by the plane: {exc.status} {exc.detail}"
+        for j in jobs:
+            try:
+                client.abort(versions[j])
+            except StrataError:
+                pass
+    # free the space for the next round
+    c = clients[0]
+    for v in versions.values():
+        bucket, key = v.s3_prefix[5:].split("/", 1)
+        objs = c.list_objects_v2(Bucket=bucket, Prefix=key).get("Contents", [])
+        if objs:
+            c.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": o["Key"]} for o in objs]})
+    return out
+
+
+def commit_1k(client: CheckpointClient, job: str, step: int, sha256: bool) -> float:
+    from services.checkpoints.sdk import manifest_of
+
+    v = client.begin(job, step)
+    data = os.urandom(4096)
+    for i in range(1000):
+        with open(os.path.join(v.path, f"shard{i:04d}.bin"), "wb") as f:
+            f.write(data)
+    manifest = manifest_of(v.path, sha256=sha256)
+    t0 = time.perf_counter()
+    client.commit(v, manifest)
+    return time.perf_counter() - t0
+
+
+DJANGO_MARK_COLD = """
+import django, os, sys
+django.setup()
+from services.checkpoints import prewarm
+from services.checkpoints.models import CheckpointVersion
+prewarm.mark_cold(CheckpointVersion.objects.get(pk=int(sys.argv[1])), sys.argv[2])
+"""
+
+
+def mark_cold(app: Appliance, version_id: int, cold_path: str) -> None:
+    env = {**embedded_env(), "STRATA_DATA_DIR": str(app.data_dir),
+           "DJANGO_SETTINGS_MODULE": "console.settings"}
+    r = subprocess.run([sys.executable, "-c", DJANGO_MARK_COLD, str(version_id), cold_path],
+                       env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    if r.returncode:
+        raise RuntimeError(f"mark_cold failed: {r.stderr[-2000:]}")
+
+
+def timed_restore(client: CheckpointClient, job: str) -> float:
+    t0 = time.perf_counter()
+    with client.restore(job) as v:
+        read_tree(v.path)
+    return time.perf_counter() - t0
+
+
+# -- main ------------------------------------------------------------------------------------
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--jobs", type=int, default=8)
+    p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--shard-mib", type=int, default=16)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--samples-mib", type=int, default=256, help="the reader's data set")
+    p.add_argument("--reader-seconds", type=float, default=3.0, help="reader-alone window")
+    p.add_argument("--quick", action="store_true",
+                   help="one round, 8 MiB shards, a 128 MiB data set")
+    p.add_argument("--full", action="store_true", help="also 64 concurrent jobs")
+    a = p.parse_args(argv)
+    if a.quick:
+        a.repeat, a.shard_mib, a.samples_mib, a.reader_seconds = 1, 8, 128, 2.0
+    if os.geteuid() != 0:
+        print("run as root: the appliance makes btrfs pools on loop devices", file=sys.stderr)
+        return 2
+
+    S = a.shard_mib * MiB
+    counts = [1, 8] + ([64] if a.full else [])
+    burst_bytes = a.jobs * a.ranks * S
+    written = (a.repeat * (burst_bytes + sum(c * a.ranks * S for c in counts))
+               + a.samples_mib * MiB + 64 * MiB)
+    pool_gib = max(4, math.ceil(written * 1.5 / (1 << 30)))
+    print(f"checkpoint burst: {a.jobs} jobs x {a.ranks} ranks x {a.shard_mib} MiB "
+          f"({burst_bytes / MiB:.0f} MiB a burst), {a.repeat} round(s), default pool "
+          f"{pool_gib} GiB", flush=True)
+
+    app = BenchAppliance(pool_gib)
+    reader = None
+    rows, notes = [], []
+    t_start = time.perf_counter()
+    try:
+        app.start()
+        creds = app.credentials
+        api = Api(app.url, creds["token"])
+        client = CheckpointClient(app.url, creds["token"])
+        block = os.urandom(S)
+
+        ckpt = api.post("filesystems/", {"name": "ckpt", "pool": "default"})
+        samples = api.post("filesystems/", {"name": "samples", "pool": "default"})
+        max_jobs = max([a.jobs] + counts)
+        for i in range(max_jobs):
+            api.post("checkpoint-jobs/", {"name": f"j{i}", "filesystem": "ckpt",
+                                          "keep_last": 100})
+        api.post("checkpoint-jobs/", {"name": "commit1k", "filesystem": "ckpt",
+                                      "keep_last": 100})
+        sample_dir = os.path.join(samples["path"], "train")
+        os.makedirs(sample_dir)
+        sample_block = os.urandom(4 * MiB)
+        for i in range(a.samples_mib // 4):
+            with open(os.path.join(sample_dir, f"sample{i:05d}.bin"), "wb") as f:
+                f.write(sample_block)
+        os.sync()
+        clients = (app.url, creds["token"])  # each rank makes its own client
+
+        # burst vs raw disk, reader alone vs during the burst ---------------------------
+        reader = Reader(sample_dir)
+        time.sleep(0.5)
+        raw_dir = os.path.join(str(app.data_dir), "raw-bench")
+        raws, bursts, solos, during, commit_s = [], [], [], [], []
+        step = 0
+        for rnd in range(a.repeat):
+            solos.append(reader.rate_over(a.reader_seconds))
+            raws.append(raw_write(raw_dir, a.jobs * a.ranks, S, block))
+            step += 1
+            b = file_burst(clients, [f"j{i}" for i in range(a.jobs)], a.ranks, step, block,
+                           reader)
+            bursts.append(b["throughput"])
+            during.append(b["reader"])
+            commit_s.append(b["commit_s"])
+            print(f"  round {rnd + 1}: raw {fmt_rate(raws[-1])}, burst {fmt_rate(bursts[-1])}"
+                  f" ({b['seconds']:.2f} s), reader solo {fmt_rate(solos[-1])}, during "
+                  f"{fmt_rate(during[-1])}", flush=True)
+        reader.close()
+        reader = None
+        rows += [("raw disk write (same bytes, same threads, fsync)", fmt_rate(med(raws)), ""),
+                 ("burst save, file path (write+fsync+commit)", fmt_rate(med(bursts)),
+                  f"{med(bursts) / med(raws):.2f}x raw (aim >= 0.8)"),
+                 ("  commit of one job's 4-shard manifest in the burst",
+                  f"{med(commit_s) * 1000:8.1f} ms", ""),
+                 ("reader alone", fmt_rate(med(solos)), ""),
+                 ("reader during the burst", fmt_rate(med(during)),
+                  f"{med(during) / med(solos):.2f}x solo (aim >= 0.7)")]
+
+        # S3 -----------------------------------------------------------------------------
+        if creds.get("s3_endpoint"):
+            api.post("buckets/", {"name": "ckpt-bench", "quota_bytes": 4 * burst_bytes})
+            s3_jobs = [f"s3-j{i}" for i in range(a.jobs)]
+            for j in s3_jobs:
+                api.post("checkpoint-jobs/", {"name": j, "bucket": "ckpt-bench"})
+            s3s, s3_commit = [], ""
+            for rnd in range(a.repeat):
+                out = s3_burst(creds, api, client, s3_jobs, a.ranks, rnd + 1, block)
+                s3s.append(out["throughput"])
+                s3_commit = out["commit"]
+            rows.append(("burst save, S3 PUTs (boto3, one PUT per shard)", fmt_rate(med(s3s)),
+                         f"{med(s3s) / med(raws):.2f}x raw"))
+            notes.append(f"S3 commit (location s3) of a job with a bucket: {s3_commit}")
+        else:
+            notes.append("S3: credentials.json has no s3_endpoint; S3 burst not run")
+
+        # commit latency of a 1,000-shard manifest ----------------------------------------
+        plain, hashed = [], []
+        for rnd in range(a.repeat):
+            plain.append(commit_1k(client, "commit1k", 2 * rnd + 1, sha256=False))
+            hashed.append(commit_1k(client, "commit1k", 2 * rnd + 2, sha256=True))
+        rows += [("commit, 1,000-shard manifest (sizes)", f"{med(plain) * 1000:8.1f} ms", ""),
+                 ("commit, 1,000-shard manifest (with sha256)",
+                  f"{med(hashed) * 1000:8.1f} ms", "")]
+
+        # restore: hot, cold direct, cold with pre-warm on demand, pre-warmed ahead -------
+        api.post("pools/", {"name": "capacity", "driver": "local", "devices": ["image:1G"]})
+        cap = api.post("filesystems/", {"name": "capacity", "pool": "capacity"})
+        latest = client.latest("j0")
+        size = sum(e["size"] for e in client.version("j0", latest.id).raw["manifest"])
+        hot, cold_direct, on_demand, ahead = [], [], [], []
+        for rnd in range(a.repeat):
+            hot.append(timed_restore(client, "j0"))
+            cold = os.path.join(cap["path"], "j0", f"step-{latest.step}")
+            shutil.rmtree(cold, ignore_errors=True)
+            shutil.copytree(latest.path, cold)
+            os.sync()
+            mark_cold(app, latest.id, cold)
+            t0 = time.perf_counter()
+            read_tree(cold)
+            cold_direct.append(time.perf_counter() - t0)
+            on_demand.append(timed_restore(client, "j0"))  # lease -> pre-warm job -> read
+            mark_cold(app, latest.id, cold)
+            job = api.post(f"checkpoint-jobs/j0/versions/{latest.id}/prewarm/")
+            client.wait_job(job["job"], poll=0.1)
+            ahead.append(timed_restore(client, "j0"))
+        rows += [(f"restore hot ({size / MiB:.0f} MiB: lease, read, release)",
+                  f"{med(hot) * 1000:8.1f} ms", ""),
+                 ("restore cold, no pre-warm (read the capacity copy)",
+                  f"{med(cold_direct) * 1000:8.1f} ms", f"{med(cold_direct) / med(hot):.2f}x hot"),
+                 ("restore cold, pre-warm on lease (wait, then read)",
+                  f"{med(on_demand) * 1000:8.1f} ms", f"{med(on_demand) / med(hot):.2f}x hot"),
+                 ("restore after pre-warm ahead of time",
+                  f"{med(ahead) * 1000:8.1f} ms",
+                  f"{med(ahead) / med(hot):.2f}x hot (aim <= 1.1)")]
+        notes.append("pre-warm on lease waits for the plane job with the SDK's 0.5 s poll")
+
+        # scaling ------------------------------------------------------------------------
+        for n in counts:
+            rates = []
+            for rnd in range(a.repeat):
+                step += 1
+                rates.append(file_burst(clients, [f"j{i}" for i in range(n)], a.ranks, step,
+                                        block)["throughput"])
+            rows.append((f"save throughput, {n} concurrent job(s) x {a.ranks} ranks",
+                         fmt_rate(med(rates)), f"{med(rates) / med(raws):.2f}x raw"))
+        if not a.full:
+            notes.append("64 concurrent jobs: run with --full")
+    finally:
+        if reader is not None:
+            reader.close()
+        app.destroy()
+
+    print()
+    print(f"{'figure (median of %d)' % a.repeat:58} {'value':>16}  ratio")
+    print("-" * 100)
+    for name, value, ratio in rows:
+        print(f"{name:58} {value:>16}  {ratio}")
+    print()
+    for n in notes:
+        print("note:", n)
+    print(f"total time {time.perf_counter() - t_start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
