@@ -22,7 +22,11 @@ from rest_framework.authtoken.models import Token
 
 from services.checkpoints import scanner, service
 from services.checkpoints.models import CheckpointJob, CheckpointVersion
-from services.checkpoints.sdk import CheckpointClient, IncompleteCheckpointError, StrataError
+from services.checkpoints.sdk import (
+    CheckpointClient,
+    IncompleteCheckpointError,
+    StrataError,
+)
 from services.checkpoints.tests.conftest import make_job
 
 pytestmark = [pytest.mark.root]
