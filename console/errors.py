@@ -1,5 +1,6 @@
 """Every API error is JSON: {"error": code, "detail": message}, plus "fields" for validation."""
 from django.core.exceptions import PermissionDenied
+from django.db.models import ProtectedError, RestrictedError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -44,6 +45,9 @@ def exception_handler(exc, context):
             {"error": code, "detail": str(exc)},
             status=DATAPLANE_STATUS.get(code, status.HTTP_500_INTERNAL_SERVER_ERROR),
         )
+    if isinstance(exc, (ProtectedError, RestrictedError)):
+        users = sorted({str(o) for o in exc.protected_objects if o is not None})[:10]
+        exc = Conflict(f"It is still used by {', '.join(users)}; delete or change those first.")
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):

@@ -115,8 +115,8 @@ def source_for(s3_prefix: str, config: dict | None) -> S3Source:
     """The S3Source of a version's prefix, with a client built from `config`."""
     if not config:
         raise S3NotConfigured(
-            "No S3 endpoint is configured for checkpoints (the object service's app will "
-            "provide it; until then set STRATA_CHECKPOINT_S3).")
+            "No S3 endpoint is configured for checkpoints: the object service has not "
+            "started its gateway yet (or set STRATA_CHECKPOINT_S3).")
     bucket, prefix = parse_prefix(s3_prefix)
     client = make_client(config["endpoint"], config["access_key"], config["secret_key"],
                          config.get("region", "us-east-1"))

@@ -11,7 +11,6 @@ S3 endpoint is configured (`STRATA_CHECKPOINT_S3`, later the object service).
 import logging
 import os
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from services.checkpoints import formats, s3source, service
@@ -103,8 +102,10 @@ def _settle(version, det, location: str, summary: dict) -> None:
 def _scan_s3(job: CheckpointJob, summary: dict) -> None:
     """The same for step prefixes under `s3://<bucket>/<job>/` (no renames on S3: a DCP
     `.metadata` or Orbax's `commit_success.txt` is what marks a finished step)."""
-    config = getattr(settings, "STRATA_CHECKPOINT_S3", None)
-    if not job.bucket or not config:
+    from services.checkpoints.service import s3_config
+
+    config = s3_config() if job.bucket else None
+    if not config:
         return
     root = s3source.source_for(f"s3://{job.bucket}/{job.name}/", config)
     for name in sorted(root.subdirs()):

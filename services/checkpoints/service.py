@@ -112,6 +112,14 @@ def begin_version(job: CheckpointJob, step: int) -> tuple:
 
 # -- commit --------------------------------------------------------------------------------
 
+def s3_config() -> dict | None:
+    """Where the plane reads checkpoints on S3: STRATA_CHECKPOINT_S3 when set, else the
+    object service's own gateway with the plane's system key."""
+    from services.object.service import plane_s3_config
+
+    return getattr(settings, "STRATA_CHECKPOINT_S3", None) or plane_s3_config()
+
+
 def shard_source(version: CheckpointVersion, location: str = ""):
     """Where a version's shards are: its directory (`path`) or the objects under its S3
     prefix (`s3`); by default the directory when the job has a file system."""
@@ -126,8 +134,7 @@ def shard_source(version: CheckpointVersion, location: str = ""):
         raise Conflict(f"Version {version} has no S3 prefix: its job has no bucket.")
 
     try:
-        return s3source.source_for(version.s3_prefix,
-                                   getattr(settings, "STRATA_CHECKPOINT_S3", None))
+        return s3source.source_for(version.s3_prefix, s3_config())
     except s3source.S3NotConfigured as exc:
         raise Conflict(str(exc)) from exc
 
