@@ -7,7 +7,7 @@ import os
 import pytest
 
 from services.checkpoints import retention, service
-from services.checkpoints.models import CheckpointJob, CheckpointLease, CheckpointVersion
+from services.checkpoints.models import CheckpointLease, CheckpointVersion
 
 hypothesis = pytest.importorskip("hypothesis", reason="property tests need hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
