@@ -47,44 +47,10 @@ sys.path.insert(0, str(ROOT))
 import requests
 
 from services.checkpoints.sdk import CheckpointClient, StrataError
-from tests.appliance import STRATA, Appliance, embedded_env
+from tests.appliance import Appliance, embedded_env
 
 MiB = 1 << 20
 READ_BLOCK = 1 * MiB
-
-
-class BenchAppliance(Appliance):
-    """`strata up` as tests/appliance.py starts it, with a larger default pool so the
-    burst, the reader's samples and the S3 objects fit."""
-
-    def __init__(self, pool_gib: int, **kw):
-        super().__init__(**kw)
-        self.pool_gib = pool_gib
-
-    def start(self, timeout=120):
-        import json
-        import urllib.request
-
-        self.proc = subprocess.Popen(
-            STRATA + ["--data-dir", str(self.data_dir), "up", "--port", str(self.port),
-                      "--default-pool-size", f"{self.pool_gib}G", "--s3-port", str(self.s3_port),
-                      "--nfs-port", str(self.nfs_port), "--smb-port", str(self.smb_port),
-                      "--iscsi-port", str(self.iscsi_port), "--nbd-port", str(self.nbd_port)],
-            env=embedded_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{self.url}/api/v1/health", timeout=5) as r:
-                    if json.load(r)["components"]["worker"]["state"] == "ok":
-                        return self
-            except OSError:
-                pass
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"strata up exited: {self.proc.stdout.read()}")
-            time.sleep(0.5)
-        self.proc.kill()
-        raise RuntimeError(f"strata up did not become healthy in {timeout} s")
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -387,7 +353,7 @@ def main(argv=None) -> int:
           f"({burst_bytes / MiB:.0f} MiB a burst), {a.repeat} round(s), default pool "
           f"{pool_gib} GiB", flush=True)
 
-    app = BenchAppliance(pool_gib)
+    app = Appliance(pool_size=f"{pool_gib}G")
     reader = None
     rows, notes = [], []
     t_start = time.perf_counter()

@@ -36,7 +36,8 @@ class Appliance:
 
     def __init__(self, data_dir: Path | None = None, port: int | None = None,
                  s3_port: int | None = None, nfs_port: int | None = None,
-                 smb_port: int | None = None):
+                 smb_port: int | None = None, pool_size: str = "1G"):
+        self.pool_size = pool_size
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="strata-test-"))
         self.port = port or free_port()
         self.s3_port = s3_port or free_port()  # 9000 may be taken on a shared machine
@@ -49,7 +50,7 @@ class Appliance:
     def start(self, timeout=120) -> "Appliance":
         self.proc = subprocess.Popen(
             STRATA + ["--data-dir", str(self.data_dir), "up", "--port", str(self.port),
-                      "--default-pool-size", "1G", "--s3-port", str(self.s3_port),
+                      "--default-pool-size", self.pool_size, "--s3-port", str(self.s3_port),
                       "--nfs-port", str(self.nfs_port), "--smb-port", str(self.smb_port),
                       "--iscsi-port", str(self.iscsi_port), "--nbd-port", str(self.nbd_port)],
             env=embedded_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
