@@ -125,7 +125,8 @@ def _run(backup: Backup, progress) -> dict:
     _remove_orphans(backup, s3)
     base = _base(backup)
     name = unique_snapshot_name(
-        source, f"{backup.snapshot_prefix}{timezone.now().strftime('%Y%m%d-%H%M%S')}")
+        source, f"{backup.snapshot_prefix}{timezone.now().strftime('%Y%m%d-%H%M%S')}",
+        taken=set(backup.restore_points.values_list("snapshot", flat=True)))
     snap = storage.create_snapshot(name=name, **{backup.kind: source})
     key = _key(backup, name)
     try:

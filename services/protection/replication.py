@@ -106,11 +106,13 @@ def _choose_base(rep: Replication, remote) -> str:
     return common[-1]
 
 
-def unique_snapshot_name(source, base: str) -> str:
-    """``base`` (cut to 63 characters), or ``base-2``, ``base-3``... if that is taken."""
+def unique_snapshot_name(source, base: str, taken=()) -> str:
+    """``base`` (cut to 63 characters), or ``base-2``, ``base-3``... if a snapshot of the
+    source has it, or it is in ``taken`` (names still recorded elsewhere, e.g. restore points
+    of snapshots already deleted)."""
     base = base[:63]
     name, n = base, 1
-    while source.snapshots.filter(name=name).exists():
+    while name in taken or source.snapshots.filter(name=name).exists():
         n += 1  # two runs in one second
         name = f"{base[:60]}-{n}"
     return name
