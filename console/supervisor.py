@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 STOP_TIMEOUT = 20.0
+DAEMON_START_TIMEOUT = 60.0  # a loaded machine can take long to import and bind
 SERVICES_DIR = Path(__file__).resolve().parent.parent / "services"
 
 
@@ -127,11 +128,19 @@ def _wait_for_http(url: str, child: Child, timeout=60.0) -> None:
     raise SystemExit(f"strata up: {child.name} did not answer at {url}; see {child.log}")
 
 
+def _log_tail(child: Child, lines: int = 8) -> str:
+    try:
+        tail = child.log.read_text(errors="replace").strip().splitlines()[-lines:]
+    except OSError:
+        return ""
+    return ("\n  " + "\n  ".join(tail)) if tail else ""
+
+
 def _start_daemon(sup: Supervisor, spec) -> None:
     child = sup.start(spec.name, spec.argv, env=spec.env, stop=spec.stop)
     if spec.ready is None:
         return
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + DAEMON_START_TIMEOUT
     while time.monotonic() < deadline:
         if child.proc.poll() is not None:
             break
@@ -141,7 +150,10 @@ def _start_daemon(sup: Supervisor, spec) -> None:
         except Exception:
             pass
         time.sleep(0.1)
-    raise SystemExit(f"strata up: {spec.name} did not start; see {child.log}")
+    state = ("exited" if child.proc.poll() is not None
+             else f"not ready after {DAEMON_START_TIMEOUT:.0f} s")
+    raise SystemExit(f"strata up: {spec.name} did not start ({state}); see {child.log}"
+                     + _log_tail(child))
 
 
 def up(data_dir: str, host: str, port: int, default_pool_size: str,

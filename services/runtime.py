@@ -22,6 +22,6 @@ class DaemonSpec:
 
     name: str
     argv: list
-    ready: Optional[Callable[[], bool]] = None      # polled until True (start timeout 30 s)
+    ready: Optional[Callable[[], bool]] = None      # polled until True (start timeout 60 s)
     stop: Optional[Callable[[subprocess.Popen], None]] = None  # default: SIGTERM
     env: dict = field(default_factory=dict)          # added to the environment
