@@ -55,16 +55,12 @@ def run_service_bootstraps(creds: dict) -> list[str]:
     """Each service app's `bootstrap.py` `bootstrap(creds) -> dict` (e.g. the admin's S3 keys,
     exports reconciled into the daemons `strata up` just started); its answer is added to
     credentials.json."""
-    from importlib import import_module
-    from importlib.util import find_spec
-
-    from django.apps import apps
+    from console.discovery import service_modules
 
     ran = []
-    for app in apps.get_app_configs():
-        if app.name.startswith(("services.", "vector")) and find_spec(f"{app.name}.bootstrap"):
-            creds.update(import_module(f"{app.name}.bootstrap").bootstrap(creds) or {})
-            ran.append(app.label)
+    for app, module in service_modules("bootstrap"):
+        creds.update(module.bootstrap(creds) or {})
+        ran.append(app.label)
     write_private_json(credentials_path(), creds)
     return ran
 

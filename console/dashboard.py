@@ -1,9 +1,5 @@
 """What the dashboard shows: capacity per pool and tier, running jobs, alerts."""
 from datetime import timedelta
-from importlib import import_module
-from importlib.util import find_spec
-
-from django.apps import apps
 
 from django.utils import timezone
 
@@ -32,14 +28,10 @@ def alerts() -> list[dict]:
 
 def service_alerts() -> list[dict]:
     """Each service app's `health.py` `service_alerts()` (replication lag, failed backups)."""
-    out = []
-    for app in apps.get_app_configs():
-        name = f"{app.name}.health"
-        if app.name.startswith(("services.", "vector")) and find_spec(name):
-            module = import_module(name)
-            if hasattr(module, "service_alerts"):
-                out += module.service_alerts()
-    return out
+    from console.discovery import service_modules
+
+    return [alert for _app, module in service_modules("health")
+            if hasattr(module, "service_alerts") for alert in module.service_alerts()]
 
 
 def dashboard_context() -> dict:

@@ -1,11 +1,9 @@
-from importlib.util import find_spec
-
-from django.apps import apps
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
 from console import metrics
+from console.discovery import service_modules
 from console.pages import views as pages
 
 urlpatterns = [
@@ -22,6 +20,5 @@ urlpatterns = [
 
 # A service with pages beyond the declared lists (a checkpoint timeline, ...) adds them in
 # its `console_urls.py`; they live under /console/.
-for app in apps.get_app_configs():
-    if app.name.startswith(("services.", "vector")) and find_spec(f"{app.name}.console_urls"):
-        urlpatterns.append(path("console/", include(f"{app.name}.console_urls")))
+for _app, module in service_modules("console_urls"):
+    urlpatterns.append(path("console/", include(module)))

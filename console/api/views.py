@@ -113,19 +113,13 @@ def health(request):
 
 def _service_health() -> dict:
     """Each service app's `health.py` `service_health()`: {daemon: {"state": "ok"|..., ...}}."""
-    from importlib import import_module
-    from importlib.util import find_spec
-
-    from django.apps import apps
+    from console.discovery import service_modules
 
     out = {}
-    for app in apps.get_app_configs():
-        name = f"{app.name}.health"
-        if app.name.startswith(("services.", "vector")) and find_spec(name):
-            module = import_module(name)
-            if hasattr(module, "service_health"):
-                try:
-                    out[app.label] = module.service_health()
-                except Exception as exc:
-                    out[app.label] = {"service": {"state": "error", "detail": str(exc)}}
+    for app, module in service_modules("health"):
+        if hasattr(module, "service_health"):
+            try:
+                out[app.label] = module.service_health()
+            except Exception as exc:
+                out[app.label] = {"service": {"state": "error", "detail": str(exc)}}
     return out

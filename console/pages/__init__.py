@@ -3,8 +3,6 @@ form, row actions) in its `pages.py` as a list `PAGES`; the console renders them
 browser talks to the REST API, so validation, roles and audit are the API's own."""
 import json
 from dataclasses import dataclass, field
-from importlib import import_module
-from importlib.util import find_spec
 
 
 @dataclass
@@ -75,10 +73,6 @@ def _get(obj, path: str):
 
 def all_pages() -> list:
     """Pages of every installed service app, in app order."""
-    from django.apps import apps
+    from console.discovery import service_modules
 
-    pages = []
-    for app in apps.get_app_configs():
-        if app.name.startswith(("services.", "vector")) and find_spec(f"{app.name}.pages"):
-            pages += import_module(f"{app.name}.pages").PAGES
-    return pages
+    return [page for _app, module in service_modules("pages") for page in module.PAGES]
