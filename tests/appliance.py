@@ -1,6 +1,7 @@
 """Start and stop a whole appliance (`strata up`) on embedded defaults for end-to-end tests."""
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -17,9 +18,18 @@ STRATA = [sys.executable, "-m", "console.cli.main"]
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the kernel's ephemeral range: a port from bind(0) comes from that
+    range, so an outgoing connection could take it before `strata up` listens on it."""
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    for _ in range(200):
+        port = random.randrange(max(1024, low - 12000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 def embedded_env() -> dict:
