@@ -190,7 +190,7 @@ def _contents(records: list[Record], enc, owner: str | None) -> str:
     for r in records:
         out.append("<Contents>" + el("Key", enc(r.key)) + el("LastModified", iso_time(r.mtime))
                    + el("ETag", f'"{r.etag}"') + el("Size", r.size)
-                   + el("StorageClass", "STANDARD") + (owner_xml(owner) if owner else "") + "</Contents>")
+                   + el("StorageClass", r.meta.get("sc", "STANDARD")) + (owner_xml(owner) if owner else "") + "</Contents>")
     return "".join(out)
 
 
@@ -280,6 +280,6 @@ async def list_versions(gw: Gateway, req: Request, bucket: Bucket) -> Response:
             parts.append(f"<DeleteMarker>{common}{owner_xml(bucket.owner)}</DeleteMarker>")
         else:
             parts.append(f"<Version>{common}{el('ETag', chr(34) + r.etag + chr(34))}{el('Size', r.size)}"
-                         f"{el('StorageClass', 'STANDARD')}{owner_xml(bucket.owner)}</Version>")
+                         f"{el('StorageClass', r.meta.get('sc', 'STANDARD'))}{owner_xml(bucket.owner)}</Version>")
     parts.extend(f"<CommonPrefixes>{el('Prefix', enc(p))}</CommonPrefixes>" for p in prefixes)
     return xml_response(xml_doc("ListVersionsResult", "".join(parts)))

@@ -49,6 +49,7 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "NotImplemented": (501, "A header you provided implies functionality that is not implemented"),
     "PreconditionFailed": (412, "At least one of the pre-conditions you specified did not hold"),
     "QuotaExceeded": (403, "The bucket quota (bytes or objects) would be exceeded by this request."),
+    "RestoreAlreadyInProgress": (409, "Object restore is already in progress"),
     "RequestTimeTooSkewed": (403, "The difference between the request time and the current time is too large."),
     "SignatureDoesNotMatch": (403, "The request signature we calculated does not match the signature you provided. Check your key and signing method."),
     "AuthorizationHeaderMalformed": (400, "The authorization header is malformed."),

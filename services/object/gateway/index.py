@@ -83,7 +83,7 @@ COLUMNS = "key, seq, version_id, latest, marker, size, etag, mtime, tier, loc, m
 class Op:
     """An index change for one key: ``put`` a version, or ``delete`` one version by id."""
 
-    kind: str                      # "put" | "delete_version" | "set_meta" | "relocate"
+    kind: str                      # "put" | "delete_version" | "set_meta" | "relocate" | "retier"
     record: Record | None = None   # for put
     versioned: bool = False        # bucket versioning Enabled (keep older versions)
     key: str = ""
@@ -92,6 +92,8 @@ class Op:
     seq: int = 0                   # for relocate: the version whose bytes moved
     old_loc: dict | None = None    # for relocate: only if the version still points here
     new_loc: dict | None = None
+    tier: str = ""                 # for retier: the version's new tier ...
+    storage_class: str = ""        # ... and S3 storage class (meta "sc"), with relocate's CAS
 
 
 @dataclass
@@ -208,6 +210,13 @@ class Shard:
                              (json.dumps(op.new_loc), op.key, op.seq, json.dumps(op.old_loc)))
             res.found = cur.rowcount > 0
             return res
+        if op.kind == "retier":
+            cur = db.execute("UPDATE versions SET tier=?, loc=?, meta=json_set(meta, '$.sc', ?) "
+                             "WHERE key=? AND seq=? AND loc=?",
+                             (op.tier, json.dumps(op.new_loc), op.storage_class, op.key, op.seq,
+                              json.dumps(op.old_loc)))
+            res.found = cur.rowcount > 0
+            return res
         raise ValueError(f"unknown index op {op.kind!r}")
 
 
@@ -264,6 +273,14 @@ class BucketIndex:
         out = []
         for shard in self.shards:
             rows = shard.query(f"SELECT {COLUMNS} FROM versions WHERE json_extract(loc, '$.seg') = ?", (seg_id,))
+            out.extend(Record.from_row(r) for r in rows)
+        return out
+
+    def cold_versions(self) -> list[Record]:
+        """Every version whose bytes are on the capacity tier."""
+        out = []
+        for shard in self.shards:
+            rows = shard.query(f"SELECT {COLUMNS} FROM versions WHERE tier != 'hot'")
             out.extend(Record.from_row(r) for r in rows)
         return out
 

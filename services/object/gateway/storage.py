@@ -211,7 +211,7 @@ def read_open_pieces(handles: list) -> Iterator[bytes]:
 
 
 def remove_location(loc: dict) -> None:
-    """Delete the files of a replaced large or multipart object (segments are compacted later)."""
+    """Delete the files of a replaced large, multipart or cold object (segments are compacted later)."""
     paths = [loc["file"]] if "file" in loc else [p for p, _ in loc.get("parts", [])]
     for path in paths:
         try:
@@ -220,6 +220,8 @@ def remove_location(loc: dict) -> None:
             pass
     if "dir" in loc:
         shutil.rmtree(loc["dir"], ignore_errors=True)
+    if "restore" in loc:  # a cold object's temporary hot copy (RestoreObject)
+        remove_location(loc["restore"])
 
 
 def reset_tmp(root: str) -> None:
