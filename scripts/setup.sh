@@ -9,7 +9,7 @@ APT_PACKAGES=(
   python3 python3-venv python3-dev build-essential pkg-config
   btrfs-progs xfsprogs util-linux e2fsprogs iproute2 fio
   redis-server postgresql
-  nfs-ganesha nfs-ganesha-vfs samba smbclient dbus
+  nfs-ganesha nfs-ganesha-vfs samba samba-vfs-modules smbclient dbus
   tgt libiscsi-bin qemu-system-common qemu-utils libnbd-bin
   chromium
 )
