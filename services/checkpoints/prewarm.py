@@ -1,10 +1,15 @@
-"""Pre-warm: bring a cold version's whole shard set back to the hot pool before a restore.
+"""Pre-warm: bring a cold version's whole file set back to the hot pool before a restore.
 
-Tier moves: `hot` needs nothing; `cold` → `warming` → `hot` once every shard is copied to
-the version's hot directory and verified against its manifest; a failed copy goes back to
-`cold`, keeping the cold copy. The move of superseded versions to a capacity pool (which
-makes versions cold), its delay and the shared I/O budget belong to the tiering issue (#7);
-until then `cold_path` is set by whatever made the version cold.
+Tiers: `hot` needs nothing; `cold` → `warming` → `hot` once every file of the cold copy
+is copied to the version's hot directory and the manifest verifies there (sha256 where the
+manifest has one: tier-down records it for every shard); a failed copy goes back to `cold`,
+keeping the cold copy, which pre-warm never changes. The copy is drawn from the shared I/O
+budget under the class `prewarm` (unlimited unless an operator caps that class or the
+appliance's background rate). Tier-down (`tierdown.py`) is what makes a version cold; it
+calls `mark_cold` to switch.
+
+A pre-warm cut off by a dead worker leaves the version `warming` with no live Job; asking
+again (a lease, `POST .../prewarm/`) starts a new Job that finishes the copy.
 """
 import os
 import shutil
@@ -24,27 +29,44 @@ class PrewarmFailed(RuntimeError):
     """The cold copy could not be brought back whole; the version stays cold."""
 
 
+JOB_KIND = "checkpoint-prewarm"
+
+
 def request_prewarm(version: CheckpointVersion, user=None) -> Job | None:
-    """Start a pre-warm job for a cold version; None when it is hot or already warming."""
+    """The pre-warm Job of a version that is not hot: the one already pending or running,
+    else a new one (for a cold version, or a warming one whose Job died); None when hot."""
     from services.checkpoints import tasks
+    from services.checkpoints.tierdown import active_job
 
     with transaction.atomic():
-        claimed = CheckpointVersion.objects.filter(pk=version.pk, tier=T.COLD).update(
-            tier=T.WARMING)
-        if not claimed:
+        version = CheckpointVersion.objects.select_for_update().get(pk=version.pk)
+        if version.tier == T.HOT:
             return None
-        return start_job("checkpoint-prewarm", tasks.prewarm_version, user=user,
+        if version.tier == T.WARMING:
+            running = active_job(JOB_KIND, version.pk)
+            if running is not None:
+                return running
+        CheckpointVersion.objects.filter(pk=version.pk).update(tier=T.WARMING)
+        return start_job(JOB_KIND, tasks.prewarm_version, user=user,
                          target=("checkpoint-version", str(version)),
                          params={"version": version.pk})
 
 
-def _copy_file(src: str, dst: str, done: int, total: int, progress) -> int:
-    os.makedirs(os.path.dirname(dst), exist_ok=True)
-    with open(src, "rb") as fin, open(dst + ".warming", "wb") as fout:
+def _chunks(path: str):
+    with open(path, "rb") as f:
         while True:
-            block = fin.read(COPY_CHUNK)
+            block = f.read(COPY_CHUNK)
             if not block:
-                break
+                return
+            yield block
+
+
+def _copy_file(src: str, dst: str, done: int, total: int, progress) -> int:
+    from services.tiering import budget
+
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    with open(dst + ".warming", "wb") as fout:
+        for block in budget.throttle(_chunks(src), "prewarm"):
             fout.write(block)
             done += len(block)
             progress(100.0 * done / max(1, total), f"copied {done} of {total} bytes")
@@ -55,7 +77,9 @@ def _copy_file(src: str, dst: str, done: int, total: int, progress) -> int:
 
 
 def warm(version: CheckpointVersion, progress=lambda pct, msg="": None) -> dict:
-    """Copy every shard of a warming version from `cold_path` to `path`, verify, mark hot."""
+    """Copy every file of a warming version from `cold_path` to `path`, verify, mark hot.
+
+    Files already whole in the hot directory (a retried pre-warm) are not copied again."""
     version.refresh_from_db()
     if version.tier == T.HOT:
         return {"copied_bytes": 0, "note": "already hot"}
@@ -63,10 +87,13 @@ def warm(version: CheckpointVersion, progress=lambda pct, msg="": None) -> dict:
         _back_to_cold(version, f"cold copy {version.cold_path!r} is missing")
         raise PrewarmFailed(f"Version {version} has no cold copy at {version.cold_path!r}.")
     manifest = version.manifest or verify.manifest_of_directory(version.cold_path)
-    total = sum(e["size"] for e in manifest)
+    listed = {e["name"] for e in manifest}
+    files = manifest + [e for e in verify.manifest_of_directory(version.cold_path)
+                        if e["name"] not in listed]  # .metadata and the like
+    total = sum(e["size"] for e in files)
     done = 0
     try:
-        for entry in manifest:
+        for entry in files:
             src = os.path.join(version.cold_path, entry["name"])
             dst = os.path.join(version.path, entry["name"])
             if os.path.isfile(dst) and os.path.getsize(dst) == entry["size"] \
@@ -81,7 +108,7 @@ def warm(version: CheckpointVersion, progress=lambda pct, msg="": None) -> dict:
         _back_to_cold(version, f"pre-warm failed: {exc}")
         raise
     CheckpointVersion.objects.filter(pk=version.pk).update(tier=T.HOT, error="")
-    return {"copied_bytes": done, "shards": len(manifest)}
+    return {"copied_bytes": done, "files": len(files)}
 
 
 def _back_to_cold(version: CheckpointVersion, error: str) -> None:
@@ -89,16 +116,29 @@ def _back_to_cold(version: CheckpointVersion, error: str) -> None:
         tier=T.COLD, error=error[:1000])
 
 
-def mark_cold(version: CheckpointVersion, cold_path: str) -> None:
-    """Record that a version's verified copy is at `cold_path` and its hot copy is released.
+def mark_cold(version: CheckpointVersion, cold_path: str, *, manifest: list | None = None,
+              verified: bool = False) -> bool:
+    """Switch a hot version to its copy at `cold_path`, then release the hot copy.
 
-    The tier-down job of issue 7 calls this after copying and verifying; it refuses when
-    the cold copy does not match the manifest, so the hot copy is never released early.
-    """
-    problems = verify.check_manifest(cold_path, version.manifest)
-    if problems:
-        raise PrewarmFailed("cold copy is not complete: " + verify.describe(problems))
+    Unless the caller `verified` the copy already, it is checked against the manifest
+    first (PrewarmFailed, hot copy kept, when it does not match). Under the version's row
+    lock: when the version is leased, no longer restorable or no longer hot, nothing
+    changes and this returns False (the caller removes its copy); else the version becomes
+    cold (with `manifest` when given) and its hot directory is removed before the lock is
+    released, so a lease taken right after sees a cold version and pre-warms it."""
+    if not verified:
+        problems = verify.check_manifest(cold_path, version.manifest)
+        if problems:
+            raise PrewarmFailed("cold copy is not complete: " + verify.describe(problems))
     with transaction.atomic():
-        CheckpointVersion.objects.filter(pk=version.pk).update(tier=T.COLD, cold_path=cold_path)
-        if version.path and os.path.isdir(version.path):
-            shutil.rmtree(version.path)
+        current = CheckpointVersion.objects.select_for_update().get(pk=version.pk)
+        if (current.tier != T.HOT or current.state not in CheckpointVersion.RESTORABLE
+                or current.active_leases().exists()):
+            return False
+        fields = {"tier": T.COLD, "cold_path": cold_path}
+        if manifest is not None:
+            fields["manifest"] = manifest
+        CheckpointVersion.objects.filter(pk=version.pk).update(**fields)
+        if current.path and os.path.isdir(current.path):
+            shutil.rmtree(current.path)
+    return True

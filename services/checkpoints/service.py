@@ -215,7 +215,9 @@ def latest_version(job: CheckpointJob) -> CheckpointVersion | None:
 # -- leases and pins -----------------------------------------------------------------------
 
 def take_lease(version: CheckpointVersion, *, ttl_seconds: int, holder: str = "", user=None):
-    """(lease, prewarm job or None): hold a restorable version; a cold one starts pre-warm."""
+    """(lease, prewarm job or None): hold a restorable version; a cold one starts pre-warm
+    (a warming one answers the pre-warm already running). The version's row lock orders
+    this against a tier-down's switch: a lease taken first keeps the hot copy."""
     from services.checkpoints import prewarm  # prewarm imports this module
 
     with transaction.atomic():
@@ -226,7 +228,7 @@ def take_lease(version: CheckpointVersion, *, ttl_seconds: int, holder: str = ""
         lease = CheckpointLease.objects.create(
             version=version, holder=holder,
             expires_at=timezone.now() + timedelta(seconds=ttl_seconds))
-        job = prewarm.request_prewarm(version, user=user) if version.tier == "cold" else None
+        job = prewarm.request_prewarm(version, user=user) if version.tier != "hot" else None
     return lease, job
 
 

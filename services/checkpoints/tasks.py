@@ -2,7 +2,7 @@
 from celery import shared_task
 
 from console.jobs import job_task
-from services.checkpoints import prewarm, retention, scanner, service
+from services.checkpoints import prewarm, retention, scanner, service, tierdown
 from services.checkpoints.models import CheckpointJob, CheckpointVersion
 
 
@@ -46,3 +46,18 @@ def apply_retention(ctx, job: str):
 def prewarm_version(ctx, version: int):
     """Copy a cold version back to the hot pool and verify it (with progress)."""
     return prewarm.warm(CheckpointVersion.objects.get(pk=version), progress=ctx.progress)
+
+
+@shared_task(name="checkpoints.tier_all")
+def tier_all():
+    """Start a tier-down job for every superseded version due for its job's capacity pool
+    (every minute; see tierdown.py)."""
+    return {"jobs": tierdown.start_due()}
+
+
+@job_task("checkpoints.tier_down_version")
+def tier_down_version(ctx, version: int):
+    """Copy a superseded version to the capacity pool, verify it, switch, release the hot
+    copy (with progress)."""
+    return tierdown.move_version(CheckpointVersion.objects.get(pk=version),
+                                 progress=ctx.progress)

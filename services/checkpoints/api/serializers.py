@@ -51,6 +51,17 @@ class CheckpointJobSerializer(serializers.ModelSerializer):
         if fs is None and not bucket:
             raise serializers.ValidationError(
                 "Give the job a 'filesystem' and/or a 'bucket' to write checkpoints to.")
+        pool = attrs.get("capacity_pool", getattr(self.instance, "capacity_pool", None))
+        tier_after = attrs.get("tier_after", getattr(self.instance, "tier_after", None))
+        if tier_after is not None and pool is None:
+            raise serializers.ValidationError(
+                {"capacity_pool": "Give a capacity pool for tier_after to move versions to."})
+        if tier_after is not None and tier_after.total_seconds() < 0:
+            raise serializers.ValidationError({"tier_after": "Must not be negative."})
+        if pool is not None and fs is not None and fs.pool_id == pool.pk:
+            raise serializers.ValidationError(
+                {"capacity_pool": f"File system {fs.name} is already in pool {pool.name}; "
+                                  "give another pool to tier versions down to."})
         timeout = attrs.get("writing_timeout")
         if timeout is not None and timeout.total_seconds() <= 0:
             raise serializers.ValidationError({"writing_timeout": "Must be positive."})
