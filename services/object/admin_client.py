@@ -91,3 +91,44 @@ class GatewayAdminClient:
     def set_versioning(self, name: str, status: str) -> str:
         """Enable or suspend versioning ('Enabled' | 'Suspended')."""
         return self._call("PUT", f"buckets/{quote(name)}/versioning", {"status": status})["status"]
+
+    # -- bucket snapshots and the change feed (see services.object.gateway.snapshots) ----------
+
+    def list_snapshots(self, bucket: str) -> list[dict]:
+        """``[{"name", "created", "objects", "bytes"}]``, oldest first."""
+        return self._call("GET", f"buckets/{quote(bucket)}/snapshots")["snapshots"]
+
+    def create_snapshot(self, bucket: str, name: str) -> dict:
+        """Record the bucket's current versions as snapshot ``name`` (versioning must be
+        Enabled: code InvalidBucketState otherwise)."""
+        return self._call("POST", f"buckets/{quote(bucket)}/snapshots", {"name": name})
+
+    def get_snapshot(self, bucket: str, name: str, entries: bool = False, after: str = "",
+                     max_keys: int = 1000) -> dict:
+        """One snapshot; with ``entries`` also a page of its key -> version entries."""
+        path = f"buckets/{quote(bucket)}/snapshots/{quote(name)}"
+        if entries:
+            path += f"?entries=1&after={quote(after)}&max_keys={int(max_keys)}"
+        return self._call("GET", path)
+
+    def delete_snapshot(self, bucket: str, name: str) -> None:
+        """Delete a snapshot; the versions it held may then be deleted."""
+        self._call("DELETE", f"buckets/{quote(bucket)}/snapshots/{quote(name)}")
+
+    def restore_snapshot_page(self, bucket: str, name: str, target: str, after: str = "",
+                              max_keys: int | None = None, max_bytes: int | None = None) -> dict:
+        """Copy the next page of the snapshot into bucket ``target`` (which exists and is
+        empty, or is being restored from this snapshot): ``{"copied", "skipped", "bytes",
+        "next", "done", "total"}``; call again with ``after=next`` until ``done``."""
+        body = {"target": target, "after": after}
+        if max_keys:
+            body["max_keys"] = max_keys
+        if max_bytes:
+            body["max_bytes"] = max_bytes
+        return self._call("POST", f"buckets/{quote(bucket)}/snapshots/{quote(name)}/restore", body)
+
+    def changes(self, bucket: str, after: int, limit: int = 1000) -> dict:
+        """Versions and delete markers written after sequence ``after``, oldest first:
+        ``{"horizon", "truncated", "changes": [{"key", "version_id", "seq", "marker", "size",
+        "etag"}]}``; everything up to ``horizon`` is listed once ``truncated`` is false."""
+        return self._call("GET", f"buckets/{quote(bucket)}/changes?after={int(after)}&limit={int(limit)}")

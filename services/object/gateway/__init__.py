@@ -31,26 +31,46 @@ Buckets live in the gateway's storage, created by S3 CreateBucket or by the admi
 
 Admin interface, same port, JSON in and out, ``Authorization: Bearer <admin_token>``:
 
-=======  =====================================  ==============================================
-GET      /_strata/admin/health                  {"status": "ok", "buckets": N}
-GET      /_strata/admin/buckets                 {"buckets": [BUCKET, ...]}
-POST     /_strata/admin/buckets                 {"name", "owner", ["versioning"], ["quota"]}
-                                                -> 201 BUCKET; 409 BucketAlreadyExists /
-                                                BucketAlreadyOwnedByYou; 400 InvalidBucketName
-GET      /_strata/admin/buckets/NAME            BUCKET (404 NoSuchBucket)
-DELETE   /_strata/admin/buckets/NAME            204; 409 BucketNotEmpty
-GET/PUT  /_strata/admin/buckets/NAME/quota      {"bytes": int|null, "objects": int|null}
-GET/PUT  /_strata/admin/buckets/NAME/versioning {"status": "Enabled"|"Suspended"|"Disabled"}
-POST     /_strata/admin/compact                 run segment compaction now -> counts
-POST     /_strata/admin/lifecycle               run the lifecycle expiration pass now -> counts
-POST     /_strata/admin/gc?min_age=600          remove unreferenced large-object files -> counts
-=======  =====================================  ==============================================
+=======  =======================================  ==============================================
+GET      /_strata/admin/health                    {"status": "ok", "buckets": N}
+GET      /_strata/admin/buckets                   {"buckets": [BUCKET, ...]}
+POST     /_strata/admin/buckets                   {"name", "owner", ["versioning"], ["quota"]}
+                                                  -> 201 BUCKET; 409 BucketAlreadyExists /
+                                                  BucketAlreadyOwnedByYou; 400 InvalidBucketName
+GET      /_strata/admin/buckets/NAME              BUCKET (404 NoSuchBucket)
+DELETE   /_strata/admin/buckets/NAME              204; 409 BucketNotEmpty
+GET/PUT  /_strata/admin/buckets/NAME/quota        {"bytes": int|null, "objects": int|null}
+GET/PUT  /_strata/admin/buckets/NAME/versioning   {"status": "Enabled"|"Suspended"|"Disabled"}
+                                                  (Suspended: 409 InvalidBucketState while the
+                                                  bucket has snapshots)
+GET      /_strata/admin/buckets/NAME/snapshots    {"snapshots": [SNAPSHOT, ...]} (oldest first)
+POST     /_strata/admin/buckets/NAME/snapshots    {"name"} -> 201 SNAPSHOT; 409
+                                                  InvalidBucketState unless versioning Enabled,
+                                                  409 SnapshotAlreadyExists
+GET      /_strata/admin/buckets/NAME/snapshots/S  SNAPSHOT (404 NoSuchSnapshot); with
+                                                  ?entries=1[&after=KEY&max_keys=N] also
+                                                  "entries": [{"key","version_id","size","etag"}]
+DELETE   /_strata/admin/buckets/NAME/snapshots/S  204 (its versions are no longer held); 409
+                                                  while a restore reads from it
+POST     /_strata/admin/buckets/NAME/snapshots/   {"target", ["after"], ["max_keys"], ["max_bytes"]}
+         S/restore                                -> copies the next page into the existing
+                                                  bucket target: {"copied", "skipped", "bytes",
+                                                  "next", "done", "total"}
+GET      /_strata/admin/buckets/NAME/changes      ?after=SEQ&limit=N: versions and delete markers
+                                                  written after SEQ, oldest first: {"horizon",
+                                                  "truncated", "changes": [{"key","version_id",
+                                                  "seq","marker","size","etag"}]}
+POST     /_strata/admin/compact                   run segment compaction now -> counts
+POST     /_strata/admin/lifecycle                 run the lifecycle expiration pass now -> counts
+POST     /_strata/admin/gc?min_age=600            remove unreferenced large-object files -> counts
+=======  =======================================  ==============================================
 
 BUCKET is ``{"name", "owner", "created" (epoch s), "versioning": "Enabled"|"Suspended"|
-"Disabled", "quota": {"bytes"?, "objects"?}, "bytes", "objects"}``; usage counts every
-stored version (not delete markers). Errors: ``{"error": CODE, "message": TEXT}`` with the
-S3 status of CODE (403 AccessDenied for a wrong token). A PUT over quota gets S3 error
-``QuotaExceeded`` (403).
+"Disabled", "quota": {"bytes"?, "objects"?}, "bytes", "objects", "snapshots" (count),
+"restoring": null|{"bucket", "snapshot"}}``; usage counts every stored version (not delete
+markers). SNAPSHOT is ``{"name", "created", "objects", "bytes"}``. Errors: ``{"error": CODE,
+"message": TEXT}`` with the S3 status of CODE (403 AccessDenied for a wrong token). A PUT over
+quota gets S3 error ``QuotaExceeded`` (403).
 
 Storage: objects below 128 KiB are appended to shared segment files and made durable by a
 group commit (one fdatasync of the segment plus one SQLite transaction per touched index
@@ -59,6 +79,13 @@ shard covers every PUT that arrived meanwhile); larger bodies stream to their ow
 exist, so a crash leaves the old or the new version, never a partial one. Every version
 records its tier (``hot`` today; GET reads whatever the tier). Segments whose live bytes fall
 under half are compacted in the background.
+
+Bucket snapshots (:mod:`.snapshots`): a durable manifest of the current versions at one
+instant; the versions it names are held (DeleteObject with their versionId and lifecycle
+noncurrent expiration leave them, the former with ``AccessDenied`` "held by snapshot X");
+restore copies them into another bucket page by page. The change feed lists what was
+written after a sequence number, up to a horizon below which every write is committed, so
+bucket replication can copy incrementally from a watermark.
 
 Lifecycle: expiration (days, date, expired delete markers), noncurrent-version expiration
 and abort of incomplete multipart uploads, by prefix. Not implemented yet: lifecycle
@@ -72,5 +99,5 @@ Modules: :mod:`.app` (ASGI, routing, auth), :mod:`.sigv4`, :mod:`.body` (aws-chu
 :mod:`.checksums`, :mod:`.errors` (S3 XML errors), :mod:`.bucket_ops`, :mod:`.object_ops`,
 :mod:`.multipart`, :mod:`.admin`, :mod:`.core` (byte paths), :mod:`.storage` (segments,
 files), :mod:`.index` (sharded SQLite), :mod:`.commit` (group commit), :mod:`.compaction`,
-:mod:`.lifecycle`, :mod:`.policy`, :mod:`.buckets`, :mod:`.config`.
+:mod:`.lifecycle`, :mod:`.policy`, :mod:`.buckets`, :mod:`.snapshots`, :mod:`.config`.
 """

@@ -107,7 +107,45 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
                     raise S3Error("InvalidArgument", "versioning 'status' must be Enabled or Suspended")
                 await gw.run(set_versioning, bucket, status)
                 return _json({"status": bucket.versioning or "Disabled"})
+        elif rest[0] in ("snapshots", "changes"):
+            return await _snapshot_route(gw, req, bucket, rest)
     return _error("NotFound", f"no admin route {m} /{'/'.join(parts)}", 404)
+
+
+async def _snapshot_route(gw: Gateway, req: Request, bucket, rest: list[str]) -> Response:
+    """Bucket snapshots and the change feed of bucket replication (see :mod:`.snapshots`)."""
+    from . import snapshots
+    m, q = req.method, req.query
+    try:
+        if rest == ["changes"] and m == "GET":
+            return _json(await snapshots.changes(gw, bucket, int(q.get("after", "0")), int(q.get("limit", "1000"))))
+        if rest == ["snapshots"]:
+            if m == "GET":
+                return _json({"snapshots": await gw.run(bucket.snapshots.list)})
+            if m == "POST":
+                return _json(await snapshots.create(gw, bucket, (await _body(req)).get("name")), 201)
+        if len(rest) == 2 and rest[0] == "snapshots":
+            if m == "GET":
+                info = await gw.run(bucket.snapshots.get, rest[1])
+                if q.get("entries"):
+                    rows = await gw.run(bucket.snapshots.entries, rest[1], q.get("after", ""),
+                                        max(1, min(int(q.get("max_keys", "1000")), 5000)))
+                    info["entries"] = [{"key": k, "version_id": v, "size": s, "etag": e} for k, v, s, e in rows]
+                return _json(info)
+            if m == "DELETE":
+                await snapshots.delete(gw, bucket, rest[1])
+                return Response(204)
+        if len(rest) == 3 and rest[0] == "snapshots" and rest[2] == "restore" and m == "POST":
+            data = await _body(req)
+            if not data.get("target"):
+                raise S3Error("InvalidArgument", "restoring a snapshot needs 'target' (an existing bucket)")
+            return _json(await snapshots.restore_page(
+                gw, bucket, rest[1], data["target"], after=data.get("after") or "",
+                max_keys=int(data.get("max_keys") or snapshots.PAGE_KEYS),
+                max_bytes=int(data.get("max_bytes") or snapshots.PAGE_BYTES)))
+    except (TypeError, ValueError) as exc:
+        raise S3Error("InvalidArgument", f"bad number in the request: {exc}") from None
+    return _error("NotFound", f"no admin route {m} /buckets/{bucket.name}/{'/'.join(rest)}", 404)
 
 
 async def _set_quota(gw: Gateway, bucket, data: dict) -> dict:

@@ -82,6 +82,9 @@ def set_versioning(bucket: Bucket, status: str) -> None:
     """Change a bucket's versioning state and persist it."""
     if status == "Suspended" and not bucket.versioning:
         return  # never-versioned buckets stay unversioned, as in S3
+    if status == "Suspended":
+        from .snapshots import check_can_suspend
+        check_can_suspend(bucket)
     bucket.settings["versioning"] = status
     bucket.save()
 

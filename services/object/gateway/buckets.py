@@ -16,6 +16,7 @@ import uuid
 
 from .errors import S3Error
 from .index import BucketIndex, OpResult
+from .snapshots import SnapshotStore
 from .storage import fsync_dir, write_json_atomic
 
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -46,6 +47,7 @@ class Bucket:
         self.index = BucketIndex(os.path.join(self.dir, "index"), shards)
         self.data_dir = os.path.join(self.dir, "data")
         self.uploads_dir = os.path.join(self.dir, "uploads")
+        self.snapshots = SnapshotStore(self.dir)
         self.bytes, self.objects = self.index.usage()
 
     @property
@@ -81,7 +83,8 @@ class Bucket:
         """Settings plus usage, as the admin interface reports it."""
         return {"name": self.name, "owner": self.owner, "created": self.settings.get("created"),
                 "versioning": self.versioning or "Disabled", "quota": self.settings.get("quota") or {},
-                "bytes": self.bytes, "objects": self.objects}
+                "bytes": self.bytes, "objects": self.objects, "snapshots": len(self.snapshots.names()),
+                "restoring": self.settings.get("restoring")}
 
 
 class BucketStore:
@@ -133,6 +136,7 @@ class BucketStore:
             raise S3Error("BucketNotEmpty", BucketName=name)
         del self.buckets[name]
         bucket.index.close()
+        bucket.snapshots.close()
         trash = os.path.join(self.root, "buckets", f".trash-{name}-{uuid.uuid4().hex[:8]}")
         os.rename(bucket.dir, trash)
         fsync_dir(os.path.join(self.root, "buckets"))

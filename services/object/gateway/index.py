@@ -36,6 +36,7 @@ CREATE INDEX IF NOT EXISTS current ON versions(key) WHERE latest = 1 AND marker 
 CREATE UNIQUE INDEX IF NOT EXISTS by_version ON versions(key, version_id);
 CREATE INDEX IF NOT EXISTS by_segment ON versions(json_extract(loc, '$.seg'))
     WHERE json_extract(loc, '$.seg') IS NOT NULL;
+CREATE INDEX IF NOT EXISTS by_seq ON versions(seq);
 """
 
 _seq_lock = threading.Lock()
@@ -275,6 +276,34 @@ class BucketIndex:
             rows = shard.query(f"SELECT {COLUMNS} FROM versions WHERE json_extract(loc, '$.seg') = ?", (seg_id,))
             out.extend(Record.from_row(r) for r in rows)
         return out
+
+    def consistent_cut(self) -> list[sqlite3.Connection]:
+        """One connection per shard, each inside a read transaction begun while every shard's
+        write lock was held: together they see the index as of one instant (every commit
+        before it, none after). The caller reads through them and closes them."""
+        conns = [shard._connect() for shard in self.shards]
+        locks = [shard.write_lock for shard in self.shards]
+        for lock in locks:
+            lock.acquire()
+        try:
+            for db in conns:
+                db.execute("BEGIN")
+                db.execute("SELECT 1 FROM versions LIMIT 1").fetchall()  # the first read pins the snapshot
+        finally:
+            for lock in reversed(locks):
+                lock.release()
+        return conns
+
+    def changes(self, after: int, upto: int, limit: int) -> list[Record]:
+        """Versions (and delete markers) with ``after < seq <= upto``, oldest first, at most
+        ``limit`` (for replication: what was written since a watermark)."""
+        out: list[Record] = []
+        for shard in self.shards:
+            rows = shard.query(f"SELECT {COLUMNS} FROM versions WHERE seq > ? AND seq <= ? "
+                               f"ORDER BY seq LIMIT ?", (after, upto, limit))
+            out.extend(Record.from_row(r) for r in rows)
+        out.sort(key=lambda r: r.seq)
+        return out[:limit]
 
     def cold_versions(self) -> list[Record]:
         """Every version whose bytes are on the capacity tier."""

@@ -11,6 +11,7 @@ from .errors import S3Error, child_text, el, parse_xml, xml_doc
 from .index import Op, Record
 from .policy import is_allowed
 from .request import Request, Response, xml_response
+from .snapshots import deleting_version
 
 MAX_TAGS = 10
 META_HEADERS = {"content-type": "ct", "content-encoding": "ce", "content-disposition": "cd",
@@ -231,7 +232,8 @@ async def delete_version_or_key(gw: Gateway, bucket: Bucket, key: str, version_i
             existing = bucket.index.get(key, version_id)
             if existing is None and not _valid_version_id(version_id):
                 raise S3Error("InvalidArgument", "Invalid version id specified", ArgumentName="versionId")
-        res = await gw.commit(bucket, Op("delete_version", key=key, version_id=version_id))
+        async with deleting_version(gw, bucket, key, version_id):  # a snapshot's versions stay
+            res = await gw.commit(bucket, Op("delete_version", key=key, version_id=version_id))
         was_marker = bool(res.removed and res.removed[0].marker)
         return {"VersionId": version_id, "DeleteMarker": was_marker}
     if not bucket.versioning:
