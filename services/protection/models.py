@@ -1,5 +1,6 @@
 """Data protection: snapshot schedules, replication peers and replications, replicas
-received from peers, backup targets, backups and their catalog of restore points."""
+received from peers, backup targets, backups and their catalog of restore points, and
+bucket replications (to a bucket on an S3 endpoint given as a backup target)."""
 from django.db import models
 from django.utils import timezone
 
@@ -32,8 +33,8 @@ class SourceMixin(models.Model):
 class SnapshotSchedule(SourceMixin):
     """Take a snapshot on a cron expression or every N minutes; prune by retention.
 
-    ``bucket`` is accepted by the model for the day buckets get snapshots; the API refuses
-    it today (no bucket snapshots in the dataplane yet)."""
+    The source is a file system, a volume or an S3 ``bucket`` (by name: bucket snapshots are
+    manifests of versions kept by the S3 gateway, see ``bucket_snapshots``)."""
 
     name = NameField(unique=True)
     bucket = models.CharField(max_length=63, blank=True, default="")
@@ -58,6 +59,10 @@ class SnapshotSchedule(SourceMixin):
     @property
     def snapshot_prefix(self) -> str:
         return f"auto-{self.name}-"
+
+    @property
+    def kind(self) -> str:
+        return "bucket" if self.bucket else super().kind
 
     def __str__(self):
         return self.name
@@ -233,3 +238,41 @@ class RestorePoint(models.Model):
 
     def __str__(self):
         return f"{self.backup.name}@{self.snapshot}"
+
+
+class BucketReplication(models.Model):
+    """Copy the new object versions of a local bucket to the bucket (and under the prefix)
+    of an S3 endpoint, described by a backup target: another Strata's gateway or any S3.
+
+    ``watermark`` is the S3 gateway's sequence number up to which every version and delete
+    marker has been copied; ``synced_at`` is when that point was (the recovery point)."""
+
+    name = NameField(unique=True)
+    bucket = models.CharField(max_length=63)
+    target = models.ForeignKey(BackupTarget, on_delete=models.PROTECT,
+                               related_name="bucket_replications")
+    every_minutes = models.PositiveIntegerField(null=True, blank=True)
+    enabled = models.BooleanField(default=True)
+    periodic_task = models.OneToOneField("django_celery_beat.PeriodicTask", null=True,
+                                         blank=True, on_delete=models.SET_NULL, related_name="+")
+    state = models.CharField(max_length=16, default="new")  # new | ok | error
+    error = models.TextField(blank=True, default="")
+    watermark = models.BigIntegerField(default=0)
+    synced_at = models.DateTimeField(null=True, blank=True)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    last_versions = models.PositiveIntegerField(default=0)
+    last_deletes = models.PositiveIntegerField(default=0)
+    last_bytes = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def lag_seconds(self):
+        """Recovery point: how old the newest write known to be on the target is."""
+        if self.synced_at is None:
+            return None
+        return max(0.0, (timezone.now() - self.synced_at).total_seconds())
+
+    def __str__(self):
+        return self.name
