@@ -1,7 +1,10 @@
 """Thin wrappers around the btrfs command-line tools (btrfs-progs 6.2 and later)."""
 
+import fcntl
 import os
 import re
+import struct
+import uuid as _uuid
 from pathlib import Path
 from typing import Optional
 
@@ -16,6 +19,11 @@ PROFILES = {
     "raid10": ("raid10", "raid10"),
 }
 SUBVOLUME_ROOT_INO = 256  # every btrfs subvolume root has this inode number
+# _IOWR(0x94, 37, struct btrfs_ioctl_received_subvol_args): 200 bytes = uuid[16], stransid,
+# rtransid, stime{u64,u32}+pad, rtime{u64,u32}+pad, flags, reserved[16]
+IOC_SET_RECEIVED_SUBVOL = 0xC0C89425
+RECEIVED_SUBVOL_ARGS = 200
+FICLONE = 0x40049409
 
 
 def mkfs(runner: Runner, devices: list, redundancy: str, label: str) -> None:
@@ -114,6 +122,44 @@ def set_readonly(runner: Runner, path: Path, readonly: bool) -> None:
     """Set a subvolume's ro property."""
     runner.run(["btrfs", "property", "set", "-ts", str(path), "ro",
                 "true" if readonly else "false"])
+
+
+def subvolume_show(runner: Runner, path: Path) -> dict:
+    """``{"uuid", "received_uuid" (None if not received), "generation"}`` of a subvolume.
+
+    ``btrfs receive`` finds the parent of an incremental stream by the UUID the sender puts
+    in it: the sender's parent's received UUID if it has one, else its own UUID."""
+    out = runner.run(["btrfs", "subvolume", "show", str(path)]).stdout
+
+    def field(label):
+        m = re.search(rf"^\s*{label}:\s*(\S+)", out, re.MULTILINE)
+        return m.group(1) if m and m.group(1) != "-" else None
+    return {"uuid": field("UUID"), "received_uuid": field("Received UUID"),
+            "generation": int(field("Generation") or 0)}
+
+
+def set_received_uuid(path: Path, received_uuid: str, stransid: int) -> None:
+    """Mark a writable subvolume as received from ``received_uuid`` (what ``btrfs receive``
+    does before it sets the subvolume read-only): incremental streams whose parent carries
+    that UUID then find this subvolume as their parent. There is no command for this."""
+    args = bytearray(RECEIVED_SUBVOL_ARGS)
+    args[0:16] = _uuid.UUID(received_uuid).bytes
+    struct.pack_into("<Q", args, 16, stransid)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.ioctl(fd, IOC_SET_RECEIVED_SUBVOL, args)
+    finally:
+        os.close(fd)
+
+
+def clone_file_into(src: Path, dst: Path) -> None:
+    """Make file ``dst`` share all of ``src``'s extents, in place (same inode, so a daemon
+    that holds ``dst`` open sees the new content); ``dst`` takes ``src``'s size."""
+    with open(src, "rb") as fsrc, open(dst, "r+b") as fdst:
+        # both ranges must end at EOF for btrfs to clone a last partial block
+        os.ftruncate(fdst.fileno(), os.fstat(fsrc.fileno()).st_size)
+        fcntl.ioctl(fdst.fileno(), FICLONE, fsrc.fileno())
+        os.fsync(fdst.fileno())
 
 
 def is_subvolume(path: Path) -> bool:

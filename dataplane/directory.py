@@ -35,6 +35,8 @@ FEATURES_OFF = {
                     "driver for replication",
     "block_devices": "the directory driver stores data in its state directory, not on block "
                      "devices",
+    "rollback": "the directory driver cannot roll a file system or volume back in place; "
+                "clone the snapshot instead, or use the local (btrfs) driver",
 }
 
 
@@ -343,7 +345,7 @@ class DirectoryDriver(BaseDriver):
             return self.filesystem_info(pool, new_name)
         return self.volume_info(pool, new_name)
 
-    def send_snapshot(self, pool, kind, source, snapshot, parent=None):
+    def send_snapshot(self, pool, kind, source, snapshot, parent=None, parent_source=None):
         """Off in this driver."""
         self._snapshot_dir(pool, validate_kind(kind), source, snapshot)
         raise Unsupported(f"send/receive is off: {FEATURES_OFF['send_receive']}")
@@ -353,4 +355,14 @@ class DirectoryDriver(BaseDriver):
         validate_kind(kind)
         validate_name(name, "snapshot name")
         self._pool_root(pool)
+        raise Unsupported(f"send/receive is off: {FEATURES_OFF['send_receive']}")
+
+    def rollback(self, pool, kind, name, snapshot):
+        """Off in this driver."""
+        self._snapshot_dir(pool, validate_kind(kind), name, snapshot)
+        raise Unsupported(f"rollback is off: {FEATURES_OFF['rollback']}")
+
+    def copy_snapshot(self, pool, kind, source, snapshot, target, name):
+        """Off in this driver (a copy standing for an original only matters to streams)."""
+        self._snapshot_dir(pool, validate_kind(kind), source, snapshot)
         raise Unsupported(f"send/receive is off: {FEATURES_OFF['send_receive']}")

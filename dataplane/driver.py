@@ -262,10 +262,35 @@ class Driver(abc.ABC):
 
     @abc.abstractmethod
     def send_snapshot(self, pool: str, kind: str, source: str, snapshot: str,
-                      parent: Optional[str] = None) -> Iterator[bytes]:
-        """Yield a byte stream of the snapshot (incremental against ``parent``)."""
+                      parent: Optional[str] = None,
+                      parent_source: Optional[str] = None) -> Iterator[bytes]:
+        """Yield a byte stream of the snapshot (incremental against ``parent``).
+
+        ``parent`` is a snapshot of ``source``, or of ``parent_source`` (another object of
+        the same kind in the same pool): e.g. the received snapshot a promoted clone was
+        made from, which is what the other side still has (failback). The stream applies
+        wherever a snapshot standing for that parent exists: the parent itself, a received
+        copy of it, or a :meth:`copy_snapshot` of either."""
 
     @abc.abstractmethod
     def receive_snapshot(self, pool: str, kind: str, target: str, stream: Iterable[bytes],
                          name: str) -> SnapshotInfo:
         """Apply a stream from send_snapshot as ``target``'s snapshot ``name``."""
+
+    @abc.abstractmethod
+    def rollback(self, pool: str, kind: str, name: str,
+                 snapshot: str) -> Union[FileSystemInfo, VolumeInfo]:
+        """Make the live content of a file system or volume equal to its snapshot
+        ``snapshot``, in place: same name, same path (exports and open volume handles stay
+        valid), its snapshots kept, its quota kept; a volume takes the snapshot's size.
+        What was written since the snapshot is gone: snapshot first to keep it. A rollback
+        cut short (crash) is completed by running it again."""
+
+    @abc.abstractmethod
+    def copy_snapshot(self, pool: str, kind: str, source: str, snapshot: str, target: str,
+                      name: str) -> SnapshotInfo:
+        """Make snapshot ``name`` of ``target`` with the content of ``source``'s snapshot
+        ``snapshot`` (same pool and kind) that stands for it as the base of incremental
+        streams: a stream sent with the original as parent, or with a received copy of the
+        original as parent on another appliance, applies on top of the copy. The original
+        can then be deleted. Used to re-base a replica after failback."""

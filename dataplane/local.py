@@ -4,6 +4,11 @@ File systems are subvolumes with qgroup quotas; each volume is a subvolume holdi
 file (``data``), so snapshots of both are read-only subvolume snapshots (instant whatever the
 size), clones are writable snapshots, and ``btrfs send``/``receive`` carries them between
 pools incrementally. Snapshots live inside their source at ``.snapshots/<name>``.
+
+Failback support: ``send_snapshot`` may take its parent from another object (the received
+snapshot a promoted clone came from), ``rollback`` resets live content to a snapshot in
+place, and ``copy_snapshot`` makes a copy that ``btrfs receive`` accepts in place of the
+original as the parent of incremental streams (its received UUID is set to the original's).
 """
 
 import os
@@ -45,6 +50,7 @@ class LocalDriver(LocalPoolsMixin):
             "volumes": True,
             "filesystems": True,
             "clones": True,
+            "rollback": True,
             # a clone shares extents but not lineage: its snapshot may be deleted freely
             "clones_depend_on_snapshot": False,
             "block_devices": True,
@@ -205,16 +211,20 @@ class LocalDriver(LocalPoolsMixin):
         snaps.mkdir(exist_ok=True)
 
     # -- send / receive ----------------------------------------------------------------
-    def send_snapshot(self, pool, kind, source, snapshot, parent=None) -> Iterator[bytes]:
-        """Stream of ``btrfs send`` (incremental from ``parent``, a snapshot of the same
-        source). Arguments are checked now; bytes flow as the iterator is consumed."""
+    def send_snapshot(self, pool, kind, source, snapshot, parent=None,
+                      parent_source=None) -> Iterator[bytes]:
+        """Stream of ``btrfs send`` (incremental from ``parent``, a snapshot of ``source`` or
+        of ``parent_source``). Arguments are checked now; bytes flow as the iterator is
+        consumed. A parent that was itself received is named in the stream by its received
+        UUID (the kernel does this), so the stream applies where the original lives."""
         snap = self._snapshot_dir(pool, validate_kind(kind), source, snapshot)
         argv = ["btrfs", "send", "-q"]
         if parent is not None:
-            if parent == snapshot:
+            base_of = parent_source or source
+            if parent == snapshot and base_of == source:
                 raise InvalidArgument("the parent of an incremental send must be an older "
                                       "snapshot, not the snapshot itself")
-            argv += ["-p", str(self._snapshot_dir(pool, kind, source, parent))]
+            argv += ["-p", str(self._snapshot_dir(pool, kind, base_of, parent))]
         return self._stream(argv + [str(snap)])
 
     def _stream(self, argv) -> Iterator[bytes]:
@@ -307,6 +317,65 @@ class LocalDriver(LocalPoolsMixin):
                 proc.kill()
                 proc.wait()
             err.close()
+
+    # -- rollback and re-basing (failback) ---------------------------------------------
+    def rollback(self, pool, kind, name, snapshot):
+        """A volume's ``data`` is cloned from the snapshot in place (FICLONE: same inode). A
+        file system's entries are reflink-copied from the snapshot into a hidden staging
+        directory in the same subvolume, the old entries removed and the copies renamed in:
+        the subvolume (its mount, NFS binds, qgroup and ``.snapshots``) stays. A run cut
+        short leaves a ``.rollback-*`` directory that the next run removes first."""
+        obj = self._object_dir(pool, validate_kind(kind), name)
+        snap = self._snapshot_dir(pool, kind, name, snapshot)
+        if kind == "volume":
+            btrfs.clone_file_into(snap / DATA_FILE, obj / DATA_FILE)
+            return self.volume_info(pool, name)
+        for leftover in obj.glob(".rollback-*"):
+            remove_tree(leftover)
+        staging = obj / f".rollback-{secrets.token_hex(6)}"
+        staging.mkdir()
+        try:
+            for entry in snap.iterdir():
+                if entry.name != SNAPSHOTS_DIR:
+                    self.runner.run(["cp", "-a", "--reflink=always", str(entry), str(staging)])
+        except BaseException:
+            remove_tree(staging)  # the live content is untouched so far
+            raise
+        for entry in obj.iterdir():
+            if entry.name not in (SNAPSHOTS_DIR, staging.name):
+                remove_tree(entry)
+        for entry in staging.iterdir():
+            os.rename(entry, obj / entry.name)
+        staging.rmdir()
+        st = snap.stat()
+        os.chown(obj, st.st_uid, st.st_gid)
+        os.chmod(obj, st.st_mode & 0o7777)
+        os.utime(obj, ns=(st.st_atime_ns, st.st_mtime_ns))
+        return self.filesystem_info(pool, name)
+
+    def copy_snapshot(self, pool, kind, source, snapshot, target, name) -> SnapshotInfo:
+        """A writable snapshot of the original, marked as received from the UUID that
+        streams based on the original name (its received UUID, else its UUID), then set
+        read-only: ``btrfs receive`` finds it as the parent of those streams."""
+        src = self._snapshot_dir(pool, validate_kind(kind), source, snapshot)
+        validate_name(name, "snapshot name")
+        tdir = self._object_dir(pool, kind, target)
+        final = tdir / SNAPSHOTS_DIR / name
+        if final.exists():
+            raise AlreadyExists(f"snapshot {name!r} of {kind} {target!r} already exists")
+        info = btrfs.subvolume_show(self.runner, src)
+        tmp = tdir / SNAPSHOTS_DIR / f".incoming-{secrets.token_hex(6)}"
+        tmp.parent.mkdir(exist_ok=True)
+        btrfs.snapshot(self.runner, src, tmp, readonly=False)
+        try:
+            btrfs.set_received_uuid(tmp, info["received_uuid"] or info["uuid"],
+                                    info["generation"])
+            btrfs.set_readonly(self.runner, tmp, True)
+            os.rename(tmp, final)
+        except BaseException:
+            btrfs.subvolume_delete(self.runner, tmp)
+            raise
+        return self._snapshot_info(pool, kind, target, name, final)
 
     def _fill_from_snapshot(self, snap: Path, target: Path) -> None:
         """Make a new target's live content equal to a received snapshot (reflinks)."""

@@ -14,7 +14,7 @@ JSON-RPC caller (through the ``spdk`` package's ``JSONRPCClient``, see spdk_rpc.
 - Snapshot = lvol ``<volume>@<snapshot>`` (read-only, instant); clone = a thin lvol over
   it. Deleting a volume or snapshot that other volumes were cloned from first inflates
   those clones (``bdev_lvol_inflate``) so they keep their data.
-- File systems, send/receive and scrub raise :class:`Unsupported` (see capabilities).
+- File systems, send/receive, rollback and scrub raise :class:`Unsupported` (see capabilities).
 - QoS: :meth:`SpdkDriver.set_volume_qos` (``bdev_set_qos_limit``).
 
 Tests run against ``tests/fakes/spdk_server.py``, a fake: a real ``spdk_tgt`` cannot be
@@ -99,6 +99,8 @@ class SpdkDriver(SpdkDevicesMixin, SpdkNvmfMixin, Driver):
                                 "volumes from a local pool",
                 "scrub": "the SPDK blobstore keeps no checksums; rely on the drives' ECC "
                          "and a mirror pool",
+                "rollback": "SPDK lvols cannot be rolled back in place; clone the snapshot "
+                            "to a new volume instead",
             },
         }
 
@@ -429,10 +431,16 @@ class SpdkDriver(SpdkDevicesMixin, SpdkNvmfMixin, Driver):
         self.rpc.call("bdev_lvol_clone", snapshot_name=f"{pool}/{lvol}", clone_name=new_name)
         return self.volume_info(pool, new_name)
 
-    def send_snapshot(self, pool, kind, source, snapshot, parent=None):
+    def send_snapshot(self, pool, kind, source, snapshot, parent=None, parent_source=None):
         raise Unsupported(self.capabilities()["features_off"]["send_receive"])
 
     def receive_snapshot(self, pool, kind, target, stream, name):
+        raise Unsupported(self.capabilities()["features_off"]["send_receive"])
+
+    def rollback(self, pool, kind, name, snapshot):
+        raise Unsupported(self.capabilities()["features_off"]["rollback"])
+
+    def copy_snapshot(self, pool, kind, source, snapshot, target, name):
         raise Unsupported(self.capabilities()["features_off"]["send_receive"])
 
     # -- QoS -----------------------------------------------------------------------------

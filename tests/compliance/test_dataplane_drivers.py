@@ -381,3 +381,87 @@ def test_features_off_raise_unsupported(driver, factory, pool):
             driver.set_filesystem_quota(pool, "fs", MiB)
         _expect_unsupported(exc, off["quotas"])
         assert driver.filesystem_info(pool, "fs").quota_bytes is None
+
+
+# -- failback: send from a promoted clone, rollback in place, re-base the replica ----------
+
+@pytest.mark.parametrize("kind", ["filesystem", "volume"])
+def test_failback_cycle(driver, pool, factory, kind):
+    """A replicates to B; B promotes a clone and writes; B's increment goes back on top of
+    A's own snapshot; A rolls back to it in place; B re-bases its replica on a copy of that
+    snapshot, and A's next increment applies there (with B's original gone)."""
+    if kind == "filesystem":
+        _need_filesystems(driver)
+        driver.create_filesystem(pool, "src")
+    else:
+        driver.create_volume(pool, "src", 8 * MiB)
+    off = _off(driver, "send_receive")
+    if off:
+        driver.create_snapshot(pool, kind, "src", "s1")
+        if _off(driver, "rollback"):
+            with pytest.raises(Unsupported) as exc:
+                driver.rollback(pool, kind, "src", "s1")
+            _expect_unsupported(exc, _off(driver, "rollback"))
+        with pytest.raises(Unsupported):
+            driver.copy_snapshot(pool, kind, "src", "s1", "src", "copy")
+        return
+    src = _write_source(driver, pool, kind, A)
+    driver.create_snapshot(pool, kind, "src", "s1")
+
+    def move(src_pool, source, snap, dst_pool, target, parent=None, parent_source=None):
+        data = b"".join(driver.send_snapshot(src_pool, kind, source, snap, parent,
+                                             parent_source=parent_source))
+        return driver.receive_snapshot(dst_pool, kind, target, [data], snap), len(data)
+
+    driver.create_pool("p2", factory.pool_devices(1))
+    _, full = move(pool, "src", "s1", "p2", "dst")
+    # failover on B: a writable clone of the received snapshot, then writes there
+    live = driver.clone_snapshot("p2", kind, "dst", "s1", "live")
+    if kind == "filesystem":
+        (Path(live.path) / "f").write_bytes(B)
+        (Path(live.path) / "new-on-b").write_bytes(b"b")
+    else:
+        write_at(live.path, 2 * MiB, B)
+    driver.create_snapshot("p2", kind, "live", "f1")
+    # failback: B's increment is based on the received s1, which A has as its own s1
+    got, size = move("p2", "live", "f1", pool, "src", parent="s1", parent_source="dst")
+    assert size < full or kind == "filesystem"
+    assert _read_snapshot(got, kind) == B
+    # A wrote after the common snapshot: keep that in a snapshot, then roll back in place
+    _write_source(driver, pool, kind, os.urandom(len(A)))
+    driver.create_snapshot(pool, kind, "src", "kept")
+    before = os.stat(driver.filesystem_info(pool, "src").path if kind == "filesystem"
+                     else src)
+    info = driver.rollback(pool, kind, "src", "f1")
+    assert info.path == (str(Path(src).parent) if kind == "filesystem" else src)
+    if kind == "filesystem":
+        assert (Path(info.path) / "f").read_bytes() == B
+        assert (Path(info.path) / "new-on-b").read_bytes() == b"b"
+        assert not list(Path(info.path).glob(".rollback-*"))
+    else:
+        assert read_at(src, 2 * MiB, len(B)) == B and info.size_bytes == 8 * MiB
+    assert os.stat(info.path).st_ino == before.st_ino  # in place
+    assert {s.name for s in driver.list_snapshots(pool, kind, "src")} == {"s1", "f1", "kept"}
+    assert _read_snapshot(driver.list_snapshots(pool, kind, "src")[-1], kind) != B
+    with pytest.raises(NotFound):
+        driver.rollback(pool, kind, "src", "nope")
+    # B re-bases its replica on a copy of f1; its original (and the clone) can go
+    driver.copy_snapshot("p2", kind, "live", "f1", "dst", "f1")
+    driver.delete_snapshot("p2", kind, "live", "f1")
+    (driver.delete_filesystem if kind == "filesystem" else driver.delete_volume)("p2", "live")
+    with pytest.raises(AlreadyExists):
+        driver.copy_snapshot("p2", kind, "dst", "f1", "dst", "f1")
+    # forward replication resumes incrementally from f1: only the small change travels
+    small = os.urandom(4096)
+    if kind == "filesystem":
+        (Path(info.path) / "g").write_bytes(small)
+    else:
+        write_at(src, 5 * MiB, small)
+    driver.create_snapshot(pool, kind, "src", "s2")
+    got, size = move(pool, "src", "s2", "p2", "dst", parent="f1")
+    assert size < full // 4, (size, full)
+    assert _read_snapshot(got, kind) == B
+    if kind == "filesystem":
+        assert (Path(got.path) / "g").read_bytes() == small
+    else:
+        assert read_at(got.path, 5 * MiB, 4096) == small
