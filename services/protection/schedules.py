@@ -1,12 +1,13 @@
 """Snapshot schedules: the row and its beat entry change together; each run takes
 ``auto-<schedule>-YYYYmmdd-HHMMSS`` (UTC) and prunes the schedule's older snapshots by its
-retention, never one that something depends on."""
+retention, never one that something depends on. A schedule of a bucket takes and prunes
+bucket snapshots instead (``bucket_snapshots.py``)."""
 import logging
 
 from django.db import transaction
 from django.utils import timezone
 
-from services.protection import beat
+from services.protection import beat, bucket_snapshots
 from services.protection.models import Backup, Replica, Replication, SnapshotSchedule
 from services.protection.replication import unique_snapshot_name
 from services.protection.retention import Retention, snapshots_to_prune
@@ -100,6 +101,16 @@ def prune(schedule: SnapshotSchedule) -> list[str]:
 def run_schedule(schedule: SnapshotSchedule, progress=lambda pct, msg: None) -> dict:
     """Take the schedule's snapshot now and prune; record the outcome on the row."""
     now = timezone.now()
+    if schedule.bucket:
+        try:
+            result = bucket_snapshots.run_schedule(schedule, now, progress)
+        except Exception as exc:
+            SnapshotSchedule.objects.filter(pk=schedule.pk).update(
+                last_run_at=now, last_error=str(exc))
+            raise
+        SnapshotSchedule.objects.filter(pk=schedule.pk).update(
+            last_run_at=now, last_snapshot=result["snapshot"], last_error="")
+        return result
     try:
         progress(10, f"snapshot of {schedule.source.name}")
         snap = storage.create_snapshot(name=_snapshot_name(schedule, now),

@@ -4,10 +4,12 @@ from celery import shared_task
 
 from console.jobs import job_task, start_job
 from services.protection import backup as backups
+from services.protection import bucket_replication as bucket_repl
+from services.protection import bucket_snapshots, schedules
 from services.protection import replication as repl
-from services.protection import schedules
 from services.protection.models import (
     Backup,
+    BucketReplication,
     Replication,
     RestorePoint,
     SnapshotSchedule,
@@ -42,6 +44,19 @@ def restore_job(ctx, restore_point: int, name: str, pool: str):
     return {"kind": rp.kind, "name": obj.name, "path": obj.path, "tree_sha256": digest}
 
 
+@job_task("protection.bucket_replication_job")
+def bucket_replication_job(ctx, replication: int):
+    """Copy the bucket's versions written since the watermark to the target."""
+    return bucket_repl.run_replication(BucketReplication.objects.get(pk=replication),
+                                       ctx.progress)
+
+
+@job_task("protection.bucket_restore_job")
+def bucket_restore_job(ctx, bucket: str, snapshot: str, target: str):
+    """Copy a bucket snapshot's versions into a new bucket."""
+    return bucket_snapshots.restore(bucket, snapshot, target, ctx.progress)
+
+
 def start_schedule_run(schedule: SnapshotSchedule, user=None):
     return start_job("snapshot-schedule", schedule_job, user=user,
                      target=("snapshot-schedule", schedule.name),
@@ -61,6 +76,17 @@ def start_backup_run(backup: Backup, user=None):
 def start_restore(rp: RestorePoint, *, name: str, pool: str, user=None):
     return start_job("restore", restore_job, user=user, target=(rp.kind, name),
                      params={"restore_point": rp.pk, "name": name, "pool": pool})
+
+
+def start_bucket_replication_run(rep: BucketReplication, user=None):
+    return start_job("bucket-replication", bucket_replication_job, user=user,
+                     target=("bucket-replication", rep.name), params={"replication": rep.pk})
+
+
+def start_bucket_restore(bucket: str, snapshot: str, target: str, user=None):
+    return start_job("bucket-restore", bucket_restore_job, user=user,
+                     target=("bucket", target),
+                     params={"bucket": bucket, "snapshot": snapshot, "target": target})
 
 
 # -- what beat sends -----------------------------------------------------------------------
@@ -84,3 +110,10 @@ def run_backup(backup_id: int):
     backup = Backup.objects.filter(pk=backup_id).first()
     if backup is not None:
         start_backup_run(backup)
+
+
+@shared_task(name=bucket_repl.TASK)
+def run_bucket_replication(replication_id: int):
+    rep = BucketReplication.objects.filter(pk=replication_id, enabled=True).first()
+    if rep is not None:
+        start_bucket_replication_run(rep)

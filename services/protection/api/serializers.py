@@ -1,9 +1,11 @@
 from rest_framework import serializers
 
-from services.protection import beat
+from services.object.models import BUCKET_NAME_RE
+from services.protection import beat, bucket_snapshots
 from services.protection.models import (
     Backup,
     BackupTarget,
+    BucketReplication,
     Replica,
     Replication,
     ReplicationPeer,
@@ -39,9 +41,18 @@ def _one_source(self, attrs, allow_bucket=False):
     return attrs
 
 
+SNAPSHOT_NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+
+
+def _bucket_field(**kw):
+    return serializers.RegexField(BUCKET_NAME_RE, max_length=63, error_messages={
+        "invalid": "Not a bucket name (3-63 lower-case letters, digits, '.' and '-')."}, **kw)
+
+
 class SnapshotScheduleSerializer(serializers.ModelSerializer):
     filesystem = _source_fields()["filesystem"]
     volume = _source_fields()["volume"]
+    bucket = _bucket_field(required=False, allow_blank=True)
     every_minutes = serializers.IntegerField(min_value=1, max_value=525600, required=False,
                                              allow_null=True)
 
@@ -55,10 +66,6 @@ class SnapshotScheduleSerializer(serializers.ModelSerializer):
 
     def validate(self, attrs):
         _one_source(self, attrs, allow_bucket=True)
-        if attrs.get("bucket"):
-            raise serializers.ValidationError({"bucket": (
-                "Bucket snapshots are not available yet (the object service has no "
-                "snapshot operation); schedule the bucket's file system instead.")})
         if self.instance is not None and "name" in attrs and attrs["name"] != self.instance.name:
             raise serializers.ValidationError({"name": "A schedule cannot be renamed."})
         cron = attrs.get("cron", self.instance.cron if self.instance else "")
@@ -79,6 +86,8 @@ class SnapshotScheduleSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError(
                 "Set a retention: at least one of keep_last, keep_hourly, keep_daily, "
                 "keep_weekly above 0 (a schedule without one would fill the pool).")
+        if self.instance is None and attrs.get("bucket"):
+            bucket_snapshots.require_versioned(attrs["bucket"])  # 400 missing, 409 unversioned
         return attrs
 
 
@@ -212,3 +221,55 @@ class RestorePointRestoreSerializer(serializers.Serializer):
     name = serializers.RegexField(NAME_RE, max_length=63)
     pool = serializers.SlugRelatedField(slug_field="name", queryset=Pool.objects.all(),
                                         required=False)
+
+
+class BucketSnapshotSerializer(serializers.Serializer):
+    """A bucket snapshot, as the S3 gateway keeps it (no row in the plane)."""
+
+    id = serializers.CharField(read_only=True, help_text="BUCKET/NAME")
+    bucket = _bucket_field()
+    name = serializers.RegexField(SNAPSHOT_NAME_RE, max_length=63, required=False)
+    created_at = serializers.DateTimeField(read_only=True)
+    objects = serializers.IntegerField(read_only=True)
+    bytes = serializers.IntegerField(read_only=True)
+
+
+class BucketRestoreSerializer(serializers.Serializer):
+    bucket = _bucket_field(help_text="the new bucket to restore into")
+
+
+class BucketReplicationSerializer(serializers.ModelSerializer):
+    bucket = _bucket_field()
+    target = serializers.SlugRelatedField(slug_field="name",
+                                          queryset=BackupTarget.objects.all())
+    every_minutes = serializers.IntegerField(min_value=1, max_value=525600, required=False,
+                                             allow_null=True)
+    lag_seconds = serializers.SerializerMethodField()
+
+    class Meta:
+        model = BucketReplication
+        fields = ["id", "name", "bucket", "target", "every_minutes", "enabled", "state",
+                  "error", "watermark", "synced_at", "lag_seconds", "last_run_at",
+                  "last_versions", "last_deletes", "last_bytes", "created_at"]
+        read_only_fields = ["state", "error", "watermark", "synced_at", "last_run_at",
+                            "last_versions", "last_deletes", "last_bytes", "created_at"]
+
+    def get_lag_seconds(self, rep) -> float | None:
+        return rep.lag_seconds()
+
+    def validate(self, attrs):
+        if self.instance is not None:
+            for k in ("name", "bucket", "target"):
+                if k in attrs and attrs[k] != getattr(self.instance, k):
+                    raise serializers.ValidationError({k: "Cannot change; delete and create "
+                                                          "the replication anew."})
+            return attrs
+        from services.object import service as objects
+        target = attrs["target"]
+        ours = {objects.admin_endpoint().rstrip("/"), objects.public_endpoint().rstrip("/")}
+        if (target.endpoint_url.rstrip("/") in ours and target.bucket == attrs["bucket"]
+                and not target.prefix.strip("/")):
+            raise serializers.ValidationError({"target": (
+                f"Target {target.name} is bucket {attrs['bucket']} itself; replicate to "
+                "another bucket or prefix.")})
+        return attrs

@@ -11,3 +11,5 @@ def register(router) -> None:
     router.register("backup-targets", views.BackupTargetViewSet)
     router.register("backups", views.BackupViewSet)
     router.register("restore-points", views.RestorePointViewSet)
+    router.register("bucket-snapshots", views.BucketSnapshotViewSet, basename="bucket-snapshot")
+    router.register("bucket-replications", views.BucketReplicationViewSet)

@@ -1,3 +1,4 @@
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -9,11 +10,19 @@ from console.api.responses import job_accepted
 from console.api.serializers import JobSerializer
 from console.errors import Conflict
 from services.protection import backup as backups
-from services.protection import receiver, replication, schedules, tasks
+from services.protection import (
+    bucket_replication,
+    bucket_snapshots,
+    receiver,
+    replication,
+    schedules,
+    tasks,
+)
 from services.protection.api import serializers as s
 from services.protection.models import (
     Backup,
     BackupTarget,
+    BucketReplication,
     Replica,
     Replication,
     ReplicationPeer,
@@ -190,6 +199,10 @@ class BackupTargetViewSet(viewsets.ModelViewSet):
         names = list(target.backups.values_list("name", flat=True))
         if names:
             raise Conflict(f"target {target.name} is used by backup(s) {', '.join(names)}.")
+        names = list(target.bucket_replications.values_list("name", flat=True))
+        if names:
+            raise Conflict(f"target {target.name} is used by bucket replication(s) "
+                           f"{', '.join(names)}.")
         target.delete()
 
 
@@ -248,3 +261,80 @@ class RestorePointViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         job = tasks.start_restore(rp, name=body.validated_data["name"], pool=pool.name,
                                   user=request.user)
         return job_accepted(job, request)
+
+
+class BucketSnapshotViewSet(viewsets.ViewSet):
+    """Bucket snapshots (kept by the S3 gateway): list (``?bucket=``), take, show, delete,
+    and restore into a new bucket; a snapshot is addressed as ``<bucket>/<name>``."""
+
+    lookup_value_regex = r"[a-z0-9.-]+/[A-Za-z0-9][A-Za-z0-9._-]*"
+    serializer_class = s.BucketSnapshotSerializer
+
+    @staticmethod
+    def _split(pk: str) -> tuple[str, str]:
+        bucket, _, name = pk.partition("/")
+        return bucket, name
+
+    @extend_schema(parameters=[OpenApiParameter("bucket", str)],
+                   responses=s.BucketSnapshotSerializer(many=True))
+    def list(self, request):
+        bucket = request.query_params.get("bucket") or None
+        if bucket is not None:
+            bucket_snapshots.bucket_info(bucket)  # 404 for a bucket that does not exist
+        return Response({"results": bucket_snapshots.list_snapshots(bucket)})
+
+    @extend_schema(request=s.BucketSnapshotSerializer,
+                   responses={201: s.BucketSnapshotSerializer})
+    def create(self, request):
+        """Take a snapshot of a bucket now (the bucket needs versioning Enabled: 409)."""
+        body = s.BucketSnapshotSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        name = body.validated_data.get("name") or (
+            "manual-" + timezone.now().strftime("%Y%m%d-%H%M%S"))
+        snap = bucket_snapshots.take(body.validated_data["bucket"], name)
+        return Response(snap, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses=s.BucketSnapshotSerializer)
+    def retrieve(self, request, pk=None):
+        return Response(bucket_snapshots.get_snapshot(*self._split(pk)))
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, pk=None):
+        bucket_snapshots.delete(*self._split(pk))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=s.BucketRestoreSerializer, responses={202: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def restore(self, request, pk=None):
+        """Copy the snapshot's versions into a new bucket, as a job."""
+        bucket, name = self._split(pk)
+        body = s.BucketRestoreSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        target = body.validated_data["bucket"]
+        bucket_snapshots.check_restore_target(bucket, name, target)
+        return job_accepted(tasks.start_bucket_restore(bucket, name, target, request.user),
+                            request)
+
+
+class BucketReplicationViewSet(viewsets.ModelViewSet):
+    queryset = BucketReplication.objects.select_related("target")
+    serializer_class = s.BucketReplicationSerializer
+    lookup_field = "name"
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def perform_create(self, serializer):
+        serializer.instance = bucket_replication.create_replication(**serializer.validated_data)
+
+    def perform_update(self, serializer):
+        serializer.instance = bucket_replication.update_replication(
+            serializer.instance, **serializer.validated_data)
+
+    def perform_destroy(self, rep):
+        bucket_replication.delete_replication(rep)
+
+    @extend_schema(request=None, responses={202: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def sync(self, request, name=None):
+        """Copy what was written since the last run now, as a job."""
+        return job_accepted(tasks.start_bucket_replication_run(self.get_object(), request.user),
+                            request)

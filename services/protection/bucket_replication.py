@@ -1,0 +1,203 @@
+"""Bucket replication: copy a bucket's new object versions to a bucket on an S3 endpoint,
+incrementally, at an interval, as a Job.
+
+The destination is a backup target (endpoint, keys, bucket, prefix) rather than a
+replication peer: the peer link carries an API token for the other plane, not S3 keys, and
+the copy is plain S3 (PUT and DELETE), so the same row serves another Strata's gateway or
+any S3 service, and its secret is kept like every other S3 secret of this service.
+
+A run asks the local gateway for its change feed (``GET /_strata/admin/buckets/NAME/
+changes?after=WATERMARK``: versions and delete markers in sequence order, up to a horizon
+below which every write is committed) and, for each change in order: a version is read with
+GetObject(VersionId) through the plane's own S3 key and written with PutObject (multipart
+above 64 MiB) under the target's prefix with the same key, content type, user metadata,
+system headers and tags; a delete marker becomes a DeleteObject of the key. Bytes are drawn
+from the shared I/O budget (class ``replication``). The watermark is saved after every
+change, so a run that fails or whose worker is killed is resumed by the next run from
+there; a PUT is atomic on the destination, so it never holds a half-written object (a cut
+multipart upload is aborted, or never completed). At most the one version in flight when a
+run died is written twice. As in S3 replication, permanent deletes of one version (with a
+version id, or by lifecycle) are not replicated, and replication needs versioning Enabled
+on the source (so that deletes leave markers to replicate).
+"""
+import logging
+from datetime import UTC, datetime
+from urllib.parse import urlencode
+
+from boto3.s3.transfer import TransferConfig
+from botocore.exceptions import BotoCoreError, ClientError
+from django.db import transaction
+from django.utils import timezone
+
+from services.object import service as objects
+from services.protection import beat, objstore
+from services.protection.backup import s3_for
+from services.protection.bucket_snapshots import _call, _client, require_versioned
+from services.protection.locks import run_lock
+from services.protection.models import BucketReplication
+from services.tiering import budget
+
+log = logging.getLogger(__name__)
+TASK = "protection.run_bucket_replication"
+PAGE = 500
+MiB = 1 << 20
+TRANSFER = TransferConfig(multipart_threshold=64 * MiB, multipart_chunksize=16 * MiB,
+                          use_threads=False)
+HEADERS = {"ContentType": "ContentType", "ContentEncoding": "ContentEncoding",
+           "CacheControl": "CacheControl", "ContentDisposition": "ContentDisposition",
+           "ContentLanguage": "ContentLanguage", "Expires": "Expires"}
+
+
+class BucketReplicationFailed(Exception):
+    """A run did not complete; the next run resumes from the saved watermark."""
+
+
+def _sync(rep: BucketReplication) -> None:
+    beat.sync_periodic_task(rep, kind="bucket-replication", task=TASK,
+                            every_minutes=rep.every_minutes, enabled=rep.enabled)
+
+
+def create_replication(**fields) -> BucketReplication:
+    require_versioned(fields["bucket"])
+    with transaction.atomic():
+        rep = BucketReplication.objects.create(**fields)
+        _sync(rep)
+    return rep
+
+
+def update_replication(rep: BucketReplication, **fields) -> BucketReplication:
+    with transaction.atomic():
+        for key, value in fields.items():
+            setattr(rep, key, value)
+        rep.save()
+        _sync(rep)
+    return rep
+
+
+def delete_replication(rep: BucketReplication) -> None:
+    """Stop replicating; what was copied stays on the target."""
+    with transaction.atomic():
+        beat.delete_periodic_task(rep)
+        rep.delete()
+
+
+class _Reader:
+    """A file-like ``read(n)`` over an iterator of byte chunks (for upload_fileobj)."""
+
+    def __init__(self, chunks):
+        self.chunks = iter(chunks)
+        self.buf = b""
+
+    def read(self, n=-1) -> bytes:
+        while n < 0 or len(self.buf) < n:
+            chunk = next(self.chunks, None)
+            if chunk is None:
+                break
+            self.buf += chunk
+        if n < 0:
+            out, self.buf = self.buf, b""
+        else:
+            out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+
+def _source_client():
+    cfg = objects.plane_s3_config()
+    if cfg is None:
+        raise BucketReplicationFailed("the object service has no S3 key of its own yet "
+                                      "(`strata up` makes it); nothing can be read")
+    return objstore.s3_client(cfg["endpoint"], cfg["access_key"], cfg["secret_key"],
+                              cfg["region"])
+
+
+def _dest_key(rep: BucketReplication, key: str) -> str:
+    prefix = rep.target.prefix.strip("/")
+    return f"{prefix}/{key}" if prefix else key
+
+
+def _copy_version(rep, src, dst, change: dict) -> int:
+    """Copy one version; return its size (0 if it was deleted on the source meanwhile)."""
+    try:
+        obj = src.get_object(Bucket=rep.bucket, Key=change["key"],
+                             VersionId=change["version_id"])
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] in ("NoSuchVersion", "NoSuchKey"):
+            return 0  # removed since it was listed: nothing left to replicate
+        raise
+    extra = {"Metadata": obj.get("Metadata") or {}}
+    for src_field, dst_field in HEADERS.items():
+        if obj.get(src_field):
+            extra[dst_field] = obj[src_field]
+    if obj.get("TagCount"):
+        tags = src.get_object_tagging(Bucket=rep.bucket, Key=change["key"],
+                                      VersionId=change["version_id"])["TagSet"]
+        extra["Tagging"] = urlencode([(t["Key"], t["Value"]) for t in tags])
+    body = obj["Body"]
+    try:
+        stream = budget.throttle(body.iter_chunks(MiB), "replication")
+        dst.upload_fileobj(_Reader(stream), rep.target.bucket, _dest_key(rep, change["key"]),
+                           ExtraArgs=extra, Config=TRANSFER)
+    finally:
+        body.close()
+    return change["size"]
+
+
+def run_replication(rep: BucketReplication, progress=lambda pct, msg: None) -> dict:
+    """One run (see the module doc); the outcome is recorded on the row."""
+    with run_lock(f"bucket-replication:{rep.name}") as extend:
+        def report(pct, msg):
+            extend()
+            progress(pct, msg)
+        try:
+            result = _run(rep, report)
+        except Exception as exc:
+            BucketReplication.objects.filter(pk=rep.pk).update(
+                state="error", error=str(exc), last_run_at=timezone.now())
+            raise
+    return result
+
+
+def _run(rep: BucketReplication, progress) -> dict:
+    admin = _client(timeout=60)
+    src, dst = _source_client(), s3_for(rep.target)
+    start = watermark = BucketReplication.objects.get(pk=rep.pk).watermark
+    versions = deletes = size = 0
+    end = None
+    progress(1, f"changes of bucket {rep.bucket} since {_when(start) if start else 'the start'}")
+    while True:
+        feed = _call(admin.changes, rep.bucket, watermark, limit=PAGE)
+        end = end or feed["horizon"]
+        for change in feed["changes"]:
+            dest = f"{rep.target.bucket}/{_dest_key(rep, change['key'])}"
+            try:
+                if change["marker"]:
+                    dst.delete_object(Bucket=rep.target.bucket, Key=_dest_key(rep, change["key"]))
+                    deletes += 1
+                else:
+                    size += _copy_version(rep, src, dst, change)
+                    versions += 1
+            except (BotoCoreError, ClientError) as exc:
+                raise BucketReplicationFailed(
+                    f"copying {change['key']} (version {change['version_id']}) to {dest} on "
+                    f"{rep.target.endpoint_url}: {exc}; {versions} versions and {deletes} "
+                    "deletes were copied, the next run resumes from there") from exc
+            watermark = change["seq"]
+            BucketReplication.objects.filter(pk=rep.pk).update(watermark=watermark)
+            span = max(1, max(end, watermark) - start)
+            progress(min(99.0, 2 + 97 * (watermark - start) / span),
+                     f"{versions} versions ({size} bytes) and {deletes} deletes copied")
+        watermark = max(watermark, feed["horizon"])
+        if not feed["truncated"]:
+            break
+    synced = datetime.fromtimestamp(watermark / 1e9, UTC) if watermark else timezone.now()
+    BucketReplication.objects.filter(pk=rep.pk).update(
+        watermark=watermark, synced_at=synced, state="ok", error="", last_run_at=timezone.now(),
+        last_versions=versions, last_deletes=deletes, last_bytes=size)
+    rep.refresh_from_db()
+    return {"bucket": rep.bucket, "target": f"{rep.target.bucket}/{rep.target.prefix}",
+            "versions": versions, "deletes": deletes, "bytes": size, "watermark": watermark,
+            "lag_seconds": rep.lag_seconds()}
+
+
+def _when(seq: int) -> str:
+    return datetime.fromtimestamp(seq / 1e9, UTC).isoformat(timespec="seconds")

@@ -1,0 +1,191 @@
+"""Bucket snapshots from the plane: take, list, delete, restore, and the runs of schedules
+whose source is a bucket.
+
+Objects of all buckets share segment files, so a bucket snapshot is not a btrfs snapshot:
+the S3 gateway records a manifest of the bucket's current versions (key -> version id) at
+one instant and holds those versions (``services/object/gateway/snapshots.py``). The plane
+keeps no rows for them; it asks the gateway through its admin interface. A snapshot needs
+versioning Enabled on the bucket: the plane refuses with 409 and says how to enable it
+rather than turning versioning on by itself (that changes what every overwrite costs).
+
+A schedule run takes ``auto-<schedule>-YYYYmmdd-HHMMSS`` (UTC) and prunes the schedule's
+older snapshots by its retention (``retention.py``), never one a restore is reading from.
+A restore copies a snapshot's versions into a new bucket (made by the plane, same owner,
+versioning Enabled) page by page, as a Job with progress; run again after a failure, it
+resumes (keys already copied are skipped).
+"""
+import logging
+from datetime import UTC, datetime
+
+from rest_framework.exceptions import NotFound, ValidationError
+
+from console.errors import Conflict
+from services.object import service as objects
+from services.object.models import Bucket
+from services.protection.models import SnapshotSchedule
+from services.protection.progress import Meter
+from services.protection.retention import Retention, snapshots_to_prune
+
+log = logging.getLogger(__name__)
+
+
+def _client(timeout: float = 30.0):
+    return objects.admin_client(timeout=timeout)
+
+
+def _call(fn, *args, **kwargs):
+    """An admin call with the object service's mapping of gateway refusals to API errors."""
+    return objects._admin_call(fn, *args, **kwargs)
+
+
+def _when(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat()
+
+
+def bucket_info(name: str) -> dict:
+    """The gateway's view of bucket ``name`` (404 if it has none)."""
+    return _call(_client().get_bucket, name)
+
+
+def require_versioned(name: str) -> dict:
+    """Bucket ``name`` with versioning Enabled, or 409 saying how to get there."""
+    try:
+        info = bucket_info(name)
+    except NotFound:
+        raise ValidationError({"bucket": f"There is no bucket {name}."}) from None
+    if info["versioning"] != "Enabled":
+        raise Conflict(
+            f"Bucket {name} has versioning {info['versioning']}; a bucket snapshot holds object "
+            f"versions, so enable versioning first (PATCH /api/v1/buckets/{name}/ "
+            f'{{"versioning": "Enabled"}} or `strata bucket versioning {name} Enabled`).',
+            code="versioning_required")
+    return info
+
+
+def _view(bucket: str, snap: dict) -> dict:
+    return {"id": f"{bucket}/{snap['name']}", "bucket": bucket, "name": snap["name"],
+            "created_at": _when(snap["created"]), "objects": snap["objects"],
+            "bytes": snap["bytes"]}
+
+
+def list_snapshots(bucket: str | None = None) -> list[dict]:
+    """Snapshots of ``bucket`` (or of every bucket that has some), oldest first."""
+    client = _client()
+    names = [bucket] if bucket else [b["name"] for b in _call(client.list_buckets)
+                                     if b.get("snapshots")]
+    out = []
+    for name in names:
+        out += [_view(name, s) for s in _call(client.list_snapshots, name)]
+    return sorted(out, key=lambda s: (s["created_at"], s["id"]))
+
+
+def get_snapshot(bucket: str, name: str) -> dict:
+    return _view(bucket, _call(_client().get_snapshot, bucket, name))
+
+
+def take(bucket: str, name: str) -> dict:
+    """Take snapshot ``name`` of ``bucket`` now (409 unless versioning is Enabled)."""
+    require_versioned(bucket)
+    return _view(bucket, _call(_client(timeout=300).create_snapshot, bucket, name))
+
+
+def delete(bucket: str, name: str) -> None:
+    """Delete a snapshot; the versions it held may be deleted again (409 while a restore
+    reads from it)."""
+    _call(_client().delete_snapshot, bucket, name)
+
+
+def in_restore() -> set:
+    """(bucket, snapshot) pairs a restore is still copying from."""
+    return {(b["restoring"]["bucket"], b["restoring"]["snapshot"])
+            for b in _call(_client().list_buckets) if b.get("restoring")}
+
+
+# -- schedules -----------------------------------------------------------------------------
+
+def _snapshot_name(schedule: SnapshotSchedule, now, taken: set) -> str:
+    base = f"{schedule.snapshot_prefix}{now.strftime('%Y%m%d-%H%M%S')}"[:63]
+    name, n = base, 1
+    while name in taken:
+        n += 1  # two runs in one second
+        name = f"{base[:60]}-{n}"
+    return name
+
+
+def prune(schedule: SnapshotSchedule) -> list[str]:
+    """Delete the schedule's snapshots its retention lets go; return their names."""
+    policy = Retention(schedule.keep_last, schedule.keep_hourly, schedule.keep_daily,
+                       schedule.keep_weekly)
+    if not policy.keeps_anything():
+        return []
+    client = _client()
+    mine = [s for s in _call(client.list_snapshots, schedule.bucket)
+            if s["name"].startswith(schedule.snapshot_prefix)]
+    busy = {snap for bucket, snap in in_restore() if bucket == schedule.bucket}
+    doomed = snapshots_to_prune(
+        [(s["name"], datetime.fromtimestamp(s["created"], UTC)) for s in mine], policy,
+        protected=[s["name"] for s in mine if s["name"] in busy])
+    pruned = []
+    for name in doomed:
+        try:
+            _call(client.delete_snapshot, schedule.bucket, name)
+        except Exception as exc:  # one that cannot go must not stop the others
+            log.warning("schedule %s: could not prune %s: %s", schedule.name, name, exc)
+            continue
+        pruned.append(name)
+    return pruned
+
+
+def run_schedule(schedule: SnapshotSchedule, now, progress=lambda pct, msg: None) -> dict:
+    """Snapshot the schedule's bucket and prune by its retention."""
+    progress(10, f"snapshot of bucket {schedule.bucket}")
+    taken = {s["name"] for s in _call(_client().list_snapshots, schedule.bucket)}
+    snap = take(schedule.bucket, _snapshot_name(schedule, now, taken))
+    progress(60, "pruning")
+    pruned = prune(schedule)
+    kept = [s["name"] for s in _call(_client().list_snapshots, schedule.bucket)
+            if s["name"].startswith(schedule.snapshot_prefix)]
+    return {"snapshot": snap["name"], "bucket": schedule.bucket, "objects": snap["objects"],
+            "pruned": pruned, "kept": kept}
+
+
+# -- restore -------------------------------------------------------------------------------
+
+def check_restore_target(bucket: str, name: str, target: str) -> None:
+    """Refuse (409) a target that exists, unless it is a cut-short restore of this snapshot."""
+    _call(_client().get_snapshot, bucket, name)  # 404 if there is no such snapshot
+    if target == bucket:
+        raise ValidationError({"bucket": "Restore into a new bucket, not into the source."})
+    if Bucket.objects.filter(name=target).exists():
+        try:
+            info = bucket_info(target)
+        except NotFound:
+            return
+        if info.get("restoring") != {"bucket": bucket, "snapshot": name}:
+            raise Conflict(f"Bucket {target} already exists; restore into a new bucket.",
+                           code="exists")
+
+
+def restore(bucket: str, name: str, target: str, progress=lambda pct, msg: None) -> dict:
+    """Copy snapshot ``name`` of ``bucket`` into the new bucket ``target`` (see module doc)."""
+    client = _client(timeout=600)
+    snap = _call(client.get_snapshot, bucket, name)
+    if not Bucket.objects.filter(name=target).exists():
+        owner = bucket_info(bucket)["owner"]
+        objects.create_bucket(name=target, owner=owner, versioning=Bucket.Versioning.ENABLED)
+    meter = Meter("restored", snap["bytes"])
+    after, copied, skipped, done_bytes = "", 0, 0, 0
+    progress(1, f"restoring {bucket}@{name} ({snap['objects']} objects) into {target}")
+    while True:
+        page = _call(client.restore_snapshot_page, bucket, name, target, after=after)
+        copied += page["copied"]
+        skipped += page["skipped"]
+        done_bytes += page["bytes"]
+        progress(min(99.0, 100.0 * (copied + skipped) / max(1, snap["objects"])),
+                 f"{copied + skipped} of {snap['objects']} objects; " + meter.text(done_bytes))
+        if page["done"]:
+            break
+        after = page["next"]
+    objects.refresh_usage(Bucket.objects.filter(name=target))
+    return {"bucket": target, "source": f"{bucket}/{name}", "objects": snap["objects"],
+            "copied": copied, "skipped": skipped, "bytes": done_bytes}
