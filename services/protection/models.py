@@ -109,6 +109,9 @@ class Replication(SourceMixin):
     pending_snapshot = models.CharField(max_length=63, blank=True, default="")
     pending_parent = models.CharField(max_length=63, blank=True, default="")
     pending_transfer = models.CharField(max_length=64, blank=True, default="")
+    # a failback under way (see failback.py): {"phase", "snapshot", "parent", "transfer",
+    # "preserved"}; empty when none is
+    failback = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
