@@ -143,6 +143,19 @@ class _Nfs:
                 errors[row.pk] = exc
 
     @staticmethod
+    def retire(server, specs: list[dict]) -> None:
+        """Ganesha refuses to change an export's Path on a reload: first stop serving the
+        exports whose path changed (a file system moved to another pool), so the apply that
+        follows adds them anew with the same id and pseudo path."""
+        state = server.settings.state_dir
+        served = daemons.load_served(state)
+        paths = {s["export_id"]: s["path"] for s in specs}
+        keep = [s for s in served if paths.get(s["export_id"]) == s["path"]]
+        if len(keep) < len([s for s in served if s["export_id"] in paths]):
+            server.apply([NfsExportSpec.from_dict(s) for s in keep])
+            daemons.save_served(state, keep)
+
+    @staticmethod
     def finish(server, rows, target) -> None:
         needed = {path for r in rows if r.pk in target for path, _ in _nfs_mounts(r.filesystem)}
         busy = server.unbind_unused(needed)
@@ -198,12 +211,17 @@ class _Smb:
             server.prepare()
 
     @staticmethod
+    def retire(server, specs: list[dict]) -> None:
+        pass  # smbd takes a new path for a share on reload
+
+    @staticmethod
     def finish(server, rows, target) -> None:
         pass
 
 
 def _apply(kind, server, target: dict) -> None:
     specs = [target[pk] for pk in sorted(target)]
+    kind.retire(server, specs)
     server.apply([kind.runtime(s) for s in specs])
     daemons.save_served(server.settings.state_dir, specs)
 
@@ -325,6 +343,44 @@ def delete_share(share: SmbShare) -> None:
     with transaction.atomic():
         share.delete()
         sync_smb()
+
+
+def follow_filesystem(fs, old_path: str) -> None:
+    """``fs`` now lives at ``fs.path`` (a tier move): serve its exports and shares from there
+    under the same pseudo paths and share names, and let go of ``old_path``.
+
+    Rows name their file system, not a directory, so a sync re-renders them with the new
+    path (Ganesha re-reads its exports; smbd reloads, then its clients of the moved shares
+    are disconnected so they reconnect to the new path). Raises FileServiceError when a row
+    of ``fs`` was refused (the daemon keeps serving the old path) or the old path's bind
+    mount is still busy; the caller then points ``fs`` back and calls this again.
+    """
+    problems = []
+    exports = {e.pk: e.pseudo for e in NfsExport.objects.filter(filesystem=fs)}
+    if exports:
+        errors = sync_nfs()
+        problems += [f"NFS export {exports[pk]}: {exc}" for pk, exc in errors.items()
+                     if pk in exports]
+        nfs = nfs_server()
+        real = os.path.realpath(old_path)
+        busy = [p for p in nfs.binds() if p == real or p.startswith(real + "/")]
+        if busy and not problems:
+            with nfs.lock.held():
+                busy = nfs.unbind_unused(set(nfs.binds()) - set(busy))
+            problems += [f"{p} is still busy in Ganesha" for p in busy]
+    shares = {s.pk: s.name for s in SmbShare.objects.filter(filesystem=fs)}
+    if shares:
+        errors = sync_smb()
+        problems += [f"SMB share {shares[pk]}: {exc}" for pk, exc in errors.items()
+                     if pk in shares]
+        smb = smb_server()
+        if not problems and smb.is_running():
+            with smb.lock.held():
+                for name in shares.values():
+                    smb.close_share(name)
+    if problems:
+        raise FileServiceError(f"the exports and shares of {fs.name} could not follow it to "
+                               f"{fs.path}: " + "; ".join(problems))
 
 
 # -- SMB users -----------------------------------------------------------------------------

@@ -5,6 +5,8 @@
 - A file system's quota is its shares' size: a quota change re-renders smb.conf.
 - Snapshots of an exported btrfs file system are bind-mounted read-only and shown under
   ``<pseudo>/.snapshots`` over NFS; deleting one releases it from Ganesha first (409 if busy).
+- A file system moved to another pool by tiering (``services.tiering.signals.moved``) keeps
+  its NFS pseudo paths and SMB share names: they are re-pointed at its new path.
 """
 import logging
 import os
@@ -16,6 +18,7 @@ from console.errors import Conflict
 from services.file.models import NfsExport, SmbShare
 from services.file.runtime import CommandError, FileServiceError
 from services.storage.models import FileSystem, Snapshot
+from services.tiering.signals import moved
 
 log = logging.getLogger(__name__)
 
@@ -94,3 +97,12 @@ def release_snapshot_from_nfs(sender, instance, **kwargs):
     except (CommandError, FileServiceError) as exc:
         raise Conflict(f"Snapshot {instance} is busy over NFS and cannot be deleted now "
                        f"({exc}); retry in a moment.") from exc
+
+
+@receiver(moved, sender=FileSystem)
+def follow_moved_filesystem(sender, instance, old_path, **kwargs):
+    """Serve a moved file system's exports and shares from its new path; raising tells the
+    move to put it back (see ``services.tiering.moves``)."""
+    from services.file.service import follow_filesystem
+
+    follow_filesystem(instance, old_path)

@@ -12,4 +12,7 @@
   foreground_share}`` (0 = unlimited).
 - ``POST /api/v1/tier-moves/ {filesystem|volume, pool}`` → 202 Job; ``GET
   /api/v1/tier-moves/`` the record. See ``moves.py`` for what a move does and refuses.
+  After the switch a move sends ``signals.moved``; the file service re-points the moved
+  file system's NFS exports and SMB shares (same pseudo path and share name). Nothing
+  receives it for volumes yet: a volume served by the block service must not be moved.
 """

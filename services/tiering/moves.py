@@ -10,7 +10,14 @@ and the hot copy go. The source stays as it was when anything fails before that 
 Limits (refused with 409, not ignored): the object must have no snapshots and no clones
 (their history would be lost), and no replication or backup may use it. Writers must pause
 for the switch: if the content keeps changing for ``MAX_ROUNDS`` rounds the move fails.
-Exports that name the old path must be re-pointed by the export layer (the path changes).
+
+What serves the object follows it: after the switch the move sends
+``services.tiering.signals.moved``; the file service re-points the NFS exports and SMB
+shares of a moved file system (same pseudo path and share name) and releases the old path.
+If a receiver refuses, the row is put back, the receivers are told again, the new copy is
+dropped and the move fails with the old copy still in use. Should the old copy have changed
+after the last round (a writer during the switch), it is kept (not released) and the move
+records why, so those writes can be recovered from it by hand.
 """
 import logging
 import secrets
@@ -25,6 +32,7 @@ from services.storage.drivers import driver_for
 from services.storage.models import FileSystem, Pool, Volume
 from services.tiering import budget
 from services.tiering.models import TierMove
+from services.tiering.signals import moved
 
 log = logging.getLogger(__name__)
 MAX_ROUNDS = 4
@@ -88,7 +96,8 @@ def move(record: TierMove, progress=lambda pct, msg: None) -> dict:
         raise
     TierMove.objects.filter(pk=record.pk).update(
         state="done", finished_at=timezone.now(), bytes_moved=result["bytes"],
-        rounds=result["rounds"], tree_sha256=result["tree_sha256"])
+        rounds=result["rounds"], tree_sha256=result["tree_sha256"],
+        error=result.get("warning", ""))
     return result
 
 
@@ -97,7 +106,7 @@ def _move(record, obj, dst: Pool, progress) -> dict:
     drv = driver_for(obj.pool.driver)
     tag = secrets.token_hex(3)
     staging = f"tier-{tag}-{name}"[:63]
-    snaps, moved, parent = [], 0, None
+    snaps, moved_bytes, parent = [], 0, None
     try:
         for rnd in range(1, MAX_ROUNDS + 1):
             snap = f"tier-{tag}-{rnd}"
@@ -105,7 +114,7 @@ def _move(record, obj, dst: Pool, progress) -> dict:
             snaps.append(snap)
             progress(min(80, 5 + 20 * rnd), f"round {rnd}: copying {name}@{snap} to "
                                             f"{dst.name}" + (" (incremental)" if parent else ""))
-            moved += _copy(drv, src_pool, dst.name, kind, name, staging, snap, parent)
+            moved_bytes += _copy(drv, src_pool, dst.name, kind, name, staging, snap, parent)
             parent = snap
             digest = tree_digest(info.path)
             if tree_digest(obj.path) == digest:
@@ -113,6 +122,7 @@ def _move(record, obj, dst: Pool, progress) -> dict:
         else:
             raise MoveFailed(f"{name} kept changing during {MAX_ROUNDS} copy rounds; pause "
                              "its writers (and exports) and move it again.")
+        rounds = len(snaps)
         progress(85, "verifying the copy")
         new = drv.clone_snapshot(dst.name, kind, staging, snap, name)
         got = tree_digest(new.path)
@@ -120,11 +130,18 @@ def _move(record, obj, dst: Pool, progress) -> dict:
             _delete(drv, dst.name, kind, name)
             raise MoveFailed(f"the copy of {name} in {dst.name} does not match the source "
                              f"({got[:12]} != {digest[:12]}); the source is kept")
-        with transaction.atomic():
-            obj.pool, obj.path = dst, new.path
-            obj.save(update_fields=["pool", "path", "updated_at"])
-        progress(95, f"releasing the copy in {src_pool}")
-        _delete(drv, src_pool, kind, name)  # the hot copy and the move's snapshots
+        progress(90, f"switching {name} (and what serves it) to {dst.name}")
+        old_path = obj.path
+        _switch(obj, dst, new.path, old_path, src_pool)
+        warning = ""
+        if tree_digest(old_path) != digest:
+            warning = (f"{name} was written in {src_pool} during the switch; that copy is kept "
+                       f"at {old_path} (not released) so those writes can be recovered")
+            log.warning("tier move: %s", warning)
+            snaps = []  # the kept copy keeps the move's snapshots too
+        else:
+            progress(95, f"releasing the copy in {src_pool}")
+            _delete(drv, src_pool, kind, name)  # the hot copy and the move's snapshots
     except BaseException:
         for snap in snaps:
             try:
@@ -135,8 +152,34 @@ def _move(record, obj, dst: Pool, progress) -> dict:
         raise
     finally:
         _delete(drv, dst.name, kind, staging)
-    return {"kind": kind, "name": name, "from": src_pool, "to": dst.name, "path": new.path,
-            "bytes": moved, "rounds": len(snaps), "tree_sha256": digest}
+    result = {"kind": kind, "name": name, "from": src_pool, "to": dst.name, "path": new.path,
+              "bytes": moved_bytes, "rounds": rounds, "tree_sha256": digest}
+    if warning:
+        result["warning"] = warning
+    return result
+
+
+def _switch(obj, dst: Pool, new_path: str, old_path: str, src_pool: str) -> None:
+    """Point the row at the new copy and tell the services that serve it; if one refuses,
+    point the row (and them) back at the old copy, drop the new copy and raise MoveFailed."""
+    src = obj.pool
+    with transaction.atomic():
+        obj.pool, obj.path = dst, new_path
+        obj.save(update_fields=["pool", "path", "updated_at"])
+    try:
+        moved.send(sender=type(obj), instance=obj, old_path=old_path, old_pool=src_pool)
+    except Exception as exc:
+        with transaction.atomic():
+            obj.pool, obj.path = src, old_path
+            obj.save(update_fields=["pool", "path", "updated_at"])
+        try:
+            moved.send(sender=type(obj), instance=obj, old_path=new_path, old_pool=dst.name)
+        except Exception as back:  # the first refusal is what the user needs
+            log.error("tier move of %s: pointing back at %s failed too: %s",
+                      obj.name, old_path, back)
+        _delete(driver_for(dst.driver), dst.name, obj._meta.model_name, obj.name)
+        raise MoveFailed(f"{obj.name} stays in {src_pool}: what serves it could not follow "
+                         f"it to {dst.name}: {exc}") from exc
 
 
 def _delete(drv, pool, kind, name) -> None:

@@ -141,6 +141,17 @@ class SmbServer(ChildDaemon):
             raise ReloadError("smbd is not accepting connections after reload; "
                               f"see {self.log_path}")
 
+    def close_share(self, name: str) -> None:
+        """Disconnect every client of share ``name`` (``smbcontrol smbd close-share``): after
+        its path changed, clients reconnect and get the new path. Raises ReloadError."""
+        smbcontrol = require_binary("smbcontrol")
+        done = subprocess.run([smbcontrol, f"--configfile={self.conf_path}", "smbd",
+                               "close-share", name], stdin=subprocess.DEVNULL,
+                              check=False, capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise ReloadError(f"smbcontrol smbd close-share {name} failed (exit "
+                              f"{done.returncode}): {(done.stderr or done.stdout).strip()}")
+
     def _install(self, shares: list[SmbShare]) -> bool:
         for share in shares:
             if not os.path.isdir(share.path):

@@ -1,0 +1,13 @@
+"""Signals tiering sends; the services that serve a moved object receive them (tiering
+imports none of them).
+
+``moved``: sent by a tier move (``sender`` = ``FileSystem`` or ``Volume``) once the row points
+at the copy in the new pool and before the old copy is released, with ``instance`` (the
+row, already switched), ``old_path`` and ``old_pool``. A receiver makes what it serves follow
+the object to ``instance.path`` (the file service: NFS exports and SMB shares keep their
+pseudo path and share name) and lets go of ``old_path``; it raises when it cannot. The move
+then puts the row back, sends ``moved`` again the other way, and keeps the old copy.
+"""
+from django.dispatch import Signal
+
+moved = Signal()
