@@ -19,6 +19,13 @@ does not parse is logged and the previous configuration stays in force::
       "compaction_interval": 60,          # optional: seconds between segment compactions
       "lifecycle_interval": 3600,         # optional: seconds between lifecycle passes
       "lifecycle_day_seconds": 86400,     # optional: length of a lifecycle "day" (tests only)
+      "cold_root": "/pools/capacity/s3",  # optional: existing directory on the capacity pool,
+                                          # where lifecycle transitions put cold bytes
+      "io_budget": {                      # optional: transitions draw from the appliance I/O
+        "redis_url": "redis://...",       # budget (class "migration"); without redis_url
+        "rate": 0, "burst": 0,            # they run unthrottled. Bytes/s and bytes, 0 =
+        "classes": {"migration": 0},      # unlimited, as services.tiering.iobudget
+        "foreground_share": 0.1},
       "users": {
         "<access_key>": {"secret_key": "...", "user": "alice", "admin": false}
       }
@@ -61,7 +68,7 @@ GET      /_strata/admin/buckets/NAME/changes      ?after=SEQ&limit=N: versions a
                                                   "truncated", "changes": [{"key","version_id",
                                                   "seq","marker","size","etag"}]}
 POST     /_strata/admin/compact                   run segment compaction now -> counts
-POST     /_strata/admin/lifecycle                 run the lifecycle expiration pass now -> counts
+POST     /_strata/admin/lifecycle                 run the lifecycle pass now -> counts
 POST     /_strata/admin/gc?min_age=600            remove unreferenced large-object files -> counts
 =======  =======================================  ==============================================
 
@@ -77,8 +84,9 @@ group commit (one fdatasync of the segment plus one SQLite transaction per touch
 shard covers every PUT that arrived meanwhile); larger bodies stream to their own file
 (fsync, rename, directory fsync). The index entry, written last, is what makes an object
 exist, so a crash leaves the old or the new version, never a partial one. Every version
-records its tier (``hot`` today; GET reads whatever the tier). Segments whose live bytes fall
-under half are compacted in the background.
+records its tier: ``hot`` (data root) or ``cold`` (``cold_root``, moved there by lifecycle
+transitions; see :mod:`.tiers` for the storage classes, what GET does with each, and
+RestoreObject). Segments whose live bytes fall under half are compacted in the background.
 
 Bucket snapshots (:mod:`.snapshots`): a durable manifest of the current versions at one
 instant; the versions it names are held (DeleteObject with their versionId and lifecycle
@@ -87,10 +95,11 @@ restore copies them into another bucket page by page. The change feed lists what
 written after a sequence number, up to a horizon below which every write is committed, so
 bucket replication can copy incrementally from a watermark.
 
-Lifecycle: expiration (days, date, expired delete markers), noncurrent-version expiration
-and abort of incomplete multipart uploads, by prefix. Not implemented yet: lifecycle
-transitions to the capacity tier (so RestoreObject answers InvalidObjectState for every
-object, all being hot), policy Conditions, bucket tagging, ACLs
+Lifecycle: expiration (days, date, expired delete markers), noncurrent-version expiration,
+abort of incomplete multipart uploads, transitions and noncurrent-version transitions to the
+capacity tier (STANDARD_IA, ONEZONE_IA, GLACIER_IR read transparently; GLACIER, DEEP_ARCHIVE
+need RestoreObject), by prefix. Without ``cold_root`` a transition rule is refused with
+``InvalidStorageClass``. Not implemented yet: policy Conditions, bucket tagging, ACLs
 (answered ``NotImplemented`` / ``MalformedPolicy``) and composite checksums of multipart
 objects. Large-object files orphaned by a crash between their fsync and their index commit
 are never listed, and are removed in the background after each start (``/gc``).
@@ -99,5 +108,5 @@ Modules: :mod:`.app` (ASGI, routing, auth), :mod:`.sigv4`, :mod:`.body` (aws-chu
 :mod:`.checksums`, :mod:`.errors` (S3 XML errors), :mod:`.bucket_ops`, :mod:`.object_ops`,
 :mod:`.multipart`, :mod:`.admin`, :mod:`.core` (byte paths), :mod:`.storage` (segments,
 files), :mod:`.index` (sharded SQLite), :mod:`.commit` (group commit), :mod:`.compaction`,
-:mod:`.lifecycle`, :mod:`.policy`, :mod:`.buckets`, :mod:`.snapshots`, :mod:`.config`.
+:mod:`.lifecycle`, :mod:`.tiers` (capacity tier, restores), :mod:`.policy`, :mod:`.buckets`, :mod:`.snapshots`, :mod:`.config`.
 """

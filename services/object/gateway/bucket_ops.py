@@ -93,7 +93,7 @@ async def put_lifecycle(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """PutBucketLifecycleConfiguration (see :mod:`.lifecycle` for the supported actions)."""
     from .lifecycle import parse_rules
     body = await req.body().read_all(256 * 1024)
-    rules = parse_rules(body)
+    rules = parse_rules(body, gw.cold.root)
     await gw.run(set_lifecycle, bucket, {"rules": rules, "xml": body.decode()})
     return Response(200)
 

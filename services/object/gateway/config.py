@@ -35,6 +35,13 @@ def parse_config(text: str, path: str = "config") -> dict:
     for key, user in users.items():
         if not isinstance(user, dict) or not user.get("secret_key"):
             raise ConfigError(f"{path}: user {key!r} needs a 'secret_key'")
+    cold_root = data.get("cold_root")
+    if cold_root is not None and (not isinstance(cold_root, str) or not os.path.isabs(cold_root)):
+        raise ConfigError(f"{path}: 'cold_root' must be an absolute directory path (or absent)")
+    budget = data.get("io_budget")
+    if budget is not None and not isinstance(budget, dict):
+        raise ConfigError(f"{path}: 'io_budget' must be an object {{redis_url, rate, burst, classes, "
+                          "foreground_share}}")
     data.setdefault("region", "us-east-1")
     data.setdefault("admin_token", "")
     data["users"] = users

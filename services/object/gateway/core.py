@@ -24,6 +24,7 @@ from .lifecycle import lifecycle_loop
 from .config import ConfigWatcher
 from .errors import S3Error
 from .index import Op, OpResult, Record, next_seq
+from .tiers import ColdTier, read_loc
 from .storage import (SEGMENT_SIZE, SMALL_OBJECT_LIMIT, LargeFileWriter, SegmentStore, file_ranges, open_pieces,
                       read_open_pieces, reset_tmp)
 
@@ -56,6 +57,7 @@ class Gateway:
         self.background: list[asyncio.Task] = []
         self.committer: GroupCommitter | None = None
         self.io = ThreadPoolExecutor(max_workers=16, thread_name_prefix="s3-io")
+        self.cold = ColdTier(self)
 
     @property
     def config(self) -> dict:
@@ -170,10 +172,11 @@ class Gateway:
         end = rec.size if end is None else end
         if end <= start:
             return self.read(rec, start, end)
-        if "seg" in rec.loc:
+        loc = read_loc(rec)  # a cold version's restored copy, if it has one
+        if "seg" in loc:
             # small reads are page-cache hits as a rule: a thread hop (and GIL hand-off) costs more
-            return _once(self.segments.read(rec.loc, rec.size, start, end - start))
-        handles = await self.run(open_pieces, file_ranges(rec.loc, rec.size, start, end))
+            return _once(self.segments.read(loc, rec.size, start, end - start))
+        handles = await self.run(open_pieces, file_ranges(loc, rec.size, start, end))
         return self._stream_handles(handles)
 
     async def _stream_handles(self, handles) -> AsyncIterator[bytes]:
@@ -194,8 +197,9 @@ class Gateway:
         end = rec.size if end is None else end
         if end <= start:
             return
-        if "seg" in rec.loc:
-            yield self.segments.read(rec.loc, rec.size, start, end - start)
+        loc = read_loc(rec)
+        if "seg" in loc:
+            yield self.segments.read(loc, rec.size, start, end - start)
             return
         async for data in await self.open_reader(rec, start, end):
             yield data

@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS versions (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS current ON versions(key) WHERE latest = 1 AND marker = 0;
 CREATE UNIQUE INDEX IF NOT EXISTS by_version ON versions(key, version_id);
+CREATE INDEX IF NOT EXISTS cold ON versions(key) WHERE tier != 'hot';
 CREATE INDEX IF NOT EXISTS by_segment ON versions(json_extract(loc, '$.seg'))
     WHERE json_extract(loc, '$.seg') IS NOT NULL;
 CREATE INDEX IF NOT EXISTS by_seq ON versions(seq);

@@ -1,13 +1,20 @@
-"""Bucket lifecycle: Put/Get/DeleteBucketLifecycleConfiguration and the expiration pass.
+"""Bucket lifecycle: Put/Get/DeleteBucketLifecycleConfiguration and the lifecycle pass.
 
-Supported rule actions: ``Expiration`` (Days or Date, and ExpiredObjectDeleteMarker),
-``NoncurrentVersionExpiration`` (NoncurrentDays) and ``AbortIncompleteMultipartUpload``
-(DaysAfterInitiation), filtered by prefix. ``Transition`` rules are refused with
-NotImplemented until the capacity tier exists. The pass runs with segment compaction in the
-background and on demand through the admin interface (``POST /_strata/admin/lifecycle``).
-A "day" lasts ``lifecycle_day_seconds`` from the config (86400 unless a test shortens it).
-Versions a bucket snapshot holds (:mod:`.snapshots`) are left in place and counted as
-``held``.
+Supported rule actions, filtered by prefix: ``Expiration`` (Days or Date, and
+ExpiredObjectDeleteMarker), ``NoncurrentVersionExpiration`` (NoncurrentDays),
+``AbortIncompleteMultipartUpload`` (DaysAfterInitiation), ``Transition`` (Days or Date, and a
+StorageClass) and ``NoncurrentVersionTransition`` (NoncurrentDays, StorageClass). Transitions
+move versions to the capacity tier; the storage classes, what GET does with each and how a
+move stays crash-safe are in :mod:`.tiers`. Without a ``cold_root`` in the config, a rule
+with a transition is refused with ``InvalidStorageClass`` saying why. Not implemented:
+``NewerNoncurrentVersions``, object-size and tag filters (ignored: the prefix alone selects).
+
+One pass at a time (``ColdTier.pass_lock``): remove cold copies a crash left unreferenced,
+then per bucket and enabled rule expire, abort stale uploads and transition (to the coldest
+class whose time has come; a version never moves back to a warmer class), then drop expired
+restored copies. It runs every ``lifecycle_interval`` seconds in the background and on demand
+through the admin interface (``POST /_strata/admin/lifecycle``). A "day" lasts
+``lifecycle_day_seconds`` from the config (86400 unless a test shortens it).
 """
 from __future__ import annotations
 
@@ -19,12 +26,13 @@ import time
 
 from .buckets import Bucket
 from .errors import S3Error, child_text, parse_xml
+from .tiers import RANK, check_transition_class, storage_class
 
 DAY_SECONDS = 86400
 
 
-def parse_rules(body: bytes) -> list[dict]:
-    """Rules from a LifecycleConfiguration document (``MalformedXML`` / ``NotImplemented``)."""
+def parse_rules(body: bytes, cold_root: str | None = None) -> list[dict]:
+    """Rules from a LifecycleConfiguration document (``MalformedXML`` / ``InvalidStorageClass``)."""
     root = parse_xml(body)
     if root.tag != "LifecycleConfiguration":
         raise S3Error("MalformedXML")
@@ -33,8 +41,6 @@ def parse_rules(body: bytes) -> list[dict]:
         status = child_text(node, "Status")
         if status not in ("Enabled", "Disabled"):
             raise S3Error("MalformedXML", "Rule Status must be Enabled or Disabled")
-        if node.find("Transition") is not None or node.find("NoncurrentVersionTransition") is not None:
-            raise S3Error("NotImplemented", "Lifecycle transitions are not implemented yet")
         flt = node.find("Filter")
         prefix = child_text(node, "Prefix")
         if flt is not None:
@@ -56,6 +62,19 @@ def parse_rules(body: bytes) -> list[dict]:
             abort = node.find("AbortIncompleteMultipartUpload")
             if abort is not None:
                 rule["abort_days"] = int(child_text(abort, "DaysAfterInitiation"))
+            for tr in node.findall("Transition"):
+                step = {"class": check_transition_class(child_text(tr, "StorageClass"), cold_root)}
+                if child_text(tr, "Days") is not None:
+                    step["days"] = int(child_text(tr, "Days"))
+                elif child_text(tr, "Date"):
+                    step["date"] = calendar.timegm(time.strptime(child_text(tr, "Date")[:19], "%Y-%m-%dT%H:%M:%S"))
+                else:
+                    raise S3Error("MalformedXML", "A Transition needs Days or Date")
+                rule.setdefault("transitions", []).append(step)
+            for tr in node.findall("NoncurrentVersionTransition"):
+                step = {"class": check_transition_class(child_text(tr, "StorageClass"), cold_root),
+                        "days": int(child_text(tr, "NoncurrentDays"))}
+                rule.setdefault("noncurrent_transitions", []).append(step)
         except (TypeError, ValueError):
             raise S3Error("MalformedXML", "Lifecycle days and dates must be integers / ISO 8601 dates") from None
         if len(rule) == 3:
@@ -89,6 +108,35 @@ def _expiry_candidates(bucket: Bucket, rule: dict, now: float, day: float) -> tu
     return current, versions
 
 
+def _due(steps: list[dict], age: float, now: float, day: float) -> str | None:
+    """The coldest class among ``steps`` whose time has come for something ``age`` seconds old."""
+    due = [st["class"] for st in steps
+           if ("days" in st and age >= st["days"] * day) or ("date" in st and now >= st["date"])]
+    return max(due, key=RANK.__getitem__) if due else None
+
+
+def _transition_candidates(bucket: Bucket, rule: dict, now: float, day: float) -> list[tuple]:
+    """(version, target class) for every version a transition of ``rule`` applies to now."""
+    out = []
+    by_key: dict[str, list] = {}
+    for rec in bucket.index.iter_versions(rule["prefix"]):
+        by_key.setdefault(rec.key, []).append(rec)
+    for recs in by_key.values():
+        latest = recs[0]
+        if rule.get("transitions") and not latest.marker:
+            cls = _due(rule["transitions"], now - latest.mtime, now, day)
+            if cls and RANK[cls] > RANK[storage_class(latest)]:
+                out.append((latest, cls))
+        if rule.get("noncurrent_transitions"):
+            newer_mtime = latest.mtime
+            for rec in recs[1:]:
+                cls = _due(rule["noncurrent_transitions"], now - newer_mtime, now, day)
+                if not rec.marker and cls and RANK[cls] > RANK[storage_class(rec)]:
+                    out.append((rec, cls))
+                newer_mtime = rec.mtime
+    return out
+
+
 def _abort_stale_uploads(bucket: Bucket, prefix: str, older_than: float) -> int:
     count = 0
     for upload_id in os.listdir(bucket.uploads_dir):
@@ -105,12 +153,20 @@ def _abort_stale_uploads(bucket: Bucket, prefix: str, older_than: float) -> int:
 
 
 async def apply_lifecycle(gw) -> dict:
-    """One expiration pass over every bucket with enabled rules."""
+    """One lifecycle pass over every bucket (see the module doc); returns counts."""
+    async with gw.cold.pass_lock:
+        return await _apply(gw)
+
+
+async def _apply(gw) -> dict:
     from .object_ops import delete_version_or_key
     now = time.time()
     day = float(gw.config.get("lifecycle_day_seconds") or DAY_SECONDS)
-    stats = {"expired": 0, "versions_removed": 0, "uploads_aborted": 0}
-    for bucket in list(gw.buckets.buckets.values()):
+    stats = {"expired": 0, "versions_removed": 0, "uploads_aborted": 0, "transitioned": 0,
+             "transition_failed": 0, "restores_expired": 0, "cold_orphans_removed": 0}
+    buckets = list(gw.buckets.buckets.values())
+    stats.update(await gw.run(gw.cold.collect_cold_orphans, buckets))
+    for bucket in buckets:
         for rule in (bucket.settings.get("lifecycle") or {}).get("rules", []):
             if not rule["enabled"]:
                 continue
@@ -130,7 +186,28 @@ async def apply_lifecycle(gw) -> dict:
             if "abort_days" in rule:
                 stats["uploads_aborted"] += await gw.run(_abort_stale_uploads, bucket, rule["prefix"],
                                                          now - rule["abort_days"] * day)
+            if "transitions" in rule or "noncurrent_transitions" in rule:
+                await _transition(gw, bucket, rule, now, day, stats)
+        stats["restores_expired"] += await gw.cold.expire_restores(bucket, time.time())
     return stats
+
+
+async def _transition(gw, bucket: Bucket, rule: dict, now: float, day: float, stats: dict) -> None:
+    import logging
+    log = logging.getLogger("strata.s3.lifecycle")
+    if not gw.cold.root or not os.path.isdir(gw.cold.root):
+        log.warning("lifecycle rule %r of bucket %s has transitions but the capacity tier (%s) is not "
+                    "available; skipped", rule["id"], bucket.name, gw.cold.root)
+        return
+    for rec, cls in await gw.run(_transition_candidates, bucket, rule, now, day):
+        try:
+            outcome = await gw.cold.transition(bucket, rec, cls)
+        except Exception:  # noqa: BLE001 - the version stays where it was; retried next pass
+            log.exception("transition of %s/%s to %s failed", bucket.name, rec.key, cls)
+            stats["transition_failed"] += 1
+            continue
+        if outcome != "raced":
+            stats["transitioned"] += 1
 
 
 async def lifecycle_loop(gw, interval: float) -> None:

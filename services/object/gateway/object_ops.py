@@ -12,6 +12,7 @@ from .index import Op, Record
 from .policy import is_allowed
 from .request import Request, Response, xml_response
 from .snapshots import deleting_version
+from .tiers import check_readable, check_write_class, parse_restore_days, part_sizes, storage_class
 
 MAX_TAGS = 10
 META_HEADERS = {"content-type": "ct", "content-encoding": "ce", "content-disposition": "cd",
@@ -64,7 +65,7 @@ def object_headers(rec: Record, versioned: bool) -> dict[str, str]:
     """Response headers describing a stored version."""
     m = rec.meta
     h = {"etag": f'"{rec.etag}"', "last-modified": http_date(rec.mtime), "accept-ranges": "bytes",
-         "content-type": m.get("ct", "binary/octet-stream"), "x-amz-storage-class": "STANDARD"}
+         "content-type": m.get("ct", "binary/octet-stream"), "x-amz-storage-class": storage_class(rec)}
     for header, short in META_HEADERS.items():
         if short in m and header != "content-type":
             h[header] = m[short]
@@ -74,8 +75,9 @@ def object_headers(rec: Record, versioned: bool) -> dict[str, str]:
         h["x-amz-tagging-count"] = str(len(m["tags"]))
     if versioned or rec.version_id != "null":
         h["x-amz-version-id"] = rec.version_id
-    if "parts" in rec.loc:
-        h["x-amz-mp-parts-count"] = str(len(rec.loc["parts"]))
+    sizes = part_sizes(rec.loc)
+    if sizes is not None:
+        h["x-amz-mp-parts-count"] = str(len(sizes))
     return h
 
 
@@ -171,6 +173,7 @@ async def put_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         if "if-match" in headers and (current is None or current.marker
                                       or not _etag_matches(headers["if-match"], current.etag)):
             raise S3Error("PreconditionFailed" if current else "NoSuchKey", Condition="If-Match")
+    check_write_class(headers)
     bucket.check_quota(body.size)
     meta = meta_from_headers(headers)
     stored = await gw.store_body(bucket, body, headers)
@@ -189,13 +192,18 @@ async def get_object(gw: Gateway, req: Request, bucket: Bucket, retry: bool = Tr
     """GetObject / HeadObject with Range, conditions and response-* overrides."""
     rec = await lookup(gw, bucket, req.key, _version_query(req), req.method)
     check_conditions(req.headers, rec)
+    if req.method == "GET":
+        check_readable(rec)  # an archive class needs RestoreObject first
     headers = object_headers(rec, bool(bucket.versioning))
+    restore = gw.cold.restore_header(bucket, rec) if rec.tier != "hot" else None
+    if restore:
+        headers["x-amz-restore"] = restore
     part = req.query.get("partNumber")
     rng = parse_range(req.headers.get("range"), rec.size)
-    if part is not None and "parts" in rec.loc:
+    sizes = part_sizes(rec.loc)
+    if part is not None and sizes is not None:
         try:
             n = int(part)
-            sizes = [s for _, s in rec.loc["parts"]]
             start = sum(sizes[: n - 1])
             rng = (start, start + sizes[n - 1])
         except (ValueError, IndexError):
@@ -309,11 +317,13 @@ async def copy_source(gw: Gateway, req: Request) -> Record:
         raise S3Error("AccessDenied", resource=f"/{sb}/{sk}")
     rec = await lookup(gw, src_bucket, sk, svid)
     check_conditions(req.headers, rec, prefix="x-amz-copy-source-", copy=True)
+    check_readable(rec)
     return rec
 
 
 async def copy_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """CopyObject with the COPY/REPLACE metadata and tagging directives."""
+    check_write_class(req.headers)
     src = await copy_source(gw, req)
     directive = req.headers.get("x-amz-metadata-directive", "COPY").upper()
     tag_directive = req.headers.get("x-amz-tagging-directive", "COPY").upper()
@@ -326,6 +336,7 @@ async def copy_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
                       "or encryption attributes.")
     meta = dict(src.meta) if directive == "COPY" else meta_from_headers(req.headers)
     meta.pop("tags", None)
+    meta.pop("sc", None)  # a copy is written to STANDARD
     if tag_directive == "COPY" and src.meta.get("tags"):
         meta["tags"] = src.meta["tags"]
     elif tag_directive == "REPLACE" and "x-amz-tagging" in req.headers:
@@ -383,10 +394,10 @@ async def delete_tagging(gw: Gateway, req: Request, bucket: Bucket) -> Response:
 
 
 async def restore_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
-    """RestoreObject: objects on the hot tier need none (S3 answers InvalidObjectState)."""
+    """RestoreObject (POST ?restore, RestoreRequest Days): 202 started, 200 already restored
+    (expiry extended); hot and instant-class objects answer InvalidObjectState (see :mod:`.tiers`)."""
     rec = await lookup(gw, bucket, req.key, _version_query(req))
-    await req.body().read_all(64 * 1024)
-    if rec.tier == "hot":
-        raise S3Error("InvalidObjectState", "Restore is not allowed for the object's current storage class",
-                      StorageClass="STANDARD")
-    raise S3Error("NotImplemented", f"Restoring from tier {rec.tier!r} is not implemented yet")
+    body = await req.body().read_all(64 * 1024)
+    days = parse_restore_days(parse_xml(body)) if body.strip() else 1
+    status = await gw.cold.restore(bucket, rec, days)
+    return Response(status, {"x-amz-version-id": rec.version_id} if bucket.versioning else {})

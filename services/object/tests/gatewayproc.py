@@ -35,6 +35,7 @@ class GatewayProcess:
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.proc = None
         self.settings = settings
+        self.env: dict[str, str] = {}  # extra environment of the next start (fault injection)
         self.write_config({
             ACCESS: {"secret_key": SECRET, "user": "admin", "admin": True},
             USER_ACCESS: {"secret_key": USER_SECRET, "user": "alice", "admin": False},
@@ -53,7 +54,7 @@ class GatewayProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "services.object.gateway", "--config", self.config_path,
              "--host", "127.0.0.1", "--port", str(self.port)],
-            cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **self.env})
         deadline = time.time() + 20
         while time.time() < deadline:
             if self.proc.poll() is not None:
