@@ -72,11 +72,17 @@ def test_bad_schedules_are_refused_with_a_reason(api, fs, body, word):
         name__startswith="protection:").exists()
 
 
-def test_bucket_schedules_are_refused_until_buckets_have_snapshots(api, fs):
+def test_bucket_schedules_need_the_object_service(api, fs):
+    """(Bucket schedules on a running gateway: test_buckets.py.)"""
     r = api.post("/api/v1/snapshot-schedules/", {"name": "b", "bucket": "models",
                                                  "every_minutes": 5, "keep_last": 1},
                  format="json")
-    assert r.status_code == 400 and "Bucket snapshots" in r.json()["detail"]
+    assert r.status_code == 503 and "strata up" in r.json()["detail"], r.json()
+    r = api.post("/api/v1/snapshot-schedules/", {"name": "b", "bucket": "Bad_Name",
+                                                 "every_minutes": 5, "keep_last": 1},
+                 format="json")
+    assert r.status_code == 400 and "bucket" in r.json()["fields"], r.json()
+    assert not SnapshotSchedule.objects.exists()
 
 
 @pytest.mark.django_db(transaction=True)
