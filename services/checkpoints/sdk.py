@@ -1,6 +1,7 @@
 """Strata checkpoint SDK for training scripts: begin, commit, latest, lease, restore.
 
-Importable without Django; needs only `requests` (and `torch` for the DCP helpers)::
+Importable without Django; needs only `requests` (`torch` for the DCP helpers, `boto3`
+for checkpoints written through S3)::
 
     from services.checkpoints.sdk import CheckpointClient
     client = CheckpointClient("http://strata:8000", token)
@@ -9,23 +10,35 @@ Importable without Django; needs only `requests` (and `torch` for the DCP helper
     with client.restore("llm") as version:                 # lease, wait for pre-warm, release
         state = torch.load(f"{version.path}/model.pt")
 
-PyTorch DCP: `client.dcp_writer(job, step)` is a `FileSystemWriter` on the version's
-directory that commits the version in `finish()`; `client.dcp_reader(job)` is a
-`FileSystemReader` holding a lease; `client.async_save(job, step, state_dict)` returns a
+PyTorch DCP (:mod:`.dcp`): `client.dcp_writer(job, step)` is a StorageWriter on the
+version's directory, or on its S3 prefix when the job has only a bucket (`via="s3"` forces
+S3: parallel multipart uploads, few objects per rank); it commits the version in
+`finish()`. `client.dcp_reader(job)` reads a leased version (the S3 one by ranged GETs, at
+any world size). `client.async_save(job, step, state_dict)` returns a
 `concurrent.futures.Future` that resolves to the committed `Version`.
+
+S3 credentials: `CheckpointClient(url, token, s3={"endpoint", "access_key", "secret_key",
+"region"?})`, or the environment (`STRATA_S3_ENDPOINT`, `STRATA_S3_ACCESS_KEY`,
+`STRATA_S3_SECRET_KEY`; `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY` also do), or
+`CheckpointClient.from_credentials("credentials.json")` of `strata up`.
 """
 import concurrent.futures
 import contextlib
 import hashlib
+import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 
 import requests
 
-# StrataStorageWriter and StrataStorageReader are defined on first use (see __getattr__).
+# The DCP classes (StrataStorageWriter, StrataS3StorageWriter, StrataStorageReader,
+# StrataS3StorageReader) live in .dcp and are imported on first use (see __getattr__).
 __all__ = ["CheckpointClient", "IncompleteCheckpointError", "JobHandle", "Lease", "StrataError",
            "Version"]
+DCP_CLASSES = ("StrataStorageWriter", "StrataS3StorageWriter", "StrataStorageReader",
+               "StrataS3StorageReader")
 
 
 class StrataError(Exception):
@@ -130,22 +143,59 @@ class JobHandle:
         return self.client.latest(self.name)
 
     def restore(self, version: "Version | None" = None, **kwargs):
+        """Lease `version` (latest by default), wait for its pre-warm with a progress bar on
+        stderr (`progress=False` hides it, a callable gets (percent, message)), yield it,
+        release the lease."""
         return self.client.restore(self.name, version, **kwargs)
 
-    def async_save(self, state_dict: dict, step: int) -> concurrent.futures.Future:
-        return self.client.async_save(self.name, step, state_dict)
+    def async_save(self, state_dict: dict, step: int, **writer) -> concurrent.futures.Future:
+        return self.client.async_save(self.name, step, state_dict, **writer)
+
+    def dcp_writer(self, step: int, **kwargs):
+        return self.client.dcp_writer(self.name, step, **kwargs)
+
+    def dcp_reader(self, version: "Version | None" = None, **kwargs):
+        return self.client.dcp_reader(self.name, version, **kwargs)
 
 
 class CheckpointClient:
     """A thin client of `/api/v1/checkpoint-jobs/` authenticated with an API token."""
 
-    def __init__(self, url: str, token: str, timeout: float = 60.0, max_workers: int = 2):
+    def __init__(self, url: str, token: str, timeout: float = 60.0, max_workers: int = 2,
+                 s3: dict | None = None):
         self.url = url.rstrip("/")
+        if self.url.endswith("/api/v1"):
+            self.url = self.url[:-len("/api/v1")]
         self.timeout = timeout
         self.session = requests.Session()
         self.session.headers["Authorization"] = f"Token {token}"
         self._max_workers = max_workers
         self._executor = None
+        self._s3 = dict(s3) if s3 else None
+
+    @classmethod
+    def from_credentials(cls, path: str, **kwargs) -> "CheckpointClient":
+        """A client from `strata up`'s credentials.json (API token and S3 keys)."""
+        with open(path) as f:
+            creds = json.load(f)
+        s3 = {"endpoint": creds["s3_endpoint"], "access_key": creds["s3_access_key"],
+              "secret_key": creds["s3_secret_key"],
+              "region": creds.get("s3_region", "us-east-1")} if creds.get("s3_endpoint") else None
+        return cls(creds["api_url"], creds["token"], s3=s3, **kwargs)
+
+    def s3_config(self) -> dict | None:
+        """The S3 endpoint and keys shards go through (given, or from the environment)."""
+        if self._s3:
+            return self._s3
+        env = os.environ.get
+        endpoint = env("STRATA_S3_ENDPOINT") or env("AWS_ENDPOINT_URL_S3") or env(
+            "AWS_ENDPOINT_URL")
+        access = env("STRATA_S3_ACCESS_KEY") or env("AWS_ACCESS_KEY_ID")
+        secret = env("STRATA_S3_SECRET_KEY") or env("AWS_SECRET_ACCESS_KEY")
+        if endpoint and access and secret:
+            return {"endpoint": endpoint, "access_key": access, "secret_key": secret,
+                    "region": env("STRATA_S3_REGION") or env("AWS_DEFAULT_REGION") or "us-east-1"}
+        return None
 
     # -- plumbing --------------------------------------------------------------------------
     def _call(self, method: str, path: str, body=None, allow=(200, 201, 202, 204)):
@@ -164,6 +214,10 @@ class CheckpointClient:
     def job(self, name: str) -> JobHandle:
         """A handle on one job: `begin(step)` context manager, `latest()`, `restore()`."""
         return JobHandle(self, name)
+
+    def job_info(self, name: str) -> dict:
+        """The job as the API shows it (`directory`, `bucket`, policies, `latest`)."""
+        return self._call("GET", f"checkpoint-jobs/{name}/")[1]
 
     def create_job(self, name: str, filesystem: str | None = None, bucket: str = "",
                    **policy) -> dict:
@@ -237,10 +291,14 @@ class CheckpointClient:
         _, data = self._call("POST", f"{self._versions(version.job)}{version.id}/unpin/")
         return Version.from_json(version.job, data)
 
-    def wait_job(self, job_url: str, progress=None, poll: float = 0.5,
+    def wait_job(self, job_url: str, progress=None, poll: float = 0.2, max_poll: float = 2.0,
                  timeout: float = 3600) -> dict:
-        """Poll a plane job until it ends; `progress(pct, message)` sees each update."""
+        """Poll a plane job until it ends; `progress(pct, message)` sees each update.
+
+        The first poll comes after `poll` seconds, then the wait doubles up to `max_poll`
+        (a short pre-warm is seen at once, a long one costs few requests)."""
         deadline = time.monotonic() + timeout
+        delay = poll
         while True:
             _, job = self._call("GET", job_url)
             if progress:
@@ -252,47 +310,65 @@ class CheckpointClient:
                                         "detail": job.get("error") or job.get("message")})
             if time.monotonic() > deadline:
                 raise TimeoutError(f"plane job {job_url} did not finish in {timeout}s")
-            time.sleep(poll)
+            time.sleep(delay)
+            delay = min(delay * 2, max_poll)
 
     @contextlib.contextmanager
     def restore(self, job: str, version: Version | None = None, ttl_seconds: int = 3600,
-                progress=None):
-        """Yield the version to read (latest by default) under a lease, pre-warmed."""
+                progress=True):
+        """Yield the version to read (latest by default) under a lease, pre-warmed.
+
+        While a cold version pre-warms, `progress=True` draws a one-line bar on stderr,
+        a callable gets (percent, message) instead, False shows nothing."""
         version = version or self.latest(job)
         if version is None:
             raise StrataError(404, {"error": "not_found",
                                     "detail": f"checkpoint job {job} has no committed version"})
-        lease = self.lease(version, ttl_seconds=ttl_seconds, progress=progress)
+        bar = ProgressBar(f"pre-warm {job}@{version.step}") if progress is True else None
+        try:
+            lease = self.lease(version, ttl_seconds=ttl_seconds, progress=bar or progress)
+        finally:
+            if bar:
+                bar.close()
         try:
             yield self.version(job, version.id)
         finally:
             lease.release()
 
     # -- PyTorch DCP -----------------------------------------------------------------------
-    def dcp_writer(self, job: str, step: int, **kwargs):
-        """A DCP StorageWriter on version (job, step) that commits in finish()."""
-        return _dcp_classes()["StrataStorageWriter"](self, job, step, **kwargs)
+    def dcp_writer(self, job: str, step: int, via: str = "", **kwargs):
+        """A DCP StorageWriter on version (job, step) that commits in finish(): through the
+        version's directory, or its S3 prefix when the job has no file system (or
+        `via="s3"`; then `thread_count`, `part_size`, `max_concurrency`, `sha256`)."""
+        from services.checkpoints import dcp
 
-    def dcp_reader(self, job: str, version: Version | None = None, **kwargs):
-        """A DCP StorageReader on a leased version (latest by default); close() releases."""
-        return _dcp_classes()["StrataStorageReader"](self, job, version, **kwargs)
+        return dcp.storage_writer(self, job, step, via=via, **kwargs)
 
-    def async_save(self, job: str, step: int, state_dict: dict) -> concurrent.futures.Future:
+    def dcp_reader(self, job: str, version: Version | None = None, via: str = "", **kwargs):
+        """A DCP StorageReader on a leased version (latest by default), from where it was
+        committed (directory or S3); close() (or `with`) releases the lease."""
+        from services.checkpoints import dcp
+
+        return dcp.storage_reader(self, job, version, via=via, **kwargs)
+
+    def async_save(self, job: str, step: int, state_dict: dict,
+                   **writer) -> concurrent.futures.Future:
         """Stage `state_dict` to CPU copies now, save and commit it in the background.
 
         The future resolves to the committed Version; any error (a refused commit, a
-        failed write) is raised by `future.result()` and the version is aborted.
+        failed write or upload) is raised by `future.result()` and the version is aborted.
+        `writer` goes to `dcp_writer` (`via`, and the S3 writer's options).
         """
         staged = _stage(state_dict)
         if self._executor is None:
             self._executor = concurrent.futures.ThreadPoolExecutor(
                 self._max_workers, thread_name_prefix="strata-ckpt")
-        return self._executor.submit(self._save_now, job, step, staged)
+        return self._executor.submit(self._save_now, job, step, staged, writer)
 
-    def _save_now(self, job: str, step: int, state_dict: dict) -> Version:
+    def _save_now(self, job: str, step: int, state_dict: dict, writer_kwargs: dict) -> Version:
         import torch.distributed.checkpoint as dcp
 
-        writer = self.dcp_writer(job, step)
+        writer = self.dcp_writer(job, step, **writer_kwargs)
         try:
             dcp.save(state_dict, storage_writer=writer)
         except BaseException:
@@ -324,66 +400,31 @@ def _stage(obj):
     return obj
 
 
-_DCP: dict = {}
+class ProgressBar:
+    """A one-line progress bar on stderr, fed (percent, message) by `wait_job`."""
 
+    def __init__(self, label: str, width: int = 30, stream=None):
+        self.label, self.width = label, width
+        self.stream = stream or sys.stderr
+        self.drawn = False
 
-def _dcp_classes() -> dict:
-    """Define the DCP storage classes on first use, so torch is imported only if needed."""
-    if _DCP:
-        return _DCP
-    from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
+    def __call__(self, pct, message: str = "") -> None:
+        pct = max(0.0, min(100.0, float(pct or 0)))
+        full = int(self.width * pct / 100)
+        line = f"\r{self.label} [{'#' * full}{'.' * (self.width - full)}] {pct:5.1f}% {message}"
+        self.stream.write(line[:120].ljust(self.width + 40))
+        self.stream.flush()
+        self.drawn = True
 
-    class StrataStorageWriter(FileSystemWriter):
-        """FileSystemWriter into a Strata version's directory; commits it in finish()."""
-
-        def __init__(self, client: CheckpointClient, job: str, step: int, **kwargs):
-            self.strata = client
-            self.version = client.begin(job, step)  # every rank joins the same version
-            super().__init__(self.version.path, **kwargs)
-
-        def finish(self, metadata, results) -> None:
-            super().finish(metadata, results)
-            extents: dict = {}
-            for rank_results in results:
-                for wr in rank_results:
-                    info = wr.storage_data
-                    end = info.offset + info.length
-                    extents[info.relative_path] = max(extents.get(info.relative_path, 0), end)
-            manifest = [{"name": n, "size": s} for n, s in sorted(extents.items())]
-            meta = os.path.join(self.version.path, ".metadata")
-            manifest.append({"name": ".metadata", "size": os.path.getsize(meta)})
-            self.version = self.strata.commit(self.version, manifest)
-
-    class StrataStorageReader(FileSystemReader):
-        """FileSystemReader on a leased Strata version; close() (or `with`) releases it."""
-
-        def __init__(self, client: CheckpointClient, job: str, version: Version | None = None,
-                     ttl_seconds: int = 3600, **kwargs):
-            self.strata = client
-            version = version or client.latest(job)
-            if version is None:
-                raise StrataError(404, {"error": "not_found",
-                                        "detail": f"checkpoint job {job} has no committed version"})
-            self.lease = client.lease(version, ttl_seconds=ttl_seconds)
-            self.version = client.version(job, version.id)
-            super().__init__(self.version.path, **kwargs)
-
-        def close(self) -> None:
-            if self.lease is not None:
-                self.lease.release()
-                self.lease = None
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.close()
-
-    _DCP.update(StrataStorageWriter=StrataStorageWriter, StrataStorageReader=StrataStorageReader)
-    return _DCP
+    def close(self) -> None:
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
 
 
 def __getattr__(name):  # `from sdk import StrataStorageWriter` imports torch only then
-    if name in ("StrataStorageWriter", "StrataStorageReader"):
-        return _dcp_classes()[name]
+    if name in DCP_CLASSES:
+        from services.checkpoints import dcp
+
+        return getattr(dcp, name)
     raise AttributeError(name)
