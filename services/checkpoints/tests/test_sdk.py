@@ -99,3 +99,38 @@ def test_dcp_writer_async_save_and_reader(client):
     # errors surface on the future and leave nothing committed
     bad = client.async_save("no-such-job", 1, {"x": torch.ones(2)})
     assert isinstance(bad.exception(timeout=60), StrataError)
+
+
+def test_restore_of_a_cold_version_waits_for_prewarm_with_a_progress_bar(client, api, worker,
+                                                                         capfd):
+    import shutil
+
+    from services.checkpoints import prewarm
+
+    job = client.job("llm")
+    shards = {f"rank{i}.bin": os.urandom(2 << 20) for i in range(3)}
+    with job.begin(7) as v:
+        for name, data in shards.items():
+            with open(os.path.join(v.path, name), "wb") as f:
+                f.write(data)
+    r = api.post("/api/v1/filesystems/", {"name": "capacity", "pool": "p1"}, format="json")
+    cold = os.path.join(r.json()["path"], "llm", "step-7")
+    shutil.copytree(v.path, cold)
+    prewarm.mark_cold(CheckpointVersion.objects.get(pk=v.id), cold)
+    assert not os.path.exists(v.path)
+
+    capfd.readouterr()
+    with job.restore() as version:  # lease -> pre-warm job -> bar on stderr until it ends
+        assert version.tier == "hot"
+        for name, data in shards.items():
+            with open(os.path.join(version.path, name), "rb") as f:
+                assert f.read() == data
+    err = capfd.readouterr().err
+    assert "pre-warm llm@7 [" in err and "100.0%" in err, err
+
+    updates = []  # a callable instead of the bar sees (percent, message); False: silence
+    prewarm.mark_cold(CheckpointVersion.objects.get(pk=v.id), cold)
+    with job.restore(progress=lambda pct, msg: updates.append(pct)):
+        pass
+    assert updates and updates[-1] == 100
+    assert "pre-warm" not in capfd.readouterr().err
