@@ -44,11 +44,13 @@ def register(sub) -> dict:
     x.add_argument("--token", required=True, help="an API token of the other appliance")
     p["check"].add_argument("name")
 
-    p = _crud(sub, "replication", "replication of a file system or volume to a peer", ["sync"])
+    p = _crud(sub, "replication", "replication of a file system or volume to a peer",
+              ["sync", "failback"])
     x = p["create"]; x.add_argument("name"); _source(x)
     x.add_argument("--peer", required=True); x.add_argument("--target-pool", required=True)
     x.add_argument("--target-name"); x.add_argument("--every", type=int, dest="every_minutes")
     p["sync"].add_argument("name")
+    p["failback"].add_argument("name")
 
     p = sub.add_parser("replica", help="replicas received from peers").add_subparsers(
         dest="action", required=True)
@@ -130,8 +132,8 @@ def _replication(client, args, out):
         out(client.post(path, _body(args, "name", "filesystem", "volume", "peer",
                                     "target_pool", "target_name", "every_minutes")),
             REPLICATION_COLS)
-    elif args.action == "sync":
-        return _watch(client, client.post(f"{path}{args.name}/sync/"), args)
+    elif args.action in ("sync", "failback"):
+        return _watch(client, client.post(f"{path}{args.name}/{args.action}/"), args)
 
 
 def _replica(client, args, out):

@@ -5,9 +5,33 @@ the send stream at the offset the peer has (so a cut link resumes where it stopp
 ``commit`` hands the peer the stream's length and SHA-256; only then does the peer apply it
 with ``receive_snapshot``, so a replica never sees half a stream.
 """
+import hashlib
+
 import requests
 
 TIMEOUT = (10, 600)  # connect, read (a commit applies the whole stream before answering)
+# A failback stream ends with this and the SHA-256 (hex) of the whole send stream, so the
+# puller can check a stream it got in pieces (resumed at an offset) before applying it.
+TRAILER_MAGIC = b"STRATA-SHA256:"
+TRAILER_LEN = len(TRAILER_MAGIC) + 64
+
+
+def with_trailer(stream, offset: int = 0):
+    """``stream`` from byte ``offset`` on, then the trailer (the digest covers it all)."""
+    digest, pos = hashlib.sha256(), 0
+    try:
+        for chunk in stream:
+            digest.update(chunk)
+            start, pos = pos, pos + len(chunk)
+            if pos > offset:
+                yield chunk[max(0, offset - start):]
+    finally:
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()  # a dropped client stops `btrfs send` now
+    if pos < offset:
+        raise ValueError(f"the stream has {pos} bytes, fewer than the offset {offset}")
+    yield TRAILER_MAGIC + digest.hexdigest().encode()
 
 
 class PeerError(Exception):
@@ -82,3 +106,39 @@ class PeerClient:
 
     def discard(self, transfer_id: str) -> None:
         self._call("DELETE", f"/replica-transfers/{transfer_id}/", ok=(204, 404))
+
+    # -- failback (this side pulls from the peer, where the replica was promoted) --------
+
+    def failback_snapshot(self, name: str, snapshot: str) -> dict:
+        """Have the peer snapshot the file system or volume replica ``name`` was promoted
+        to, as ``snapshot`` (the same name again is fine: nothing new is taken)."""
+        return self._call("POST", f"/replicas/{name}/failback-snapshot/",
+                          json={"snapshot": snapshot})
+
+    def failback_stream(self, name: str, snapshot: str, parent: str, offset: int):
+        """Yield the peer's send stream of ``snapshot`` (incremental on ``parent``) from
+        byte ``offset`` on, followed by the trailer (see :data:`TRAILER_MAGIC`)."""
+        try:
+            r = self.session.get(self.base + f"/replicas/{name}/failback-stream/",
+                                 params={"snapshot": snapshot, "parent": parent,
+                                         "offset": offset}, timeout=TIMEOUT, stream=True)
+        except requests.RequestException as exc:
+            raise PeerError(f"peer {self.base} unreachable: {exc}") from exc
+        if r.status_code != 200:
+            try:
+                body = r.json()
+            except ValueError:
+                body = {"detail": r.text[:300]}
+            raise PeerError(f"peer answered {r.status_code} to the failback stream: "
+                            f"{body.get('detail', body)}", r.status_code, body)
+        try:
+            yield from r.iter_content(1 << 20)
+        except requests.RequestException as exc:
+            raise PeerError(f"peer {self.base} unreachable: the stream broke ({exc})") from exc
+        finally:
+            r.close()
+
+    def rebase(self, name: str, snapshot: str) -> dict:
+        """After failback: the peer's replica ``name`` takes ``snapshot`` (a copy of the one
+        this side applied) as its newest, and accepts forward replication again."""
+        return self._call("POST", f"/replicas/{name}/rebase/", json={"snapshot": snapshot})

@@ -1,8 +1,18 @@
 """The receiving side of replication: transfers spooled to disk chunk by chunk, applied
 with the dataplane's ``receive_snapshot`` only when whole and checked, and the replicas
-they build (failover makes a writable clone of the newest received snapshot)."""
+they build (failover makes a writable clone of the newest received snapshot).
+
+Failback, this appliance's part (the original side drives it, see ``failback.py``): the
+promoted object is snapshotted on request, its send stream is served from a given offset
+(incremental on the newest snapshot both sides have: one of the promoted object's own, or
+the replica's received one it was cloned from), and at the end the replica is re-based: a
+copy of the last failback snapshot becomes its newest snapshot, standing for the original
+as the base of incremental streams, and it accepts forward replication again. The same
+spool (``Transfer``) holds what the original side pulls before it applies it whole.
+"""
 import hashlib
 import json
+import logging
 import os
 import secrets
 from pathlib import Path
@@ -12,11 +22,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from console.errors import Conflict
-from dataplane.errors import InvalidArgument, NotFound
+from dataplane.errors import AlreadyExists, DataplaneError, InvalidArgument, NotFound
 from services.protection.models import Replica
+from services.protection.peerclient import with_trailer
 from services.storage import service as storage
 from services.storage.drivers import driver_for
 from services.storage.models import FileSystem, Pool, Snapshot, Volume
+from services.tiering import budget
+
+log = logging.getLogger(__name__)
 
 READ_CHUNK = 1 << 20
 KEEP_RECEIVED = 3  # received snapshots kept per replica (older ones go unless cloned)
@@ -94,6 +108,12 @@ def _check_target(kind: str, pool_name: str, name: str) -> Pool:
 def begin_transfer(*, kind, pool, name, snapshot, parent="", source="") -> Transfer:
     """Open a transfer into replica ``name``; earlier unfinished ones for it are dropped."""
     _check_target(kind, pool, name)
+    return open_transfer(kind=kind, pool=pool, name=name, snapshot=snapshot, parent=parent,
+                         source=source)
+
+
+def open_transfer(*, kind, pool, name, snapshot, parent="", source="", **extra) -> Transfer:
+    """A new spool for a stream into ``name`` (earlier unfinished ones for it are dropped)."""
     for meta in _incoming_dir().glob("*.json"):
         try:
             if json.loads(meta.read_text()).get("name") == name:
@@ -102,7 +122,8 @@ def begin_transfer(*, kind, pool, name, snapshot, parent="", source="") -> Trans
             continue
     transfer_id = secrets.token_hex(12)
     meta = {"kind": kind, "pool": pool, "name": name, "snapshot": snapshot,
-            "parent": parent or "", "source": source, "begun": timezone.now().isoformat()}
+            "parent": parent or "", "source": source, "begun": timezone.now().isoformat(),
+            **extra}
     path = _incoming_dir() / f"{transfer_id}.json"
     path.write_text(json.dumps(meta))
     return Transfer(transfer_id)
@@ -179,9 +200,13 @@ def replica_info(replica: Replica) -> dict:
     obj = MODELS[replica.kind].objects.filter(name=replica.name).first()
     snaps = list(obj.snapshots.order_by("created_at", "id").values_list("name", flat=True)) \
         if obj else []
+    promoted = MODELS[replica.kind].objects.filter(name=replica.promoted_to).first() \
+        if replica.promoted_to else None
     return {"name": replica.name, "kind": replica.kind, "pool": replica.pool,
             "snapshots": snaps, "last_snapshot": replica.last_snapshot,
             "last_received_at": replica.last_received_at, "promoted_to": replica.promoted_to,
+            "promoted_snapshots": list(promoted.snapshots.order_by("created_at", "id")
+                                       .values_list("name", flat=True)) if promoted else [],
             "source": replica.source_hint}
 
 
@@ -201,3 +226,126 @@ def promote(replica: Replica, new_name: str):
         replica.promoted_to = new_name
         replica.save(update_fields=["promoted_to"])
     return made
+
+
+# -- failback -------------------------------------------------------------------------------
+
+def _promoted(replica: Replica):
+    if not replica.promoted_to:
+        raise Conflict(f"replica {replica.name} has not been promoted (no failover happened "
+                       "here); there is nothing to fail back.")
+    obj = MODELS[replica.kind].objects.select_related("pool").filter(
+        name=replica.promoted_to).first()
+    if obj is None:
+        raise Conflict(f"{replica.kind} {replica.promoted_to}, which replica {replica.name} "
+                       "was promoted to, no longer exists; nothing to fail back.")
+    return obj
+
+
+def _replica_object(replica: Replica):
+    return MODELS[replica.kind].objects.select_related("pool").filter(name=replica.name).first()
+
+
+def failback_snapshot(replica: Replica, name: str) -> Snapshot:
+    """Snapshot ``name`` of the promoted object (the existing one if it was taken already:
+    a failback that is run again streams the same snapshot)."""
+    obj = _promoted(replica)
+    snap = obj.snapshots.filter(name=name).first()
+    return snap or storage.create_snapshot(name=name, **{replica.kind: obj})
+
+
+def failback_stream(replica: Replica, snapshot: str, parent: str, offset: int):
+    """The promoted object's send stream of ``snapshot``, incremental on ``parent`` (one of
+    its own snapshots, or the replica's received snapshot it started from), from byte
+    ``offset``, then the trailer with the whole stream's SHA-256. Arguments are checked
+    before the first byte, so a bad request is a 4xx, not a broken stream."""
+    obj = _promoted(replica)
+    if not obj.snapshots.filter(name=snapshot).exists():
+        raise NotFound(f"{replica.kind} {obj.name} has no snapshot {snapshot!r}; take it "
+                       "first (failback-snapshot).")
+    base = _replica_object(replica)
+    if obj.snapshots.filter(name=parent).exists():
+        parent_source = None
+    elif base is not None and base.snapshots.filter(name=parent).exists():
+        parent_source = base.name
+    else:
+        raise Conflict(f"neither {obj.name} nor replica {replica.name} has snapshot "
+                       f"{parent!r} any more; start the failback again (it picks the newest "
+                       "snapshot both sides have).")
+    drv = driver_for(obj.pool.driver)
+    stream = drv.send_snapshot(obj.pool.name, replica.kind, obj.name, snapshot, parent,
+                               parent_source=parent_source)
+    return with_trailer(budget.throttle(stream, "replication"), offset)
+
+
+def _snapshot_path(drv, pool: str, kind: str, source: str, name: str) -> str:
+    for info in drv.list_snapshots(pool, kind, source):
+        if info.name == name:
+            return info.path
+    raise NotFound(f"{kind} {source} has no snapshot {name!r}")
+
+
+def rebase(replica: Replica, snapshot: str) -> dict:
+    """End of a failback: a copy of the promoted object's ``snapshot`` (which the original
+    side now has too) becomes the replica's newest snapshot, the original copy is deleted,
+    and the replica accepts forward replication again. The promoted object stays, as an
+    ordinary file system or volume. Running it again after it succeeded changes nothing."""
+    target = _replica_object(replica)
+    if target is None:
+        raise Conflict(f"replica {replica.name} has no {replica.kind} here any more.")
+    if not replica.promoted_to and target.snapshots.filter(name=snapshot).exists():
+        return replica_info(replica)
+    obj = _promoted(replica)
+    original = obj.snapshots.filter(name=snapshot).first()
+    if original is None:
+        raise NotFound(f"{replica.kind} {obj.name} has no snapshot {snapshot!r} to re-base "
+                       f"replica {replica.name} on.")
+    drv = driver_for(target.pool.driver)
+    pool = target.pool.name
+    if not target.snapshots.filter(name=snapshot).exists():
+        try:
+            path = drv.copy_snapshot(pool, replica.kind, obj.name, snapshot, target.name,
+                                     snapshot).path
+        except AlreadyExists:  # copied before a crash, not recorded
+            path = _snapshot_path(drv, pool, replica.kind, target.name, snapshot)
+        Snapshot.objects.create(name=snapshot, path=path, **{replica.kind: target})
+    with transaction.atomic():
+        replica.promoted_to = ""
+        replica.last_snapshot, replica.last_received_at = snapshot, timezone.now()
+        replica.save(update_fields=["promoted_to", "last_snapshot", "last_received_at"])
+    try:
+        storage.delete_snapshot(original)  # the copy stands for it from now on
+    except (Conflict, DataplaneError) as exc:
+        log.warning("failback of replica %s: snapshot %s of %s stays: %s", replica.name,
+                    snapshot, obj.name, exc)
+    _prune_received(target)
+    return replica_info(replica)
+
+
+def apply_to_source(transfer: Transfer, obj, *, size: int, sha256: str) -> Snapshot:
+    """The original side of a failback: apply a whole, checked stream pulled from the peer
+    as a new snapshot of ``obj`` itself (its parent is one of ``obj``'s snapshots). The
+    snapshot appears whole or not at all; applying it again returns it."""
+    m = transfer.meta
+    kind = obj._meta.model_name
+    done = obj.snapshots.filter(name=m["snapshot"]).first()
+    if done is not None:
+        transfer.discard()
+        return done
+    try:
+        stream = _verified_chunks(transfer.part_path, size, sha256)
+    except InvalidArgument:
+        transfer.discard()  # the pieces do not make the stream: pull it again from byte 0
+        raise
+    if m["parent"] and not obj.snapshots.filter(name=m["parent"]).exists():
+        transfer.discard()
+        raise Conflict(f"{kind} {obj.name} no longer has snapshot {m['parent']}, the base of "
+                       "the failback stream; run the failback again.")
+    drv = driver_for(obj.pool.driver)
+    try:
+        path = drv.receive_snapshot(obj.pool.name, kind, obj.name, stream, m["snapshot"]).path
+    except AlreadyExists:  # received before a crash, not recorded
+        path = _snapshot_path(drv, obj.pool.name, kind, obj.name, m["snapshot"])
+    snap = Snapshot.objects.create(name=m["snapshot"], path=path, **{kind: obj})
+    transfer.discard()
+    return snap

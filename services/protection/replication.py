@@ -6,6 +6,10 @@ snapshots the replica already has (none: a full stream); stream ``send_snapshot`
 peer from the offset it already holds (a run cut short is resumed by the next, which sends
 the same snapshot again and skips what arrived); commit with length and SHA-256; then the
 new snapshot is the base and older replication snapshots on the source are deleted.
+
+After a failover on the peer, runs are refused until a failback (``failback.py``) has
+brought the peer's writes back and re-based the replica; the next run is then incremental
+on the snapshot the failback pulled.
 """
 import hashlib
 import logging
@@ -96,7 +100,9 @@ def _choose_base(rep: Replication, remote) -> str:
     if remote.get("promoted_to"):
         raise ReplicationFailed(
             f"the replica {rep.target_name} was promoted to {remote['promoted_to']} on the "
-            "peer (failover); replicating into it again would lose the writes made there.")
+            "peer (failover); replicating into it again would lose the writes made there. "
+            "Fail back first (POST .../failback/): it brings them here and re-bases the "
+            "replica.")
     ours = set(rep.source_snapshots().values_list("name", flat=True))
     common = [name for name in remote["snapshots"] if name in ours]
     if not common:
@@ -157,7 +163,16 @@ def run_replication(rep: Replication, progress=lambda pct, msg: None) -> dict:
     return result
 
 
+def require_no_failback(rep: Replication) -> None:
+    """Forward runs wait until a failback under way is complete."""
+    if rep.failback:
+        raise Conflict(f"a failback of {rep.name} is under way (step "
+                       f"{rep.failback.get('phase')}); run the failback again to complete it "
+                       "before syncing.")
+
+
 def _run(rep: Replication, progress) -> dict:
+    require_no_failback(rep)
     client = client_for(rep.peer)
     source = rep.source
     drv = driver_for(source.pool.driver)

@@ -6,6 +6,7 @@ from console.jobs import job_task, start_job
 from services.protection import backup as backups
 from services.protection import bucket_replication as bucket_repl
 from services.protection import bucket_snapshots, schedules
+from services.protection import failback  # noqa: F401 (registers protection.failback_job)
 from services.protection import replication as repl
 from services.protection.models import (
     Backup,

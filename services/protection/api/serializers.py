@@ -117,9 +117,10 @@ class ReplicationSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "filesystem", "volume", "peer", "target_pool", "target_name",
                   "every_minutes", "enabled", "state", "error", "last_snapshot",
                   "last_snapshot_at", "lag_seconds", "last_run_at", "last_bytes",
-                  "pending_snapshot", "created_at"]
+                  "pending_snapshot", "failback", "created_at"]
         read_only_fields = ["state", "error", "last_snapshot", "last_snapshot_at",
-                            "last_run_at", "last_bytes", "pending_snapshot", "created_at"]
+                            "last_run_at", "last_bytes", "pending_snapshot", "failback",
+                            "created_at"]
 
     def get_lag_seconds(self, rep) -> float | None:
         return rep.lag_seconds()
@@ -147,6 +148,16 @@ class ReplicaSerializer(serializers.ModelSerializer):
 
 class ReplicaPromoteSerializer(serializers.Serializer):
     name = serializers.RegexField(NAME_RE, max_length=63)
+
+
+class ReplicaSnapshotSerializer(serializers.Serializer):
+    snapshot = serializers.RegexField(NAME_RE, max_length=63)
+
+
+class FailbackStreamSerializer(serializers.Serializer):
+    snapshot = serializers.RegexField(NAME_RE, max_length=63)
+    parent = serializers.RegexField(NAME_RE, max_length=63)
+    offset = serializers.IntegerField(min_value=0, default=0)
 
 
 class TransferBeginSerializer(serializers.Serializer):

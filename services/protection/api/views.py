@@ -29,6 +29,8 @@ from services.protection.models import (
     RestorePoint,
     SnapshotSchedule,
 )
+from services.protection import failback
+from services.protection.api.streams import stream_response
 from services.storage.api.serializers import FileSystemSerializer, VolumeSerializer
 
 
@@ -101,9 +103,23 @@ class ReplicationViewSet(viewsets.ModelViewSet):
     @extend_schema(request=None, responses={202: JobSerializer})
     @action(detail=True, methods=["post"])
     def sync(self, request, name=None):
-        """Send the next snapshot to the peer now, as a job."""
-        return job_accepted(tasks.start_replication_run(self.get_object(), request.user),
-                            request)
+        """Send the next snapshot to the peer now, as a job (409 while a failback is
+        under way)."""
+        rep = self.get_object()
+        replication.require_no_failback(rep)
+        return job_accepted(tasks.start_replication_run(rep, request.user), request)
+
+    @extend_schema(request=None, responses={202: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def failback(self, request, name=None):
+        """After a failover on the peer: bring the writes made there back here, roll this
+        side back onto them in place (its own later writes kept in a snapshot), re-base
+        the peer's replica; forward sync then resumes incrementally. A job; 409 when the
+        replica was not promoted, when no snapshot is common, or while a run is under way.
+        Running it again completes one that was cut short."""
+        rep = self.get_object()
+        failback.check_can_start(rep)
+        return job_accepted(failback.start_failback(rep, request.user), request)
 
 
 class ReplicaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -125,6 +141,41 @@ class ReplicaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         obj = receiver.promote(self.get_object(), body.validated_data["name"])
         ser = FileSystemSerializer if obj._meta.model_name == "filesystem" else VolumeSerializer
         return Response(ser(obj).data, status=status.HTTP_201_CREATED)
+
+    # failback, called by the original side (see services/protection/failback.py)
+    @extend_schema(request=s.ReplicaSnapshotSerializer, responses={201: dict})
+    @action(detail=True, methods=["post"], url_path="failback-snapshot")
+    def failback_snapshot(self, request, name=None):
+        """Snapshot the promoted copy (the same name again returns the one taken)."""
+        body = s.ReplicaSnapshotSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        snap = receiver.failback_snapshot(self.get_object(), body.validated_data["snapshot"])
+        return Response({"snapshot": snap.name, "source": snap.source.name, "path": snap.path},
+                        status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={(200, "application/octet-stream"): bytes}, parameters=[
+        OpenApiParameter("snapshot", str, required=True),
+        OpenApiParameter("parent", str, required=True),
+        OpenApiParameter("offset", int)])
+    @action(detail=True, methods=["get"], url_path="failback-stream")
+    def failback_stream(self, request, name=None):
+        """The promoted copy's send stream of ``snapshot`` (incremental on ``parent``) from
+        byte ``offset``, then ``STRATA-SHA256:`` and the whole stream's hex digest."""
+        body = s.FailbackStreamSerializer(data=request.query_params)
+        body.is_valid(raise_exception=True)
+        v = body.validated_data
+        chunks = receiver.failback_stream(self.get_object(), v["snapshot"], v["parent"],
+                                          v["offset"])
+        return stream_response(request, chunks)
+
+    @extend_schema(request=s.ReplicaSnapshotSerializer, responses=dict)
+    @action(detail=True, methods=["post"])
+    def rebase(self, request, name=None):
+        """End of a failback: the replica takes a copy of ``snapshot`` as its newest and
+        accepts forward replication again."""
+        body = s.ReplicaSnapshotSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return Response(receiver.rebase(self.get_object(), body.validated_data["snapshot"]))
 
 
 class OctetStreamParser(BaseParser):

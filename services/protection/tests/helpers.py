@@ -52,12 +52,14 @@ def write_files(root, files: dict) -> None:
 
 class CutProxy:
     """A TCP proxy to ``upstream`` that, while ``cut_after`` is set, closes the link (both
-    ways) once that many more client bytes went through: a link dropping mid-transfer."""
+    ways) once that many more client bytes went through: a link dropping mid-transfer.
+    With ``count_download`` set, the bytes counted are the server's (a pulled stream)."""
 
     def __init__(self, upstream_host: str, upstream_port: int):
         import threading
         self.upstream = (upstream_host, upstream_port)
         self.cut_after = None
+        self.count_download = False
         self.cuts = 0
         self._lock = threading.Lock()
         self.sock = socket.socket()
@@ -82,9 +84,10 @@ class CutProxy:
                 client.close()
                 continue
             pair = (client, server)
-            threading.Thread(target=self._pump, args=(client, server, True, pair),
+            down = self.count_download
+            threading.Thread(target=self._pump, args=(client, server, not down, pair),
                              daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, False, pair),
+            threading.Thread(target=self._pump, args=(server, client, down, pair),
                              daemon=True).start()
 
     def _take(self, n: int) -> int:

@@ -5,7 +5,10 @@ own pool ``site-b`` and its own name). Links are cut by a real TCP proxy in betw
 
 Checked: full then incremental sends land on the replica byte for byte (by hash); a link
 cut mid-transfer leaves the replica unchanged and the next run resumes and completes;
-failover gives a writable copy of the newest replicated state and stops further sends."""
+failover gives a writable copy of the newest replicated state and stops further sends;
+failback (cut once mid-pull, then resumed) brings the writes made on the promoted copy back
+in place, keeps the original's own later writes in a snapshot, and forward sends resume
+incrementally."""
 import hashlib
 import os
 import urllib.parse
@@ -14,6 +17,7 @@ import pytest
 from django_celery_beat.models import PeriodicTask
 from rest_framework.authtoken.models import Token
 
+from services.protection.locks import run_lock
 from services.protection.models import Replica, Replication
 from services.protection.tests.helpers import (
     CutProxy,
@@ -51,7 +55,7 @@ def proxy(live_server):
     p.close()
 
 
-def test_replicate_cut_link_resume_and_failover(api, worker, live_server, proxy):
+def test_replicate_cut_link_resume_failover_and_failback(api, worker, live_server, proxy):
     make_pool(api, "site-a")
     make_pool(api, "site-b")
     r = api.post("/api/v1/filesystems/", {"name": "ckpt", "pool": "site-a"}, format="json")
@@ -131,6 +135,48 @@ def test_replicate_cut_link_resume_and_failover(api, worker, live_server, proxy)
     job = run_job(api, "/api/v1/replications/ckpt-dr/sync/")
     assert job["state"] == "failed" and "promoted" in job["error"], job
     assert replica_snapshots("ckpt-replica")[-1] == third
+
+    # 6. failback is refused while a run of the replication holds its lock
+    with run_lock("replication:ckpt-dr"):
+        r = api.post("/api/v1/replications/ckpt-dr/failback/", {}, format="json")
+    assert r.status_code == 409 and "already running" in r.json()["detail"], r.json()
+    # both sides are written after the failover
+    write_files(live, {"model/shard-3": os.urandom(2 * MiB), "meta.json": b'{"step": 400}'})
+    at_b = file_hashes(live)
+    write_files(src, {"a-late": b"written at site a after the failover"})
+    at_a = file_hashes(src)
+
+    # 7. the link drops while A pulls B's increment: A's file system is untouched, forward
+    # sync waits, and the next failback run resumes the pull and completes
+    proxy.count_download, proxy.cut_after = True, MiB
+    job = run_job(api, "/api/v1/replications/ckpt-dr/failback/")
+    assert job["state"] == "failed", job
+    assert "unreachable" in job["error"] or "again to resume" in job["error"], job
+    assert proxy.cuts >= 2 and file_hashes(src) == at_a
+    assert Replication.objects.get(name="ckpt-dr").failback["phase"] == "pull"
+    r = api.post("/api/v1/replications/ckpt-dr/sync/", {}, format="json")
+    assert r.status_code == 409 and "failback" in r.json()["detail"], r.json()
+    proxy.cut_after, proxy.count_download = None, False
+    job = run_job(api, "/api/v1/replications/ckpt-dr/failback/")
+    assert job["state"] == "succeeded", job
+    back = job["result"]
+    assert back["resumed_at"] > 0 and back["parent"] == third
+    # A has B's writes, in place; its own late writes are kept in a snapshot
+    assert back["path"] == src and file_hashes(src) == at_b
+    assert file_hashes(os.path.join(src, ".snapshots", back["preserved"])) == at_a
+    replica = Replica.objects.get(name="ckpt-replica")
+    assert replica.promoted_to == "" and replica.last_snapshot == back["snapshot"]
+    assert Replication.objects.get(name="ckpt-dr").failback == {}
+
+    # 8. forward replication resumes, incrementally on the failback snapshot
+    write_files(src, {"meta.json": b'{"step": 500}'})
+    job = run_job(api, "/api/v1/replications/ckpt-dr/sync/")
+    assert job["state"] == "succeeded", job
+    assert job["result"]["parent"] == back["snapshot"]
+    assert job["result"]["bytes"] < 256 * 1024, job["result"]
+    assert replica_hashes("ckpt-replica", job["result"]["snapshot"]) == file_hashes(src)
+    r = api.post("/api/v1/replications/ckpt-dr/failback/", {}, format="json")
+    assert r.status_code == 409 and "not promoted" in r.json()["detail"], r.json()
 
 
 def test_replicate_a_volume_and_refuse_a_non_replica_target(api, worker, live_server):
