@@ -17,7 +17,7 @@ pool), one file per version: ``<cold_root>/buckets/<bucket>/<xx>/<id>``. Without
 
 A transition (:func:`transition`) copies the version's bytes to a temporary file under
 ``<cold_root>/tmp/`` (drawing from the appliance I/O budget, class ``migration``, when the
-config has ``io_budget.redis_url``), fsyncs it, renames it into place, fsyncs the directory,
+config's ``io_budget`` has a ``redis_url`` and a non-zero rate), fsyncs it, renames it into place, fsyncs the directory,
 then reads it back from disk (page cache dropped) and checks size and MD5 against what was
 read from the hot copy and, where the ETag is an MD5 (single PUT) or an MD5 of part MD5s
 (multipart), against the ETag itself. Only then does one index op (``retier``: tier, location
@@ -68,6 +68,7 @@ COLD_CLASSES = INSTANT + ARCHIVE
 RANK = {STANDARD: 0, "STANDARD_IA": 1, "ONEZONE_IA": 1, "GLACIER_IR": 2, "GLACIER": 3, "DEEP_ARCHIVE": 4}
 OTHER_S3_CLASSES = ("REDUCED_REDUNDANCY", "INTELLIGENT_TIERING", "OUTPOSTS", "SNOW", "EXPRESS_ONEZONE")
 COPY_BLOCK = 1024 * 1024
+RESTORE_ORPHAN_AGE = 600.0  # a restore copies back and commits well within this
 FAULT_ENV = "STRATA_S3_FAULT"
 
 
@@ -171,22 +172,23 @@ class ColdTier:
         return root
 
     def budget(self):
-        """An IOBudget from the config's ``io_budget`` (None: unthrottled)."""
+        """An IOBudget from the config's ``io_budget`` (None: unthrottled, also when every
+        rate is 0 = unlimited)."""
         cfg = self.gw.config.get("io_budget") or {}
-        if not cfg.get("redis_url"):
+        url = cfg.get("redis_url")
+        if not url or not (cfg.get("rate") or any((cfg.get("classes") or {}).values())):
             return None
-        key = json.dumps(cfg, sort_keys=True)
+        key = json.dumps([url, cfg], sort_keys=True)
         if key != self._budget_key:
             import redis
 
             from services.tiering.iobudget import BudgetConfig, IOBudget
-            url = cfg["redis_url"]
             if url.startswith("redis+socket://"):  # kombu's spelling of a unix socket
                 path, _, query = url[len("redis+socket://"):].partition("?")
                 db = dict(p.split("=", 1) for p in query.split("&") if "=" in p).get("virtual_host")
-                client = redis.Redis(unix_socket_path=path, db=int(db or 0))
+                client = redis.Redis(unix_socket_path=path, db=int(db or 0), socket_timeout=5)
             else:
-                client = redis.Redis.from_url(url)
+                client = redis.Redis.from_url(url, socket_timeout=5)
             config = BudgetConfig(rate=int(cfg.get("rate") or 0), burst=int(cfg.get("burst") or 0),
                                   classes={k: int(v) for k, v in (cfg.get("classes") or {}).items()},
                                   foreground_share=float(cfg.get("foreground_share", 0.1)))
@@ -298,8 +300,20 @@ class ColdTier:
     def collect_cold_orphans(self, buckets) -> dict:
         """Remove cold files no index entry refers to (a crash between copy and commit) and
         partial copies in ``tmp/``. Call only with :attr:`pass_lock` held: transitions happen
-        only under it, so no copy is in flight."""
+        only under it, so no copy is in flight. Restored copies nothing refers to (a crash
+        between copy-back and commit) go too, once older than ``RESTORE_ORPHAN_AGE``."""
         stats = {"cold_orphans_removed": 0}
+        cutoff = time.time() - RESTORE_ORPHAN_AGE
+        for bucket in buckets:
+            restored_dir = os.path.join(bucket.dir, "restored")
+            if not os.path.isdir(restored_dir):
+                continue
+            held = {rec.loc["restore"]["file"] for rec in bucket.index.cold_versions() if "restore" in rec.loc}
+            for sub in os.scandir(restored_dir):
+                for f in os.scandir(sub.path):
+                    if f.path not in held and f.stat().st_mtime < cutoff:
+                        os.unlink(f.path)
+                        stats["cold_orphans_removed"] += 1
         root = self.root
         if not root or not os.path.isdir(root):
             return stats

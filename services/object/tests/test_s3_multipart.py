@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 
 import pytest
@@ -9,8 +10,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
 MIB = 1024 * 1024
-# The issue asks for 1 GiB; 256 MiB keeps the suite inside its time budget on 2 cores.
-LARGE_UPLOAD_BYTES = 256 * MIB
+LARGE_UPLOAD_BYTES = 1024 * MIB  # issue 3: "a 1 GiB multipart upload read back by hash"
 
 
 def code_of(exc_info) -> str:
@@ -95,23 +95,47 @@ def test_upload_part_copy(s3, bucket):
     assert s3.get_object(Bucket=bucket, Key="assembled")["Body"].read() == src + src[:100]
 
 
-def test_large_multipart_upload_read_back_by_hash(s3, bucket, tmp_path):
-    """LARGE_UPLOAD_BYTES through boto3's transfer manager (8 MiB parts, 8 threads)."""
-    path = tmp_path / "large.bin"
-    digest = hashlib.sha256()
-    block = os.urandom(MIB)
-    with open(path, "wb") as fh:
-        for i in range(LARGE_UPLOAD_BYTES // MIB):
-            chunk = block[:-8] + i.to_bytes(8, "big")
-            digest.update(chunk)
-            fh.write(chunk)
+class GeneratedBody(io.RawIOBase):
+    """``size`` bytes made on the fly (1 MiB of random bytes, each MiB stamped with its index),
+    hashed as they are read: a 1 GiB upload without a 1 GiB file or buffer."""
+
+    def __init__(self, size: int):
+        self.size, self.pos = size, 0
+        self.block = os.urandom(MIB)
+        self.sha256 = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        out = bytearray()
+        n = self.size - self.pos if n is None or n < 0 else min(n, self.size - self.pos)
+        while len(out) < n:
+            index, offset = divmod(self.pos, MIB)
+            chunk = (self.block[:-8] + index.to_bytes(8, "big"))[offset: offset + n - len(out)]
+            out += chunk
+            self.pos += len(chunk)
+        self.sha256.update(out)
+        return bytes(out)
+
+    def readinto(self, buf) -> int:
+        data = self.read(len(buf))
+        buf[: len(data)] = data
+        return len(data)
+
+
+def test_large_multipart_upload_read_back_by_hash(s3, bucket):
+    """1 GiB through boto3's transfer manager (8 MiB parts, 8 threads), read back by SHA-256."""
+    body = GeneratedBody(LARGE_UPLOAD_BYTES)
     cfg = TransferConfig(multipart_threshold=8 * MIB, multipart_chunksize=8 * MIB, max_concurrency=8)
-    s3.upload_file(str(path), bucket, "large.bin", Config=cfg)
-    path.unlink()
+    s3.upload_fileobj(body, bucket, "large.bin", Config=cfg)
+    assert body.pos == LARGE_UPLOAD_BYTES
     head = s3.head_object(Bucket=bucket, Key="large.bin")
-    assert head["ContentLength"] == LARGE_UPLOAD_BYTES and head["ETag"].endswith('-32"')
-    body = s3.get_object(Bucket=bucket, Key="large.bin")["Body"]
+    assert head["ContentLength"] == LARGE_UPLOAD_BYTES
+    assert head["ETag"].endswith(f'-{LARGE_UPLOAD_BYTES // (8 * MIB)}"')
     got = hashlib.sha256()
-    for chunk in iter(lambda: body.read(4 * MIB), b""):
+    stream = s3.get_object(Bucket=bucket, Key="large.bin")["Body"]
+    for chunk in iter(lambda: stream.read(4 * MIB), b""):
         got.update(chunk)
-    assert got.hexdigest() == digest.hexdigest()
+    assert got.hexdigest() == body.sha256.hexdigest()
+    s3.delete_object(Bucket=bucket, Key="large.bin")  # 1 GiB less on the shared disk
