@@ -43,15 +43,20 @@ def waiting_path(data_dir: Path) -> Path:
 
 
 def render_config(*, data_root: str, admin_token: str, users: dict, region: str = DEFAULT_REGION,
-                  domains: list | None = None) -> dict:
+                  domains: list | None = None, io_budget_redis: str = "") -> dict:
     """The gateway's config document.
 
-    ``users`` maps access key -> ``{"secret_key", "user", "admin"}``.
+    ``users`` maps access key -> ``{"secret_key", "user", "admin"}``; ``io_budget_redis`` is
+    the Redis URL of the shared I/O budget (object PUTs and GETs mark foreground traffic
+    there, see ``services.object.gateway.foreground``).
     """
-    return {"data_root": str(data_root), "region": region, "admin_token": admin_token,
-            "domains": list(domains or ["localhost"]),
-            "users": {k: {"secret_key": u["secret_key"], "user": u["user"], "admin": bool(u["admin"])}
-                      for k, u in sorted(users.items())}}
+    config = {"data_root": str(data_root), "region": region, "admin_token": admin_token,
+              "domains": list(domains or ["localhost"]),
+              "users": {k: {"secret_key": u["secret_key"], "user": u["user"], "admin": bool(u["admin"])}
+                        for k, u in sorted(users.items())}}
+    if io_budget_redis:
+        config["io_budget_redis"] = io_budget_redis
+    return config
 
 
 def placeholder_config(data_dir: Path) -> dict:

@@ -116,7 +116,8 @@ def render_gateway_config() -> dict | None:
              for k in S3Key.objects.all()}
     return gatewayconf.render_config(data_root=data_root(gw), admin_token=gw.admin_token,
                                      users=users, region=gw.region,
-                                     domains=_options().get("s3_domains"))
+                                     domains=_options().get("s3_domains"),
+                                     io_budget_redis=settings.CELERY_BROKER_URL)
 
 
 def write_gateway_config() -> bool:

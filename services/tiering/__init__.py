@@ -6,8 +6,11 @@
   ``foreground_share`` of its rates. ``budget.py`` builds it from the ``IOBudgetSetting``
   row (re-read every 5 s) on the broker's Redis; ``budget.throttle(stream, job_class)``
   wraps any byte stream; protection uses the classes ``replication`` and ``backup``, moves
-  use ``migration``. Foreground paths (checkpoint saves/restores, gateways) should call
-  ``budget.foreground()``; nothing calls it yet (see the issue 7 report).
+  use ``migration``. Foreground paths mark themselves (at most one Redis write a second per
+  process, held two seconds): the checkpoint API's begin/commit/lease calls
+  ``budget.foreground()``, the S3 gateway's object PUT and GET use
+  ``iobudget.ForegroundMarker`` on the Redis URL the plane writes into its config
+  (``io_budget_redis``). NFS and SMB traffic (Ganesha, smbd) does not mark itself.
 - ``GET/PUT /api/v1/io-budget/1/`` ``{rate_mbps, burst_mb, class_rates_mbps,
   foreground_share}`` (0 = unlimited).
 - ``POST /api/v1/tier-moves/ {filesystem|volume, pool}`` → 202 Job; ``GET

@@ -6,16 +6,23 @@ job class (``replication``, ``backup``, ``migration``, ``scrub``, ``prewarm``...
 work (checkpoint saves and restores, client I/O) does not draw tokens; it *pre-empts*: each
 call to :meth:`IOBudget.foreground` marks foreground traffic active for a second, and while
 it is active background work gets only ``foreground_share`` of its rates.
+:class:`ForegroundMarker` is what a foreground path calls on every request: it writes to
+Redis at most once a second per process (a monotonic-clock check otherwise) and holds the
+mark for two, so steady traffic keeps background slowed without a Redis call per request.
+:func:`redis_from_url` opens the broker's Redis from its URL (including kombu's
+``redis+socket://`` spelling), for processes without Django such as the S3 gateway.
 
 The refill and take happen in one Lua script on Redis time, so buckets stay exact under
 concurrency and clock skew between hosts does not matter. ``now`` can be passed in for tests.
 """
+import logging
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import redis
 
+log = logging.getLogger(__name__)
 PREFIX = "strata:io:"
 FOREGROUND_KEY = PREFIX + "foreground"
 
@@ -128,3 +135,51 @@ class IOBudget:
         for chunk in stream:
             self.take(len(chunk), job_class)
             yield chunk
+
+
+def redis_from_url(url: str, timeout: float | None = None) -> redis.Redis:
+    """A client of the Redis at ``url``: ``redis://``, ``unix://`` or kombu's
+    ``redis+socket:///path?virtual_host=N`` (the broker URL `strata up` uses)."""
+    kw = {} if timeout is None else {"socket_timeout": timeout,
+                                     "socket_connect_timeout": timeout}
+    if url.startswith("redis+socket://"):
+        path, _, query = url[len("redis+socket://"):].partition("?")
+        db = dict(p.split("=", 1) for p in query.split("&") if "=" in p).get("virtual_host")
+        return redis.Redis(unix_socket_path=path, db=int(db or 0), **kw)
+    return redis.Redis.from_url(url, **kw)
+
+
+class ForegroundMarker:
+    """Call it on every foreground request: marks foreground traffic active in Redis at most
+    once per ``every`` seconds in this process, for ``hold_ms``. Never raises: foreground
+    work must not fail because the budget's Redis is away (that is logged, once a minute)."""
+
+    def __init__(self, client: redis.Redis, every: float = 1.0, hold_ms: int = 2000):
+        self.redis, self.every, self.hold_ms = client, every, hold_ms
+        self._last = float("-inf")
+        self._warned = float("-inf")
+
+    def __call__(self) -> bool:
+        """True when this call wrote the mark."""
+        return self.due() and self.write()
+
+    def due(self) -> bool:
+        """True (once) when the mark is to be written again: a clock check, no I/O. An event
+        loop calls this inline and :meth:`write` on a thread."""
+        now = time.monotonic()
+        if now - self._last < self.every:
+            return False
+        self._last = now
+        return True
+
+    def write(self) -> bool:
+        """Write the mark now; False (logged) if Redis did not take it."""
+        now = time.monotonic()
+        try:
+            self.redis.set(FOREGROUND_KEY, b"1", px=self.hold_ms)
+        except redis.RedisError as exc:
+            if now - self._warned > 60:
+                self._warned = now
+                log.warning("cannot mark foreground traffic in the I/O budget: %s", exc)
+            return False
+        return True

@@ -13,6 +13,7 @@ from services.checkpoints.models import (
     CheckpointLease,
     CheckpointVersion,
 )
+from services.tiering import budget
 
 
 class CheckpointJobViewSet(viewsets.ModelViewSet):
@@ -74,6 +75,11 @@ class CheckpointVersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
 
     def get_job(self) -> CheckpointJob:
         return get_object_or_404(CheckpointJob, name=self.kwargs["job_name"])
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        if self.action in ("create", "commit", "lease"):  # a save or a restore is under way:
+            budget.foreground()                            # background work yields
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no URL kwargs

@@ -19,6 +19,8 @@ does not parse is logged and the previous configuration stays in force::
       "compaction_interval": 60,          # optional: seconds between segment compactions
       "lifecycle_interval": 3600,         # optional: seconds between lifecycle passes
       "lifecycle_day_seconds": 86400,     # optional: length of a lifecycle "day" (tests only)
+      "io_budget_redis": "redis://...",   # optional: the shared I/O budget's Redis; object
+                                          # PUT/GET mark foreground traffic there (.foreground)
       "cold_root": "/pools/capacity/s3",  # optional: existing directory on the capacity pool,
                                           # where lifecycle transitions put cold bytes
       "io_budget": {                      # optional: transitions draw from the appliance I/O

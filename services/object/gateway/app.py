@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from urllib.parse import parse_qsl, unquote
 
-from . import admin, bucket_ops, multipart, object_ops, policy
+from . import admin, bucket_ops, foreground, multipart, object_ops, policy
 from .core import Gateway
 from .errors import S3Error
 from .request import Request, Response
@@ -218,6 +218,8 @@ async def object_dispatch(gw: Gateway, req: Request) -> Response:
     """Object-level operations."""
     bucket = authorize(gw, req)
     q, m = req.query, req.method
+    if m in ("PUT", "GET"):
+        foreground.mark(gw)  # client I/O: background work yields (see .foreground)
     if m == "PUT":
         if "uploadId" in q:
             if "x-amz-copy-source" in req.headers:
