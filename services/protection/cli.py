@@ -1,10 +1,12 @@
-"""`strata` subcommands of the protection service: schedules, replication, backups.
+"""`strata` subcommands of the protection service: schedules, replication, backups, bucket
+snapshots and bucket replication.
 
 No Django here: a thin client of /api/v1/snapshot-schedules/, replication-peers/,
-replications/, replicas/, backup-targets/, backups/ and restore-points/.
+replications/, replicas/, backup-targets/, backups/, restore-points/, bucket-snapshots/
+and bucket-replications/.
 """
-SCHEDULE_COLS = ["name", "filesystem", "volume", "cron", "every_minutes", "keep_last",
-                 "enabled", "last_snapshot", "last_error"]
+SCHEDULE_COLS = ["name", "filesystem", "volume", "bucket", "cron", "every_minutes",
+                 "keep_last", "enabled", "last_snapshot", "last_error"]
 PEER_COLS = ["name", "url", "state", "remote_user", "error"]
 REPLICATION_COLS = ["name", "filesystem", "volume", "peer", "target_name", "state",
                     "lag_seconds", "last_snapshot", "error"]
@@ -13,12 +15,17 @@ TARGET_COLS = ["name", "endpoint_url", "bucket", "prefix"]
 BACKUP_COLS = ["name", "source_kind", "source_name", "target", "state", "restore_points",
                "last_run_at", "error"]
 POINT_COLS = ["id", "backup", "snapshot", "full", "stream_bytes", "stored_bytes", "created_at"]
+BUCKET_SNAP_COLS = ["id", "objects", "bytes", "created_at"]
+BUCKET_REPL_COLS = ["name", "bucket", "target", "every_minutes", "state", "lag_seconds",
+                    "last_versions", "last_deletes", "error"]
 
 
-def _source(x) -> None:
+def _source(x, bucket=False) -> None:
     g = x.add_mutually_exclusive_group(required=True)
     g.add_argument("--filesystem", "--fs", dest="filesystem")
     g.add_argument("--volume")
+    if bucket:
+        g.add_argument("--bucket", help="an S3 bucket (needs versioning Enabled)")
 
 
 def _crud(sub, name, help_, extra_actions=()) -> dict:
@@ -31,7 +38,7 @@ def _crud(sub, name, help_, extra_actions=()) -> dict:
 
 def register(sub) -> dict:
     p = _crud(sub, "schedule", "snapshot schedules", ["run"])
-    x = p["create"]; x.add_argument("name"); _source(x)
+    x = p["create"]; x.add_argument("name"); _source(x, bucket=True)
     when = x.add_mutually_exclusive_group(required=True)
     when.add_argument("--cron", help='five fields in UTC, e.g. "0 * * * *"')
     when.add_argument("--every", type=int, dest="every_minutes", help="minutes")
@@ -75,9 +82,26 @@ def register(sub) -> dict:
     x = p.add_parser("restore"); x.add_argument("id", type=int); x.add_argument("name")
     x.add_argument("--pool")
 
+    p = sub.add_parser("bucket-snapshot", help="snapshots of S3 buckets").add_subparsers(
+        dest="action", required=True)
+    x = p.add_parser("list"); x.add_argument("--bucket")
+    x = p.add_parser("create"); x.add_argument("bucket"); x.add_argument("--name")
+    for a in ("show", "delete"):
+        x = p.add_parser(a); x.add_argument("id", help="BUCKET/NAME")
+    x = p.add_parser("restore", help="copy into a new bucket (a job)")
+    x.add_argument("id", help="BUCKET/NAME"); x.add_argument("new_bucket")
+
+    p = _crud(sub, "bucket-replication",
+              "replication of a bucket's new versions to an S3 target", ["sync"])
+    x = p["create"]; x.add_argument("name"); x.add_argument("--bucket", required=True)
+    x.add_argument("--target", required=True, help="a backup target (S3 endpoint and bucket)")
+    x.add_argument("--every", type=int, dest="every_minutes")
+    p["sync"].add_argument("name")
+
     return {"schedule": _schedule, "peer": _peer, "replication": _replication,
             "replica": _replica, "backup-target": _target, "backup": _backup,
-            "restore-point": _restore_point}
+            "restore-point": _restore_point, "bucket-snapshot": _bucket_snapshot,
+            "bucket-replication": _bucket_replication}
 
 
 def _body(args, *keys) -> dict:
@@ -107,7 +131,7 @@ def _schedule(client, args, out):
     if _common(client, args, out, path, SCHEDULE_COLS):
         return 0
     if args.action == "create":
-        out(client.post(path, _body(args, "name", "filesystem", "volume", "cron",
+        out(client.post(path, _body(args, "name", "filesystem", "volume", "bucket", "cron",
                                     "every_minutes", "keep_last", "keep_hourly", "keep_daily",
                                     "keep_weekly")), SCHEDULE_COLS)
     elif args.action == "run":
@@ -170,3 +194,30 @@ def _restore_point(client, args, out):
     else:
         return _watch(client, client.post(f"restore-points/{args.id}/restore/",
                                           _body(args, "name", "pool")), args)
+
+
+def _bucket_snapshot(client, args, out):
+    path = "bucket-snapshots/"
+    if args.action == "list":
+        params = {"bucket": args.bucket} if args.bucket else {}
+        out(client.list(path, **params), BUCKET_SNAP_COLS)
+    elif args.action == "create":
+        out(client.post(path, _body(args, "bucket", "name")), BUCKET_SNAP_COLS)
+    elif args.action == "show":
+        out(client.get(f"{path}{args.id}/"), BUCKET_SNAP_COLS)
+    elif args.action == "delete":
+        client.delete(f"{path}{args.id}/")
+    else:
+        return _watch(client, client.post(f"{path}{args.id}/restore/",
+                                          {"bucket": args.new_bucket}), args)
+
+
+def _bucket_replication(client, args, out):
+    path = "bucket-replications/"
+    if _common(client, args, out, path, BUCKET_REPL_COLS):
+        return 0
+    if args.action == "create":
+        out(client.post(path, _body(args, "name", "bucket", "target", "every_minutes")),
+            BUCKET_REPL_COLS)
+    elif args.action == "sync":
+        return _watch(client, client.post(f"{path}{args.name}/sync/"), args)

@@ -4,6 +4,7 @@ bucket replications (to a bucket on an S3 endpoint given as a backup target)."""
 from django.db import models
 from django.utils import timezone
 
+from services.protection.fields import SealedTextField
 from services.storage.models import FileSystem, NameField, Volume
 
 
@@ -64,6 +65,10 @@ class SnapshotSchedule(SourceMixin):
     def kind(self) -> str:
         return "bucket" if self.bucket else super().kind
 
+    @property
+    def source_label(self) -> str:
+        return f"bucket {self.bucket}" if self.bucket else self.source.name
+
     def __str__(self):
         return self.name
 
@@ -73,7 +78,7 @@ class ReplicationPeer(models.Model):
 
     name = NameField(unique=True)
     url = models.URLField(max_length=300)
-    token = models.CharField(max_length=200)
+    token = SealedTextField()  # sealed in the database (fields.py); never returned by the API
     state = models.CharField(max_length=16, default="online")  # online | unreachable
     error = models.TextField(blank=True, default="")
     remote_user = models.CharField(max_length=150, blank=True, default="")
@@ -160,7 +165,7 @@ class BackupTarget(models.Model):
     endpoint_url = models.URLField(max_length=300)
     region = models.CharField(max_length=40, default="us-east-1")
     access_key = models.CharField(max_length=200)
-    secret_key = models.CharField(max_length=200)
+    secret_key = SealedTextField()  # sealed in the database (fields.py); never returned
     bucket = models.CharField(max_length=63)
     prefix = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -5,19 +5,30 @@ snapshot restores into a new bucket with the old bytes; bucket replication to a 
 gateway copies new versions with their metadata and deletes, and a run cut off mid-way is
 resumed by the next without a half-written object on the target."""
 import hashlib
+import json
 import os
+import time
 
 import pytest
 from botocore.exceptions import ClientError
+from celery.contrib.testing.worker import start_worker
 
+from console.celery import app
+from console.models import Job
 from services.object.tests.planefixture import start_plane_gateway, stop_procs
 from services.protection import tasks
 from services.protection.models import BucketReplication, SnapshotSchedule
-from services.protection.tests.helpers import CutProxy, run_job, wait_for, wait_job
+from services.protection.tests.helpers import (
+    CutProxy,
+    WorkerProcess,
+    run_job,
+    wait_for,
+    wait_job,
+)
 from services.protection.tests.s3gateway import ACCESS, SECRET, S3Gateway
 
 pytestmark = pytest.mark.django_db(transaction=True)
-KiB = 1 << 10
+KiB, MiB = 1 << 10, 1 << 20
 
 
 def sha(data: bytes) -> str:
@@ -50,7 +61,7 @@ def peer(tmp_path):
         gw.stop()
 
 
-def test_bucket_schedule_snapshots_prune_hold_and_restore(api, worker, plane):
+def test_bucket_schedule_snapshots_prune_hold_and_restore(api, worker, plane, client):
     s3 = plane.admin_s3
     assert api.post("/api/v1/buckets/", {"name": "models"}, format="json").status_code == 201
     sched = {"name": "models-often", "bucket": "models", "every_minutes": 60, "keep_last": 2}
@@ -126,6 +137,10 @@ def test_bucket_schedule_snapshots_prune_hold_and_restore(api, worker, plane):
                  format="json")
     assert r.status_code == 201 and r.json()["id"] == "models/by-hand", r.json()
     assert api.get("/api/v1/bucket-snapshots/models/by-hand/").json()["objects"] == 3
+    client.force_login(api.user)  # the console pages show them
+    page = client.get("/console/bucket-snapshots/").content.decode()
+    assert snaps[1] in page and "by-hand" in page and 'data-key="models/by-hand"' in page
+    assert "bucket models" in client.get("/console/snapshot-schedules/").content.decode()
     assert api.delete(f"/api/v1/bucket-snapshots/{one}/").status_code == 204
     assert api.delete("/api/v1/bucket-snapshots/models/by-hand/").status_code == 204
     assert api.get("/api/v1/bucket-snapshots/models/by-hand/").status_code == 404
@@ -139,7 +154,8 @@ def _target(api, url, **over):
     assert r.status_code == 201, r.json()
 
 
-def test_bucket_replication_copies_versions_deletes_and_resumes(api, worker, plane, peer):
+def test_bucket_replication_copies_versions_deletes_and_resumes(api, worker, plane, peer,
+                                                               client):
     src, dst = plane.admin_s3, peer.client()
     proxy = CutProxy("127.0.0.1", peer.port)
     try:
@@ -211,9 +227,58 @@ def test_bucket_replication_copies_versions_deletes_and_resumes(api, worker, pla
         versions = dst.list_object_versions(Bucket="replica", Prefix="batch/")["Versions"]
         assert len(versions) <= len(batch) + 1  # at most the one in flight, twice
 
+        client.force_login(api.user)
+        page = client.get("/console/bucket-replications/").content.decode()
+        assert "src-to-peer" in page and "peer" in page
         # the target cannot go while a replication uses it
         assert api.delete("/api/v1/backup-targets/peer/").status_code == 409
         assert api.delete("/api/v1/bucket-replications/src-to-peer/").status_code == 204
         assert api.delete("/api/v1/backup-targets/peer/").status_code == 204
     finally:
         proxy.close()
+
+
+def test_kill9_mid_bucket_replication_then_resume(api, data_dir, tmp_path, plane, peer,
+                                                  settings, monkeypatch):
+    src, dst = plane.admin_s3, peer.client()
+    _target(api, peer.endpoint)
+    api.post("/api/v1/buckets/", {"name": "big", "versioning": "Enabled"}, format="json")
+    data = {f"shard-{i:02d}": os.urandom(MiB) for i in range(16)}
+    for key, value in data.items():
+        src.put_object(Bucket="big", Key=key, Body=value)
+    assert api.post("/api/v1/bucket-replications/", {"name": "big-dr", "bucket": "big",
+                                                     "target": "peer"},
+                    format="json").status_code == 201
+
+    # a subprocess worker, throttled to 4 MiB/s by the I/O budget, killed a few objects in
+    monkeypatch.setenv("STRATA_SERVICE_OPTIONS", json.dumps(settings.SERVICE_OPTIONS))
+    monkeypatch.setenv("STRATA_SECRET_KEY", settings.SECRET_KEY)
+    r = api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {"replication": 4}},
+                format="json")
+    assert r.status_code == 200, r.json()
+    app.control.purge()
+    proc = WorkerProcess(data_dir, tmp_path, lock_ttl=2)
+    try:
+        r = api.post("/api/v1/bucket-replications/big-dr/sync/", {}, format="json")
+        assert r.status_code == 202, r.json()
+        job_id = r.json()["id"]
+        wait_for(lambda: Job.objects.get(pk=job_id).message.split()[0:1] in (
+            ["3"], ["4"], ["5"], ["6"]), 120, "a few objects copied")
+    finally:
+        proc.kill9()
+    time.sleep(2.5)  # the dead run's lock expires
+    row = BucketReplication.objects.get()
+    assert row.watermark > 0
+    there = {o["Key"] for o in dst.list_objects_v2(Bucket="replica").get("Contents", [])}
+    assert 3 <= len(there) < len(data)
+    for key in there:  # never a half-written object
+        assert sha(body(dst, "replica", key)) == sha(data[key])
+
+    api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {}}, format="json")
+    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+        job = run_job(api, "/api/v1/bucket-replications/big-dr/sync/")
+    assert job["state"] == "succeeded", job
+    assert job["result"]["versions"] <= len(data) - len(there) + 1
+    for key, value in data.items():
+        assert sha(body(dst, "replica", key)) == sha(value)
+    assert len(dst.list_object_versions(Bucket="replica")["Versions"]) <= len(data) + 1
