@@ -9,13 +9,14 @@ REST resources (all under /api/v1/, operators and admins write, everyone reads):
   Runs take ``auto-<name>-YYYYmmdd-HHMMSS`` (UTC) and prune only their own snapshots, never
   one with clones or one a replication or backup builds on (``schedules.protected_snapshot_names``).
 - ``replication-peers/`` ``{name, url, token}`` (the token of an operator on the peer,
-  checked by calling the peer's ``/api/v1/me/``; never shown again); ``POST .../check/``.
+  checked by calling the peer's ``/api/v1/me/``; never shown again, sealed in the database
+  by ``fields.SealedTextField``); ``POST .../check/``.
 - ``replications/`` ``{name, filesystem|volume, peer, target_pool, target_name,
   every_minutes}``: ``lag_seconds`` is the recovery point; ``POST .../sync/`` → 202 Job.
 - On the receiving appliance: ``replicas/`` (what peers replicate here; ``POST
   .../<name>/promote/ {name}`` = failover) and ``replica-transfers/`` (the wire protocol).
 - ``backup-targets/`` ``{name, endpoint_url, region, access_key, secret_key, bucket,
-  prefix}``; ``backups/`` ``{name, filesystem|volume, target, every_minutes, full_every}``
+  prefix}`` (``secret_key`` write-only and sealed in the database like peer tokens); ``backups/`` ``{name, filesystem|volume, target, every_minutes, full_every}``
   with ``POST .../run/``; ``restore-points/`` (the catalog, ``?backup=``) with ``POST
   .../<id>/restore/ {name, pool?}`` → 202 Job; ``DELETE`` removes a leaf and its objects.
 
