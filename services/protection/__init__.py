@@ -16,7 +16,8 @@ REST resources (all under /api/v1/, operators and admins write, everyone reads):
 - On the receiving appliance: ``replicas/`` (what peers replicate here; ``POST
   .../<name>/promote/ {name}`` = failover) and ``replica-transfers/`` (the wire protocol).
 - ``backup-targets/`` ``{name, endpoint_url, region, access_key, secret_key, bucket,
-  prefix}`` (``secret_key`` write-only and sealed in the database like peer tokens); ``backups/`` ``{name, filesystem|volume, target, every_minutes, full_every}``
+  prefix}`` (``secret_key`` write-only and sealed in the database like peer tokens);
+  ``backups/`` ``{name, filesystem|volume, target, every_minutes, full_every}``
   with ``POST .../run/``; ``restore-points/`` (the catalog, ``?backup=``) with ``POST
   .../<id>/restore/ {name, pool?}`` → 202 Job; ``DELETE`` removes a leaf and its objects.
 
