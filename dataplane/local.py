@@ -218,14 +218,26 @@ class LocalDriver(LocalPoolsMixin):
         consumed. A parent that was itself received is named in the stream by its received
         UUID (the kernel does this), so the stream applies where the original lives."""
         snap = self._snapshot_dir(pool, validate_kind(kind), source, snapshot)
-        argv = ["btrfs", "send", "-q"]
-        if parent is not None:
-            base_of = parent_source or source
-            if parent == snapshot and base_of == source:
-                raise InvalidArgument("the parent of an incremental send must be an older "
-                                      "snapshot, not the snapshot itself")
-            argv += ["-p", str(self._snapshot_dir(pool, kind, base_of, parent))]
-        return self._stream(argv + [str(snap)])
+        if parent is None:
+            return self._stream(["btrfs", "send", "-q", str(snap)])
+        base_of = parent_source or source
+        if parent == snapshot and base_of == source:
+            raise InvalidArgument("the parent of an incremental send must be an older "
+                                  "snapshot, not the snapshot itself")
+        base = self._snapshot_dir(pool, kind, base_of, parent)
+        if not (os.path.ismount(snap) or os.path.ismount(base)):
+            return self._stream(["btrfs", "send", "-q", "-p", str(base), str(snap)])
+        # An NFS export bind-mounts snapshots onto themselves, and `btrfs send` resolves the
+        # parent relative to the mount that holds the snapshot ("not on mount point"). Send
+        # through a non-recursive bind of the pool's top level made in a private mount
+        # namespace: it shows no bind mounts and vanishes with the process.
+        root, alt = self._mountpoint(pool), self.state_dir / ".send-root"
+        alt.mkdir(exist_ok=True)
+        return self._stream([
+            "unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+            'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh", str(root), str(alt),
+            "btrfs", "send", "-q", "-p", str(alt / base.relative_to(root)),
+            str(alt / snap.relative_to(root))])
 
     def _stream(self, argv) -> Iterator[bytes]:
         err = tempfile.TemporaryFile()

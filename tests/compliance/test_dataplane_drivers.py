@@ -465,3 +465,31 @@ def test_failback_cycle(driver, pool, factory, kind):
         assert (Path(got.path) / "g").read_bytes() == small
     else:
         assert read_at(got.path, 5 * MiB, 4096) == small
+
+
+def test_incremental_send_of_bind_mounted_snapshots(driver, pool, factory):
+    """An NFS export bind-mounts a btrfs file system and its snapshots onto themselves;
+    incremental sends must still work (plain `btrfs send -p` refuses them)."""
+    if driver.name != "local":
+        pytest.skip("bind mounts of snapshots are made for local (btrfs) pools only")
+    import subprocess
+    fs = Path(driver.create_filesystem(pool, "src").path)
+    (fs / "f").write_bytes(A)
+    s1 = driver.create_snapshot(pool, "filesystem", "src", "s1").path
+    (fs / "g").write_bytes(B)
+    s2 = driver.create_snapshot(pool, "filesystem", "src", "s2").path
+    mounted = []
+    try:
+        for path in (str(fs), s1, s2):
+            subprocess.run(["mount", "--bind", path, path], check=True)
+            mounted.append(path)
+        full = b"".join(driver.send_snapshot(pool, "filesystem", "src", "s1"))
+        inc = b"".join(driver.send_snapshot(pool, "filesystem", "src", "s2", parent="s1"))
+    finally:
+        for path in reversed(mounted):
+            subprocess.run(["umount", path], check=True)
+    assert not [line for line in open("/proc/self/mounts") if ".send-root" in line]
+    driver.create_pool("p2", factory.pool_devices(1))
+    driver.receive_snapshot("p2", "filesystem", "dst", [full], "s1")
+    got = driver.receive_snapshot("p2", "filesystem", "dst", [inc], "s2")
+    assert (Path(got.path) / "g").read_bytes() == B and (Path(got.path) / "f").read_bytes() == A
