@@ -10,7 +10,7 @@ APT_PACKAGES=(
   btrfs-progs xfsprogs util-linux e2fsprogs iproute2 fio
   redis-server postgresql
   nfs-ganesha nfs-ganesha-vfs samba samba-vfs-modules smbclient dbus
-  tgt libiscsi-bin qemu-system-common qemu-utils libnbd-bin
+  tgt libiscsi-bin qemu-system-common qemu-utils qemu-block-extra libnbd-bin
   chromium
 )
 

@@ -137,6 +137,13 @@ class SmbServer(ChildDaemon):
         if done.returncode != 0:
             raise ReloadError(f"smbcontrol smbd reload-config failed (exit {done.returncode}): "
                               f"{(done.stderr or done.stdout).strip()}")
+        # reload-config only queues a message; smbd's parent handles its messages in order,
+        # so once it answers a ping it has re-read the config and new sessions see the shares
+        # (without this, a share added within the same second could be unknown to the next
+        # client: NT_STATUS_BAD_NETWORK_NAME).
+        subprocess.run([smbcontrol, f"--configfile={self.conf_path}", "--timeout=10", "smbd",
+                        "ping"], stdin=subprocess.DEVNULL, check=False, capture_output=True,
+                       timeout=30)
         if not self.healthy():
             raise ReloadError("smbd is not accepting connections after reload; "
                               f"see {self.log_path}")
