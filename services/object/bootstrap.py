@@ -1,5 +1,7 @@
 """Every `strata up`, after pools are online: give the S3 gateway its data root (a file
-system ``s3`` on the pool named ``default``, made once), make sure the admin has an S3 key,
+system ``s3`` on the pool named ``default``, made once) and, when the appliance has a pool
+of media ``capacity``, its cold root for lifecycle transitions (a file system
+``s3-cold-<pool>`` on the first such pool by name, made once), make sure the admin has an S3 key,
 write the gateway's config, open the launcher's gate, wait for the gateway, and reconcile
 buckets. Returns the admin's S3 credentials for credentials.json."""
 import json
@@ -38,6 +40,26 @@ def ensure_gateway() -> Gateway | None:
     return Gateway.objects.create(filesystem=fs, admin_token=secrets.token_urlsafe(32))
 
 
+def ensure_cold_filesystem() -> str | None:
+    """The gateway's cold root, making its file system on the first usable capacity pool (by
+    name) when there is none yet; None without a capacity pool."""
+    from services.storage import service as storage
+
+    fs = service.cold_filesystem()
+    if fs is None:
+        pool = (Pool.objects.filter(media="capacity", state__in=service.USABLE_POOL_STATES)
+                .order_by("name").first())
+        if pool is None:
+            return None
+        fs = storage.create_filesystem(name=f"{service.COLD_PREFIX}{pool.name}"[:63], pool=pool)
+    if fs.pool.state not in service.USABLE_POOL_STATES or not fs.path or not os.path.isdir(fs.path):
+        log.error("object service: the S3 cold file system %s (pool %s, %s) is not available at %s; "
+                  "lifecycle transitions wait until it is back", fs.name, fs.pool.name, fs.pool.state, fs.path)
+        return None
+    os.makedirs(f"{fs.path.rstrip('/')}/{service.DATA_SUBDIR}", exist_ok=True)
+    return service.cold_root()
+
+
 def ensure_admin_key(creds: dict) -> tuple[S3Key, str]:
     """The admin's key from credentials.json if it still exists, else a new admin key."""
     key = S3Key.objects.filter(access_key=creds.get("s3_access_key") or "").first()
@@ -65,6 +87,11 @@ def bootstrap(creds: dict) -> dict:
         return {}
     key, secret = ensure_admin_key(creds)
     service.ensure_plane_key()
+    try:
+        ensure_cold_filesystem()
+    except Exception:  # noqa: BLE001 - S3 serves without a capacity tier; the log says why
+        log.exception("object service: could not make the S3 cold file system; lifecycle "
+                      "transitions are refused until it exists")
     service.write_gateway_config()
     answer = {"s3_endpoint": service.public_endpoint(), "s3_access_key": key.access_key,
               "s3_secret_key": secret, "s3_region": gw.region}

@@ -43,12 +43,16 @@ def waiting_path(data_dir: Path) -> Path:
 
 
 def render_config(*, data_root: str, admin_token: str, users: dict, region: str = DEFAULT_REGION,
-                  domains: list | None = None, io_budget_redis: str = "") -> dict:
+                  domains: list | None = None, io_budget_redis: str = "", cold_root: str | None = None,
+                  io_budget: dict | None = None) -> dict:
     """The gateway's config document.
 
     ``users`` maps access key -> ``{"secret_key", "user", "admin"}``; ``io_budget_redis`` is
     the Redis URL of the shared I/O budget (object PUTs and GETs mark foreground traffic
-    there, see ``services.object.gateway.foreground``).
+    there, see ``services.object.gateway.foreground``) and ``io_budget`` its rates
+    (``{"rate", "burst", "classes", "foreground_share"}``, bytes), which lifecycle transitions
+    draw from; ``cold_root`` is the directory on the capacity pool where transitions put
+    cold bytes (None: the gateway has no capacity tier and refuses Transition rules).
     """
     config = {"data_root": str(data_root), "region": region, "admin_token": admin_token,
               "domains": list(domains or ["localhost"]),
@@ -56,6 +60,10 @@ def render_config(*, data_root: str, admin_token: str, users: dict, region: str 
                         for k, u in sorted(users.items())}}
     if io_budget_redis:
         config["io_budget_redis"] = io_budget_redis
+    if io_budget:
+        config["io_budget"] = dict(io_budget)
+    if cold_root:
+        config["cold_root"] = str(cold_root)
     return config
 
 

@@ -8,6 +8,7 @@ server or worker) writes last has read every committed key. The gateway re-reads
 its next request, so it never queries the database.
 """
 import logging
+import os
 import secrets
 import string
 import time
@@ -117,7 +118,45 @@ def render_gateway_config() -> dict | None:
     return gatewayconf.render_config(data_root=data_root(gw), admin_token=gw.admin_token,
                                      users=users, region=gw.region,
                                      domains=_options().get("s3_domains"),
-                                     io_budget_redis=settings.CELERY_BROKER_URL)
+                                     io_budget_redis=settings.CELERY_BROKER_URL,
+                                     io_budget=io_budget_rates(), cold_root=cold_root())
+
+
+# -- the capacity tier (lifecycle transitions) ------------------------------------------------
+
+COLD_PREFIX = "s3-cold-"
+USABLE_POOL_STATES = ("online", "degraded")
+
+
+def cold_filesystem():
+    """The file system on a capacity pool that holds the gateway's cold bytes, if made
+    (``s3-cold-<pool>``, by the bootstrap: see ``bootstrap.ensure_cold_filesystem``)."""
+    from services.storage.models import FileSystem
+
+    return (FileSystem.objects.select_related("pool")
+            .filter(name__startswith=COLD_PREFIX, pool__media="capacity").order_by("name").first())
+
+
+def cold_root() -> str | None:
+    """The gateway's ``cold_root``: a directory in the cold file system, only while its pool is
+    usable and the directory exists (never an empty mount point)."""
+    fs = cold_filesystem()
+    if fs is None or fs.pool.state not in USABLE_POOL_STATES or not fs.path:
+        return None
+    root = f"{fs.path.rstrip('/')}/{DATA_SUBDIR}"
+    return root if os.path.isdir(root) else None
+
+
+def io_budget_rates() -> dict:
+    """The appliance I/O budget's rates in bytes (``services.tiering``), for transitions.
+    A change through the API reaches the gateway with its next config write."""
+    from services.tiering.models import IOBudgetSetting
+
+    row = IOBudgetSetting.get()
+    mib = 1 << 20
+    return {"rate": row.rate_mbps * mib, "burst": row.burst_mb * mib,
+            "classes": {k: int(v) * mib for k, v in (row.class_rates_mbps or {}).items()},
+            "foreground_share": row.foreground_share}
 
 
 def write_gateway_config() -> bool:

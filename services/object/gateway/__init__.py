@@ -23,11 +23,10 @@ does not parse is logged and the previous configuration stays in force::
                                           # PUT/GET mark foreground traffic there (.foreground)
       "cold_root": "/pools/capacity/s3",  # optional: existing directory on the capacity pool,
                                           # where lifecycle transitions put cold bytes
-      "io_budget": {                      # optional: transitions draw from the appliance I/O
-        "redis_url": "redis://...",       # budget (class "migration"); without redis_url
-        "rate": 0, "burst": 0,            # they run unthrottled. Bytes/s and bytes, 0 =
-        "classes": {"migration": 0},      # unlimited, as services.tiering.iobudget
-        "foreground_share": 0.1},
+      "io_budget": {                      # optional: lifecycle transitions draw from the
+        "rate": 0, "burst": 0,            # budget at io_budget_redis (class "migration"):
+        "classes": {"migration": 0},      # bytes/s and bytes, 0 = unlimited, as in
+        "foreground_share": 0.1},         # services.tiering.iobudget; absent: unthrottled
       "users": {
         "<access_key>": {"secret_key": "...", "user": "alice", "admin": false}
       }

@@ -40,7 +40,7 @@ def parse_config(text: str, path: str = "config") -> dict:
         raise ConfigError(f"{path}: 'cold_root' must be an absolute directory path (or absent)")
     budget = data.get("io_budget")
     if budget is not None and not isinstance(budget, dict):
-        raise ConfigError(f"{path}: 'io_budget' must be an object {{redis_url, rate, burst, classes, "
+        raise ConfigError(f"{path}: 'io_budget' must be an object {{rate, burst, classes, "
                           "foreground_share}}")
     data.setdefault("region", "us-east-1")
     data.setdefault("admin_token", "")

@@ -17,7 +17,7 @@ pool), one file per version: ``<cold_root>/buckets/<bucket>/<xx>/<id>``. Without
 
 A transition (:func:`transition`) copies the version's bytes to a temporary file under
 ``<cold_root>/tmp/`` (drawing from the appliance I/O budget, class ``migration``, when the
-config's ``io_budget`` has a ``redis_url`` and a non-zero rate), fsyncs it, renames it into place, fsyncs the directory,
+config has ``io_budget_redis`` and a non-zero rate in ``io_budget``), fsyncs it, renames it into place, fsyncs the directory,
 then reads it back from disk (page cache dropped) and checks size and MD5 against what was
 read from the hot copy and, where the ETag is an MD5 (single PUT) or an MD5 of part MD5s
 (multipart), against the ETag itself. Only then does one index op (``retier``: tier, location
@@ -172,23 +172,16 @@ class ColdTier:
         return root
 
     def budget(self):
-        """An IOBudget from the config's ``io_budget`` (None: unthrottled, also when every
-        rate is 0 = unlimited)."""
+        """An IOBudget on the config's ``io_budget_redis`` with the ``io_budget`` rates (None:
+        unthrottled, also when every rate is 0 = unlimited)."""
         cfg = self.gw.config.get("io_budget") or {}
-        url = cfg.get("redis_url")
+        url = self.gw.config.get("io_budget_redis")
         if not url or not (cfg.get("rate") or any((cfg.get("classes") or {}).values())):
             return None
         key = json.dumps([url, cfg], sort_keys=True)
         if key != self._budget_key:
-            import redis
-
-            from services.tiering.iobudget import BudgetConfig, IOBudget
-            if url.startswith("redis+socket://"):  # kombu's spelling of a unix socket
-                path, _, query = url[len("redis+socket://"):].partition("?")
-                db = dict(p.split("=", 1) for p in query.split("&") if "=" in p).get("virtual_host")
-                client = redis.Redis(unix_socket_path=path, db=int(db or 0), socket_timeout=5)
-            else:
-                client = redis.Redis.from_url(url, socket_timeout=5)
+            from services.tiering.iobudget import BudgetConfig, IOBudget, redis_from_url
+            client = redis_from_url(url, timeout=5.0)
             config = BudgetConfig(rate=int(cfg.get("rate") or 0), burst=int(cfg.get("burst") or 0),
                                   classes={k: int(v) for k, v in (cfg.get("classes") or {}).items()},
                                   foreground_share=float(cfg.get("foreground_share", 0.1)))

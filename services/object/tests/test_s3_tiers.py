@@ -265,7 +265,7 @@ def test_transitions_draw_from_the_io_budget(tmp_path):
         pytest.skip("set STRATA_REDIS_URL=redis://... to test the I/O budget")
     client = redis.Redis.from_url(url)
     client.delete("strata:io:class:migration")
-    gw = start_tiered(tmp_path, io_budget={"redis_url": url, "classes": {"migration": 64 * MIB}})
+    gw = start_tiered(tmp_path, io_budget_redis=url, io_budget={"classes": {"migration": 64 * MIB}})
     try:
         s3 = gw.client()
         s3.create_bucket(Bucket="budget")

@@ -1,0 +1,56 @@
+"""The plane gives the S3 gateway a cold root on the appliance's capacity pool (and only
+then are lifecycle transitions accepted), checked with boto3 against a gateway started the
+way `strata up` starts it."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from botocore.exceptions import ClientError
+
+from services.object.tests.planefixture import start_plane_gateway, stop_procs
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+GLACIER_IR_RULE = {"Rules": [{"ID": "cold", "Filter": {"Prefix": ""}, "Status": "Enabled",
+                              "Transitions": [{"Days": 30, "StorageClass": "GLACIER_IR"}]}]}
+
+
+def _config(data_dir) -> dict:
+    return json.loads((data_dir / "run" / "s3" / "gateway.json").read_text())
+
+
+def test_capacity_pool_gives_the_gateway_a_cold_root(api, data_dir, settings):
+    made = api.post("/api/v1/pools/", {"name": "slow", "driver": "directory", "media": "capacity"}, format="json")
+    assert made.status_code == 201, made.content
+    plane = start_plane_gateway(api, data_dir, settings)
+    try:
+        from services.storage.models import FileSystem
+
+        fs = FileSystem.objects.get(name="s3-cold-slow")
+        assert fs.pool.name == "slow"
+        config = _config(data_dir)
+        assert config["cold_root"].startswith(fs.path) and os.path.isdir(config["cold_root"])
+        assert config["io_budget"]["rate"] == 0  # the appliance default: unlimited
+        s3 = plane.admin_s3
+        s3.create_bucket(Bucket="tiered")
+        s3.put_bucket_lifecycle_configuration(Bucket="tiered", LifecycleConfiguration=GLACIER_IR_RULE)
+        rules = s3.get_bucket_lifecycle_configuration(Bucket="tiered")["Rules"]
+        assert rules[0]["Transitions"][0]["StorageClass"] == "GLACIER_IR"
+    finally:
+        stop_procs(plane.procs)
+
+
+def test_without_a_capacity_pool_transitions_are_refused_with_the_reason(api, data_dir, settings):
+    plane = start_plane_gateway(api, data_dir, settings)
+    try:
+        assert "cold_root" not in _config(data_dir)
+        s3 = plane.admin_s3
+        s3.create_bucket(Bucket="flat")
+        with pytest.raises(ClientError) as e:
+            s3.put_bucket_lifecycle_configuration(Bucket="flat", LifecycleConfiguration=GLACIER_IR_RULE)
+        assert e.value.response["Error"]["Code"] == "InvalidStorageClass"
+        assert "capacity" in e.value.response["Error"]["Message"]
+    finally:
+        stop_procs(plane.procs)
