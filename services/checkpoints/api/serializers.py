@@ -91,9 +91,24 @@ class CheckpointVersionSerializer(serializers.ModelSerializer):
         return [{"id": x.pk, "holder": x.holder, "expires_at": x.expires_at}
                 for x in v.active_leases()]
 
+    def to_representation(self, v):
+        """Plus `nfs_path` and `smb_path` where the job's file system is exported or
+        shared (absent otherwise; see services/checkpoints/access.py)."""
+        from services.checkpoints.access import network_paths
+
+        data = super().to_representation(v)
+        if self.with_network_paths:
+            data.update(network_paths(v))
+        return data
+
+    with_network_paths = True
+
 
 class CheckpointVersionListSerializer(CheckpointVersionSerializer):
-    """Versions in a list: everything but the manifest (which may name thousands of shards)."""
+    """Versions in a list: everything but the manifest (which may name thousands of shards)
+    and the NFS/SMB paths (two queries per version; the version itself has them)."""
+
+    with_network_paths = False
 
     class Meta(CheckpointVersionSerializer.Meta):
         fields = [f for f in CheckpointVersionSerializer.Meta.fields if f != "manifest"]
