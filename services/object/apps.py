@@ -5,3 +5,6 @@ class ObjectConfig(AppConfig):
     name = "services.object"
     label = "object"
     verbose_name = "S3 buckets and access keys"
+
+    def ready(self):
+        from services.object import signals  # noqa: F401 - registers the receivers

@@ -38,6 +38,15 @@ def test_capacity_pool_gives_the_gateway_a_cold_root(api, data_dir, settings):
         s3.put_bucket_lifecycle_configuration(Bucket="tiered", LifecycleConfiguration=GLACIER_IR_RULE)
         rules = s3.get_bucket_lifecycle_configuration(Bucket="tiered")["Rules"]
         assert rules[0]["Transitions"][0]["StorageClass"] == "GLACIER_IR"
+        # the cold file system cannot go while an object's cold bytes are there
+        held = os.path.join(config["cold_root"], "buckets", "tiered", "ab", "abcdef")
+        os.makedirs(os.path.dirname(held))
+        open(held, "wb").close()
+        refused = api.delete("/api/v1/filesystems/s3-cold-slow/")
+        assert refused.status_code == 409 and "cold bytes" in refused.json()["detail"]
+        os.unlink(held)
+        assert api.delete("/api/v1/filesystems/s3-cold-slow/").status_code in (200, 202, 204)
+        assert "cold_root" not in _config(data_dir)
     finally:
         stop_procs(plane.procs)
 
