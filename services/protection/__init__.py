@@ -1,13 +1,30 @@
-"""Data protection: snapshot schedules, replication to a peer appliance, backup to S3.
+"""Data protection: snapshot schedules, replication to a peer appliance, backup to S3,
+bucket snapshots and bucket replication.
 
 REST resources (all under /api/v1/, operators and admins write, everyone reads):
 
-- ``snapshot-schedules/`` ``{name, filesystem|volume, cron|every_minutes, keep_last,
+- ``snapshot-schedules/`` ``{name, filesystem|volume|bucket, cron|every_minutes, keep_last,
   keep_hourly, keep_daily, keep_weekly, enabled}``; ``POST .../<name>/run/`` → 202 Job.
   Each row owns a django-celery-beat PeriodicTask ``protection:schedule:<name>`` (task
   ``protection.run_schedule``, args ``[id]``), created, changed and deleted with the row.
   Runs take ``auto-<name>-YYYYmmdd-HHMMSS`` (UTC) and prune only their own snapshots, never
-  one with clones or one a replication or backup builds on (``schedules.protected_snapshot_names``).
+  one with clones or one a replication or backup builds on (``schedules.protected_snapshot_names``),
+  nor a bucket snapshot a restore is reading from. A bucket schedule needs versioning
+  Enabled on the bucket (409 otherwise, saying how; it is not turned on behind the user's
+  back, since it changes what every overwrite keeps).
+- ``bucket-snapshots/`` (``?bucket=``) ``{bucket, name?}`` → 201 ``{id: "<bucket>/<name>",
+  bucket, name, created_at, objects, bytes}``; ``GET``/``DELETE .../<bucket>/<name>/``;
+  ``POST .../<bucket>/<name>/restore/ {bucket}`` → 202 Job copying the snapshot's versions
+  into a new bucket (409 if it exists, unless it is a cut-short restore of the same
+  snapshot, which resumes). Bucket snapshots are manifests of versions kept and held by the
+  S3 gateway (``bucket_snapshots.py``; ``services/object/gateway/snapshots.py``): a held
+  version survives DeleteObject with its versionId (S3 ``AccessDenied`` "held by snapshot
+  X") and lifecycle noncurrent expiration; plain deletes add delete markers as usual.
+- ``bucket-replications/`` ``{name, bucket, target, every_minutes}`` (``target`` a backup
+  target: endpoint, keys, bucket, prefix) with ``POST .../sync/`` → 202 Job: versions and
+  delete markers written since the ``watermark`` (the gateway's change feed) are copied in
+  order with their metadata, deletes as deletes; ``lag_seconds`` is the recovery point
+  (``bucket_replication.py`` says why a target and not a peer).
 - ``replication-peers/`` ``{name, url, token}`` (the token of an operator on the peer,
   checked by calling the peer's ``/api/v1/me/``; never shown again, sealed in the database
   by ``fields.SealedTextField``); ``POST .../check/``.
@@ -32,5 +49,7 @@ says how much arrived (a cut link resumes from there); ``POST replica-transfers/
 middleware reads every /api/ body (see the report of issue 7).
 
 Every long run is a Job (``tasks.py``); background streams draw from the shared I/O budget
-(``services.tiering.budget``) under the job classes ``replication`` and ``backup``.
+(``services.tiering.budget``) under the job classes ``replication`` (also bucket
+replication) and ``backup``. A bucket restore is copied inside the S3 gateway and does not
+draw from it.
 """
