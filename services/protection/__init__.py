@@ -30,8 +30,21 @@ REST resources (all under /api/v1/, operators and admins write, everyone reads):
   by ``fields.SealedTextField``); ``POST .../check/``.
 - ``replications/`` ``{name, filesystem|volume, peer, target_pool, target_name,
   every_minutes}``: ``lag_seconds`` is the recovery point; ``POST .../sync/`` → 202 Job.
+  ``POST .../failback/`` → 202 Job (``strata replication failback NAME``), after a failover
+  on the peer: the promoted copy's increment on the newest common snapshot is pulled here
+  (resumable, checked, applied whole), this side's own writes since are kept in snapshot
+  ``failback-<name>-<time>``, the source is rolled back in place onto the pulled snapshot
+  (same name and path, exports keep serving), and the peer's replica is re-based on it, so
+  the next sync is incremental (``failback.py``). 409 when the replica was not promoted,
+  when no snapshot is common, or while a sync or failback of it runs; 502 if the peer does
+  not answer. ``failback`` on the row shows the step of one cut short (run it again); syncs
+  wait (409) until it is complete.
 - On the receiving appliance: ``replicas/`` (what peers replicate here; ``POST
-  .../<name>/promote/ {name}`` = failover) and ``replica-transfers/`` (the wire protocol).
+  .../<name>/promote/ {name}`` = failover) and ``replica-transfers/`` (the wire protocol);
+  for failback, called by the original side: ``POST .../<name>/failback-snapshot/
+  {snapshot}``, ``GET .../<name>/failback-stream/?snapshot=&parent=&offset=`` (the send
+  stream from ``offset``, then ``STRATA-SHA256:<hex of the whole stream>``) and ``POST
+  .../<name>/rebase/ {snapshot}``.
 - ``backup-targets/`` ``{name, endpoint_url, region, access_key, secret_key, bucket,
   prefix}`` (``secret_key`` write-only and sealed in the database like peer tokens);
   ``backups/`` ``{name, filesystem|volume, target, every_minutes, full_every}``
