@@ -17,6 +17,7 @@ from console.celery import app
 from console.models import Job
 from services.object.tests.planefixture import start_plane_gateway, stop_procs
 from services.protection import tasks
+from services.protection.health import service_alerts
 from services.protection.models import BucketReplication, SnapshotSchedule
 from services.protection.tests.helpers import (
     CutProxy,
@@ -213,6 +214,8 @@ def test_bucket_replication_copies_versions_deletes_and_resumes(api, worker, pla
         assert job["state"] == "failed" and "resumes" in job["error"], job
         row = BucketReplication.objects.get()
         assert row.state == "error" and row.watermark > before
+        assert any(a["text"].startswith("Bucket replication src-to-peer failed")
+                   for a in service_alerts())  # on the dashboard
         there = {o["Key"] for o in dst.list_objects_v2(Bucket="replica", Prefix="batch/")
                  .get("Contents", [])}
         assert 0 < len(there) < len(batch)
