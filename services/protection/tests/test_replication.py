@@ -248,3 +248,44 @@ def test_replicate_a_volume_and_refuse_a_non_replica_target(api, worker, live_se
 def sha256_of(path) -> str:
     with open(path, "rb") as fh:
         return hashlib.sha256(fh.read()).hexdigest()
+
+
+def test_failback_refusals(api, worker, live_server):
+    """A failback needs a failover on the peer and a snapshot both sides still have; the
+    peer-side endpoints refuse a replica that was not promoted and unknown snapshots."""
+    make_pool(api, "site-a")
+    make_pool(api, "site-b")
+    src = api.post("/api/v1/filesystems/", {"name": "solo", "pool": "site-a"},
+                   format="json").json()["path"]
+    write_files(src, {"f": os.urandom(MiB)})
+    token = Token.objects.get(user=api.user).key
+    assert api.post("/api/v1/replication-peers/", {"name": "b", "url": live_server.url,
+                                                   "token": token},
+                    format="json").status_code == 201
+    assert api.post("/api/v1/replications/", {
+        "name": "solo-dr", "filesystem": "solo", "peer": "b", "target_pool": "site-b",
+        "target_name": "solo-replica"}, format="json").status_code == 201
+    job = run_job(api, "/api/v1/replications/solo-dr/sync/")
+    assert job["state"] == "succeeded", job
+    common = job["result"]["snapshot"]
+
+    r = api.get("/api/v1/replicas/solo-replica/failback-stream/",
+                {"snapshot": common, "parent": common})
+    assert r.status_code == 409 and "not been promoted" in r.json()["detail"], r.json()
+    r = api.post("/api/v1/replications/solo-dr/failback/", {}, format="json")
+    assert r.status_code == 409 and "not promoted" in r.json()["detail"], r.json()
+
+    assert api.post("/api/v1/replicas/solo-replica/promote/", {"name": "solo-live"},
+                    format="json").status_code == 201
+    r = api.get("/api/v1/replicas/solo-replica/failback-stream/",
+                {"snapshot": "nope", "parent": common})
+    assert r.status_code == 404 and r.json()["error"] == "not_found", r.json()
+    # this side lost the snapshot both had: no incremental way back
+    snap = api.get("/api/v1/snapshots/", {"filesystem": "solo"}).json()
+    snap = (snap["results"] if isinstance(snap, dict) else snap)[0]
+    assert snap["name"] == common
+    assert api.delete(f"/api/v1/snapshots/{snap['id']}/").status_code == 204
+    r = api.post("/api/v1/replications/solo-dr/failback/", {}, format="json")
+    assert r.status_code == 409 and "shares no snapshot" in r.json()["detail"], r.json()
+    assert "solo-live" in r.json()["detail"]  # what to do instead: replicate it back
+    assert Replication.objects.get(name="solo-dr").failback == {}
