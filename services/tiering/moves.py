@@ -177,7 +177,10 @@ def _switch(obj, dst: Pool, new_path: str, old_path: str, src_pool: str) -> None
         except Exception as back:  # the first refusal is what the user needs
             log.error("tier move of %s: pointing back at %s failed too: %s",
                       obj.name, old_path, back)
-        _delete(driver_for(dst.driver), dst.name, obj._meta.model_name, obj.name)
+        try:
+            _delete(driver_for(dst.driver), dst.name, obj._meta.model_name, obj.name)
+        except DataplaneError as gone:  # still held by a daemon: the refusal matters more
+            log.error("tier move of %s: the new copy in %s stays: %s", obj.name, dst.name, gone)
         raise MoveFailed(f"{obj.name} stays in {src_pool}: what serves it could not follow "
                          f"it to {dst.name}: {exc}") from exc
 
