@@ -1,5 +1,5 @@
 """One rank of a multi-process DCP save or load through the SDK's S3 writer and reader (run
-as a subprocess by test_sdk.py; no Django: a training process only has the SDK).
+as a subprocess by test_sdk_s3.py; no Django: a training process only has the SDK).
 
 The state: `big`, one tensor sharded over the ranks (a DTensor on a CPU mesh; a shard is
 several multipart parts), `small.<i>`, many small replicated tensors, and `extra`, a
@@ -37,7 +37,7 @@ def state(world: int, zeros: bool) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["save", "load", "async_save"])
+    p.add_argument("mode", choices=["save", "load"])
     for name in ("rank", "world", "port", "step"):
         p.add_argument(f"--{name}", type=int, default=0)
     for name in ("url", "token", "job", "endpoint", "access_key", "secret_key"):
@@ -57,14 +57,10 @@ def main(argv=None) -> int:
                                                   "access_key": a.access_key,
                                                   "secret_key": a.secret_key})
     MiB = 1 << 20
-    if a.mode in ("save", "async_save"):
+    if a.mode == "save":
         writer = client.dcp_writer(a.job, a.step, via="s3", thread_count=2,
                                    part_size=5 * MiB, max_concurrency=4)
-        sd = state(a.world, zeros=False)
-        if a.mode == "save":
-            dcp.save(sd, storage_writer=writer)
-        else:
-            dcp.async_save(sd, storage_writer=writer).result(timeout=120)
+        dcp.save(state(a.world, zeros=False), storage_writer=writer)
         if a.rank == 0:
             assert writer.version.state == "committed", writer.version
     else:

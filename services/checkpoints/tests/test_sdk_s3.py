@@ -78,6 +78,8 @@ def assert_equal(got: dict, want: dict) -> None:
         assert torch.equal(got["model"][k], v), k
 
 
+# DCP's extra writer threads let their exception escape (the writer re-raises it after)
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_dcp_save_async_save_and_load_through_s3(client, gateway):
     warnings.filterwarnings("ignore", message=".*assuming the intent is to")
     # dcp.save: the job has only a bucket, so the writer goes through S3
@@ -182,15 +184,21 @@ def test_two_ranks_save_through_s3_load_with_one_and_three(client, gateway):
     manifest = client.version("llm", latest.id).raw["manifest"]
     assert {e["name"]: e["size"] for e in manifest} == {n: o["Size"] for n, o in stored.items()}
 
-    out = run_ranks(client, gateway, "load", 1)
-    assert "rank 0/1" in out
+    # one process (no process group) loads the sharded tensor whole, from both ranks' objects
+    from services.checkpoints.tests.dcp_s3_ranks import expected_big
+
+    target = {"big": torch.zeros(expected_big().numel()),
+              **{f"small.{i}": torch.zeros(16) for i in range(SMALL)},
+              "extra": {"step": 0, "name": ""}}
+    with client.dcp_reader("llm") as reader:
+        dcp.load(target, storage_reader=reader)
+    assert torch.equal(target["big"], expected_big())
+    assert all(torch.equal(target[f"small.{i}"], torch.full((16,), float(i)))
+               for i in range(SMALL))
+    assert target["extra"] == {"step": 7, "name": "strata"}
+    # three ranks, each loading its third of the sharded tensor
     out = run_ranks(client, gateway, "load", 3)
     assert all(f"rank {r}/3" in out for r in range(3)), out
-
-    # dcp.async_save from two ranks as well
-    run_ranks(client, gateway, "async_save", 2, step=11)
-    assert client.latest("llm").step == 11
-    assert "rank 1/3" in run_ranks(client, gateway, "load", 3)
 
 
 KILLED_SAVER = r"""
@@ -211,7 +219,9 @@ sys.exit(dcp_s3_ranks.main(sys.argv[1:]))
 
 
 def test_s3_save_killed_mid_upload_never_becomes_latest(client, gateway, api):
-    run_ranks(client, gateway, "save", 1, step=1)
+    warnings.filterwarnings("ignore", message=".*assuming the intent is to")
+    want = model_state(1)
+    dcp.save(want, storage_writer=client.dcp_writer("llm", 1))
     assert client.latest("llm").step == 1
     cmd = rank_cmd(client, gateway, "save", 0, 1, free_port(), step=2)
     proc = subprocess.Popen([sys.executable, "-c", KILLED_SAVER, *cmd[3:]], cwd=ROOT,
@@ -237,4 +247,7 @@ def test_s3_save_killed_mid_upload_never_becomes_latest(client, gateway, api):
     killed.refresh_from_db()
     assert killed.state == "writing"
     # the previous version still restores
-    assert "rank 0/1" in run_ranks(client, gateway, "load", 1)
+    target = zeros_like(want)
+    with client.dcp_reader("llm") as reader:
+        dcp.load(target, storage_reader=reader)
+    assert_equal(target, want)
