@@ -1,7 +1,8 @@
 """Two whole appliances (`strata up` twice: own data directories, SQLite databases, Redis,
 workers and uvicorn) paired over HTTP: a file system replicates from A to B (full, then
 incremental), the bytes on B equal A's by hash, B's lag is shown on A, and failover on B
-gives a writable copy. Then both sides are written, A fails back through the CLI: A (in
+gives a writable copy. Then both sides are written, A fails back (the link dropped once
+mid-pull: B's `btrfs send` stops and the next run, through the CLI, resumes): A (in
 place, its NFS export serving throughout) holds B's writes, its own later writes are kept in
 a snapshot, B's replica is re-based, and the next forward run is incremental. This is the
 production path: the receiver and the failback stream run under uvicorn (ASGI) with the
@@ -10,13 +11,15 @@ checked by the SHA-256 of every file."""
 import contextlib
 import json
 import os
+import subprocess
 import time
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
 
-from services.protection.tests.helpers import file_hashes, write_files
+from services.protection.tests.helpers import CutProxy, file_hashes, write_files
 from tests.appliance import Appliance
 
 pytestmark = pytest.mark.root
@@ -79,14 +82,25 @@ def nfs_hashes(port: int, pseudo: str, names) -> dict:
         return {name: read_hash(client, name)[1] for name in names}
 
 
-def test_replicate_between_two_appliances_fail_over_and_back(appliances):
+def sending(data_dir) -> list:
+    """`btrfs send` processes working on an appliance's pools."""
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines()
+            if "btrfs send" in line and str(data_dir) in line and "sh -c" not in line]
+
+
+def test_replicate_between_two_appliances_fail_over_and_back(appliances, request):
     a, b = (Api(x) for x in appliances)
     r = a("POST", "/filesystems/", json={"name": "ckpt", "pool": "default"})
     assert r.status_code == 201, r.text
     src = r.json()["path"]
     write_files(src, {"step-1/shard-0": os.urandom(3 * MiB), "step-1/meta": b"1"})
 
-    r = a("POST", "/replication-peers/", json={"name": "b", "url": appliances[1].url,
+    # A reaches B through a TCP proxy that can drop the link
+    u = urllib.parse.urlparse(appliances[1].url)
+    proxy = CutProxy(u.hostname, u.port)
+    request.addfinalizer(proxy.close)
+    r = a("POST", "/replication-peers/", json={"name": "b", "url": proxy.url,
                                                 "token": b.token})
     assert r.status_code == 201 and r.json()["state"] == "online", r.text
     r = a("POST", "/replications/", json={"name": "ckpt-dr", "filesystem": "ckpt",
@@ -133,9 +147,21 @@ def test_replicate_between_two_appliances_fail_over_and_back(appliances):
     write_files(src, {"a-late": b"written on A after the failover"})
     at_a = file_hashes(src)
 
-    # failback, through the CLI on A
+    # failback; the link drops while A pulls: B stops sending, A is untouched
+    proxy.count_download, proxy.cut_after = True, MiB
+    job = a.job("/replications/ckpt-dr/failback/")
+    assert job["state"] == "failed", job
+    assert proxy.cuts >= 1 and file_hashes(src) == at_a
+    assert a("GET", "/replications/ckpt-dr/").json()["failback"]["phase"] == "pull"
+    deadline = time.monotonic() + 30
+    while sending(appliances[1].data_dir) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not sending(appliances[1].data_dir)
+    proxy.cut_after, proxy.count_download = None, False
+    # run again, through the CLI on A: it resumes and completes
     done = appliances[0].cli("--json", "replication", "failback", "ckpt-dr")
     assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["result"]["resumed_at"] > 0, done.stdout
     rep = a("GET", "/replications/ckpt-dr/").json()
     assert rep["state"] == "ok" and rep["failback"] == {}, rep
     back = rep["last_snapshot"]
