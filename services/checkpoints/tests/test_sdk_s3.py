@@ -170,6 +170,7 @@ def run_ranks(client, gateway, mode, world, step=0) -> str:
                 p.wait()
 
 
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 def test_two_ranks_save_through_s3_load_with_one_and_three(client, gateway):
     from services.checkpoints.tests.dcp_s3_ranks import SMALL
 
