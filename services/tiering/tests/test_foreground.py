@@ -94,3 +94,31 @@ def test_checkpoint_begin_marks_foreground(api, redis_db):
     begin(api, "llm", 100)
     assert redis_db.exists(FOREGROUND_KEY)
     assert background_wait(redis_db) == pytest.approx(1.0)
+
+
+@pytest.mark.root
+def test_on_a_real_appliance_the_plane_points_the_gateway_at_the_budget():
+    """`strata up`: the plane writes the broker's Redis (a unix socket) into the gateway's
+    config, and a PUT through the appliance's S3 endpoint marks foreground traffic there."""
+    import json
+
+    from tests.appliance import Appliance
+
+    app = Appliance()
+    try:
+        app.start()
+        config = json.loads((app.data_dir / "run" / "s3" / "gateway.json").read_text())
+        url = config["io_budget_redis"]
+        assert url.startswith("redis+socket://"), url
+        client = redis_from_url(url)
+        client.delete(FOREGROUND_KEY)
+        creds = app.credentials
+        s3 = boto3.client("s3", endpoint_url=creds["s3_endpoint"],
+                          aws_access_key_id=creds["s3_access_key"],
+                          aws_secret_access_key=creds["s3_secret_key"], region_name="us-east-1",
+                          config=Config(s3={"addressing_style": "path"}))
+        s3.create_bucket(Bucket="ckpt")
+        s3.put_object(Bucket="ckpt", Key="rank0.bin", Body=b"x" * MiB)
+        assert wait_for_mark(client)
+    finally:
+        app.destroy()
