@@ -18,5 +18,6 @@ REST (all under /api/v1/, token auth; viewers read, operators and admins write):
 
 Modules: models (catalog), service (begin/commit/abort/leases/pins), retention, prewarm,
 scanner (commit without the API), verify and formats and s3source (bytes, no Django),
-tasks (Celery), sdk (the training-script client, no Django).
+tasks (Celery), sdk (the training-script client, no Django) and dcp (its PyTorch DCP
+writer/reader through the version's directory or its S3 prefix; imports torch, boto3).
 """
