@@ -186,6 +186,13 @@ def _pull(rep: Replication, client, progress) -> tuple:
         if buf:  # stream bytes in order even when the link broke: the next run resumes after
             done = transfer.append(done, bytes(buf))
     if len(tail) != TRAILER_LEN or not tail.startswith(TRAILER_MAGIC):
+        if offset and done == offset:
+            # nothing came past what we hold: the peer's stream may be shorter than our
+            # spool (it is not the same stream any more); start it over
+            transfer.discard()
+            _save(rep, transfer="")
+            raise ReplicationFailed(f"the peer's stream of {name} gave nothing past byte "
+                                    f"{offset}; the next run pulls it again from byte 0")
         raise ReplicationFailed(f"the peer's stream of {name} ended without its checksum "
                                 f"after {done} bytes; run the failback again to resume")
     sha = tail[len(TRAILER_MAGIC):].decode()

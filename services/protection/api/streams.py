@@ -6,6 +6,19 @@ from concurrent.futures import ThreadPoolExecutor
 from django.core.handlers.asgi import ASGIRequest
 from django.db import connections
 from django.http import StreamingHttpResponse
+from rest_framework.permissions import BasePermission
+
+from console.roles import can_change
+
+
+class OperatorOnly(BasePermission):
+    """A GET that hands out a file system's or volume's whole content (a send stream) and
+    loads the disks: operators and admins only, like the writes."""
+
+    message = "Reading a replication stream needs the operator or admin role."
+
+    def has_permission(self, request, view):
+        return can_change(request.user)
 
 
 def _finish(chunks) -> None:

@@ -30,7 +30,7 @@ from services.protection.models import (
     SnapshotSchedule,
 )
 from services.protection import failback
-from services.protection.api.streams import stream_response
+from services.protection.api.streams import OperatorOnly, stream_response
 from services.storage.api.serializers import FileSystemSerializer, VolumeSerializer
 
 
@@ -157,7 +157,8 @@ class ReplicaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         OpenApiParameter("snapshot", str, required=True),
         OpenApiParameter("parent", str, required=True),
         OpenApiParameter("offset", int)])
-    @action(detail=True, methods=["get"], url_path="failback-stream")
+    @action(detail=True, methods=["get"], url_path="failback-stream",
+            permission_classes=[OperatorOnly])
     def failback_stream(self, request, name=None):
         """The promoted copy's send stream of ``snapshot`` (incremental on ``parent``) from
         byte ``offset``, then ``STRATA-SHA256:`` and the whole stream's hex digest."""

@@ -250,7 +250,7 @@ def sha256_of(path) -> str:
         return hashlib.sha256(fh.read()).hexdigest()
 
 
-def test_failback_refusals(api, worker, live_server):
+def test_failback_refusals(api, viewer_api, worker, live_server):
     """A failback needs a failover on the peer and a snapshot both sides still have; the
     peer-side endpoints refuse a replica that was not promoted and unknown snapshots."""
     make_pool(api, "site-a")
@@ -280,6 +280,10 @@ def test_failback_refusals(api, worker, live_server):
     r = api.get("/api/v1/replicas/solo-replica/failback-stream/",
                 {"snapshot": "nope", "parent": common})
     assert r.status_code == 404 and r.json()["error"] == "not_found", r.json()
+    # the stream is the file system's content: not for viewers
+    r = viewer_api.get("/api/v1/replicas/solo-replica/failback-stream/",
+                       {"snapshot": common, "parent": common})
+    assert r.status_code == 403, r.json()
     # this side lost the snapshot both had: no incremental way back
     snap = api.get("/api/v1/snapshots/", {"filesystem": "solo"}).json()
     snap = (snap["results"] if isinstance(snap, dict) else snap)[0]
