@@ -9,15 +9,23 @@ REST (all under /api/v1/, token auth; viewers read, operators and admins write):
   `POST .../retention/` applies it as a job (202); `POST .../scan/` commits DCP/Orbax
   checkpoints found in the job's directory or bucket now.
 - `checkpoint-jobs/{job}/versions/`: list; `POST {"step"}` begins (or joins) a version and
-  returns its `id`, `path`, `relative_path`, `s3_prefix`.
+  returns its `id`, `path`, `relative_path`, `s3_prefix`, and where the job's file system
+  is exported or shared, `nfs_path` (`host:/pseudo/...`) and `smb_path`
+  (`\\\\host\\share\\...`) (absent otherwise; a version's GET has them too).
 - `.../versions/{id}/commit/` `{"manifest": [{name, size, sha256?|crc32c?}], "location"?}`:
   200 committed, 409 `{"error": "incomplete", "shards": [...]}` naming every bad shard.
 - `.../versions/{id}/abort/`, `lease/` `{"ttl_seconds", "holder"}` (starts pre-warm when
   cold), `pin/` `{"reason"}`, `unpin/`, `prewarm/` (202 job, or 200 when already hot).
 - `checkpoint-leases/{id}/` GET/DELETE (release), `POST .../renew/`.
 
-Modules: models (catalog), service (begin/commit/abort/leases/pins), retention, prewarm,
-scanner (commit without the API), verify and formats and s3source (bytes, no Django),
+Tiering: with `tier_after` and `capacity_pool` set, the periodic task `checkpoints.tier_all`
+(beat, every minute) starts one throttled Job per superseded, hot, unleased version
+superseded longer than `tier_after` ago: copy to `ckpt-cold-<pool>`, verify, switch, then
+release the hot copy (tierdown.py). Pre-warm brings a cold version back (prewarm.py).
+
+Modules: models (catalog), service (begin/commit/abort/leases/pins), retention, tierdown
+and prewarm (cold and back), access (NFS/SMB paths), signals (the cold file system is
+not deleted under cold versions), scanner (commit without the API), verify and formats and s3source (bytes, no Django),
 tasks (Celery), sdk (the training-script client, no Django) and dcp (its PyTorch DCP
 writer/reader through the version's directory or its S3 prefix; imports torch, boto3).
 """

@@ -34,7 +34,8 @@ class CheckpointJob(models.Model):
     keep_last = models.PositiveIntegerField(default=3)
     keep_every = models.PositiveIntegerField(null=True, blank=True)
     keep_newer_than = models.DurationField(null=True, blank=True)
-    # tiering (issue 7): superseded versions move to `capacity_pool` after `tier_after`
+    # tiering (tierdown.py): superseded versions move to `capacity_pool` once superseded
+    # for `tier_after`
     tier_after = models.DurationField(null=True, blank=True)
     capacity_pool = models.ForeignKey(Pool, null=True, blank=True, on_delete=refuse_while_used,
                                       related_name="+")

@@ -1,4 +1,5 @@
-"""Object digests: the MD5 ETag and the S3 additional checksums (CRC32, CRC32C, SHA1, SHA256).
+"""Object digests: the MD5 ETag and the S3 additional checksums (CRC32, CRC32C, SHA1, SHA256),
+and the composite checksum of a multipart object (:func:`composite`).
 
 A :class:`Digests` is fed every byte of a body once (from a worker thread for large bodies:
 hashlib and zlib release the GIL) and then checked against what the client claimed.
@@ -51,6 +52,14 @@ def _new(algorithm: str):
     if algorithm == "sha256":
         return hashlib.sha256()
     raise S3Error("InvalidRequest", f"Unsupported checksum algorithm {algorithm!r}; use one of {ALGORITHMS}")
+
+
+def composite(algorithm: str, part_values: list[str]) -> str:
+    """S3's checksum of a multipart object: the algorithm over the concatenated binary part
+    checksums, base64, with ``-N`` (N parts) appended (checksum type COMPOSITE)."""
+    h = _new(algorithm)
+    h.update(b"".join(base64.b64decode(v) for v in part_values))
+    return base64.b64encode(h.digest()).decode() + f"-{len(part_values)}"
 
 
 def requested_algorithms(headers: dict[str, str]) -> set[str]:

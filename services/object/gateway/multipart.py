@@ -19,7 +19,9 @@ from .buckets import Bucket
 from .core import Gateway, Stored
 from .errors import S3Error, child_text, el, parse_xml, xml_doc
 from .index import Op
+from .checksums import ALGORITHMS, composite
 from .object_ops import copy_source, meta_from_headers, parse_range
+from .tiers import check_write_class
 from .request import Request, Response, xml_response
 from .storage import fsync_dir, write_json_atomic
 
@@ -55,10 +57,18 @@ def _parts(path: str) -> dict[int, dict]:
 
 
 async def create(gw: Gateway, req: Request, bucket: Bucket) -> Response:
-    """CreateMultipartUpload."""
+    """CreateMultipartUpload (STANDARD only; ``x-amz-checksum-algorithm`` with the COMPOSITE
+    checksum type: Complete then stores the checksum of the part checksums)."""
+    check_write_class(req.headers)
+    algo = (req.headers.get("x-amz-checksum-algorithm") or "").lower()
+    if algo and algo not in ALGORITHMS:
+        raise S3Error("InvalidRequest", f"Unsupported checksum algorithm {algo!r}; use one of {ALGORITHMS}")
+    if req.headers.get("x-amz-checksum-type", "COMPOSITE").upper() != "COMPOSITE":
+        raise S3Error("NotImplemented", "Full-object checksums of multipart uploads are not implemented; "
+                      "use the COMPOSITE checksum type")
     upload_id = uuid.uuid4().hex
     info = {"key": req.key, "meta": meta_from_headers(req.headers), "initiated": time.time(),
-            "owner": req.auth.user}
+            "owner": req.auth.user, "ck_algo": algo}
 
     def make():
         path = os.path.join(bucket.uploads_dir, upload_id)
@@ -67,8 +77,9 @@ async def create(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         fsync_dir(bucket.uploads_dir)
 
     await gw.run(make)
+    headers = {"x-amz-checksum-algorithm": algo.upper(), "x-amz-checksum-type": "COMPOSITE"} if algo else {}
     return xml_response(xml_doc("InitiateMultipartUploadResult", el("Bucket", bucket.name) + el("Key", req.key)
-                                + el("UploadId", upload_id)))
+                                + el("UploadId", upload_id)), headers=headers)
 
 
 def _part_number(req: Request) -> int:
@@ -135,6 +146,31 @@ async def upload_part_copy(gw: Gateway, req: Request, bucket: Bucket) -> Respons
                                 + el("ETag", f'"{stored.md5_hex}"')))
 
 
+def _part_checksum_claims(body: bytes) -> dict[int, dict[str, str]]:
+    """Checksums a CompleteMultipartUpload names per part: {part number: {algorithm: value}}."""
+    claims: dict[int, dict[str, str]] = {}
+    for part in parse_xml(body).findall("Part"):
+        for algo in ALGORITHMS:
+            value = child_text(part, f"Checksum{algo.upper()}")
+            if value:
+                claims.setdefault(int(child_text(part, "PartNumber")), {})[algo] = value
+    return claims
+
+
+def _composite_checksums(wanted: list, chosen: list, claims: dict, upload_id: str) -> dict:
+    """The object's composite checksums: for every algorithm that each chosen part has (a part
+    copied with UploadPartCopy has none); a part checksum the request names must match."""
+    for (n, _), part in zip(wanted, chosen):
+        for algo, value in claims.get(n, {}).items():
+            if part.get("ck", {}).get(algo) != value:
+                raise S3Error("InvalidPart", f"The {algo.upper()} of part {n} does not match the uploaded part",
+                              UploadId=upload_id, PartNumber=str(n))
+    algos = set(ALGORITHMS)
+    for part in chosen:
+        algos &= set(part.get("ck", {}))
+    return {a: composite(a, [p["ck"][a] for p in chosen]) for a in sorted(algos)}
+
+
 def _parse_complete(body: bytes) -> list[tuple[int, str]]:
     root = parse_xml(body)
     if root.tag != "CompleteMultipartUpload":
@@ -155,7 +191,8 @@ async def complete(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """CompleteMultipartUpload: validate the part list, then commit the object durably."""
     upload_id = req.query["uploadId"]
     path, info = await gw.run(_load_upload, bucket, upload_id, req.key)
-    wanted = _parse_complete(await req.body().read_all(4 * 1024 * 1024))
+    raw = await req.body().read_all(4 * 1024 * 1024)
+    wanted = _parse_complete(raw)
     parts = await gw.run(_parts, path)
     numbers = [n for n, _ in wanted]
     if any(b <= a for a, b in zip(numbers, numbers[1:])):
@@ -170,6 +207,7 @@ async def complete(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         if i < len(wanted) - 1 and part["size"] < MIN_PART_SIZE:
             raise S3Error("EntityTooSmall", UploadId=upload_id, PartNumber=str(n), ProposedSize=str(part["size"]),
                           MinSizeAllowed=str(MIN_PART_SIZE))
+    checksums = _composite_checksums(wanted, chosen, _part_checksum_claims(raw), upload_id)
     total = sum(p["size"] for p in chosen)
     bucket.check_quota(total)
     etag = hashlib.md5(b"".join(bytes.fromhex(p["etag"]) for p in chosen)).hexdigest() + f"-{len(chosen)}"
@@ -192,14 +230,16 @@ async def complete(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     locs = await gw.run(seal)
     stored = Stored({"parts": locs, "dir": final_dir}, total, etag, {}, False)
     meta = dict(info["meta"])
-    meta["ck"] = {}
+    meta["ck"] = checksums
     rec = gw.make_record(bucket, req.key, stored, etag, meta)
     await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled"))
     headers = {"x-amz-version-id": rec.version_id} if bucket.versioning else {}
     host = req.headers.get("host", "")
     return xml_response(xml_doc("CompleteMultipartUploadResult",
                                 el("Location", f"http://{host}/{bucket.name}/{req.key}") + el("Bucket", bucket.name)
-                                + el("Key", req.key) + el("ETag", f'"{etag}"')), headers=headers)
+                                + el("Key", req.key) + el("ETag", f'"{etag}"')
+                                + "".join(el(f"Checksum{a.upper()}", v) for a, v in checksums.items())
+                                + (el("ChecksumType", "COMPOSITE") if checksums else "")), headers=headers)
 
 
 async def abort(gw: Gateway, req: Request, bucket: Bucket) -> Response:

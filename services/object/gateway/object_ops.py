@@ -220,6 +220,7 @@ async def get_object(gw: Gateway, req: Request, bucket: Bucket, retry: bool = Tr
     elif req.headers.get("x-amz-checksum-mode", "").upper() == "ENABLED":
         for algo, value in rec.meta.get("ck", {}).items():
             headers[f"x-amz-checksum-{algo}"] = value
+            headers["x-amz-checksum-type"] = "COMPOSITE" if "-" in value else "FULL_OBJECT"
     headers["content-length"] = str(end - start)
     if req.method == "HEAD":
         return Response(status, headers, b"")
@@ -343,7 +344,8 @@ async def copy_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         meta["tags"] = parse_tag_header(req.headers["x-amz-tagging"])
     bucket.check_quota(src.size)
     stored = await gw.copy_data(bucket, src)
-    meta["ck"] = src.meta.get("ck", {}) if "parts" not in src.loc else {}
+    # a multipart source's composite checksum does not describe the single-part copy
+    meta["ck"] = src.meta.get("ck", {}) if part_sizes(src.loc) is None else {}
     etag = src.etag
     rec = gw.make_record(bucket, req.key, stored, etag, meta)
     await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled"), stored.in_segment)

@@ -1,6 +1,7 @@
 """Multipart uploads through boto3: errors, copy parts, listings, and a large upload by hash."""
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import os
@@ -81,6 +82,32 @@ def test_multipart_etag_and_complete_without_contents(s3, bucket):
     assert rng == p1[-10:] + p2[:10]
 
 
+def test_composite_checksum_of_parts(s3, bucket):
+    key = "mp/checked"
+    up = s3.create_multipart_upload(Bucket=bucket, Key=key, ChecksumAlgorithm="SHA256")["UploadId"]
+    parts = [os.urandom(5 * MIB), os.urandom(1234)]
+    done = [s3.upload_part(Bucket=bucket, Key=key, UploadId=up, PartNumber=i + 1, Body=p, ChecksumAlgorithm="SHA256")
+            for i, p in enumerate(parts)]
+    digests = [hashlib.sha256(p).digest() for p in parts]
+    assert [d["ChecksumSHA256"] for d in done] == [base64.b64encode(d).decode() for d in digests]
+    with pytest.raises(ClientError) as e:  # a part checksum that is not the uploaded part's
+        s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=up, MultipartUpload={"Parts": [
+            {"PartNumber": 1, "ETag": done[0]["ETag"], "ChecksumSHA256": done[1]["ChecksumSHA256"]},
+            {"PartNumber": 2, "ETag": done[1]["ETag"], "ChecksumSHA256": done[1]["ChecksumSHA256"]}]})
+    assert code_of(e) == "InvalidPart"
+    r = s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=up, MultipartUpload={"Parts": [
+        {"PartNumber": n + 1, "ETag": d["ETag"], "ChecksumSHA256": d["ChecksumSHA256"]} for n, d in enumerate(done)]})
+    want = base64.b64encode(hashlib.sha256(b"".join(digests)).digest()).decode() + "-2"
+    assert r["ChecksumSHA256"] == want
+    head = s3.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
+    assert head["ChecksumSHA256"] == want and head["ChecksumType"] == "COMPOSITE"
+    got = s3.get_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
+    assert got["ChecksumSHA256"] == want and got["Body"].read() == b"".join(parts)
+    with pytest.raises(ClientError) as e:
+        s3.create_multipart_upload(Bucket=bucket, Key=key, ChecksumAlgorithm="SHA256", ChecksumType="FULL_OBJECT")
+    assert code_of(e) == "NotImplemented"
+
+
 def test_upload_part_copy(s3, bucket):
     src = os.urandom(6 * MIB)
     s3.put_object(Bucket=bucket, Key="copysrc", Body=src)
@@ -133,6 +160,9 @@ def test_large_multipart_upload_read_back_by_hash(s3, bucket):
     head = s3.head_object(Bucket=bucket, Key="large.bin")
     assert head["ContentLength"] == LARGE_UPLOAD_BYTES
     assert head["ETag"].endswith(f'-{LARGE_UPLOAD_BYTES // (8 * MIB)}"')
+    # boto3 sends CRC32s of the parts: the object keeps their composite
+    checked = s3.head_object(Bucket=bucket, Key="large.bin", ChecksumMode="ENABLED")
+    assert checked["ChecksumCRC32"].endswith(f"-{LARGE_UPLOAD_BYTES // (8 * MIB)}")
     got = hashlib.sha256()
     stream = s3.get_object(Bucket=bucket, Key="large.bin")["Body"]
     for chunk in iter(lambda: stream.read(4 * MIB), b""):

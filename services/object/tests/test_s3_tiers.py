@@ -212,6 +212,9 @@ def test_storage_class_requests_that_cannot_be_honoured(tiered):
             s3.put_object(Bucket="scb", Key="cold", Body=b"x", StorageClass=cls)
         assert code_of(e) == "InvalidStorageClass"
     with pytest.raises(ClientError) as e:
+        s3.create_multipart_upload(Bucket="scb", Key="mpu", StorageClass="DEEP_ARCHIVE")
+    assert code_of(e) == "InvalidStorageClass"
+    with pytest.raises(ClientError) as e:
         s3.put_bucket_lifecycle_configuration(Bucket="scb", LifecycleConfiguration=transition_rule("INTELLIGENT_TIERING"))
     assert code_of(e) == "InvalidStorageClass"
     with pytest.raises(ClientError) as e:
