@@ -20,4 +20,12 @@ Plane modules (Django app label ``object``):
   ``<data_dir>/run/s3/gateway.json`` and the ``run/s3/start`` gate, then execs the gateway.
   The bootstrap returns ``s3_endpoint``, ``s3_access_key``, ``s3_secret_key``, ``s3_region``
   for credentials.json.
+- Capacity tier: when a pool of media ``capacity`` exists, the bootstrap makes file system
+  ``s3-cold-<pool>`` on the first usable one by name (once) and the config gets its
+  ``cold_root`` (rendered only while that pool is online and the directory exists), plus the
+  I/O budget's Redis and rates (lifecycle transitions draw from class ``migration``; a budget
+  change reaches the gateway with its next config write). Without it, lifecycle Transition
+  rules are refused with ``InvalidStorageClass``. :mod:`.signals` refuses to delete the cold
+  file system while object versions' cold bytes are on it. A capacity pool made after
+  `strata up` gives the gateway a cold root at the next `strata up`.
 """
