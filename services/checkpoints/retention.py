@@ -2,9 +2,10 @@
 
 A version is deleted only if it is superseded (or aborted: never committed, never offered)
 and nothing keeps it: not the last N committed, not an every-K-th step, not newer than the
-job's duration, not pinned, not leased, not being pre-warmed for a restore. Snapshots of the
-file system are not consulted: a btrfs snapshot holds its own reference to the extents, so
-removing the live directory does not take data from a snapshot (or a clone made from one).
+job's duration, not pinned, not leased, not being pre-warmed for a restore, not being
+moved to the capacity pool (tierdown.py). Snapshots of the file system are not consulted:
+a btrfs snapshot holds its own reference to the extents, so removing the live directory
+does not take data from a snapshot (or a clone made from one).
 """
 import logging
 import os
@@ -14,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from services.checkpoints.models import CheckpointJob, CheckpointVersion
+from services.checkpoints.tierdown import JOB_KIND, active_job
 
 log = logging.getLogger(__name__)
 V = CheckpointVersion.State
@@ -43,6 +45,8 @@ def _keep_reasons(job, version, rank_of: dict, now) -> list:
                        f"{lease.expires_at.isoformat()}")
     if version.tier == CheckpointVersion.Tier.WARMING:
         reasons.append("pre-warm in progress for a restore")
+    elif version.tier == CheckpointVersion.Tier.HOT and active_job(JOB_KIND, version.pk):
+        reasons.append("moving to the capacity pool")  # the next run deletes it
     return reasons
 
 

@@ -66,6 +66,9 @@ def test_kill9_mid_tier_down_and_mid_prewarm(api, data_dir, tmp_path):
         assert api.get(url).json()["tier"] == "hot"
         assert hashes(v1["path"]) == before
         assert tasks.tier_all()["jobs"] == []  # the dead run's Job still says running
+        kept = {v["step"]: v["reasons"] for v in api.get(
+            "/api/v1/checkpoint-jobs/llm/retention-preview/").json()["keep"]}
+        assert "moving to the capacity pool" in kept[1]
 
         budget(api)  # the rerun needs no throttling
         worker = restart_worker(data_dir, tmp_path, job_id)
