@@ -12,6 +12,7 @@ import time
 import pytest
 from botocore.exceptions import ClientError
 from celery.contrib.testing.worker import start_worker
+from django_celery_beat.models import PeriodicTask
 
 from console.celery import app
 from console.models import Job
@@ -146,6 +147,17 @@ def test_bucket_schedule_snapshots_prune_hold_and_restore(api, worker, plane, cl
     assert api.delete("/api/v1/bucket-snapshots/models/by-hand/").status_code == 204
     assert api.get("/api/v1/bucket-snapshots/models/by-hand/").status_code == 404
     s3.delete_object(Bucket="models", Key="big", VersionId=generations[1][1]["big"])
+
+    # deleting the bucket takes its schedule (and beat entry) with it
+    left = api.get("/api/v1/bucket-snapshots/?bucket=models").json()["results"]
+    assert [x["name"] for x in left] == [snaps[2]]
+    assert api.delete(f"/api/v1/bucket-snapshots/models/{snaps[2]}/").status_code == 204
+    for v in s3.list_object_versions(Bucket="models").get("Versions", []) + \
+            s3.list_object_versions(Bucket="models").get("DeleteMarkers", []):
+        s3.delete_object(Bucket="models", Key=v["Key"], VersionId=v["VersionId"])
+    assert api.delete("/api/v1/buckets/models/").status_code == 204
+    assert not SnapshotSchedule.objects.exists()
+    assert not PeriodicTask.objects.filter(name__startswith="protection:schedule:").exists()
 
 
 def _target(api, url, **over):
