@@ -20,7 +20,7 @@ ADMIN_PREFIX = "/_strata/admin/"
 UNSUPPORTED = {"acl", "cors", "website", "logging", "notification", "replication", "requestPayment",
                "encryption", "object-lock", "legal-hold", "retention", "analytics", "inventory",
                "metrics", "intelligent-tiering", "ownershipControls", "publicAccessBlock",
-               "accelerate", "torrent", "select", "attributes", "policyStatus"}
+               "accelerate", "torrent", "select", "policyStatus"}
 
 
 def _route(gw: Gateway, host: str, path: str) -> tuple[str, str]:
@@ -235,6 +235,8 @@ async def object_dispatch(gw: Gateway, req: Request) -> Response:
             return await multipart.list_parts(gw, req, bucket)
         if "tagging" in q and m == "GET":
             return await object_ops.get_tagging(gw, req, bucket)
+        if "attributes" in q and m == "GET":
+            return await object_ops.get_attributes(gw, req, bucket)
         return await object_ops.get_object(gw, req, bucket)
     if m == "DELETE":
         if "uploadId" in q:

@@ -395,6 +395,42 @@ async def delete_tagging(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     return await _set_tags(gw, req, bucket, {})
 
 
+ATTRIBUTES = ("ETag", "Checksum", "ObjectParts", "StorageClass", "ObjectSize")
+
+
+async def get_attributes(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """GetObjectAttributes: the ``x-amz-object-attributes`` asked for, without the body (no
+    restore needed, whatever the storage class); ObjectParts lists part numbers and sizes."""
+    wanted = [a.strip() for a in req.headers.get("x-amz-object-attributes", "").split(",") if a.strip()]
+    unknown = [a for a in wanted if a not in ATTRIBUTES]
+    if not wanted or unknown:
+        raise S3Error("InvalidArgument", f"x-amz-object-attributes must name some of {', '.join(ATTRIBUTES)}",
+                      ArgumentName="x-amz-object-attributes", ArgumentValue=",".join(unknown))
+    rec = await lookup(gw, bucket, req.key, _version_query(req))
+    check_conditions(req.headers, rec)
+    body = []
+    if "ETag" in wanted:
+        body.append(el("ETag", rec.etag))
+    checks = rec.meta.get("ck", {})
+    if "Checksum" in wanted and checks:
+        kind = "COMPOSITE" if any("-" in v for v in checks.values()) else "FULL_OBJECT"
+        body.append("<Checksum>" + "".join(el(f"Checksum{a.upper()}", v) for a, v in checks.items())
+                    + el("ChecksumType", kind) + "</Checksum>")
+    sizes = part_sizes(rec.loc)
+    if "ObjectParts" in wanted and sizes is not None:
+        parts = "".join(f"<Part>{el('PartNumber', n)}{el('Size', s)}</Part>" for n, s in enumerate(sizes, 1))
+        body.append(f"<ObjectParts>{el('TotalPartsCount', len(sizes))}{el('PartsCount', len(sizes))}"
+                    f"{el('IsTruncated', False)}{parts}</ObjectParts>")
+    if "StorageClass" in wanted:
+        body.append(el("StorageClass", storage_class(rec)))
+    if "ObjectSize" in wanted:
+        body.append(el("ObjectSize", rec.size))
+    headers = {"last-modified": http_date(rec.mtime)}
+    if bucket.versioning or rec.version_id != "null":
+        headers["x-amz-version-id"] = rec.version_id
+    return xml_response(xml_doc("GetObjectAttributesResponse", "".join(body)), headers=headers)
+
+
 async def restore_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """RestoreObject (POST ?restore, RestoreRequest Days): 202 started, 200 already restored
     (expiry extended); hot and instant-class objects answer InvalidObjectState (see :mod:`.tiers`)."""

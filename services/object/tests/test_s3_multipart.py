@@ -103,6 +103,11 @@ def test_composite_checksum_of_parts(s3, bucket):
     assert head["ChecksumSHA256"] == want and head["ChecksumType"] == "COMPOSITE"
     got = s3.get_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
     assert got["ChecksumSHA256"] == want and got["Body"].read() == b"".join(parts)
+    attrs = s3.get_object_attributes(Bucket=bucket, Key=key, ObjectAttributes=[
+        "ETag", "Checksum", "ObjectParts", "StorageClass", "ObjectSize"])
+    assert attrs["Checksum"] == {"ChecksumSHA256": want, "ChecksumType": "COMPOSITE"}
+    assert attrs["ObjectParts"]["TotalPartsCount"] == 2 and attrs["ObjectSize"] == 5 * MIB + 1234
+    assert attrs["StorageClass"] == "STANDARD" and f'"{attrs["ETag"]}"' == r["ETag"]
     with pytest.raises(ClientError) as e:
         s3.create_multipart_upload(Bucket=bucket, Key=key, ChecksumAlgorithm="SHA256", ChecksumType="FULL_OBJECT")
     assert code_of(e) == "NotImplemented"

@@ -131,6 +131,8 @@ def test_archive_class_needs_restore_and_restores_expire(tiered):
     with pytest.raises(ClientError) as e:
         s3.get_object(Bucket="arch", Key="ckpt/shard0")
     assert code_of(e) == "InvalidObjectState" and e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    attrs = s3.get_object_attributes(Bucket="arch", Key="ckpt/shard0", ObjectAttributes=["StorageClass", "ObjectSize"])
+    assert attrs["StorageClass"] == "GLACIER" and attrs["ObjectSize"] == len(data)
     with pytest.raises(ClientError) as e:
         s3.copy_object(Bucket="arch", Key="copy", CopySource={"Bucket": "arch", "Key": "ckpt/shard0"})
     assert code_of(e) == "InvalidObjectState"
