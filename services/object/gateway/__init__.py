@@ -100,9 +100,11 @@ Lifecycle: expiration (days, date, expired delete markers), noncurrent-version e
 abort of incomplete multipart uploads, transitions and noncurrent-version transitions to the
 capacity tier (STANDARD_IA, ONEZONE_IA, GLACIER_IR read transparently; GLACIER, DEEP_ARCHIVE
 need RestoreObject), by prefix. Without ``cold_root`` a transition rule is refused with
-``InvalidStorageClass``. Not implemented yet: policy Conditions, bucket tagging, ACLs
-(answered ``NotImplemented`` / ``MalformedPolicy``) and composite checksums of multipart
-objects. Large-object files orphaned by a crash between their fsync and their index commit
+``InvalidStorageClass``. Multipart uploads keep the COMPOSITE checksum of their parts'
+x-amz-checksum-* (``-N`` suffix; HEAD/GET with ChecksumMode=ENABLED, GetObjectAttributes).
+Not implemented yet: policy Conditions, bucket tagging, ACLs (answered ``NotImplemented`` /
+``MalformedPolicy``) and FULL_OBJECT checksums of multipart uploads (``NotImplemented``).
+Large-object files orphaned by a crash between their fsync and their index commit
 are never listed, and are removed in the background after each start (``/gc``).
 
 Modules: :mod:`.app` (ASGI, routing, auth), :mod:`.sigv4`, :mod:`.body` (aws-chunked),
