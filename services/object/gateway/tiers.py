@@ -29,7 +29,8 @@ lifecycle pass removes; a crash after it leaves the object cold and whole, plus 
 that the orphan collector removes.
 
 RestoreObject of an archive-class version copies its cold bytes back to
-``buckets/<bucket>/restored/`` in the background (202; HEAD shows ``x-amz-restore:
+``buckets/<bucket>/restored/`` in the background, drawing from the I/O budget as a recall
+(class ``prewarm``, as checkpoint pre-warms) (202; HEAD shows ``x-amz-restore:
 ongoing-request="true"`` meanwhile, and another request gets ``RestoreAlreadyInProgress``),
 checks them against the MD5 recorded at transition, and records the copy with its expiry
 (``Days`` lifecycle days from completion) in the version's location. GET then reads the
@@ -152,7 +153,6 @@ class ColdTier:
         self._budget = None
         self._budget_key = None
         self._budget_warned = False
-        self._budget_now = None
 
     # -- configuration ----------------------------------------------------------------------
 
@@ -188,16 +188,16 @@ class ColdTier:
             self._budget, self._budget_key = IOBudget(client, config), key
         return self._budget
 
-    def take(self, nbytes: int) -> None:
-        """Draw ``nbytes`` of class ``migration`` from the I/O budget (blocking; a worker thread)."""
-        budget = self._budget_now
+    def take(self, budget, nbytes: int, job_class: str) -> None:
+        """Draw ``nbytes`` of ``job_class`` from ``budget`` (None: unthrottled); blocking, so
+        call it from a worker thread."""
         if budget is None:
             return
         try:
-            budget.take(nbytes, "migration")
+            budget.take(nbytes, job_class)
         except Exception as exc:  # noqa: BLE001 - a budget we cannot reach must not stop tiering
             if not self._budget_warned:
-                log.warning("I/O budget unavailable (%s); transitions run unthrottled", exc)
+                log.warning("I/O budget unavailable (%s); tier copies run unthrottled", exc)
                 self._budget_warned = True
 
     # -- transitions ------------------------------------------------------------------------
@@ -209,7 +209,7 @@ class ColdTier:
         from .storage import file_ranges
         return file_ranges(loc, rec.size, 0, rec.size)
 
-    def _copy_verified(self, root: str, bucket_name: str, rec: Record) -> dict:
+    def _copy_verified(self, root: str, bucket_name: str, rec: Record, budget) -> dict:
         """Copy the version's bytes into the cold root durably and verify them; the new location."""
         pieces = self._source_pieces(rec)
         tmp_dir = os.path.join(root, "tmp")
@@ -225,7 +225,7 @@ class ColdTier:
                             block = os.pread(src.fileno(), min(COPY_BLOCK, length), offset)
                             if not block:
                                 raise IOError(f"{path} is shorter than the index says")
-                            self.take(len(block))
+                            self.take(budget, len(block), "migration")
                             out.write(block)
                             md5.update(block)
                             part_md5.update(block)
@@ -276,8 +276,7 @@ class ColdTier:
                                              new_loc=rec.loc, tier="cold", storage_class=cls))
             return "reclassed" if res.found else "raced"
         root = self.usable_root()
-        self._budget_now = self.budget()
-        new_loc = await gw.run(self._copy_verified, root, bucket.name, rec)
+        new_loc = await gw.run(self._copy_verified, root, bucket.name, rec, self.budget())
         fault_point("transition-after-copy")
         res = await gw.commit(bucket, Op("retier", key=rec.key, seq=rec.seq, old_loc=rec.loc,
                                          new_loc=new_loc, tier="cold", storage_class=cls))
@@ -360,7 +359,7 @@ class ColdTier:
         task.add_done_callback(lambda _t: self.restoring.pop(ident, None))
         return 202
 
-    def _copy_back(self, bucket, rec: Record) -> str:
+    def _copy_back(self, bucket, rec: Record, budget) -> str:
         from .storage import LargeFileWriter
         writer = LargeFileWriter(self.gw.root, os.path.join(bucket.dir, "restored"))
         md5 = hashlib.md5()
@@ -370,6 +369,7 @@ class ColdTier:
                     block = src.read(COPY_BLOCK)
                     if not block:
                         break
+                    self.take(budget, len(block), "prewarm")
                     md5.update(block)
                     writer.write(block)
             if writer.size != rec.size or md5.hexdigest() != rec.loc.get("md5", md5.hexdigest()):
@@ -382,7 +382,7 @@ class ColdTier:
     async def _restore(self, bucket, rec: Record, seconds: float) -> None:
         gw = self.gw
         try:
-            path = await gw.run(self._copy_back, bucket, rec)
+            path = await gw.run(self._copy_back, bucket, rec, self.budget())
             new_loc = dict(rec.loc, restore={"file": path, "expiry": time.time() + seconds})
             res = await gw.commit(bucket, Op("relocate", key=rec.key, seq=rec.seq, old_loc=rec.loc,
                                              new_loc=new_loc))

@@ -263,6 +263,41 @@ def test_crash_during_transition_leaves_the_object_whole(tmp_path, point):
         gw.stop()
 
 
+def test_restore_in_progress_is_shown_and_not_started_twice(tmp_path):
+    """A recall throttled by the I/O budget (class prewarm, 1 MiB/s) is still running while
+    HEAD and a second RestoreObject look at it."""
+    redis = pytest.importorskip("redis")
+    url = os.environ.get("STRATA_REDIS_URL")
+    if not url or not url.startswith("redis://"):
+        pytest.skip("set STRATA_REDIS_URL=redis://... to test the I/O budget")
+    client = redis.Redis.from_url(url)
+    client.delete("strata:io:class:prewarm")
+    gw = start_tiered(tmp_path, io_budget_redis=url, io_budget={"classes": {"prewarm": MIB}})
+    try:
+        s3 = gw.client()
+        s3.create_bucket(Bucket="slow")
+        data = os.urandom(4 * MIB)
+        s3.put_object(Bucket="slow", Key="obj", Body=data)
+        s3.put_bucket_lifecycle_configuration(Bucket="slow", LifecycleConfiguration=transition_rule("GLACIER"))
+        time.sleep(1.2)
+        assert run_lifecycle(gw)["transitioned"] == 1
+        r = s3.restore_object(Bucket="slow", Key="obj", RestoreRequest={"Days": 5})
+        assert r["ResponseMetadata"]["HTTPStatusCode"] == 202
+        assert s3.head_object(Bucket="slow", Key="obj")["Restore"] == 'ongoing-request="true"'
+        with pytest.raises(ClientError) as e:
+            s3.restore_object(Bucket="slow", Key="obj", RestoreRequest={"Days": 5})
+        assert code_of(e) == "RestoreAlreadyInProgress"
+        with pytest.raises(ClientError) as e:
+            s3.get_object(Bucket="slow", Key="obj")
+        assert code_of(e) == "InvalidObjectState"
+        eventually(lambda: 'ongoing-request="false"' in s3.head_object(Bucket="slow", Key="obj").get("Restore", ""),
+                   seconds=30)
+        assert s3.get_object(Bucket="slow", Key="obj")["Body"].read() == data
+    finally:
+        gw.stop()
+        client.delete("strata:io:class:prewarm")
+
+
 def test_transitions_draw_from_the_io_budget(tmp_path):
     redis = pytest.importorskip("redis")
     url = os.environ.get("STRATA_REDIS_URL")
