@@ -54,6 +54,15 @@ def tiered(tmp_path):
         gw.stop()
 
 
+def budget_redis():
+    """(client, URL) of the Redis the I/O budget tests use (the suite's STRATA_REDIS_URL)."""
+    from services.tiering.iobudget import redis_from_url
+    url = os.environ.get("STRATA_REDIS_URL")
+    if not url:
+        pytest.skip("set STRATA_REDIS_URL to test the I/O budget")
+    return redis_from_url(url), url
+
+
 def run_lifecycle(gw) -> dict:
     return GatewayAdminClient(gw.endpoint, ADMIN_TOKEN)._call("POST", "lifecycle")
 
@@ -266,11 +275,7 @@ def test_crash_during_transition_leaves_the_object_whole(tmp_path, point):
 def test_restore_in_progress_is_shown_and_not_started_twice(tmp_path):
     """A recall throttled by the I/O budget (class prewarm, 1 MiB/s) is still running while
     HEAD and a second RestoreObject look at it."""
-    redis = pytest.importorskip("redis")
-    url = os.environ.get("STRATA_REDIS_URL")
-    if not url or not url.startswith("redis://"):
-        pytest.skip("set STRATA_REDIS_URL=redis://... to test the I/O budget")
-    client = redis.Redis.from_url(url)
+    client, url = budget_redis()
     client.delete("strata:io:class:prewarm")
     gw = start_tiered(tmp_path, io_budget_redis=url, io_budget={"classes": {"prewarm": MIB}})
     try:
@@ -299,11 +304,7 @@ def test_restore_in_progress_is_shown_and_not_started_twice(tmp_path):
 
 
 def test_transitions_draw_from_the_io_budget(tmp_path):
-    redis = pytest.importorskip("redis")
-    url = os.environ.get("STRATA_REDIS_URL")
-    if not url or not url.startswith("redis://"):
-        pytest.skip("set STRATA_REDIS_URL=redis://... to test the I/O budget")
-    client = redis.Redis.from_url(url)
+    client, url = budget_redis()
     client.delete("strata:io:class:migration")
     gw = start_tiered(tmp_path, io_budget_redis=url, io_budget={"classes": {"migration": 64 * MIB}})
     try:
