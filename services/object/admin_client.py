@@ -129,6 +129,7 @@ class GatewayAdminClient:
 
     def changes(self, bucket: str, after: int, limit: int = 1000) -> dict:
         """Versions and delete markers written after sequence ``after``, oldest first:
-        ``{"horizon", "truncated", "changes": [{"key", "version_id", "seq", "marker", "size",
-        "etag"}]}``; everything up to ``horizon`` is listed once ``truncated`` is false."""
+        ``{"horizon", "upto", "truncated", "changes": [{"key", "version_id", "seq", "marker",
+        "size", "etag"}]}``; call again with ``after=horizon`` while ``truncated``: then
+        everything written up to ``upto`` has been listed."""
         return self._call("GET", f"buckets/{quote(bucket)}/changes?after={int(after)}&limit={int(limit)}")

@@ -166,7 +166,7 @@ def _run(rep: BucketReplication, progress) -> dict:
     progress(1, f"changes of bucket {rep.bucket} since {_when(start) if start else 'the start'}")
     while True:
         feed = _call(admin.changes, rep.bucket, watermark, limit=PAGE)
-        end = end or feed["horizon"]
+        end = end or feed.get("upto", feed["horizon"])
         for change in feed["changes"]:
             dest = f"{rep.target.bucket}/{_dest_key(rep, change['key'])}"
             try:

@@ -66,7 +66,7 @@ POST     /_strata/admin/buckets/NAME/snapshots/   {"target", ["after"], ["max_ke
                                                   "next", "done", "total"}
 GET      /_strata/admin/buckets/NAME/changes      ?after=SEQ&limit=N: versions and delete markers
                                                   written after SEQ, oldest first: {"horizon",
-                                                  "truncated", "changes": [{"key","version_id",
+                                                  "upto", "truncated", "changes": [{"key","version_id",
                                                   "seq","marker","size","etag"}]}
 POST     /_strata/admin/compact                   run segment compaction now -> counts
 POST     /_strata/admin/lifecycle                 run the lifecycle pass now -> counts

@@ -307,9 +307,11 @@ async def restore_page(gw, bucket, name: str, target_name: str, after: str = "",
 
 async def changes(gw, bucket, after: int, limit: int) -> dict:
     """Versions and delete markers written after sequence ``after`` (for replication), oldest
-    first, up to a horizon below which every write is committed: ``horizon`` is taken, then a
-    no-op commit goes through the group committer behind every write that already has its
-    sequence number (a record gets one just before it is queued)."""
+    first, up to a horizon below which every write is committed: ``upto`` is taken, then a
+    no-op commit on the empty key goes through the group committer behind every write that
+    already has its sequence number (a record gets one just before it is queued, with no
+    await in between). ``horizon`` is where the next call starts: ``upto``, or the last
+    change listed when ``truncated``."""
     from .index import next_seq
 
     horizon = next_seq()
@@ -318,6 +320,6 @@ async def changes(gw, bucket, after: int, limit: int) -> dict:
     recs = await gw.run(bucket.index.changes, int(after), horizon, limit + 1)
     truncated = len(recs) > limit
     recs = recs[:limit]
-    return {"horizon": recs[-1].seq if truncated else horizon, "truncated": truncated,
+    return {"horizon": recs[-1].seq if truncated else horizon, "upto": horizon, "truncated": truncated,
             "changes": [{"key": r.key, "version_id": r.version_id, "seq": r.seq, "marker": r.marker,
                          "size": r.size, "etag": r.etag} for r in recs]}

@@ -210,5 +210,6 @@ def test_change_feed_lists_writes_in_order_up_to_its_horizon(s3, vbucket, admin)
         ("x", v1, False), ("y", v2, False), ("x", marker, True)]
     page = admin.changes(vbucket, first["horizon"], limit=2)
     assert page["truncated"] and page["horizon"] == feed["changes"][1]["seq"]
+    assert page["upto"] >= feed["changes"][2]["seq"]
     assert [c["key"] for c in admin.changes(vbucket, page["horizon"])["changes"]] == ["x"]
     assert admin.changes(vbucket, feed["horizon"])["changes"] == []

@@ -17,7 +17,7 @@ from django_celery_beat.models import PeriodicTask
 from console.celery import app
 from console.models import Job
 from services.object.tests.planefixture import start_plane_gateway, stop_procs
-from services.protection import tasks
+from services.protection import bucket_replication, tasks
 from services.protection.health import service_alerts
 from services.protection.models import BucketReplication, SnapshotSchedule
 from services.protection.tests.helpers import (
@@ -168,7 +168,8 @@ def _target(api, url, **over):
 
 
 def test_bucket_replication_copies_versions_deletes_and_resumes(api, worker, plane, peer,
-                                                               client):
+                                                               client, monkeypatch):
+    monkeypatch.setattr(bucket_replication, "PAGE", 3)  # several pages of the change feed
     src, dst = plane.admin_s3, peer.client()
     proxy = CutProxy("127.0.0.1", peer.port)
     try:
