@@ -8,7 +8,7 @@ version's directory when it has one and its S3 prefix otherwise (`via="path"|"s3
   rank split over `thread_count` streams by size, each stream one object holding many
   tensors back to back) with S3 underneath: each stream is a multipart upload whose parts
   (`part_size`, default 8 MiB) go up from a shared thread pool (`max_concurrency`) while
-  the stream goes on; an object smaller than one part is a single PUT. A save of many small
+  the stream goes on; an object of at most two parts is a single PUT. A save of many small
   tensors is therefore `ranks x thread_count` objects plus `.metadata`, and `.metadata`
   maps every item to `_StorageInfo(object name, offset, length)` exactly as on a file
   system (Strata's scanner reads it the same way).
@@ -103,19 +103,23 @@ class _Upload:
         n = mv.nbytes
         if self.sha is not None:
             self.sha.update(mv)
-        part, off = self.fs.part_size, 0
-        if self.buf:
+        self.pos += n
+        part = self.fs.part_size
+        if self.upload_id is None and len(self.buf) + n <= self.fs.multipart_threshold:
+            self.buf += mv  # may still end as one PUT
+            return n
+        off = 0
+        if len(self.buf) < part:
             off = min(part - len(self.buf), n)
             self.buf += mv[:off]
-            if len(self.buf) == part:
-                self._send(bytes(self.buf))
-                self.buf = bytearray()
+        while len(self.buf) >= part:
+            self._send(bytes(self.buf[:part]))
+            del self.buf[:part]
         while n - off >= part:
             self._send(bytes(mv[off:off + part]))  # a copy: the caller may reuse its buffer
             off += part
         if off < n:
             self.buf += mv[off:]
-        self.pos += n
         return n
 
     def _send(self, data: bytes) -> None:
@@ -181,9 +185,12 @@ class S3FileSystem(FileSystemBase):
     """
 
     def __init__(self, s3: dict, bucket: str, part_size: int = 8 * MiB,
-                 max_concurrency: int = 8, streams: int = 1, sha256: bool = False):
+                 max_concurrency: int = 8, streams: int = 1, sha256: bool = False,
+                 multipart_threshold: int | None = None):
         self.config, self.bucket = s3, bucket
         self.part_size, self.max_concurrency = part_size, max_concurrency
+        # an object up to this size is one PUT (fewer requests than create/part/complete)
+        self.multipart_threshold = multipart_threshold or 2 * part_size
         self.streams, self.sha256 = streams, sha256
         self.written: dict = {}
         self.errors: list = []  # a failed stream in one of DCP's writer threads
@@ -424,7 +431,8 @@ class StrataS3StorageWriter(FileSystemWriter):
 # -- readers ----------------------------------------------------------------------------------
 
 class _LeasedReader:
-    """A lease on the version being read; `close()` (or `with`) releases it."""
+    """A lease on the version being read (waiting for its pre-warm with a progress bar on
+    stderr unless `progress` is False or a callable); `close()` (or `with`) releases it."""
 
     def _take_lease(self, client, job: str, version, ttl_seconds: int, progress):
         from services.checkpoints.sdk import StrataError
@@ -453,7 +461,7 @@ class StrataStorageReader(_LeasedReader, FileSystemReader):
     """FileSystemReader on a leased Strata version's directory."""
 
     def __init__(self, client, job: str, version=None, ttl_seconds: int = 3600,
-                 progress=None, **kwargs):
+                 progress=True, **kwargs):
         self._take_lease(client, job, version, ttl_seconds, progress)
         FileSystemReader.__init__(self, self.version.path, **kwargs)
 
@@ -467,7 +475,7 @@ class StrataS3StorageReader(_LeasedReader, FileSystemReader):
     """
 
     def __init__(self, client, job: str, version=None, ttl_seconds: int = 3600,
-                 progress=None, part_size: int = 8 * MiB, max_concurrency: int = 8,
+                 progress=True, part_size: int = 8 * MiB, max_concurrency: int = 8,
                  merge_gap: int = 1 * MiB, max_range: int = 32 * MiB, **kwargs):
         self._take_lease(client, job, version, ttl_seconds, progress)
         try:
@@ -535,19 +543,30 @@ class StrataS3StorageReader(_LeasedReader, FileSystemReader):
         return memoryview(out)
 
     def read_data(self, plan, planner) -> Future:
-        ranges = self._ranges(plan)
+        ranges = iter(self._ranges(plan))
+        window = 2 * self.fs.max_concurrency  # ranges fetched or waiting: bounds the memory
         # range fetches run in their own threads; pieces of a large one use the part pool
         with concurrent.futures.ThreadPoolExecutor(
-                max(1, min(self.fs.max_concurrency, len(ranges))),
-                thread_name_prefix="strata-get") as fetchers:
-            futures = {fetchers.submit(self._fetch, name, start, length): (start, items)
-                       for name, start, length, items in ranges}
-            for fut in concurrent.futures.as_completed(futures):
-                start, items = futures[fut]
-                buf = fut.result()
-                for item in items:  # the planner is driven from this one thread
-                    self._load_item(planner, item, buf, start)
-                del buf
+                self.fs.max_concurrency, thread_name_prefix="strata-get") as fetchers:
+            pending: dict = {}
+
+            def fill():
+                for name, start, length, items in ranges:
+                    pending[fetchers.submit(self._fetch, name, start, length)] = (start, items)
+                    if len(pending) >= window:
+                        return
+
+            fill()
+            while pending:
+                done, _ = concurrent.futures.wait(
+                    pending, return_when=concurrent.futures.FIRST_COMPLETED)
+                for fut in done:
+                    start, items = pending.pop(fut)
+                    buf = fut.result()
+                    for item in items:  # the planner is driven from this one thread
+                        self._load_item(planner, item, buf, start)
+                    del buf
+                fill()
         fut: Future = Future()
         fut.set_result(None)
         return fut

@@ -271,12 +271,19 @@ class CheckpointClient:
 
     def lease(self, version: Version, ttl_seconds: int = 3600, holder: str = "",
               wait: bool = True, progress=None) -> Lease:
-        """Hold `version` for a restore; when it is cold, wait for its pre-warm to finish."""
+        """Hold `version` for a restore; when it is cold, wait for its pre-warm to finish
+        (`progress`: True draws a bar on stderr, a callable gets (percent, message))."""
         _, data = self._call("POST", f"{self._versions(version.job)}{version.id}/lease/",
                              {"ttl_seconds": ttl_seconds, "holder": holder or _holder()})
         lease = Lease(data["id"], version, data["expires_at"], data.get("prewarm_job"), self)
         if wait and lease.prewarm_job:
-            self.wait_job(lease.prewarm_job, progress=progress)
+            bar = ProgressBar(f"pre-warm {version.job}@{version.step}") if progress is True \
+                else None
+            try:
+                self.wait_job(lease.prewarm_job, progress=bar or progress or None)
+            finally:
+                if bar:
+                    bar.close()
         return lease
 
     def release(self, lease: Lease) -> None:
@@ -324,12 +331,7 @@ class CheckpointClient:
         if version is None:
             raise StrataError(404, {"error": "not_found",
                                     "detail": f"checkpoint job {job} has no committed version"})
-        bar = ProgressBar(f"pre-warm {job}@{version.step}") if progress is True else None
-        try:
-            lease = self.lease(version, ttl_seconds=ttl_seconds, progress=bar or progress)
-        finally:
-            if bar:
-                bar.close()
+        lease = self.lease(version, ttl_seconds=ttl_seconds, progress=progress)
         try:
             yield self.version(job, version.id)
         finally:
@@ -406,15 +408,16 @@ class ProgressBar:
     def __init__(self, label: str, width: int = 30, stream=None):
         self.label, self.width = label, width
         self.stream = stream or sys.stderr
-        self.drawn = False
+        self.drawn = 0  # length of the line on screen
 
     def __call__(self, pct, message: str = "") -> None:
         pct = max(0.0, min(100.0, float(pct or 0)))
         full = int(self.width * pct / 100)
-        line = f"\r{self.label} [{'#' * full}{'.' * (self.width - full)}] {pct:5.1f}% {message}"
-        self.stream.write(line[:120].ljust(self.width + 40))
+        line = f"{self.label} [{'#' * full}{'.' * (self.width - full)}] {pct:5.1f}% {message}"
+        line = line[:110]
+        self.stream.write("\r" + line + " " * max(0, self.drawn - len(line)))
         self.stream.flush()
-        self.drawn = True
+        self.drawn = len(line)
 
     def close(self) -> None:
         if self.drawn:
