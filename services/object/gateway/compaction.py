@@ -67,10 +67,12 @@ async def compaction_loop(gw, interval: float = INTERVAL_SECONDS) -> None:
 ORPHAN_MIN_AGE = 600.0
 
 
-def collect_orphans(bucket, min_age: float = ORPHAN_MIN_AGE) -> dict:
+def collect_orphans(bucket, min_age: float = ORPHAN_MIN_AGE, started: float | None = None) -> dict:
     """Delete large-object files and completed-upload directories under ``data/`` that no
-    index entry refers to (left by a crash between their fsync and their index commit).
-    Files younger than ``min_age`` seconds are left alone: their PUT may still be committing."""
+    index entry refers to (left by a crash while they were written, or between their fsync
+    and their index commit). Files younger than ``min_age`` seconds are left alone: their PUT
+    may still be committing; but a file (not an upload directory) older than ``started`` (this
+    gateway's start) cannot belong to a PUT in flight, whatever its age."""
     import os
     import shutil
     import time
@@ -85,6 +87,9 @@ def collect_orphans(bucket, min_age: float = ORPHAN_MIN_AGE) -> dict:
             if "dir" in loc:
                 dirs.add(loc["dir"])
     cutoff = time.time() - min_age
+    # a large-object file is created by its PUT, so one older than the start is no PUT's now
+    # (not so an upload directory: its mtime is that of its last part, before a Complete)
+    file_cutoff = cutoff if started is None else max(cutoff, started)
     stats = {"files_removed": 0, "dirs_removed": 0, "bytes_freed": 0}
     if not os.path.isdir(bucket.data_dir):
         return stats
@@ -98,21 +103,22 @@ def collect_orphans(bucket, min_age: float = ORPHAN_MIN_AGE) -> dict:
             continue
         for f in os.scandir(entry.path):
             st = f.stat()
-            if f.path not in referenced and st.st_mtime < cutoff:
+            if f.path not in referenced and st.st_mtime < file_cutoff:
                 os.unlink(f.path)
                 stats["files_removed"] += 1
                 stats["bytes_freed"] += st.st_size
     return stats
 
 
-async def collect_all_orphans(gw, min_age: float = ORPHAN_MIN_AGE, delay: float = 0.0) -> dict:
+async def collect_all_orphans(gw, min_age: float = ORPHAN_MIN_AGE, delay: float = 0.0,
+                              started: float | None = None) -> dict:
     """:func:`collect_orphans` over every bucket (after ``delay`` seconds)."""
     if delay:
         await asyncio.sleep(delay)
     total = {"files_removed": 0, "dirs_removed": 0, "bytes_freed": 0}
     for bucket in list(gw.buckets.buckets.values()):
         try:
-            stats = await gw.run(collect_orphans, bucket, min_age)
+            stats = await gw.run(collect_orphans, bucket, min_age, started)
         except OSError:
             log.exception("orphan collection failed in bucket %s", bucket.name)
             continue

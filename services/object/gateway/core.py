@@ -2,8 +2,9 @@
 
 :meth:`Gateway.store_body` puts a body below ``SMALL_OBJECT_LIMIT`` in a segment (bytes kept
 in memory, appended, made durable by the group commit), and streams anything larger into its
-own file through a worker thread (hashing and writing off the event loop, at most two blocks
-in flight, never the whole body in memory). :meth:`Gateway.read` streams an object back.
+own file, created in place, through a worker thread (hashing and writing off the event loop
+while the next block arrives, never the whole body in memory; the last block's job fsyncs).
+:meth:`Gateway.read` streams an object back.
 """
 from __future__ import annotations
 
@@ -51,12 +52,15 @@ class Gateway:
         root = self.watcher.config["data_root"]
         os.makedirs(root, exist_ok=True)
         self.root = root
+        self.started = time.time()  # files older than this belong to no PUT in flight
         reset_tmp(root)
         self.buckets = BucketStore(root, index_shards)
         self.segments = SegmentStore(root, int(self.watcher.config.get("segment_bytes") or SEGMENT_SIZE))
         self.background: list[asyncio.Task] = []
         self.committer: GroupCommitter | None = None
         self.io = ThreadPoolExecutor(max_workers=16, thread_name_prefix="s3-io")
+        # direct writes of large bodies (never waits on self.io, so jobs on self.io may wait on it)
+        self.disk = ThreadPoolExecutor(max_workers=8, thread_name_prefix="s3-disk")
         self.cold = ColdTier(self)
 
     @property
@@ -71,7 +75,8 @@ class Gateway:
         interval = float(self.config.get("compaction_interval") or INTERVAL_SECONDS)
         self.background.append(asyncio.get_running_loop().create_task(compaction_loop(self, interval)))
         # crash leftovers: once per start, in the background
-        self.background.append(asyncio.get_running_loop().create_task(collect_all_orphans(self, delay=5.0)))
+        self.background.append(asyncio.get_running_loop().create_task(
+            collect_all_orphans(self, delay=5.0, started=self.started)))
         interval = float(self.config.get("lifecycle_interval") or 3600)
         self.background.append(asyncio.get_running_loop().create_task(lifecycle_loop(self, interval)))
 
@@ -82,6 +87,7 @@ class Gateway:
         if self.committer:
             await self.committer.stop()
         self.io.shutdown(wait=False)
+        self.disk.shutdown(wait=False)
 
     def _account(self, index, result: OpResult) -> None:
         for bucket in self.buckets.buckets.values():
@@ -113,36 +119,52 @@ class Gateway:
             checks = digests.verify(headers, body.trailers, body.payload_hash)
             loc = self.segments.append(data)
             return Stored(loc, len(data), digests.md5.hexdigest(), checks, True)
-        writer = await self.run(LargeFileWriter, self.root, dest_dir or bucket.data_dir)
+        writer = LargeFileWriter(self.root, dest_dir or bucket.data_dir, in_place=True, pool=self.disk)
         try:
-            await self._pump(body.stream(), writer, digests)
+            await self._pump(body.stream(), writer, digests, size)
             checks = digests.verify(headers, body.trailers, body.payload_hash)
-            path = await self.run(writer.finish)
         except BaseException:
             await self.run(writer.abort)
             raise
-        return Stored({"file": path}, digests.size, digests.md5.hexdigest(), checks, False)
+        return Stored({"file": writer.path}, digests.size, digests.md5.hexdigest(), checks, False)
 
-    async def _pump(self, chunks: AsyncIterator[bytes], writer: LargeFileWriter, digests: Digests) -> None:
+    async def _pump(self, chunks: AsyncIterator[bytes], writer: LargeFileWriter, digests: Digests,
+                    size: int | None) -> None:
+        """Hash and write ``chunks`` on the I/O pool, about WRITE_BLOCK at a time, while the
+        next block arrives (at most one block in flight); the last block's job also fsyncs,
+        so a body of one block costs one thread hop. The received buffers are passed as they
+        are (no joining copy): hashed one by one, then written (:class:`LargeFileWriter`)."""
         loop = asyncio.get_running_loop()
 
-        def job(block: bytes) -> None:
-            digests.update(block)
-            writer.write(block)
+        def job(blocks: list, last: bool) -> None:
+            for block in blocks:
+                digests.update(block)
+            writer.write_blocks(blocks, last)
+            if last:
+                writer.sync()
 
         pending = None
-        buf = bytearray()
-        async for data in chunks:
-            buf += data
-            if len(buf) >= WRITE_BLOCK:
-                if pending is not None:
-                    await pending
-                pending = loop.run_in_executor(self.io, job, bytes(buf))
-                buf.clear()
-        if pending is not None:
-            await pending
-        if buf:
-            await loop.run_in_executor(self.io, job, bytes(buf))
+        blocks: list = []
+        held = total = 0
+        try:
+            async for data in chunks:
+                blocks.append(data)
+                held += len(data)
+                total += len(data)
+                last = size is not None and total >= size
+                if held >= WRITE_BLOCK or last:
+                    if pending is not None:
+                        await pending
+                    pending = loop.run_in_executor(self.io, job, blocks, last)
+                    blocks, held = [], 0
+            if pending is not None:
+                await pending
+                pending = None
+            if not writer.synced:
+                await loop.run_in_executor(self.io, job, blocks, True)
+        finally:
+            if pending is not None:  # an error while a job runs: let it end before any abort
+                await asyncio.wait([pending])
 
     async def copy_data(self, bucket: Bucket, src: Record, start: int = 0, end: int | None = None,
                         dest_dir: str | None = None, force_file: bool = False) -> Stored:
@@ -155,14 +177,13 @@ class Gateway:
             data = b"".join([c async for c in self.read(src, start, end)])
             digests.update(data)
             return Stored(self.segments.append(data), length, digests.md5.hexdigest(), {}, True)
-        writer = await self.run(LargeFileWriter, self.root, dest_dir or bucket.data_dir)
+        writer = LargeFileWriter(self.root, dest_dir or bucket.data_dir, in_place=True, pool=self.disk)
         try:
-            await self._pump(self.read(src, start, end), writer, digests)
-            path = await self.run(writer.finish)
+            await self._pump(self.read(src, start, end), writer, digests, length)
         except BaseException:
             await self.run(writer.abort)
             raise
-        return Stored({"file": path}, length, digests.md5.hexdigest(), {}, False)
+        return Stored({"file": writer.path}, length, digests.md5.hexdigest(), {}, False)
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -215,13 +215,15 @@ async def complete(gw: Gateway, req: Request, bucket: Bucket) -> Response:
 
     def seal() -> list:
         # drop parts that were uploaded but not named, then move the upload into data/
+        # (also part files that a crash cut short: they are written in place, never recorded)
         keep = {p["file"] for p in chosen}
-        for p in parts.values():
-            if p["file"] not in keep:
-                try:
-                    os.unlink(p["file"])
-                except FileNotFoundError:
-                    pass
+        for dirpath, _, files in os.walk(os.path.join(path, "parts")):
+            for name in files:
+                if os.path.join(dirpath, name) not in keep:
+                    try:
+                        os.unlink(os.path.join(dirpath, name))
+                    except FileNotFoundError:
+                        pass
         os.replace(path, final_dir)
         fsync_dir(bucket.uploads_dir)
         fsync_dir(bucket.data_dir)
