@@ -9,8 +9,8 @@ any S3 service, and its secret is kept like every other S3 secret of this servic
 A run asks the local gateway for its change feed (``GET /_strata/admin/buckets/NAME/
 changes?after=WATERMARK``: versions and delete markers in sequence order, up to a horizon
 below which every write is committed) and, for each change in order: a version is read with
-GetObject(VersionId) through the plane's own S3 key and written with PutObject (multipart
-above 64 MiB) under the target's prefix with the same key, content type, user metadata,
+GetObject(VersionId) through the plane's own S3 key and written with PutObject (a managed
+multipart upload above 64 MiB) under the target's prefix with the same key, content type, user metadata,
 system headers and tags; a delete marker becomes a DeleteObject of the key. Bytes are drawn
 from the shared I/O budget (class ``replication``). The watermark is saved after every
 change, so a run that fails or whose worker is killed is resumed by the next run from
@@ -133,10 +133,15 @@ def _copy_version(rep, src, dst, change: dict) -> int:
                                       VersionId=change["version_id"])["TagSet"]
         extra["Tagging"] = urlencode([(t["Key"], t["Value"]) for t in tags])
     body = obj["Body"]
+    key = _dest_key(rep, change["key"])
     try:
         stream = budget.throttle(body.iter_chunks(MiB), "replication")
-        dst.upload_fileobj(_Reader(stream), rep.target.bucket, _dest_key(rep, change["key"]),
-                           ExtraArgs=extra, Config=TRANSFER)
+        if change["size"] < TRANSFER.multipart_threshold:
+            # one PutObject (upload_fileobj costs several ms more per object)
+            dst.put_object(Bucket=rep.target.bucket, Key=key, Body=b"".join(stream), **extra)
+        else:
+            dst.upload_fileobj(_Reader(stream), rep.target.bucket, key, ExtraArgs=extra,
+                               Config=TRANSFER)
     finally:
         body.close()
     return change["size"]

@@ -10,6 +10,7 @@ import os
 import time
 
 import pytest
+from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 from celery.contrib.testing.worker import start_worker
 from django_celery_beat.models import PeriodicTask
@@ -170,6 +171,8 @@ def _target(api, url, **over):
 def test_bucket_replication_copies_versions_deletes_and_resumes(api, worker, plane, peer,
                                                                client, monkeypatch):
     monkeypatch.setattr(bucket_replication, "PAGE", 3)  # several pages of the change feed
+    monkeypatch.setattr(bucket_replication, "TRANSFER", TransferConfig(  # multipart above 5 MiB
+        multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB, use_threads=False))
     src, dst = plane.admin_s3, peer.client()
     proxy = CutProxy("127.0.0.1", peer.port)
     try:
@@ -185,7 +188,8 @@ def test_bucket_replication_copies_versions_deletes_and_resumes(api, worker, pla
         assert r.status_code == 201 and r.json()["lag_seconds"] is None, r.json()
         assert BucketReplication.objects.get().periodic_task.interval.every == 5
 
-        first = {f"data/{i}": os.urandom(10 * KiB * (i + 1)) for i in range(5)}
+        first = {f"data/{i}": os.urandom(10 * KiB * (i + 1)) for i in range(4)}
+        first["data/4"] = os.urandom(12 * MiB + 5)
         for key, data in first.items():
             src.put_object(Bucket="src", Key=key, Body=data, ContentType="application/x-ckpt",
                            Metadata={"step": key[-1]}, Tagging="team=ml")
