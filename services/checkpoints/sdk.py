@@ -173,6 +173,9 @@ class CheckpointClient:
         self._executor = None
         self._s3 = dict(s3) if s3 else None
 
+    def __getstate__(self):  # DCP's process-based async_save pickles the writer and us
+        return dict(self.__dict__, _executor=None)
+
     @classmethod
     def from_credentials(cls, path: str, **kwargs) -> "CheckpointClient":
         """A client from `strata up`'s credentials.json (API token and S3 keys)."""
