@@ -3,8 +3,10 @@
 Which versions (`due`): those of jobs with both `tier_after` and `capacity_pool`, that are
 `superseded` (a newer step was committed), still `hot`, in a directory (S3 versions are not
 tiered), superseded at least `tier_after` ago, with no active lease and no tier-down job
-already pending or running. The periodic task `checkpoints.tier_all` starts one Job
-(`checkpoint-tier-down`) per due version.
+already pending or running. Pinned versions move too: a pin keeps a version from
+retention, not on the hot pool. The periodic task `checkpoints.tier_all` starts one Job
+(`checkpoint-tier-down`) per due version; retention leaves a version alone while its Job
+is pending or running.
 
 How one version moves (`move_version`):
 
@@ -34,7 +36,7 @@ import logging
 import os
 import shutil
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import BigIntegerField, Exists, F, OuterRef
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
@@ -68,7 +70,10 @@ def cold_filesystem(pool: Pool) -> FileSystem:
     name = cold_filesystem_name(pool)
     fs = FileSystem.objects.select_related("pool").filter(name=name).first()
     if fs is None:
-        fs = storage.create_filesystem(name=name, pool=pool)
+        try:
+            fs = storage.create_filesystem(name=name, pool=pool)
+        except IntegrityError:  # another worker made it first
+            fs = FileSystem.objects.select_related("pool").get(name=name)
     if fs.pool_id != pool.pk:
         raise Conflict(f"File system {name} exists in pool {fs.pool.name}, not in capacity "
                        f"pool {pool.name}; rename or delete it so cold checkpoints can go "
