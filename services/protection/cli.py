@@ -58,6 +58,8 @@ def register(sub) -> dict:
     x.add_argument("--target-name"); x.add_argument("--every", type=int, dest="every_minutes")
     p["sync"].add_argument("name")
     p["failback"].add_argument("name")
+    p["failback"].add_argument("--abandon", action="store_true",
+                               help="forget a failback that cannot complete")
 
     p = sub.add_parser("replica", help="replicas received from peers").add_subparsers(
         dest="action", required=True)
@@ -156,6 +158,8 @@ def _replication(client, args, out):
         out(client.post(path, _body(args, "name", "filesystem", "volume", "peer",
                                     "target_pool", "target_name", "every_minutes")),
             REPLICATION_COLS)
+    elif args.action == "failback" and args.abandon:
+        out(client.post(f"{path}{args.name}/failback/", {"abandon": True}), REPLICATION_COLS)
     elif args.action in ("sync", "failback"):
         return _watch(client, client.post(f"{path}{args.name}/{args.action}/"), args)
 

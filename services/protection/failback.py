@@ -25,7 +25,9 @@ killed worker) is completed by running it again:
 The next forward run (sync) is incremental on the pulled snapshot.
 
 Refused with 409 before the Job starts: no failover on the peer, no common snapshot, a run
-of this replication under way. An unreachable peer is 502.
+of this replication under way. An unreachable peer is 502. ``{"abandon": true}`` forgets a
+failback that cannot complete (the peer's promoted copy was deleted, ...) so that syncs are
+allowed again; what it already did stays.
 """
 import logging
 
@@ -95,6 +97,27 @@ def check_can_start(rep: Replication) -> None:
         plan(rep)
     except PeerError as exc:
         raise PeerUnavailable(f"peer {rep.peer.name} did not answer: {exc}") from exc
+
+
+def abandon(rep: Replication) -> Replication:
+    """Forget a failback under way (e.g. the peer's promoted copy is gone): its spool is
+    dropped and syncs are allowed again. What it did stays: a pulled snapshot, a rollback
+    already made (the snapshot ``preserved`` holds the state before it)."""
+    with run_lock(f"replication:{rep.name}"):
+        if not rep.failback:
+            raise Conflict(f"no failback of {rep.name} is under way.")
+        if rep.failback.get("transfer"):
+            try:
+                receiver.Transfer(rep.failback["transfer"]).discard()
+            except NotFound:
+                pass
+        Replication.objects.filter(pk=rep.pk).update(
+            failback={}, state="error",
+            error=f"failback abandoned at step {rep.failback.get('phase')}"
+                  + (f"; the state before the rollback is in snapshot "
+                     f"{rep.failback['preserved']}" if rep.failback.get("preserved") else ""))
+    rep.refresh_from_db()
+    return rep
 
 
 def run_failback(rep: Replication, progress=lambda pct, msg: None) -> dict:

@@ -150,6 +150,10 @@ class ReplicaPromoteSerializer(serializers.Serializer):
     name = serializers.RegexField(NAME_RE, max_length=63)
 
 
+class FailbackSerializer(serializers.Serializer):
+    abandon = serializers.BooleanField(default=False)
+
+
 class ReplicaSnapshotSerializer(serializers.Serializer):
     snapshot = serializers.RegexField(NAME_RE, max_length=63)
 

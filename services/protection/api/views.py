@@ -109,15 +109,21 @@ class ReplicationViewSet(viewsets.ModelViewSet):
         replication.require_no_failback(rep)
         return job_accepted(tasks.start_replication_run(rep, request.user), request)
 
-    @extend_schema(request=None, responses={202: JobSerializer})
+    @extend_schema(request=s.FailbackSerializer,
+                   responses={202: JobSerializer, 200: s.ReplicationSerializer})
     @action(detail=True, methods=["post"])
     def failback(self, request, name=None):
         """After a failover on the peer: bring the writes made there back here, roll this
         side back onto them in place (its own later writes kept in a snapshot), re-base
         the peer's replica; forward sync then resumes incrementally. A job; 409 when the
         replica was not promoted, when no snapshot is common, or while a run is under way.
-        Running it again completes one that was cut short."""
+        Running it again completes one that was cut short; ``{"abandon": true}`` forgets
+        one that cannot complete (200, no job)."""
         rep = self.get_object()
+        body = s.FailbackSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        if body.validated_data["abandon"]:
+            return Response(self.get_serializer(failback.abandon(rep)).data)
         failback.check_can_start(rep)
         return job_accepted(failback.start_failback(rep, request.user), request)
 

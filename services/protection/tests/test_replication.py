@@ -293,3 +293,16 @@ def test_failback_refusals(api, viewer_api, worker, live_server):
     assert r.status_code == 409 and "shares no snapshot" in r.json()["detail"], r.json()
     assert "solo-live" in r.json()["detail"]  # what to do instead: replicate it back
     assert Replication.objects.get(name="solo-dr").failback == {}
+    # a failback that cannot complete can be abandoned; syncs are allowed again
+    r = api.post("/api/v1/replications/solo-dr/failback/", {"abandon": True}, format="json")
+    assert r.status_code == 409 and "no failback" in r.json()["detail"], r.json()
+    Replication.objects.filter(name="solo-dr").update(failback={
+        "phase": "pull", "snapshot": "repl-solo-dr-x", "parent": common, "transfer": "",
+        "preserved": ""})
+    r = api.post("/api/v1/replications/solo-dr/sync/", {}, format="json")
+    assert r.status_code == 409 and "failback" in r.json()["detail"], r.json()
+    r = api.post("/api/v1/replications/solo-dr/failback/", {"abandon": True}, format="json")
+    assert r.status_code == 200 and r.json()["failback"] == {}, r.json()
+    assert "abandoned" in r.json()["error"]
+    job = run_job(api, "/api/v1/replications/solo-dr/sync/")
+    assert job["state"] == "failed" and "Fail back first" in job["error"], job
