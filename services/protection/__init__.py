@@ -38,7 +38,7 @@ REST resources (all under /api/v1/, operators and admins write, everyone reads):
   the next sync is incremental (``failback.py``). 409 when the replica was not promoted,
   when no snapshot is common, or while a sync or failback of it runs; 502 if the peer does
   not answer. ``failback`` on the row shows the step of one cut short (run it again); syncs
-  wait (409) until it is complete.
+  wait (409) until it is complete, or until ``{"abandon": true}`` forgets it.
 - On the receiving appliance: ``replicas/`` (what peers replicate here; ``POST
   .../<name>/promote/ {name}`` = failover) and ``replica-transfers/`` (the wire protocol);
   for failback, called by the original side: ``POST .../<name>/failback-snapshot/
