@@ -147,10 +147,11 @@ def _run(rep: Replication, progress) -> dict:
     resumed_at, size = 0, 0
     if not rep.failback:
         progress(1, f"asking peer {rep.peer.name} for replica {rep.target_name}")
-        parent = plan(rep)["parent"]
+        found = plan(rep)
         name = unique_snapshot_name(
             source, f"{rep.snapshot_prefix}{timezone.now().strftime('%Y%m%d-%H%M%S')}")
-        _save(rep, phase="pull", snapshot=name, parent=parent, transfer="", preserved="")
+        _save(rep, phase="pull", snapshot=name, parent=found["parent"], transfer="",
+              preserved="", peer_copy=found["remote"]["promoted_to"])
     state = rep.failback
     if state["phase"] == "pull":
         size, resumed_at = _pull(rep, client, progress)
@@ -169,7 +170,10 @@ def _run(rep: Replication, progress) -> dict:
     rep.refresh_from_db()
     return {"snapshot": snap.name, "parent": state["parent"], "bytes": size,
             "resumed_at": resumed_at, "preserved": state["preserved"],
-            "source": f"{rep.kind} {source.name}", "path": source.path}
+            "source": f"{rep.kind} {source.name}", "path": source.path,
+            "peer_copy": (f"{rep.kind} {state.get('peer_copy')} stays on peer {rep.peer.name} "
+                          f"as an ordinary {rep.kind}; what was written there after "
+                          f"{snap.name} is not here")}
 
 
 def _pull(rep: Replication, client, progress) -> tuple:
