@@ -8,24 +8,27 @@ any S3 service, and its secret is kept like every other S3 secret of this servic
 
 A run asks the local gateway for its change feed (``GET /_strata/admin/buckets/NAME/
 changes?after=WATERMARK``: versions and delete markers in sequence order, up to a horizon
-below which every write is committed) and, for each change in order: a version is read with
-GetObject(VersionId) through the plane's own S3 key and written with PutObject (a managed
-multipart upload above 64 MiB) under the target's prefix with the same key, content type, user metadata,
-system headers and tags; a delete marker becomes a DeleteObject of the key. Bytes are drawn
-from the shared I/O budget (class ``replication``). The watermark is saved after every
-change, so a run that fails or whose worker is killed is resumed by the next run from
-there; a PUT is atomic on the destination, so it never holds a half-written object (a cut
-multipart upload is aborted, or never completed). At most the one version in flight when a
-run died is written twice. As in S3 replication, permanent deletes of one version (with a
-version id, or by lifecycle) are not replicated, and replication needs versioning Enabled
-on the source (so that deletes leave markers to replicate).
+below which every write is committed) and applies it a page at a time, ``PARALLEL`` keys at
+once and the changes of one key in order: a version is read with GetObject(VersionId)
+through the plane's own S3 key and written under the target's prefix with the same key,
+content type, user metadata, system headers and tags (one PutObject, a managed multipart
+upload above 64 MiB); a delete marker becomes a DeleteObject of the key. Bytes are drawn
+from the shared I/O budget (class ``replication``). The watermark moves (and is saved) over
+the changes done without a gap, so a run that fails or whose worker is killed is resumed by
+the next run from there; what it had in flight (at most ``PARALLEL`` keys) may be written
+twice. A PUT is atomic on the destination, so it never holds a half-written object (a cut
+multipart upload is aborted, or never completed). As in S3 replication, permanent deletes
+of one version (with a version id, or by lifecycle) are not replicated, and replication
+needs versioning Enabled on the source (so that deletes leave markers to replicate).
 """
 import logging
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import BotoCoreError, ClientError
+from django import db
 from django.db import transaction
 from django.utils import timezone
 
@@ -40,6 +43,7 @@ from services.tiering import budget
 log = logging.getLogger(__name__)
 TASK = "protection.run_bucket_replication"
 PAGE = 500
+PARALLEL = 4  # keys copied at once
 MiB = 1 << 20
 TRANSFER = TransferConfig(multipart_threshold=64 * MiB, multipart_chunksize=16 * MiB,
                           use_threads=False)
@@ -162,18 +166,11 @@ def run_replication(rep: BucketReplication, progress=lambda pct, msg: None) -> d
     return result
 
 
-def _run(rep: BucketReplication, progress) -> dict:
-    admin = _client(timeout=60)
-    src, dst = _source_client(), s3_for(rep.target)
-    start = watermark = BucketReplication.objects.get(pk=rep.pk).watermark
+def _apply(rep, src, dst, changes: list) -> tuple[int, int, int]:
+    """Apply one key's changes in order (in a worker thread): (versions, deletes, bytes)."""
     versions = deletes = size = 0
-    end = None
-    progress(1, f"changes of bucket {rep.bucket} since {_when(start) if start else 'the start'}")
-    while True:
-        feed = _call(admin.changes, rep.bucket, watermark, limit=PAGE)
-        end = end or feed.get("upto", feed["horizon"])
-        for change in feed["changes"]:
-            dest = f"{rep.target.bucket}/{_dest_key(rep, change['key'])}"
+    try:
+        for change in changes:
             try:
                 if change["marker"]:
                     dst.delete_object(Bucket=rep.target.bucket, Key=_dest_key(rep, change["key"]))
@@ -183,17 +180,38 @@ def _run(rep: BucketReplication, progress) -> dict:
                     versions += 1
             except (BotoCoreError, ClientError) as exc:
                 raise BucketReplicationFailed(
-                    f"copying {change['key']} (version {change['version_id']}) to {dest} on "
-                    f"{rep.target.endpoint_url}: {exc}; {versions} versions and {deletes} "
-                    "deletes were copied, the next run resumes from there") from exc
-            watermark = change["seq"]
-            BucketReplication.objects.filter(pk=rep.pk).update(watermark=watermark)
-            span = max(1, max(end, watermark) - start)
-            progress(min(99.0, 2 + 97 * (watermark - start) / span),
-                     f"{versions} versions ({size} bytes) and {deletes} deletes copied")
-        watermark = max(watermark, feed["horizon"])
-        if not feed["truncated"]:
-            break
+                    f"copying {change['key']} (version {change['version_id']}) to "
+                    f"{rep.target.bucket}/{_dest_key(rep, change['key'])} on "
+                    f"{rep.target.endpoint_url}: {exc}") from exc
+    finally:
+        db.connection.close()  # the I/O budget may have read its settings in this thread
+    return versions, deletes, size
+
+
+def _run(rep: BucketReplication, progress) -> dict:
+    admin = _client(timeout=60)
+    src, dst = _source_client(), s3_for(rep.target)
+    start = watermark = BucketReplication.objects.get(pk=rep.pk).watermark
+    totals = [0, 0, 0]  # versions, deletes, bytes
+    end = None
+    progress(1, f"changes of bucket {rep.bucket} since {_when(start) if start else 'the start'}")
+    with ThreadPoolExecutor(PARALLEL, thread_name_prefix=f"bucket-repl-{rep.name}") as pool:
+        try:
+            while True:
+                feed = _call(admin.changes, rep.bucket, watermark, limit=PAGE)
+                end = end or feed.get("upto", feed["horizon"])
+                watermark = _apply_page(rep, src, dst, pool, feed["changes"], watermark,
+                                        totals, lambda w: progress(
+                                            min(99.0, 2 + 97 * (w - start) / max(1, end - start)),
+                                            f"{totals[0]} versions ({totals[2]} bytes) and "
+                                            f"{totals[1]} deletes copied"))
+                watermark = max(watermark, feed["horizon"])
+                if not feed["truncated"]:
+                    break
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+    versions, deletes, size = totals
     synced = datetime.fromtimestamp(watermark / 1e9, UTC) if watermark else timezone.now()
     BucketReplication.objects.filter(pk=rep.pk).update(
         watermark=watermark, synced_at=synced, state="ok", error="", last_run_at=timezone.now(),
@@ -202,6 +220,39 @@ def _run(rep: BucketReplication, progress) -> dict:
     return {"bucket": rep.bucket, "target": f"{rep.target.bucket}/{rep.target.prefix}",
             "versions": versions, "deletes": deletes, "bytes": size, "watermark": watermark,
             "lag_seconds": rep.lag_seconds()}
+
+
+def _apply_page(rep, src, dst, pool, changes: list, watermark: int, totals: list,
+                report) -> int:
+    """Apply a page of changes, ``PARALLEL`` keys at a time (each key's changes in order);
+    the watermark advances (and is saved) over the changes done without a gap."""
+    groups: dict[str, list] = {}
+    for change in changes:
+        groups.setdefault(change["key"], []).append(change)
+    futures = {pool.submit(_apply, rep, src, dst, group): group for group in groups.values()}
+    done, pos, failure = set(), 0, None
+    for future in as_completed(futures):
+        try:
+            counts = future.result()
+        except Exception as exc:  # noqa: BLE001 - the first failure is raised below
+            failure = failure or exc
+            for other in futures:
+                other.cancel()
+            continue
+        for i, n in enumerate(counts):
+            totals[i] += n
+        done.update(c["seq"] for c in futures[future])
+        while pos < len(changes) and changes[pos]["seq"] in done:
+            pos += 1
+        if pos and changes[pos - 1]["seq"] > watermark:
+            watermark = changes[pos - 1]["seq"]
+            BucketReplication.objects.filter(pk=rep.pk).update(watermark=watermark)
+        report(watermark)
+    if failure is not None:
+        raise BucketReplicationFailed(
+            f"{failure}; {totals[0]} versions and {totals[1]} deletes were copied, the next "
+            "run resumes from there") from failure
+    return watermark
 
 
 def _when(seq: int) -> str:
