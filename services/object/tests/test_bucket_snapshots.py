@@ -173,7 +173,7 @@ def test_snapshot_is_a_consistent_cut_under_concurrent_puts(gateway, vbucket, ad
     assert len(seen) > 1  # the snapshots really were taken while writes went on
 
 
-def test_lifecycle_leaves_held_noncurrent_versions():
+def test_lifecycle_leaves_held_noncurrent_versions_and_holds_survive_a_crash():
     workdir = tempfile.mkdtemp(prefix="strata-test-")
     gw = GatewayProcess(workdir, lifecycle_day_seconds=0.2, lifecycle_interval=3600)
     try:
@@ -194,6 +194,15 @@ def test_lifecycle_leaves_held_noncurrent_versions():
         versions = {v["VersionId"] for v in s3.list_object_versions(Bucket="lcb")["Versions"]}
         assert held in versions and free not in versions
         assert read(s3, "lcb", "k", held) == b"v1" and read(s3, "lcb", "k") == b"v3"
+
+        # the snapshot and its hold are durable: a restarted gateway still refuses
+        gw.kill9()
+        gw.start()
+        s3 = gw.client()
+        assert [x["name"] for x in admin.list_snapshots("lcb")] == ["keep"]
+        with pytest.raises(ClientError) as err:
+            s3.delete_object(Bucket="lcb", Key="k", VersionId=held)
+        assert "held by snapshot keep" in err.value.response["Error"]["Message"]
     finally:
         gw.stop()
         shutil.rmtree(workdir, ignore_errors=True)
