@@ -3,8 +3,8 @@ as a subprocess by test_sdk_s3.py; no Django: a training process only has the SD
 
 The state: `big`, one tensor sharded over the ranks (a DTensor on a CPU mesh; a shard is
 several multipart parts), `small.<i>`, many small replicated tensors, and `extra`, a
-non-tensor value. `save` writes it at `--step` with `--world` ranks; `load` reads the
-latest version with `--world` ranks (any number: DCP reshards) and checks every value.
+non-tensor value. `save` writes it at `--step` with `--world` ranks (and with
+`--also-async` again at step + 1 through `dcp.async_save`); `load` reads the latest version with `--world` ranks (any number: DCP reshards) and checks every value.
 """
 import argparse
 import sys
@@ -40,6 +40,7 @@ def main(argv=None) -> int:
     p.add_argument("mode", choices=["save", "load"])
     for name in ("rank", "world", "port", "step"):
         p.add_argument(f"--{name}", type=int, default=0)
+    p.add_argument("--also-async", action="store_true", help="then dcp.async_save at step+1")
     for name in ("url", "token", "job", "endpoint", "access_key", "secret_key"):
         p.add_argument(f"--{name}", required=True)
     a = p.parse_args(argv)
@@ -63,6 +64,12 @@ def main(argv=None) -> int:
         dcp.save(state(a.world, zeros=False), storage_writer=writer)
         if a.rank == 0:
             assert writer.version.state == "committed", writer.version
+        if a.also_async:  # the same state at step + 1 with dcp.async_save
+            writer = client.dcp_writer(a.job, a.step + 1, via="s3", thread_count=2,
+                                       part_size=5 * MiB, max_concurrency=4)
+            dcp.async_save(state(a.world, zeros=False), storage_writer=writer).result(300)
+            if a.rank == 0:
+                assert writer.version.state == "committed", writer.version
     else:
         sd = state(a.world, zeros=True)
         with client.dcp_reader(a.job, part_size=5 * MiB) as reader:

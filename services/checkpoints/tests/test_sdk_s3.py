@@ -1,7 +1,7 @@
 """The SDK's S3 path against a live plane (pytest-django's live server) and a real Strata S3
 gateway: PyTorch DCP save / async_save / load through the S3 writer and reader (multipart
 shards, many small tensors in few objects, commit verified by the catalog), two gloo ranks
-saving and one or three loading, an S3 save killed mid-upload that never becomes latest,
+saving (save and async_save) and one or three loading, an S3 save killed mid-upload that never becomes latest,
 and errors that surface on the future."""
 import os
 import shutil
@@ -143,18 +143,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def rank_cmd(client, gateway, mode, rank, world, port, step=0) -> list:
-    return [sys.executable, "-m", "services.checkpoints.tests.dcp_s3_ranks", mode,
+def rank_cmd(client, gateway, mode, rank, world, port, step=0, *extra) -> list:
+    return [sys.executable, "-m", "services.checkpoints.tests.dcp_s3_ranks", mode, *extra,
             "--rank", str(rank), "--world", str(world), "--port", str(port), "--step", str(step),
             "--url", client.url, "--token", client.token, "--job", "llm",
             "--endpoint", gateway.endpoint, "--access_key", ACCESS, "--secret_key", SECRET]
 
 
-def run_ranks(client, gateway, mode, world, step=0) -> str:
+def run_ranks(client, gateway, mode, world, step=0, *extra) -> str:
     port, procs = free_port(), []
     try:
         for rank in range(world):
-            procs.append(subprocess.Popen(rank_cmd(client, gateway, mode, rank, world, port, step),
+            procs.append(subprocess.Popen(rank_cmd(client, gateway, mode, rank, world, port, step,
+                                                   *extra),
                                           cwd=ROOT, stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT, text=True))
         outs = []
@@ -171,33 +172,38 @@ def run_ranks(client, gateway, mode, world, step=0) -> str:
 
 
 @pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
-def test_two_ranks_save_through_s3_load_with_one_and_three(client, gateway):
+def test_two_ranks_save_and_async_save_through_s3_load_with_one_and_three(client, gateway):
     from services.checkpoints.tests.dcp_s3_ranks import SMALL
 
-    run_ranks(client, gateway, "save", 2, step=10)
-    latest = client.latest("llm")
-    assert latest.step == 10
-    stored = objects(gateway, latest)
+    # dcp.save at step 10, then dcp.async_save of the same state at step 11
+    run_ranks(client, gateway, "save", 2, 10, "--also-async")
+    assert client.latest("llm").step == 11
+    first = client.version("llm", CheckpointVersion.objects.get(job__name="llm", step=10).pk)
+    assert first.state == "superseded"
+    stored = objects(gateway, first)
     # 200 small tensors and a sharded 24 MiB tensor: 2 ranks x 2 streams + .metadata
     assert len(stored) <= 2 * 2 + 1 < SMALL, sorted(stored)
     assert ".metadata" in stored
     assert any("-" in o["ETag"] for o in stored.values()), stored  # a multipart shard
-    manifest = client.version("llm", latest.id).raw["manifest"]
-    assert {e["name"]: e["size"] for e in manifest} == {n: o["Size"] for n, o in stored.items()}
+    for version in (first, client.latest("llm")):  # the catalog verified what is there
+        manifest = client.version("llm", version.id).raw["manifest"]
+        assert {e["name"]: e["size"] for e in manifest} == {
+            n: o["Size"] for n, o in objects(gateway, version).items()}
 
     # one process (no process group) loads the sharded tensor whole, from both ranks' objects
     from services.checkpoints.tests.dcp_s3_ranks import expected_big
 
-    target = {"big": torch.zeros(expected_big().numel()),
-              **{f"small.{i}": torch.zeros(16) for i in range(SMALL)},
-              "extra": {"step": 0, "name": ""}}
-    with client.dcp_reader("llm") as reader:
-        dcp.load(target, storage_reader=reader)
-    assert torch.equal(target["big"], expected_big())
-    assert all(torch.equal(target[f"small.{i}"], torch.full((16,), float(i)))
-               for i in range(SMALL))
-    assert target["extra"] == {"step": 7, "name": "strata"}
-    # three ranks, each loading its third of the sharded tensor
+    for version in (first, None):  # step 10, then the latest (11)
+        target = {"big": torch.zeros(expected_big().numel()),
+                  **{f"small.{i}": torch.zeros(16) for i in range(SMALL)},
+                  "extra": {"step": 0, "name": ""}}
+        with client.dcp_reader("llm", version) as reader:
+            dcp.load(target, storage_reader=reader)
+        assert torch.equal(target["big"], expected_big())
+        assert all(torch.equal(target[f"small.{i}"], torch.full((16,), float(i)))
+                   for i in range(SMALL))
+        assert target["extra"] == {"step": 7, "name": "strata"}
+    # three ranks, each loading its third of the sharded tensor (of the latest)
     out = run_ranks(client, gateway, "load", 3)
     assert all(f"rank {r}/3" in out for r in range(3)), out
 
