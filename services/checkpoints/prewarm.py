@@ -5,7 +5,9 @@ is copied to the version's hot directory and the manifest verifies there (sha256
 manifest has one: tier-down records it for every shard); a failed copy goes back to `cold`,
 keeping the cold copy, which pre-warm never changes. The copy is drawn from the shared I/O
 budget under the class `prewarm` (unlimited unless an operator caps that class or the
-appliance's background rate). Tier-down (`tierdown.py`) is what makes a version cold; it
+appliance's background rate) while nobody waits for it; once a restore holds a lease on the
+version (checked before each file), the copy is foreground work: not throttled, and it
+pre-empts background work like a save does. Tier-down (`tierdown.py`) is what makes a version cold; it
 calls `mark_cold` to switch.
 
 A pre-warm cut off by a dead worker leaves the version `warming` with no live Job; asking
@@ -61,12 +63,23 @@ def _chunks(path: str):
             yield block
 
 
-def _copy_file(src: str, dst: str, done: int, total: int, progress) -> int:
+def _stream(src: str, waited_for: bool):
+    """The file's chunks: a restore waiting on them is foreground work (it pre-empts the
+    background budget and is not throttled); otherwise drawn from the budget as `prewarm`."""
     from services.tiering import budget
 
+    if not waited_for:
+        yield from budget.throttle(_chunks(src), "prewarm")
+        return
+    for block in _chunks(src):
+        budget.foreground()
+        yield block
+
+
+def _copy_file(src: str, dst: str, done: int, total: int, progress, waited_for=False) -> int:
     os.makedirs(os.path.dirname(dst), exist_ok=True)
     with open(dst + ".warming", "wb") as fout:
-        for block in budget.throttle(_chunks(src), "prewarm"):
+        for block in _stream(src, waited_for):
             fout.write(block)
             done += len(block)
             progress(100.0 * done / max(1, total), f"copied {done} of {total} bytes")
@@ -91,7 +104,7 @@ def warm(version: CheckpointVersion, progress=lambda pct, msg="": None) -> dict:
     files = manifest + [e for e in verify.manifest_of_directory(version.cold_path)
                         if e["name"] not in listed]  # .metadata and the like
     total = sum(e["size"] for e in files)
-    done = 0
+    done, foreground = 0, False
     try:
         for entry in files:
             src = os.path.join(version.cold_path, entry["name"])
@@ -100,7 +113,9 @@ def warm(version: CheckpointVersion, progress=lambda pct, msg="": None) -> dict:
                     and not verify.check_manifest(version.path, [entry]):
                 done += entry["size"]  # already there (a retried pre-warm)
                 continue
-            done = _copy_file(src, dst, done, total, progress)
+            waited_for = version.active_leases().exists()  # a restore took a lease
+            foreground = foreground or waited_for
+            done = _copy_file(src, dst, done, total, progress, waited_for)
         problems = verify.check_manifest(version.path, manifest)
         if problems:
             raise PrewarmFailed(verify.describe(problems))
@@ -108,7 +123,7 @@ def warm(version: CheckpointVersion, progress=lambda pct, msg="": None) -> dict:
         _back_to_cold(version, f"pre-warm failed: {exc}")
         raise
     CheckpointVersion.objects.filter(pk=version.pk).update(tier=T.HOT, error="")
-    return {"copied_bytes": done, "files": len(files)}
+    return {"copied_bytes": done, "files": len(files), "foreground": foreground}
 
 
 def _back_to_cold(version: CheckpointVersion, error: str) -> None:
