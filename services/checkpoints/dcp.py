@@ -78,6 +78,8 @@ class _Upload:
     `close()` does (DCP calls it after the last item), and `abort()` on failure.
     """
 
+    DOUBLE_EVERY = 1000  # parts; then the part size doubles (S3 allows 10,000 an object)
+
     def __init__(self, fs: "S3FileSystem", key: str):
         self.fs, self.key = fs, key
         self.buf = bytearray()
@@ -86,6 +88,8 @@ class _Upload:
         self.futures: list = []
         self.slots = threading.BoundedSemaphore(fs.max_concurrency)
         self.sha = hashlib.sha256() if fs.sha256 else None
+        self.part = fs.part_size
+        self.failed = None  # the first part upload that failed: stop sending more
         self.closed = False
 
     # the file-like surface DCP and torch.save use
@@ -104,7 +108,7 @@ class _Upload:
         if self.sha is not None:
             self.sha.update(mv)
         self.pos += n
-        part = self.fs.part_size
+        part = self.part
         if self.upload_id is None and len(self.buf) + n <= self.fs.multipart_threshold:
             self.buf += mv  # may still end as one PUT
             return n
@@ -123,6 +127,8 @@ class _Upload:
         return n
 
     def _send(self, data: bytes) -> None:
+        if self.failed is not None:
+            raise self.failed
         s3 = self.fs.s3
         if self.upload_id is None:
             self.upload_id = s3.create_multipart_upload(
@@ -135,8 +141,15 @@ class _Upload:
         except BaseException:
             self.slots.release()
             raise
-        fut.add_done_callback(lambda _f: self.slots.release())
+        fut.add_done_callback(self._part_done)
         self.futures.append(fut)
+        if len(self.futures) % self.DOUBLE_EVERY == 0:
+            self.part *= 2
+
+    def _part_done(self, fut) -> None:
+        self.slots.release()
+        if not fut.cancelled() and fut.exception() is not None and self.failed is None:
+            self.failed = fut.exception()
 
     def close(self) -> None:
         if self.closed:
