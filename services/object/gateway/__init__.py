@@ -82,9 +82,11 @@ quota gets S3 error ``QuotaExceeded`` (403).
 
 Storage: objects below 128 KiB are appended to shared segment files and made durable by a
 group commit (one fdatasync of the segment plus one SQLite transaction per touched index
-shard covers every PUT that arrived meanwhile); larger bodies stream to their own file
-(fsync, rename, directory fsync). The index entry, written last, is what makes an object
-exist, so a crash leaves the old or the new version, never a partial one. Every version
+shard covers every PUT that arrived meanwhile); larger bodies stream to their own file,
+created at its final path (nothing refers to it before its index entry, so no rename) and
+written with O_DIRECT where the file system takes it (one fsync of the file, one of its
+directory). The index entry, written last, through the same group commit, is what makes an
+object exist, so a crash leaves the old or the new version, never a partial one. Every version
 records its tier: ``hot`` (data root) or ``cold`` (``cold_root``, moved there by lifecycle
 transitions; see :mod:`.tiers` for the storage classes, what GET does with each, and
 RestoreObject). Segments whose live bytes fall under half are compacted in the background.
@@ -104,8 +106,18 @@ need RestoreObject), by prefix. Without ``cold_root`` a transition rule is refus
 x-amz-checksum-* (``-N`` suffix; HEAD/GET with ChecksumMode=ENABLED, GetObjectAttributes).
 Not implemented yet: policy Conditions, bucket tagging, ACLs (answered ``NotImplemented`` /
 ``MalformedPolicy``) and FULL_OBJECT checksums of multipart uploads (``NotImplemented``).
-Large-object files orphaned by a crash between their fsync and their index commit
-are never listed, and are removed in the background after each start (``/gc``).
+Large-object files orphaned by a crash (cut short, or between their fsync and their index
+commit) are never listed, and are removed in the background after each start (``/gc``).
+
+Performance (``bench/s3.py``, this 2-core development machine, shared and noisy; medians of 3
+runs, peers in the same run; SeaweedFS with its per-path fsync on): PUT 200 x 1 MiB 413 MiB/s
+= 0.18x raw disk (new file, write, fsync; 8 writers), 1.6x moto, 3.1x SeaweedFS; multipart
+4 x 256 MiB 418 MiB/s = 0.56x raw; 4 KiB PUT, 32 clients, 3,730 ops/s = 7.5x moto, 2.0x
+SeaweedFS; GET 1 MiB 0.78x raw (cold). A large PUT is CPU-bound here, not disk-bound: the
+gateway spends ~3 ms of CPU per MiB (MD5 alone is 1.2 ms: 812 MiB/s per core), so two whole
+cores would top out near 650 MiB/s while the disk takes 2,100-2,300 MiB/s of 1 MiB files with
+8 writers; even MD5 on both cores (1,440 MiB/s) stays under 0.8x raw. A 4 KiB PUT waits for
+one segment fdatasync then one WAL fsync per touched shard (~7 ms with 32 clients).
 
 Modules: :mod:`.app` (ASGI, routing, auth), :mod:`.sigv4`, :mod:`.body` (aws-chunked),
 :mod:`.checksums`, :mod:`.errors` (S3 XML errors), :mod:`.bucket_ops`, :mod:`.object_ops`,
