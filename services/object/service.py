@@ -152,7 +152,9 @@ def io_budget_rates() -> dict:
     A change through the API reaches the gateway with its next config write."""
     from services.tiering.models import IOBudgetSetting
 
-    row = IOBudgetSetting.get()
+    # read, never create, the row here: a save would rewrite this config (signals.py) while
+    # write_gateway_config holds its lock
+    row = IOBudgetSetting.objects.filter(pk=1).first() or IOBudgetSetting()
     mib = 1 << 20
     return {"rate": row.rate_mbps * mib, "burst": row.burst_mb * mib,
             "classes": {k: int(v) * mib for k, v in (row.class_rates_mbps or {}).items()},

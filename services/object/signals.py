@@ -1,15 +1,17 @@
 """Receivers on the storage app's rows: the file system holding the S3 gateway's cold bytes
 (``s3-cold-<pool>``, see ``bootstrap.ensure_cold_filesystem``) cannot be deleted while any
 object version's bytes live there (409); once it is empty it can, and the gateway's config
-loses its ``cold_root`` (transitions are refused again until another one exists)."""
+loses its ``cold_root`` (transitions are refused again until another one exists). A change
+of the appliance I/O budget rewrites the gateway's config (its ``io_budget`` rates)."""
 import os
 
 from django.db import transaction
-from django.db.models.signals import post_delete, pre_delete
+from django.db.models.signals import post_delete, post_save, pre_delete
 from django.dispatch import receiver
 
 from console.errors import Conflict
 from services.storage.models import FileSystem
+from services.tiering.models import IOBudgetSetting
 
 
 def _cold_files(fs: FileSystem) -> int:
@@ -34,3 +36,9 @@ def drop_cold_root(sender, instance, **kwargs):
     from services.object.service import COLD_PREFIX, write_gateway_config
     if instance.name.startswith(COLD_PREFIX):
         transaction.on_commit(write_gateway_config)
+
+
+@receiver(post_save, sender=IOBudgetSetting)
+def budget_changed(sender, instance, **kwargs):
+    from services.object.service import write_gateway_config
+    transaction.on_commit(write_gateway_config)

@@ -33,6 +33,11 @@ def test_capacity_pool_gives_the_gateway_a_cold_root(api, data_dir, settings):
         config = _config(data_dir)
         assert config["cold_root"].startswith(fs.path) and os.path.isdir(config["cold_root"])
         assert config["io_budget"]["rate"] == 0  # the appliance default: unlimited
+        r = api.put("/api/v1/io-budget/1/", {"rate_mbps": 200, "burst_mb": 0, "foreground_share": 0.2,
+                                             "class_rates_mbps": {"migration": 50}}, format="json")
+        assert r.status_code == 200, r.content
+        budget = _config(data_dir)["io_budget"]
+        assert budget["rate"] == 200 << 20 and budget["classes"] == {"migration": 50 << 20}
         s3 = plane.admin_s3
         s3.create_bucket(Bucket="tiered")
         s3.put_bucket_lifecycle_configuration(Bucket="tiered", LifecycleConfiguration=GLACIER_IR_RULE)
