@@ -226,7 +226,9 @@ class ColdTier:
                             if not block:
                                 raise IOError(f"{path} is shorter than the index says")
                             self.take(budget, len(block), "migration")
-                            out.write(block)
+                            view = memoryview(block)
+                            while view:  # an unbuffered write may take only part of it
+                                view = view[out.write(view):]
                             md5.update(block)
                             part_md5.update(block)
                             offset += len(block)
