@@ -111,6 +111,8 @@ def test_bucket_schedule_snapshots_prune_hold_and_restore(api, worker, plane, cl
     assert err.value.response["Error"]["Code"] == "AccessDenied"
     assert f"held by snapshot {snaps[1]}" in err.value.response["Error"]["Message"]
     s3.delete_object(Bucket="models", Key="ckpt/shard-0")  # a plain delete: a marker
+    r = api.patch("/api/v1/buckets/models/", {"versioning": "Suspended"}, format="json")
+    assert r.status_code == 409 and "has snapshots" in r.json()["detail"], r.json()
     assert sha(body(s3, "models", "big", generations[1][1]["big"])) == sha(
         generations[1][0]["big"])
 
