@@ -28,4 +28,7 @@ Plane modules (Django app label ``object``):
   rules are refused with ``InvalidStorageClass``. :mod:`.signals` refuses to delete the cold
   file system while object versions' cold bytes are on it. A capacity pool made after
   `strata up` gives the gateway a cold root at the next `strata up`.
+- Bucket snapshots and the change feed live in the gateway (:mod:`.gateway.snapshots`, reached
+  through :mod:`.admin_client`); the protection service drives them (``/api/v1/
+  bucket-snapshots/``, ``bucket-replications/``, snapshot schedules of a bucket).
 """
