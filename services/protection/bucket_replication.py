@@ -125,8 +125,14 @@ def _copy_version(rep, src, dst, change: dict) -> int:
         obj = src.get_object(Bucket=rep.bucket, Key=change["key"],
                              VersionId=change["version_id"])
     except ClientError as exc:
-        if exc.response["Error"]["Code"] in ("NoSuchVersion", "NoSuchKey"):
+        code = exc.response["Error"]["Code"]
+        if code in ("NoSuchVersion", "NoSuchKey"):
             return 0  # removed since it was listed: nothing left to replicate
+        if code == "InvalidObjectState":
+            raise BucketReplicationFailed(
+                f"version {change['version_id']} of {change['key']} is in an archive storage "
+                "class (moved there by a lifecycle rule before it was replicated); restore "
+                "it with RestoreObject and the next run copies it") from exc
         raise
     extra = {"Metadata": obj.get("Metadata") or {}}
     for src_field, dst_field in HEADERS.items():
