@@ -147,6 +147,8 @@ class WorkerProcess:
             "STRATA_REDIS_URL": settings.CELERY_BROKER_URL,
             "STRATA_DATA_DIR": str(data_dir),
             "STRATA_PROTECTION_LOCK_TTL": str(lock_ttl),
+            # the test's key: secrets sealed in the database (peer tokens) must open there
+            "STRATA_SECRET_KEY": settings.SECRET_KEY,
             "PYTHONPATH": REPO,
         })
         self.log_path = os.path.join(str(log_dir), f"{command}.log")
