@@ -61,12 +61,12 @@ def s3_client(s3: dict, pool: int):
     import boto3
     from botocore.config import Config
 
-    return boto3.client("s3", endpoint_url=s3["endpoint"], aws_access_key_id=s3["access_key"],
-                        aws_secret_access_key=s3["secret_key"],
-                        region_name=s3.get("region") or "us-east-1",
-                        config=Config(s3={"addressing_style": "path"}, signature_version="s3v4",
-                                      max_pool_connections=pool,
-                                      retries={"max_attempts": 3, "mode": "standard"}))
+    # a session of its own: boto3's default session is not safe to share between threads
+    return boto3.session.Session().client(
+        "s3", endpoint_url=s3["endpoint"], aws_access_key_id=s3["access_key"],
+        aws_secret_access_key=s3["secret_key"], region_name=s3.get("region") or "us-east-1",
+        config=Config(s3={"addressing_style": "path"}, signature_version="s3v4",
+                      max_pool_connections=pool, retries={"max_attempts": 3, "mode": "standard"}))
 
 
 # -- S3 underneath DCP's file-system writer/reader -------------------------------------------
@@ -226,10 +226,11 @@ class S3FileSystem(FileSystemBase):
             return self._pool
 
     def close(self) -> None:
+        """End the part threads (the client and its connections stay for the next use)."""
         with self._lock:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-            self._pool = self._s3 = None
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
     def __getstate__(self):  # async_save in a process pickles the writer: no live clients
         state = dict(self.__dict__)
@@ -377,6 +378,7 @@ class StrataS3StorageWriter(FileSystemWriter):
         super().__init__(prefix, thread_count=thread_count, **kwargs)
         self.fs = S3FileSystem(s3, bucket, part_size=part_size, max_concurrency=max_concurrency,
                                streams=thread_count, sha256=sha256)
+        self.fs.s3  # noqa: B018 - make the client now (a rank's start-up), not in the middle of the save
         self.path = prefix
         self.prefix = prefix
 
@@ -499,6 +501,7 @@ class StrataS3StorageReader(_LeasedReader, FileSystemReader):
         bucket, prefix = _parse_prefix(self.version.s3_prefix)
         FileSystemReader.__init__(self, prefix, **kwargs)
         self.fs = S3FileSystem(s3, bucket, part_size=part_size, max_concurrency=max_concurrency)
+        self.fs.s3  # noqa: B018 - the client now, before the load starts
         self.path = prefix
         self.prefix = prefix
         self.merge_gap, self.max_range = merge_gap, max_range
