@@ -306,3 +306,60 @@ def test_failback_refusals(api, viewer_api, worker, live_server):
     assert "abandoned" in r.json()["error"]
     job = run_job(api, "/api/v1/replications/solo-dr/sync/")
     assert job["state"] == "failed" and "Fail back first" in job["error"], job
+
+
+def test_kill9_mid_failback_then_resume(api, data_dir, tmp_path, live_server):
+    """The worker pulling a failback is killed (SIGKILL): this side's file system is as it
+    was, and the next run, on another worker, resumes the pull where the spool stops."""
+    import time
+
+    from celery.contrib.testing.worker import start_worker
+
+    from console.celery import app
+    from console.models import Job
+    from services.protection.tests.helpers import WorkerProcess, wait_for
+
+    make_pool(api, "site-a")
+    make_pool(api, "site-b")
+    src = api.post("/api/v1/filesystems/", {"name": "big", "pool": "site-a"},
+                   format="json").json()["path"]
+    write_files(src, {"base": os.urandom(4 * MiB)})
+    token = Token.objects.get(user=api.user).key
+    assert api.post("/api/v1/replication-peers/", {"name": "b", "url": live_server.url,
+                                                   "token": token},
+                    format="json").status_code == 201
+    assert api.post("/api/v1/replications/", {
+        "name": "big-dr", "filesystem": "big", "peer": "b", "target_pool": "site-b",
+        "target_name": "big-replica"}, format="json").status_code == 201
+    app.control.purge()
+    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+        assert run_job(api, "/api/v1/replications/big-dr/sync/")["state"] == "succeeded"
+    live = api.post("/api/v1/replicas/big-replica/promote/", {"name": "big-live"},
+                    format="json").json()["path"]
+    write_files(live, {f"on-b-{i}": os.urandom(8 * MiB) for i in range(4)})
+    at_a, at_b = file_hashes(src), file_hashes(live)
+
+    # B's stream is throttled (8 MiB/s) so the pull is caught mid-way
+    r = api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {"replication": 8}},
+                format="json")
+    assert r.status_code == 200, r.json()
+    proc = WorkerProcess(data_dir, tmp_path, lock_ttl=2)
+    try:
+        r = api.post("/api/v1/replications/big-dr/failback/", {}, format="json")
+        assert r.status_code == 202, r.json()
+        job_id = r.json()["id"]
+        wait_for(lambda: "bytes pulled" in Job.objects.get(pk=job_id).message
+                 and int(Job.objects.get(pk=job_id).message.split()[0]) >= 8 * MiB,
+                 120, "the pull to get going")
+    finally:
+        proc.kill9()
+    time.sleep(2.5)  # the dead run's lock expires (STRATA_PROTECTION_LOCK_TTL=2 there)
+    assert file_hashes(src) == at_a
+    assert Replication.objects.get(name="big-dr").failback["phase"] == "pull"
+
+    api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {}}, format="json")
+    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+        job = run_job(api, "/api/v1/replications/big-dr/failback/", timeout=180)
+    assert job["state"] == "succeeded", job
+    assert job["result"]["resumed_at"] >= 8 * MiB
+    assert file_hashes(src) == at_b
