@@ -8,7 +8,8 @@ cut mid-transfer leaves the replica unchanged and the next run resumes and compl
 failover gives a writable copy of the newest replicated state and stops further sends;
 failback (cut once mid-pull, then resumed) brings the writes made on the promoted copy back
 in place, keeps the original's own later writes in a snapshot, and forward sends resume
-incrementally."""
+incrementally. Also: a volume's failback (same file, bytes back), the failback refusals
+(409s, viewers), and a worker killed mid-pull (the next run resumes)."""
 import hashlib
 import os
 import urllib.parse
