@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 STOP_TIMEOUT = 20.0
+ONE_SHOT_TIMEOUT = 900.0  # migrate / bootstrap: minutes at most, even on a slow disk
 DAEMON_START_TIMEOUT = 60.0  # a loaded machine can take long to import and bind
 SERVICES_DIR = Path(__file__).resolve().parent.parent / "services"
 
@@ -61,15 +62,30 @@ class Supervisor:
         self.children.append(child)
         return child
 
-    def run_once(self, name: str, argv: list) -> str:
-        done = subprocess.run(argv, env=self.env, capture_output=True, text=True,
-                              cwd=self.data_dir)
+    def run_once(self, name: str, argv: list, timeout: float = ONE_SHOT_TIMEOUT) -> str:
+        """Run a one-shot step (migrate, bootstrap) to its end; Ctrl-C or ``timeout`` stops
+        it, so a step that hangs never keeps `strata up` from exiting."""
+        proc = subprocess.Popen(argv, env=self.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                                cwd=self.data_dir)
+        deadline = time.monotonic() + timeout
+        failure = None
+        while True:
+            try:
+                out, err = proc.communicate(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if self.stopping or time.monotonic() > deadline:
+                    failure = "interrupted" if self.stopping else f"did not finish in {timeout:.0f} s"
+                    proc.kill()
+                    out, err = proc.communicate()
+                    break
         with open(self.data_dir / "log" / f"{name}.log", "a") as f:
-            f.write(done.stdout + done.stderr)
-        if done.returncode != 0:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-15:]
-            raise SystemExit(f"strata up: {name} failed:\n" + "\n".join(tail))
-        return done.stdout
+            f.write(out + err)
+        if failure or proc.returncode != 0:
+            tail = (err or out).strip().splitlines()[-15:]
+            raise SystemExit(f"strata up: {name} {failure or 'failed'}:\n" + "\n".join(tail))
+        return out
 
     def stop_all(self) -> None:
         self.stopping = True

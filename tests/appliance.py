@@ -76,8 +76,17 @@ class Appliance:
             if self.proc.poll() is not None:
                 raise AssertionError(f"strata up exited: {self.proc.stdout.read()}")
             time.sleep(0.5)
-        self.proc.kill()
-        raise AssertionError(f"strata up did not become healthy in {timeout} s")
+        out = self._shutdown()
+        raise AssertionError(f"strata up did not become healthy in {timeout} s; it printed:\n"
+                             f"{out[-4000:]}")
+
+    def _shutdown(self) -> str:
+        """Ctrl-C and wait; kill only if it does not stop (its daemons stop with it)."""
+        try:
+            return self.stop()
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.communicate()[0] or ""
 
     def stop(self) -> str:
         """Ctrl-C, as a user would; returns what `strata up` printed."""
@@ -97,10 +106,7 @@ class Appliance:
     def destroy(self) -> None:
         """Stop if running, unmount its pools, detach their loops, remove the data."""
         if self.proc and self.proc.poll() is None:
-            try:
-                self.stop()
-            except Exception:
-                self.proc.kill()
+            self._shutdown()
         for kind in ("local", "directory"):
             drv = dataplane.open_driver(kind, self.data_dir)
             for name in drv.list_pools():
