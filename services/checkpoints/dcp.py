@@ -360,14 +360,15 @@ class StrataS3StorageWriter(FileSystemWriter):
 
     `thread_count` objects per rank (streams written in parallel), `part_size` bytes a
     multipart part, `max_concurrency` parts in flight (the thread pool and the size of the
-    boto3 connection pool), `sha256` adds each object's digest to the manifest (the
+    boto3 connection pool), `multipart_threshold` the largest object sent as one PUT
+    (default two parts), `sha256` adds each object's digest to the manifest (the
     catalog then checks it: from the gateway's stored checksum for single-PUT objects, by
     reading the object for multipart ones).
     """
 
     def __init__(self, client, job: str, step: int, version=None, thread_count: int = 2,
                  part_size: int = 8 * MiB, max_concurrency: int = 8, sha256: bool = False,
-                 **kwargs):
+                 multipart_threshold: int | None = None, **kwargs):
         if part_size < 5 * MiB:
             raise ValueError("part_size must be at least 5 MiB (S3's smallest part)")
         self.strata = client
@@ -377,7 +378,8 @@ class StrataS3StorageWriter(FileSystemWriter):
         kwargs.setdefault("sync_files", False)  # a completed upload is durable; no fsync
         super().__init__(prefix, thread_count=thread_count, **kwargs)
         self.fs = S3FileSystem(s3, bucket, part_size=part_size, max_concurrency=max_concurrency,
-                               streams=thread_count, sha256=sha256)
+                               streams=thread_count, sha256=sha256,
+                               multipart_threshold=multipart_threshold)
         self.fs.s3  # noqa: B018 - make the client now (a rank's start-up), not in the middle of the save
         self.path = prefix
         self.prefix = prefix
