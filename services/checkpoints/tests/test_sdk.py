@@ -1,6 +1,7 @@
 """The SDK against a live plane (pytest-django's live server) on a real btrfs file system:
-save/commit/abort, refusals naming bad shards, restore under a lease, and PyTorch DCP
-save/async_save/load through the Strata writer and reader."""
+save/commit/abort, refusals naming bad shards, restore under a lease (of a cold version:
+waiting for its pre-warm with a progress bar), and PyTorch DCP save/async_save/load through
+the Strata writer and reader on the job's directory (the S3 path: test_sdk_s3.py)."""
 import os
 import warnings
 
