@@ -120,7 +120,8 @@ def apply(job: CheckpointJob, progress=lambda pct, msg="": None) -> dict:
         try:
             _remove(version.path, job)
             _remove(version.cold_path, job)
-            if version.location == "s3":
+            # a version never committed may have shards (or unfinished uploads) in S3 too
+            if version.s3_prefix and (version.location == "s3" or version.committed_at is None):
                 from services.checkpoints import service
 
                 service.shard_source(version, "s3").delete_all()

@@ -92,11 +92,18 @@ class S3Source:
             return body.read()
 
     def delete_all(self) -> int:
-        """Delete every object under the prefix; return how many went."""
+        """Delete every object under the prefix, and abort the multipart uploads a killed
+        save left there (their parts hold space too); return how many objects went."""
         keys = [self.prefix + e["name"] for e in self.list()]
         for i in range(0, len(keys), 1000):
             self.client.delete_objects(Bucket=self.bucket, Delete={
                 "Objects": [{"Key": k} for k in keys[i:i + 1000]], "Quiet": True})
+        pages = self.client.get_paginator("list_multipart_uploads").paginate(
+            Bucket=self.bucket, Prefix=self.prefix)
+        for page in pages:
+            for upload in page.get("Uploads", []):
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=upload["Key"],
+                                                   UploadId=upload["UploadId"])
         return len(keys)
 
 

@@ -258,3 +258,14 @@ def test_s3_save_killed_mid_upload_never_becomes_latest(client, gateway, api):
     with client.dcp_reader("llm") as reader:
         dcp.load(target, storage_reader=reader)
     assert_equal(target, want)
+    # once aborted (the stale timeout), retention deletes it with its unfinished uploads
+    from services.checkpoints import retention, service
+    from services.checkpoints.s3source import parse_prefix
+
+    assert service.abort_version(killed, "its saver was killed")
+    retention.apply(killed.job)
+    killed.refresh_from_db()
+    assert killed.state == "deleted"
+    _, prefix = parse_prefix(killed.s3_prefix)
+    left = gateway.client().list_multipart_uploads(Bucket="ckpt").get("Uploads", [])
+    assert not [u for u in left if u["Key"].startswith(prefix)], left
