@@ -208,6 +208,16 @@ def refuse_volume_delete(volume: Volume) -> None:
                        f"{', '.join(exports)}; delete its block exports first.")
 
 
+def refuse_volume_move(volume: Volume, pool) -> None:
+    """Conflict (409) while the volume has block exports: they cannot follow a tier move yet
+    (they would keep serving the copy the move deletes)."""
+    exports = [f"{e.export_id} ({e.protocol})" for e in volume.block_exports.all()]
+    if exports:
+        raise Conflict(f"Volume {volume.name} is exported over block protocols: "
+                       f"{', '.join(exports)}; its exports cannot follow a move to pool "
+                       f"{pool.name} yet: delete them first.")
+
+
 def volume_resized(volume: Volume) -> dict:
     """Grow every export of a grown volume (LUNs re-read their size; no re-export).
 

@@ -3,11 +3,14 @@
 - Deleting a volume that has block exports is refused (409) before anything is deleted.
 - A volume grown (``service.resize_volume`` saves the new ``size_bytes``) makes its LUNs and
   exports show the new size without re-export.
+- A volume with block exports cannot be moved to another pool by tiering (409 naming the
+  exports): its exports do not follow a move yet, and would keep serving the deleted copy.
 """
 from django.db.models.signals import post_save, pre_delete, pre_save
 from django.dispatch import receiver
 
 from services.storage.models import Volume
+from services.tiering.signals import check_move
 
 
 @receiver(pre_delete, sender=Volume)
@@ -30,3 +33,9 @@ def grow_exports(sender, instance, created, **kwargs):
     if not created and old is not None and instance.size_bytes != old:
         from services.block.service import volume_resized
         volume_resized(instance)
+
+
+@receiver(check_move, sender=Volume)
+def refuse_exported_volume_move(sender, instance, pool, **kwargs):
+    from services.block.service import refuse_volume_move
+    refuse_volume_move(instance, pool)

@@ -8,7 +8,8 @@ tree digest must equal the source snapshot's; only then does the row point at th
 and the hot copy go. The source stays as it was when anything fails before that point.
 
 Limits (refused with 409, not ignored): the object must have no snapshots and no clones
-(their history would be lost), and no replication or backup may use it. Writers must pause
+(their history would be lost), and no replication or backup may use it; a service whose
+clients cannot follow the object refuses through ``signals.check_move``. Writers must pause
 for the switch: if the content keeps changing for ``MAX_ROUNDS`` rounds the move fails.
 
 What serves the object follows it: after the switch the move sends
@@ -32,7 +33,7 @@ from services.storage.drivers import driver_for
 from services.storage.models import FileSystem, Pool, Volume
 from services.tiering import budget
 from services.tiering.models import TierMove
-from services.tiering.signals import moved
+from services.tiering.signals import check_move, moved
 
 log = logging.getLogger(__name__)
 MAX_ROUNDS = 4
@@ -64,6 +65,7 @@ def check_movable(obj, pool: Pool) -> None:
         raise Conflict(f"{obj.name} is used by {', '.join(users)}; delete those first.")
     if TierMove.objects.filter(kind=kind, name=obj.name, state__in=["pending", "running"]):
         raise Conflict(f"{obj.name} is already being moved.")
+    check_move.send(sender=type(obj), instance=obj, pool=pool)  # a service may refuse (409)
 
 
 def _copy(drv, src_pool, dst_pool, kind, name, staging, snap, parent) -> int:
@@ -89,6 +91,8 @@ def move(record: TierMove, progress=lambda pct, msg: None) -> dict:
     dst = Pool.objects.get(name=record.to_pool)
     TierMove.objects.filter(pk=record.pk).update(state="running")
     try:
+        # asked again: a service may have started serving it since the move was queued
+        check_move.send(sender=model, instance=obj, pool=dst)
         result = _move(record, obj, dst, progress)
     except Exception as exc:
         TierMove.objects.filter(pk=record.pk).update(state="failed", error=str(exc),

@@ -7,7 +7,12 @@ row, already switched), ``old_path`` and ``old_pool``. A receiver makes what it 
 the object to ``instance.path`` (the file service: NFS exports and SMB shares keep their
 pseudo path and share name) and lets go of ``old_path``; it raises when it cannot. The move
 then puts the row back, sends ``moved`` again the other way, and keeps the old copy.
+
+``check_move``: sent by ``moves.check_movable`` before a move is queued (``sender`` = the
+model, ``instance`` = the row, ``pool`` = the target Pool). A service whose clients could
+not follow the object raises ``console.errors.Conflict`` (409) naming what holds it.
 """
 from django.dispatch import Signal
 
 moved = Signal()
+check_move = Signal()
