@@ -3,7 +3,8 @@
 Tiers: `hot` needs nothing; `cold` → `warming` → `hot` once every file of the cold copy
 is copied to the version's hot directory and the manifest verifies there (sha256 where the
 manifest has one: tier-down records it for every shard); a failed copy goes back to `cold`,
-keeping the cold copy, which pre-warm never changes. The copy is drawn from the shared I/O
+keeping the cold copy, which pre-warm never changes (and keeps after success too: tier-down
+switches back to it without copying again while it is whole). The copy is drawn from the shared I/O
 budget under the class `prewarm` (unlimited unless an operator caps that class or the
 appliance's background rate) while nobody waits for it; once a restore holds a lease on the
 version (checked before each file), the copy is foreground work: not throttled, and it

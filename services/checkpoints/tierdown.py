@@ -24,6 +24,13 @@ How one version moves (`move_version`):
    is removed instead and the hot copy stays: a restore that started during the move keeps
    reading its hot copy; the next periodic run tries again once the lease is gone.
 
+A version pre-warmed back to hot still has the cold copy pre-warm kept (`cold_path`). When it
+is due again and that copy is still whole (`reusable_problems`: every manifest shard present
+with the manifest's size and sha256, every other hot file there with the same bytes; checked
+by reading only), tier-down skips steps 1-2: it switches to that copy (step 3) and releases
+the hot copy, writing nothing to the capacity pool (`copied_bytes` 0, `reused_cold_copy`).
+A copy that is not whole is removed and made again as above.
+
 A worker killed during the move leaves the version hot and whole (at worst a partial cold
 directory, which the next run removes); the reaper marks the Job failed when a worker starts.
 
@@ -168,9 +175,13 @@ def move_version(version: CheckpointVersion, progress=lambda pct, msg="": None) 
         raise TierDownFailed(f"Version {version} has no hot directory at {version.path!r}.")
     fs = cold_filesystem(job.capacity_pool)
     cold = os.path.join(fs.path, job.name, service.step_dirname(version.step))
-    _remove(cold)  # a partial copy left by a run that was cut off
-
     files = verify.manifest_of_directory(version.path)
+    if version.cold_path == cold:
+        progress(0.0, "verifying the cold copy pre-warm kept")
+        if not reusable_problems(version, cold, files):
+            return _switch_to_kept_copy(version, cold, files)
+    _remove(cold)  # a partial copy left by a run that was cut off, or one no longer whole
+
     names = {e["name"] for e in files}
     absent = [e["name"] for e in version.manifest if e["name"] not in names]
     if absent:
@@ -214,6 +225,43 @@ def move_version(version: CheckpointVersion, progress=lambda pct, msg="": None) 
                            "the hot copy stays", "copied_bytes": done}
     return {"copied_bytes": done, "files": len(files), "cold_path": cold,
             "pool": job.capacity_pool.name}
+
+
+def reusable_problems(version: CheckpointVersion, cold: str, files: list) -> list:
+    """Why the cold copy at `cold` cannot stand for the hot files `files` (empty: it can).
+
+    It can when every manifest shard has a sha256 (tier-down records one) and the cold
+    file matches its size and sha256, and every other hot file (DCP `.metadata` and the
+    like) is in the cold copy with the same bytes. Only reads."""
+    if not os.path.isdir(cold):
+        return [f"{cold} is missing"]
+    unsummed = [e["name"] for e in version.manifest if not e.get("sha256")]
+    if unsummed:
+        return [f"the manifest has no sha256 for {', '.join(unsummed[:10])}"]
+    problems = [p.detail for p in verify.check_manifest(cold, version.manifest)]
+    listed = {e["name"] for e in version.manifest}
+    for entry in files:
+        name = entry["name"]
+        if name in listed:
+            continue
+        path = os.path.join(cold, name)
+        if not os.path.isfile(path) or os.path.getsize(path) != entry["size"] \
+                or _sha256_of(path) != _sha256_of(os.path.join(version.path, name)):
+            problems.append(f"{name} differs from the hot copy")
+    return problems
+
+
+def _switch_to_kept_copy(version: CheckpointVersion, cold: str, files: list) -> dict:
+    """Switch to a whole cold copy (kept by pre-warm) without writing it again."""
+    from services.checkpoints import prewarm
+
+    job = version.job
+    if not prewarm.mark_cold(version, cold, verified=True):
+        # leased, deleted or changed meanwhile: the kept copy stays, as pre-warm left it
+        return {"skipped": "the version was leased, deleted or changed; the hot copy stays",
+                "copied_bytes": 0}
+    return {"copied_bytes": 0, "reused_cold_copy": True, "files": len(files),
+            "cold_path": cold, "pool": job.capacity_pool.name}
 
 
 def start_tier_down(version: CheckpointVersion, user=None) -> Job:

@@ -180,3 +180,67 @@ def test_a_hot_copy_that_does_not_match_its_manifest_is_not_moved(api):
     assert version.tier == "hot" and os.path.isfile(os.path.join(v1["path"], "rank0.bin"))
     assert not os.path.exists(os.path.join(
         tierdown.cold_filesystem(version.job.capacity_pool).path, "llm", "step-1"))
+
+
+def cold_stats(root: str) -> dict:
+    """Each cold file's (inode, mtime_ns, size): unchanged when nothing wrote it again."""
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for fn in files:
+            st = os.stat(os.path.join(dirpath, fn))
+            out[os.path.relpath(os.path.join(dirpath, fn), root)] = (
+                st.st_ino, st.st_mtime_ns, st.st_size)
+    return out
+
+
+def test_a_prewarmed_version_tiers_down_again_onto_the_cold_copy_it_kept(api, worker):
+    """Pre-warm keeps the cold copy; once the restore's lease is released the version is
+    due again and tier-down switches back to that copy, writing nothing to the capacity
+    pool. A kept copy that is no longer whole is made again."""
+    make_tiered_job(api)
+    v1 = begin(api, "llm", 1)
+    shards = {f"rank{i}.bin": os.urandom(2 * MiB + i) for i in range(2)}
+    manifest = write_shards(v1, shards)
+    write_shards(v1, {".metadata": b"dcp metadata beside the shards"})
+    assert commit(api, "llm", v1, manifest).status_code == 200
+    before = hashes(v1["path"])
+    total = sum(map(len, shards.values())) + 30
+    save(api, "llm", 2)
+    age(v1["id"])
+    url = f"/api/v1/checkpoint-jobs/llm/versions/{v1['id']}/"
+
+    def tier_down_once() -> dict:
+        started = tasks.tier_all()["jobs"]
+        assert len(started) == 1, started
+        job = wait_job(api, f"/api/v1/jobs/{started[0]}/")
+        assert job["state"] == "succeeded", job
+        assert api.get(url).json()["tier"] == "cold"
+        assert not os.path.exists(v1["path"])  # the hot copy is released
+        return job["result"]
+
+    def restore_and_release() -> None:
+        r = api.post(f"{url}lease/", {"ttl_seconds": 600}, format="json")
+        assert r.status_code == 201 and r.json()["prewarm_job"], r.json()
+        assert wait_job(api, r.json()["prewarm_job"])["state"] == "succeeded"
+        assert api.get(url).json()["tier"] == "hot" and hashes(v1["path"]) == before
+        assert list(tierdown.due()) == []  # leased
+        assert api.delete(f"/api/v1/checkpoint-leases/{r.json()['id']}/").status_code == 204
+
+    assert tier_down_once()["copied_bytes"] == total
+    cold = CheckpointVersion.objects.get(pk=v1["id"]).cold_path
+    kept = cold_stats(cold)
+
+    restore_and_release()
+    assert CheckpointVersion.objects.get(pk=v1["id"]).cold_path == cold  # copy kept
+    result = tier_down_once()
+    assert result["copied_bytes"] == 0 and result["reused_cold_copy"] is True, result
+    assert cold_stats(cold) == kept  # not one cold file written again
+    assert hashes(cold) == before
+
+    # the kept copy rots (same size, other bytes): the next tier-down copies it again
+    restore_and_release()
+    with open(os.path.join(cold, "rank1.bin"), "r+b") as f:
+        f.write(b"rot")
+    result = tier_down_once()
+    assert result["copied_bytes"] == total and "reused_cold_copy" not in result, result
+    assert hashes(CheckpointVersion.objects.get(pk=v1["id"]).cold_path) == before
