@@ -4,6 +4,11 @@
 `job_task` wraps a function so that it receives a `JobContext` whose `progress()` writes
 the row (at most every STRATA_JOB_PROGRESS_INTERVAL seconds) and raises `JobCancelled`
 once someone asked to cancel.
+
+A job that moves bytes passes them too: ``ctx.progress(pct, message, done=n, total=t)``
+(``total`` may be an estimate, or None when unknown). The row keeps ``bytes_done`` and
+``bytes_total``; the API derives the rate and ETA from them and ``started_at``. When the job
+succeeds its last byte count is written, and the total becomes what was moved.
 """
 import functools
 import logging
@@ -31,17 +36,31 @@ class JobContext:
     def __init__(self, job: Job):
         self.job = job
         self._last_write = 0.0
+        self.bytes_done = None  # the last counts reported (written or not)
+        self.bytes_total = None
 
     def should_cancel(self) -> bool:
         return Job.objects.filter(pk=self.job.pk, cancel_requested=True).exists()
 
-    def progress(self, pct: float, message: str = "") -> None:
+    def counts(self, succeeded: bool = False) -> dict:
+        """The last byte counts reported, as row fields (a success moved all it counted)."""
+        if self.bytes_done is None:
+            return {}
+        total = self.bytes_done if succeeded else self.bytes_total
+        return {"bytes_done": self.bytes_done, "bytes_total": total}
+
+    def progress(self, pct: float, message: str = "", *, done: int | None = None,
+                 total: int | None = None) -> None:
+        """Report progress (percent, a line of text and, optionally, bytes done of total)."""
         now = time.monotonic()
         pct = max(0.0, min(100.0, float(pct)))
+        if done is not None:
+            self.bytes_done, self.bytes_total = int(done), None if total is None else int(total)
+        fields = {"progress": pct, "message": message[:500], **self.counts()}
         if now - self._last_write < settings.STRATA_JOB_PROGRESS_INTERVAL and pct < 100:
             return
         self._last_write = now
-        Job.objects.filter(pk=self.job.pk).update(progress=pct, message=message[:500])
+        Job.objects.filter(pk=self.job.pk).update(**fields)
         if self.should_cancel():
             raise JobCancelled(f"job {self.job.pk} was cancelled")
 
@@ -82,13 +101,14 @@ def job_task(name: str):
             try:
                 result = fn(ctx, **job.params)
             except Cancelled as exc:
-                _finish(job_id, Job.State.CANCELLED, message=str(exc)[:500])
+                _finish(job_id, Job.State.CANCELLED, message=str(exc)[:500], **ctx.counts())
             except Exception as exc:  # the job records every failure; nothing is swallowed
                 log.exception("job %s (%s) failed", job_id, name)
-                _finish(job_id, Job.State.FAILED, error=str(exc), message="failed")
+                _finish(job_id, Job.State.FAILED, error=str(exc), message="failed",
+                        **ctx.counts())
             else:
                 _finish(job_id, Job.State.SUCCEEDED, progress=100.0, result=result,
-                        message="done")
+                        message="done", **ctx.counts(succeeded=True))
 
         return run
 

@@ -1,6 +1,7 @@
 """Jobs with progress and the audit log."""
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class Job(models.Model):
@@ -18,6 +19,9 @@ class Job(models.Model):
     kind = models.CharField(max_length=64)
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     progress = models.FloatField(default=0.0)
+    # bytes moved so far and in all (null: the job moves no bytes or does not know yet)
+    bytes_done = models.BigIntegerField(null=True, blank=True)
+    bytes_total = models.BigIntegerField(null=True, blank=True)
     message = models.CharField(max_length=500, blank=True, default="")
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
@@ -41,6 +45,21 @@ class Job(models.Model):
     @property
     def finished(self) -> bool:
         return self.state in self.FINISHED
+
+    def rate_bytes_per_s(self, now=None) -> float | None:
+        """Bytes done per second since the job started (until it finished)."""
+        if self.bytes_done is None or self.started_at is None:
+            return None
+        end = self.finished_at or now or timezone.now()
+        elapsed = (end - self.started_at).total_seconds()
+        return self.bytes_done / elapsed if elapsed > 0 else None
+
+    def eta_seconds(self, now=None) -> float | None:
+        """Seconds left at the current rate, for a running job that knows its total."""
+        rate = self.rate_bytes_per_s(now)
+        if self.state != self.State.RUNNING or not rate or self.bytes_total is None:
+            return None
+        return max(0, self.bytes_total - self.bytes_done) / rate
 
 
 class AuditEvent(models.Model):

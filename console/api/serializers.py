@@ -1,4 +1,5 @@
 from django.contrib.auth.models import Group, User
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from console.models import AuditEvent, Job
@@ -6,17 +7,32 @@ from console.roles import ROLES, role_of
 
 
 class JobSerializer(serializers.ModelSerializer):
+    """A job; ``bytes_done``/``bytes_total`` for jobs that move bytes (the total may be an
+    estimate while running), with the rate since it started and the ETA derived from them
+    (null when unknown; the ETA only while running)."""
+
     url = serializers.HyperlinkedIdentityField(view_name="job-detail")
     user = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    rate_bytes_per_s = serializers.SerializerMethodField()
+    eta_seconds = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
         fields = [
             "id", "url", "kind", "state", "progress", "message", "result", "error",
+            "bytes_done", "bytes_total", "rate_bytes_per_s", "eta_seconds",
             "target_type", "target_name", "cancel_requested", "user",
             "created_at", "started_at", "finished_at",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_rate_bytes_per_s(self, job: Job):
+        return job.rate_bytes_per_s()
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_eta_seconds(self, job: Job):
+        return job.eta_seconds()
 
 
 class AuditEventSerializer(serializers.ModelSerializer):

@@ -97,12 +97,12 @@ def _base(backup: Backup):
     return last
 
 
-def run_backup(backup: Backup, progress=lambda pct, msg: None) -> dict:
+def run_backup(backup: Backup, progress=lambda pct, msg, **counts: None) -> dict:
     """One backup run: snapshot, stream (incremental when a base exists), catalog."""
     with run_lock(f"backup:{backup.name}") as extend:
-        def report(pct, msg):
+        def report(pct, msg, **counts):
             extend()
-            progress(pct, msg)
+            progress(pct, msg, **counts)
         try:
             result = _run(backup, report)
         except Exception as exc:
@@ -142,7 +142,8 @@ def _run(backup: Backup, progress) -> dict:
         try:
             fields = objstore.put_stream(
                 s3, target.bucket, key, stream,
-                progress=lambda done: progress(meter.pct(done, 10, 95), meter.text(done)))
+                progress=lambda done: progress(meter.pct(done, 10, 95), meter.text(done),
+                                               **meter.counts(done)))
         finally:
             stream.close()  # stops `btrfs send` now, not when the generator is collected
         manifest = {"format": 1, "backup": backup.name, "snapshot": name,
@@ -201,7 +202,8 @@ def delete_restore_point(rp: RestorePoint) -> None:
 
 # -- restore -------------------------------------------------------------------------------
 
-def restore(rp: RestorePoint, *, name: str, pool: Pool, progress=lambda pct, msg: None):
+def restore(rp: RestorePoint, *, name: str, pool: Pool,
+            progress=lambda pct, msg, **counts: None):
     """Restore ``rp`` as a new file system or volume ``name`` in ``pool``: receive the
     chain (full, then increments) into a staging object, clone its newest snapshot as
     ``name``, and keep it only if its tree digest equals the source's at backup time."""
@@ -226,7 +228,8 @@ def restore(rp: RestorePoint, *, name: str, pool: Pool, progress=lambda pct, msg
             stream = objstore.read_stream(
                 s3, target.bucket, manifest,
                 progress=lambda done, base=base: progress(meter.pct(base + done, 0, 90),
-                                                          meter.text(base + done)))
+                                                          meter.text(base + done),
+                                                          **meter.counts(base + done)))
             drv.receive_snapshot(pool.name, rp.kind, staging, stream, point.snapshot)
             done_before += point.stream_bytes
         progress(92, "verifying")

@@ -157,12 +157,12 @@ def _copy_version(rep, src, dst, change: dict) -> int:
     return change["size"]
 
 
-def run_replication(rep: BucketReplication, progress=lambda pct, msg: None) -> dict:
+def run_replication(rep: BucketReplication, progress=lambda pct, msg, **counts: None) -> dict:
     """One run (see the module doc); the outcome is recorded on the row."""
     with run_lock(f"bucket-replication:{rep.name}") as extend:
-        def report(pct, msg):
+        def report(pct, msg, **counts):
             extend()
-            progress(pct, msg)
+            progress(pct, msg, **counts)
         try:
             result = _run(rep, report)
         except Exception as exc:
@@ -210,7 +210,7 @@ def _run(rep: BucketReplication, progress) -> dict:
                                         totals, lambda w: progress(
                                             min(99.0, 2 + 97 * (w - start) / max(1, end - start)),
                                             f"{totals[0]} versions ({totals[2]} bytes) and "
-                                            f"{totals[1]} deletes copied"))
+                                            f"{totals[1]} deletes copied", done=totals[2]))
                 watermark = max(watermark, feed["horizon"])
                 if not feed["truncated"]:
                     break

@@ -166,7 +166,8 @@ def check_restore_target(bucket: str, name: str, target: str) -> None:
                            code="exists")
 
 
-def restore(bucket: str, name: str, target: str, progress=lambda pct, msg: None) -> dict:
+def restore(bucket: str, name: str, target: str,
+            progress=lambda pct, msg, **counts: None) -> dict:
     """Copy snapshot ``name`` of ``bucket`` into the new bucket ``target`` (see module doc)."""
     client = _client(timeout=600)
     snap = _call(client.get_snapshot, bucket, name)
@@ -182,7 +183,8 @@ def restore(bucket: str, name: str, target: str, progress=lambda pct, msg: None)
         skipped += page["skipped"]
         done_bytes += page["bytes"]
         progress(min(99.0, 100.0 * (copied + skipped) / max(1, snap["objects"])),
-                 f"{copied + skipped} of {snap['objects']} objects; " + meter.text(done_bytes))
+                 f"{copied + skipped} of {snap['objects']} objects; " + meter.text(done_bytes),
+                 **meter.counts(done_bytes))
         if page["done"]:
             break
         after = page["next"]

@@ -120,13 +120,13 @@ def abandon(rep: Replication) -> Replication:
     return rep
 
 
-def run_failback(rep: Replication, progress=lambda pct, msg: None) -> dict:
+def run_failback(rep: Replication, progress=lambda pct, msg, **counts: None) -> dict:
     """A failback (see the module doc), one step after the other from where the last run
     stopped; errors are recorded on the row and the next run continues."""
     with run_lock(f"replication:{rep.name}") as extend:
-        def report(pct, msg):
+        def report(pct, msg, **counts):
             extend()
-            progress(pct, msg)
+            progress(pct, msg, **counts)
         try:
             return _run(rep, report)
         except Exception as exc:
@@ -208,7 +208,7 @@ def _pull(rep: Replication, client, progress) -> tuple:
             if len(buf) >= SPOOL_BATCH:
                 done = transfer.append(done, bytes(buf))
                 buf.clear()
-                progress(meter.pct(done, 5, 70), meter.text(done))
+                progress(meter.pct(done, 5, 70), meter.text(done), **meter.counts(done))
     finally:
         if buf:  # stream bytes in order even when the link broke: the next run resumes after
             done = transfer.append(done, bytes(buf))
@@ -223,7 +223,8 @@ def _pull(rep: Replication, client, progress) -> tuple:
         raise ReplicationFailed(f"the peer's stream of {name} ended without its checksum "
                                 f"after {done} bytes; run the failback again to resume")
     sha = tail[len(TRAILER_MAGIC):].decode()
-    progress(72, f"applying {done} bytes as snapshot {name} of {source.name}")
+    progress(72, f"applying {done} bytes as snapshot {name} of {source.name}",
+             done=done, total=done)
     try:
         receiver.apply_to_source(transfer, source, size=done, sha256=sha)
     except Exception:

@@ -1,4 +1,5 @@
-"""Progress text for long transfers: bytes done of the (estimated) total, rate and ETA."""
+"""Progress of long transfers: bytes done of the (estimated) total, as text (with rate and
+ETA) and as the byte counts a Job records (``progress(pct, text, done=, total=)``)."""
 import time
 
 MiB = 1 << 20
@@ -15,6 +16,10 @@ class Meter:
 
     def pct(self, done: int, lo: float, hi: float) -> float:
         return min(hi, lo + (hi - lo) * done / max(self.total, done, 1))
+
+    def counts(self, done: int) -> dict:
+        """``done=``/``total=`` for a job's ``progress()`` (the total is never below done)."""
+        return {"done": done, "total": max(self.total, done)}
 
     def text(self, done: int) -> str:
         elapsed = max(1e-6, time.monotonic() - self.started)

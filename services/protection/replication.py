@@ -139,21 +139,23 @@ def _upload(client: PeerClient, transfer: dict, stream, progress, estimate: int)
         while len(buf) >= step:
             client.put(transfer["id"], pos - len(buf), bytes(buf[:step]))
             del buf[:step]
-            progress(meter.pct(pos, 5, 95), meter.text(pos - len(buf)))
+            sent = pos - len(buf)
+            progress(meter.pct(pos, 5, 95), meter.text(sent), **meter.counts(sent))
     if buf:
         client.put(transfer["id"], pos - len(buf), bytes(buf))
+        progress(meter.pct(pos, 5, 95), meter.text(pos), **meter.counts(pos))
     if pos < offset:
         raise ReplicationFailed(f"the peer holds {offset} bytes but the stream has {pos}; "
                                 "the transfer is restarted on the next run")
     return pos, digest.hexdigest()
 
 
-def run_replication(rep: Replication, progress=lambda pct, msg: None) -> dict:
+def run_replication(rep: Replication, progress=lambda pct, msg, **counts: None) -> dict:
     """One replication run (see the module doc); errors are recorded on the row."""
     with run_lock(f"replication:{rep.name}") as extend:
-        def report(pct, msg):
+        def report(pct, msg, **counts):
             extend()
-            progress(pct, msg)
+            progress(pct, msg, **counts)
         try:
             result = _run(rep, report)
         except Exception as exc:
