@@ -15,13 +15,18 @@ REST (all under /api/v1/, token auth; viewers read, operators and admins write):
 - `.../versions/{id}/commit/` `{"manifest": [{name, size, sha256?|crc32c?}], "location"?}`:
   200 committed, 409 `{"error": "incomplete", "shards": [...]}` naming every bad shard.
 - `.../versions/{id}/abort/`, `lease/` `{"ttl_seconds", "holder"}` (starts pre-warm when
-  cold), `pin/` `{"reason"}`, `unpin/`, `prewarm/` (202 job, or 200 when already hot).
+  cold), `pin/` `{"reason"}`, `unpin/`, `prewarm/` (202 job, or 200 when already hot),
+  `tier-down/` (202 job: move a superseded version to the capacity pool now, whatever
+  `tier_after`; 409 with the reason for the latest, a leased, writing, aborted or cold
+  version; 400 when the job has no `capacity_pool`).
 - `checkpoint-leases/{id}/` GET/DELETE (release), `POST .../renew/`.
 
 Tiering: with `tier_after` and `capacity_pool` set, the periodic task `checkpoints.tier_all`
 (beat, every minute) starts one throttled Job per superseded, hot, unleased version
 superseded longer than `tier_after` ago: copy to `ckpt-cold-<pool>`, verify, switch, then
-release the hot copy (tierdown.py). Pre-warm brings a cold version back (prewarm.py).
+release the hot copy (tierdown.py). Pre-warm brings a cold version back (prewarm.py) and
+keeps the cold copy; the next tier-down switches back to it without copying while it is
+whole. CLI: `strata checkpoint list|versions JOB|tier-down JOB ID|prewarm JOB ID` (cli.py).
 
 Modules: models (catalog), service (begin/commit/abort/leases/pins), retention, tierdown
 and prewarm (cold and back), access (NFS/SMB paths), signals (the cold file system is

@@ -6,7 +6,9 @@ tiered), superseded at least `tier_after` ago, with no active lease and no tier-
 already pending or running. Pinned versions move too: a pin keeps a version from
 retention, not on the hot pool. The periodic task `checkpoints.tier_all` starts one Job
 (`checkpoint-tier-down`) per due version; retention leaves a version alone while its Job
-is pending or running.
+is pending or running. An operator can start one now (`request_tier_down`, `POST
+.../versions/{id}/tier-down/`), before `tier_after`, for any superseded, hot, unleased
+version in a directory.
 
 How one version moves (`move_version`):
 
@@ -48,6 +50,7 @@ from django.db.models import BigIntegerField, Exists, F, OuterRef
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 from django.utils import timezone
+from rest_framework.exceptions import ValidationError
 
 from console.errors import Conflict
 from console.models import Job
@@ -272,6 +275,43 @@ def start_tier_down(version: CheckpointVersion, user=None) -> Job:
     return start_job(JOB_KIND, tasks.tier_down_version, user=user,
                      target=("checkpoint-version", str(version)),
                      params={"version": version.pk})
+
+
+def request_tier_down(version: CheckpointVersion, user=None) -> Job:
+    """Start the tier-down of one version now, whatever its job's `tier_after` (the manual
+    trigger, `POST .../versions/{id}/tier-down/`); the Job already pending or running for
+    it, if any. ValidationError (400) when the job has no capacity pool; Conflict (409)
+    with the reason for the latest, a leased, a writing, aborted or deleted, an S3 or an
+    already cold (or warming) version."""
+    from services.checkpoints import service
+
+    with transaction.atomic():
+        version = CheckpointVersion.objects.select_for_update().get(pk=version.pk)
+        job = version.job
+        if job.capacity_pool is None:
+            raise ValidationError({"capacity_pool": [
+                f"Checkpoint job {job.name} has no capacity pool; set one to move its "
+                "versions there."]})
+        if version.state not in CheckpointVersion.RESTORABLE:
+            raise Conflict(f"Version {version} is {version.state}; only a committed version "
+                           "that a newer one superseded moves to the capacity pool.")
+        if version.tier != T.HOT:
+            raise Conflict(f"Version {version} is already {version.tier}; nothing to move.")
+        latest = service.latest_version(job)
+        if version.pk in (job.latest_id, latest.pk if latest else None):
+            raise Conflict(f"Version {version} is the job's latest, which stays on the hot "
+                           "pool; it can move once a newer step is committed.")
+        if version.location != "path" or not version.path:
+            raise Conflict(f"Version {version} is stored in S3; only versions in a "
+                           "directory move to the capacity pool.")
+        lease = version.active_leases().order_by("-expires_at").first()
+        if lease is not None:
+            raise Conflict(f"Version {version} is leased by a restore ({lease}); it can "
+                           "move once the lease is released or expires.")
+        running = active_job(JOB_KIND, version.pk)
+        if running is not None:
+            return running
+        return start_tier_down(version, user=user)
 
 
 def start_due(now=None) -> list:

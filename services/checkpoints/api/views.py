@@ -6,7 +6,7 @@ from rest_framework.response import Response
 
 from console.api.responses import job_accepted
 from console.api.serializers import JobSerializer
-from services.checkpoints import prewarm, retention, scanner, service, tasks
+from services.checkpoints import prewarm, retention, scanner, service, tasks, tierdown
 from services.checkpoints.api import serializers as s
 from services.checkpoints.models import (
     CheckpointJob,
@@ -162,6 +162,15 @@ class CheckpointVersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
             return job_accepted(job, request)
         version.refresh_from_db()
         return Response(self.get_serializer(version).data)
+
+    @extend_schema(request=None, responses={202: JobSerializer})
+    @action(detail=True, methods=["post"], url_path="tier-down")
+    def tier_down(self, request, job_name=None, pk=None):
+        """Move a superseded version to the job's capacity pool now, whatever `tier_after`
+        says (202 with the job); 409 says why a version cannot move (latest, leased,
+        writing, aborted, already cold), 400 when the job has no capacity pool."""
+        job = tierdown.request_tier_down(self.get_object(), user=request.user)
+        return job_accepted(job, request)
 
 
 class CheckpointLeaseViewSet(mixins.RetrieveModelMixin, mixins.DestroyModelMixin,
