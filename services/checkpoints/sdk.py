@@ -71,6 +71,8 @@ class Version:
     s3_prefix: str = ""
     tier: str = "hot"
     relative_path: str = ""
+    nfs_path: str | None = None  # host:/pseudo/... where the job's file system is exported
+    smb_path: str | None = None  # \\host\share\... where it is shared over SMB
     raw: dict = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -78,7 +80,8 @@ class Version:
         return cls(id=data["id"], job=data.get("job") or job, step=data["step"],
                    state=data["state"], path=data.get("path", ""),
                    s3_prefix=data.get("s3_prefix", ""), tier=data.get("tier", "hot"),
-                   relative_path=data.get("relative_path", ""), raw=data)
+                   relative_path=data.get("relative_path", ""),
+                   nfs_path=data.get("nfs_path"), smb_path=data.get("smb_path"), raw=data)
 
 
 @dataclass

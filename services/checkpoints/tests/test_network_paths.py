@@ -2,7 +2,8 @@
 system's NFS export (`nfs_path`) and SMB share (`smb_path`), and the answer is usable:
 with ganesha.nfsd and smbd started as `strata up` starts them, a shard written by nfs-rs at
 `nfs_path` and read back by smbclient at `smb_path` is the one the commit verifies. Without
-an export or share the keys are absent."""
+an export or share the keys are absent. The SDK's `Version` has both as fields (None when
+absent)."""
 import hashlib
 import os
 import shutil
@@ -28,9 +29,14 @@ def daemons(api, data_dir, settings):
         yield running
 
 
-def test_version_paths_through_nfs_and_smb(api, daemons, settings, tmp_path):
+def test_version_paths_through_nfs_and_smb(api, daemons, settings, tmp_path, live_server):
+    from rest_framework.authtoken.models import Token
+
+    from services.checkpoints.sdk import CheckpointClient
     from services.file.tests.nfs_client import connect, write_file
     from services.file.tests.plane_support import drop_unix_user, make_filesystem, new_user_name
+
+    sdk = CheckpointClient(live_server.url, Token.objects.get(user=api.user).key)
 
     make_filesystem(api, "train")
     r = api.post("/api/v1/checkpoint-jobs/", {"name": "llm", "filesystem": "train"},
@@ -38,6 +44,8 @@ def test_version_paths_through_nfs_and_smb(api, daemons, settings, tmp_path):
     assert r.status_code == 201, r.json()
     v1 = begin(api, "llm", 1)
     assert "nfs_path" not in v1 and "smb_path" not in v1  # not exported, not shared
+    got = sdk.version("llm", v1["id"])
+    assert (got.nfs_path, got.smb_path) == (None, None)
 
     user, password = new_user_name(), "Strata-pw-1"
     try:
@@ -59,6 +67,12 @@ def test_version_paths_through_nfs_and_smb(api, daemons, settings, tmp_path):
         assert v2["smb_path"] == "\\\\127.0.0.1\\ckpt\\step-2"
         got = api.get(f"/api/v1/checkpoint-jobs/llm/versions/{v2['id']}/").json()
         assert (got["nfs_path"], got["smb_path"]) == (v2["nfs_path"], v2["smb_path"])
+        # the SDK's Version has them as fields
+        got = sdk.version("llm", v2["id"])
+        assert (got.nfs_path, got.smb_path) == (v2["nfs_path"], v2["smb_path"])
+        v3 = sdk.begin("llm", 3)
+        assert v3.nfs_path == "127.0.0.1:/train/llm/step-3"
+        assert v3.smb_path == "\\\\127.0.0.1\\ckpt\\step-3"
         listed = api.get("/api/v1/checkpoint-jobs/llm/versions/").json()["results"]
         assert all("nfs_path" not in v for v in listed)  # the list stays one query
 
@@ -83,6 +97,7 @@ def test_version_paths_through_nfs_and_smb(api, daemons, settings, tmp_path):
         assert r.status_code == 200 and r.json()["state"] == "committed", r.json()
         assert r.json()["nfs_path"] == v2["nfs_path"]
     finally:
+        sdk.close()
         for url in ("/api/v1/smb-shares/ckpt/", f"/api/v1/smb-users/{user}/"):
             api.delete(url)
         drop_unix_user(user)
