@@ -13,6 +13,12 @@ tgtd reads a backing file's size only when it opens it; :meth:`TgtdTarget.resize
 re-opens the file in place (``online=0``, ``path=<same>``, ``online=1``), so an initiator
 sees the new capacity on its next READ CAPACITY without losing the target or the LUN.
 
+:meth:`TgtdTarget.repoint` serves an export from another file (the volume moved to another
+pool) the same way: the LU is taken offline, its backing store re-opened on the new path
+(tgtd closes the old file) and put online again, under the same target, LUN, ACLs and CHAP
+accounts. Sessions stay logged in; a command that arrives during the swap is answered
+NOT READY (the initiator retries it).
+
 tgtd ignores SIGTERM: :meth:`stop` deletes the targets and then the system with
 ``tgtadm --op delete --mode system``.
 """
@@ -267,6 +273,43 @@ class TgtdTarget(Transport):
         self._refresh_lun(live.tid, rec["lun"], rec["path"])
         return volume_size(rec["path"])
 
+    def repoint(self, export_id: str, volume_path: str) -> dict:
+        """Serve the export's LUN from ``volume_path`` (module doc); same target and LUN.
+
+        Idempotent. On failure the LUN is put back on the old file and DaemonError says why.
+        """
+        rec = self._get(export_id)
+        path = str(check_volume_file(volume_path))
+        old = rec["path"]
+        if old == path:
+            return self.connection_info(export_id)
+        live = self.tgtadm.show_targets().get(self.target_iqn(rec["group"]))
+        tid = live.tid if live is not None and rec["lun"] in live.luns else None
+
+        def serve(p, reconcile):
+            rec["path"] = p
+            if tid is not None:
+                self._refresh_lun(tid, rec["lun"], p)
+            if tid is None or reconcile:
+                self.reconcile()               # adds it when not live; resets the flags
+            lu = self.tgtadm.show_targets()[self.target_iqn(rec["group"])].luns.get(rec["lun"])
+            # tgtd opens a file it cannot write read-only, silently: that is a refusal too
+            if lu is None or lu.path != p or lu.read_only != rec["read_only"]:
+                state = "absent" if lu is None else f"{lu.path}, read-only {lu.read_only}"
+                raise DaemonError(f"tgtd did not open {p} as asked (LUN: {state})")
+        try:
+            serve(path, reconcile=False)
+        except Exception as exc:
+            try:
+                serve(old, reconcile=True)
+            except DaemonError as back:        # the first error is the one to report
+                raise DaemonError(f"export {export_id} cannot be served from {path} ({exc}) "
+                                  f"nor again from {old}: {back}") from exc
+            raise DaemonError(f"export {export_id} cannot be served from {path}: {exc}; it "
+                              f"still serves {old}") from exc
+        self._save_record()
+        return self.connection_info(export_id)
+
     def connection_info(self, export_id: str) -> dict:
         """{"protocol": "iscsi", "target_iqn", "portal", "lun"} (no secrets)."""
         rec = self._get(export_id)
@@ -391,7 +434,7 @@ class TgtdTarget(Transport):
             if ll.read_only != ls.read_only:
                 p.update.append(f"{t.iqn} lun {n} read_only={ls.read_only}")
                 p.steps.append(self._lu_param(tid, n, f"readonly={int(ls.read_only)}"))
-            if ll.size_mb != volume_size(ls.path) // 1_000_000:
+            if ll.size_mb != (volume_size(ls.path) + 500_000) // 1_000_000:  # tgtd rounds
                 p.update.append(f"{t.iqn} lun {n} size")
                 p.steps += [self._lu_param(tid, n, "online=0"),
                             self._lu_param(tid, n, f"path={ls.path}"),

@@ -9,6 +9,13 @@ set, changed and removed live with ``qom-set`` on the throttle group, without to
 the export. ``resize`` runs ``block_resize`` on the raw node after the dataplane grew the
 file. The daemon keeps no state across restarts: ``start()`` re-applies the exports
 recorded in ``<state_dir>/qsd-exports.json``.
+
+``repoint`` serves an export from another file (the volume moved to another pool): new
+file and raw nodes are opened over the new file and the throttle node's child is swapped
+with ``blockdev-reopen`` (QEMU drains the node's in-flight requests for the swap). The
+export, its id, NBD name and vhost-user socket stay; connected clients keep their
+connection and see no error, only requests held for the swap. The file and raw node names
+carry a generation (``f-<id>-g<n>``) because both pairs exist during the swap.
 """
 
 from __future__ import annotations
@@ -196,18 +203,29 @@ class QemuStorageDaemon(Transport):
         self._save_record()
         return self.connection_info(export_id)
 
-    def _attach(self, export_id: str, rec: dict) -> None:
-        ro = rec["read_only"]
-        f, r, t, tg = self._names(export_id)
-        file_opts = {"driver": "file", "node-name": f, "filename": rec["path"], "read-only": ro}
+    def _add_file_nodes(self, f: str, r: str, path: str, ro: bool, steps: list) -> None:
+        """Open ``path`` as file node ``f`` under raw node ``r``; ``steps`` gets their undo."""
+        file_opts = {"driver": "file", "node-name": f, "filename": path, "read-only": ro}
         if self.direct_io:
             file_opts.update({"aio": "native", "cache": {"direct": True}})
+        self.qmp("blockdev-add", file_opts)
+        steps.append(("blockdev-del", {"node-name": f}))
+        self.qmp("blockdev-add", {"driver": "raw", "node-name": r, "file": f, "read-only": ro})
+        steps.append(("blockdev-del", {"node-name": r}))
+
+    def _undo(self, steps: list) -> None:
+        for cmd, a in reversed(steps):
+            try:
+                self.qmp(cmd, a)
+            except (QMPError, DaemonError):
+                pass
+
+    def _attach(self, export_id: str, rec: dict) -> None:
+        ro = rec["read_only"]
+        f, r, t, tg = self._names(export_id, rec.get("gen", 0))
         steps = []
         try:
-            self.qmp("blockdev-add", file_opts)
-            steps.append(("blockdev-del", {"node-name": f}))
-            self.qmp("blockdev-add", {"driver": "raw", "node-name": r, "file": f, "read-only": ro})
-            steps.append(("blockdev-del", {"node-name": r}))
+            self._add_file_nodes(f, r, rec["path"], ro, steps)
             qos = QosLimits(**rec["qos"]) if rec.get("qos") else None
             self.qmp("object-add", {"qom-type": "throttle-group", "id": tg,
                                     "limits": qos_to_limits(qos)})
@@ -217,12 +235,48 @@ class QemuStorageDaemon(Transport):
             steps.append(("blockdev-del", {"node-name": t}))
             self._add_export(export_id, rec)
         except (QMPError, DaemonError) as exc:
-            for cmd, a in reversed(steps):
-                try:
-                    self.qmp(cmd, a)
-                except (QMPError, DaemonError):
-                    pass
+            self._undo(steps)
             raise DaemonError(f"cannot export {rec['path']} as {export_id}: {exc}") from exc
+
+    def repoint(self, export_id: str, volume_path: str) -> dict:
+        """Serve the export from ``volume_path`` (the volume's new copy) under the same id,
+        NBD name and socket, swapping the file under its throttle node live (module doc).
+
+        Idempotent (already there: nothing to do). On failure the export keeps serving the
+        old file and DaemonError says why.
+        """
+        rec = self._get(export_id)
+        path = str(check_volume_file(volume_path))
+        if rec["path"] == path:
+            return self.connection_info(export_id)
+        live = {e["id"] for e in self.qmp("query-block-exports")}
+        if export_id not in live:              # not in the daemon: the record is all there is
+            rec["path"] = path
+            self._save_record()
+            self._attach(export_id, rec)
+            return self.connection_info(export_id)
+        ro, gen = rec["read_only"], rec.get("gen", 0)
+        old_f, old_r, t, tg = self._names(export_id, gen)
+        new_f, new_r, _, _ = self._names(export_id, gen + 1)
+        steps = []
+        try:
+            self._add_file_nodes(new_f, new_r, path, ro, steps)
+            self.qmp("blockdev-reopen", {"options": [
+                {"driver": "throttle", "node-name": t, "throttle-group": tg, "file": new_r,
+                 "read-only": ro}]})
+        except (QMPError, DaemonError) as exc:
+            self._undo(steps)
+            raise DaemonError(f"export {export_id} cannot be served from {path}: {exc}; it "
+                              f"still serves {rec['path']}") from exc
+        rec["path"], rec["gen"] = path, gen + 1
+        self._save_record()
+        for node in (old_r, old_f):            # the old file is closed: the move may delete it
+            try:
+                self.qmp("blockdev-del", {"node-name": node})
+            except QMPError as exc:
+                raise DaemonError(f"export {export_id} now serves {path} but the old file "
+                                  f"node {node} could not be closed: {exc}") from exc
+        return self.connection_info(export_id)
 
     def _add_export(self, export_id: str, rec: dict) -> None:
         args = {"type": rec["protocol"], "id": export_id, "node-name": self._names(export_id)[2],
@@ -255,7 +309,7 @@ class QemuStorageDaemon(Transport):
             sock.unlink()
 
     def _detach(self, export_id: str) -> None:
-        f, r, t, tg = self._names(export_id)
+        f, r, t, tg = self._names(export_id, self._exports[export_id].get("gen", 0))
         self._del_export(export_id)
         for cmd, args in (("blockdev-del", {"node-name": t}), ("object-del", {"id": tg}),
                           ("blockdev-del", {"node-name": r}), ("blockdev-del", {"node-name": f})):
@@ -326,10 +380,12 @@ class QemuStorageDaemon(Transport):
             raise ExportNotFound(f"no NBD/vhost-user-blk export {export_id}") from None
 
     @staticmethod
-    def _names(export_id: str) -> tuple[str, str, str, str]:
+    def _names(export_id: str, gen: int = 0) -> tuple[str, str, str, str]:
+        """Node names (file, raw, throttle) and throttle group; ``gen`` counts repoints."""
         # node names must start with a letter and avoid '.'; export ids may contain '.'
         base = export_id.replace(".", "_")
-        return f"f-{base}", f"r-{base}", f"t-{base}", f"qos-{base}"
+        g = f"-g{gen}" if gen else ""
+        return f"f-{base}{g}", f"r-{base}{g}", f"t-{base}", f"qos-{base}"
 
     def _load_record(self) -> dict:
         try:

@@ -9,6 +9,7 @@ It owns one transport per protocol and routes every call by export id::
     info = rt.export("exp-1", "iscsi", volume.path, host_group=group)   # -> connection dict
     rt.volume_resized(volume.path)        # after driver.resize_volume(): LUNs/exports grow
     rt.check_volume_deletable(volume.path)   # ExportInUse while any export serves it
+    rt.repoint("exp-1", new_path)         # the volume moved: same IQN/LUN, NBD name, socket
     rt.unexport("exp-1")
     rt.stop()
 
@@ -146,6 +147,16 @@ class BlockRuntime:
 
     def connection_info(self, export_id: str) -> dict:
         return self.find(export_id).connection_info(export_id)
+
+    def repoint(self, export_id: str, volume_path: str) -> dict:
+        """Serve an export from another file (the volume moved to another pool) under the
+        same connection info; return it. iSCSI and NBD/vhost-user-blk only: an nvmf
+        namespace is an SPDK bdev, which does not move."""
+        t = self.find(export_id)
+        if t is self.nvmf:
+            raise InvalidExport(f"export {export_id} is NVMe-oF: its namespace is an SPDK "
+                                "bdev and cannot be re-pointed at another file")
+        return t.repoint(export_id, volume_path)
 
     def set_qos(self, export_id: str, qos: QosLimits | None) -> None:
         """Change an export's limits live (NBD/vhost-user-blk and nvmf; tgtd has none)."""
