@@ -138,25 +138,39 @@ class SegmentStore:
 DIRECT_ALIGN = 4096
 DIRECT_BUFFER = 2 * 1024 * 1024
 MAX_DIRECT_WRITES = 3   # per file, in flight on the write pool
+MAX_DIRECT_BUFFERS = 64  # in use at once, all writers together (128 MiB)
 _buffers: list = []
 _buffers_lock = threading.Lock()
+_buffers_free = threading.BoundedSemaphore(MAX_DIRECT_BUFFERS)
 _direct_refused: set[int] = set()   # st_dev of file systems that refused O_DIRECT
 
 
 def _take_buffer() -> mmap.mmap:
-    """A page-aligned buffer for direct I/O (reused: its pages stay mapped and warm)."""
+    """A page-aligned buffer for direct I/O (reused: its pages stay mapped and warm). Waits
+    while MAX_DIRECT_BUFFERS are in use: a holder never waits for another buffer (it hands
+    a full one to a write before it takes the next), and writes give theirs back when done."""
+    _buffers_free.acquire()
     with _buffers_lock:
         if _buffers:
             return _buffers.pop()
-    return mmap.mmap(-1, DIRECT_BUFFER)
+    try:
+        return mmap.mmap(-1, DIRECT_BUFFER)
+    except BaseException:
+        _buffers_free.release()
+        raise
 
 
 def _give_buffer(buf: mmap.mmap) -> None:
     with _buffers_lock:
         if len(_buffers) < 32:
             _buffers.append(buf)
-            return
-    buf.close()
+            buf = None
+    if buf is not None:
+        try:
+            buf.close()
+        except BufferError:  # a view is still alive somewhere: let the collector close it
+            pass
+    _buffers_free.release()
 
 
 class LargeFileWriter:
@@ -240,39 +254,48 @@ class LargeFileWriter:
 
     def _write_direct(self, blocks: list, final: bool, pad: bool = False) -> None:
         buf = _take_buffer()
-        fill = len(self.tail)
-        buf[:fill] = self.tail
-        for b in blocks:
-            view = memoryview(b)
-            self.size += len(view)
-            while view:
-                take = min(len(view), DIRECT_BUFFER - fill)
-                buf[fill:fill + take] = view[:take]
-                fill += take
-                view = view[take:]
-                if fill == DIRECT_BUFFER:
-                    self._submit(buf, DIRECT_BUFFER, final)
-                    buf, fill = _take_buffer(), 0
-        whole = fill - fill % DIRECT_ALIGN
-        if pad and whole < fill:  # the last block: padded here, truncated by sync()
-            whole += DIRECT_ALIGN
-            buf[fill:whole] = bytes(whole - fill)
-        self.tail = buf[whole:fill] if whole < fill else b""
-        if whole:
-            self._submit(buf, whole, final)
-        else:
-            _give_buffer(buf)
+        try:
+            fill = len(self.tail)
+            buf[:fill] = self.tail
+            for b in blocks:
+                view = memoryview(b)
+                self.size += len(view)
+                while view:
+                    take = min(len(view), DIRECT_BUFFER - fill)
+                    buf[fill:fill + take] = view[:take]
+                    fill += take
+                    view = view[take:]
+                    if fill == DIRECT_BUFFER:
+                        full, buf = buf, None
+                        self._submit(full, DIRECT_BUFFER, final)
+                        buf, fill = _take_buffer(), 0
+            whole = fill - fill % DIRECT_ALIGN
+            if pad and whole < fill:  # the last block: padded here, truncated by sync()
+                whole += DIRECT_ALIGN
+                buf[fill:whole] = bytes(whole - fill)
+            self.tail = buf[whole:fill] if whole < fill else b""
+            if whole:
+                full, buf = buf, None
+                self._submit(full, whole, final)
+        finally:
+            if buf is not None:
+                _give_buffer(buf)
 
     def _submit(self, buf: mmap.mmap, length: int, now: bool) -> None:
-        """Write ``buf[:length]`` at the next offset: at once when ``now`` (the caller waits for
-        the end anyway), else on the write pool, so that the next block is hashed and copied
-        while this one goes to the device (a direct write returns only once it is there)."""
+        """Write ``buf[:length]`` at the next offset (the buffer goes back to the pool after):
+        at once when ``now`` (the caller waits for the end anyway), else on the write pool, so
+        that the next block is hashed and copied while this one goes to the device (a direct
+        write returns only once it is there)."""
         offset = self.offset
         self.offset += length
         if now or self.pool is None:
             self._pwrite_at(buf, length, offset)
             return
-        self.pending.append(self.pool.submit(self._pwrite_at, buf, length, offset))
+        try:
+            self.pending.append(self.pool.submit(self._pwrite_at, buf, length, offset))
+        except BaseException:
+            _give_buffer(buf)
+            raise
         while len(self.pending) > MAX_DIRECT_WRITES:
             self.pending.popleft().result()
 
