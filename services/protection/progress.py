@@ -22,9 +22,11 @@ class Meter:
         return {"done": done, "total": max(self.total, done)}
 
     def text(self, done: int) -> str:
+        return f"{done} bytes {self.verb} of ~{max(self.total, done)}, {self.speed(done)}"
+
+    def speed(self, done: int) -> str:
+        """"R MiB/s, ETA S s" since the meter was made."""
         elapsed = max(1e-6, time.monotonic() - self.started)
         rate = done / elapsed
-        total = max(self.total, done)
-        eta = (total - done) / rate if rate > 0 else 0
-        return (f"{done} bytes {self.verb} of ~{total}, {rate / MiB:.1f} MiB/s, "
-                f"ETA {eta:.0f} s")
+        eta = (max(self.total, done) - done) / rate if rate > 0 else 0
+        return f"{rate / MiB:.1f} MiB/s, ETA {eta:.0f} s"

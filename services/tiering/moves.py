@@ -29,6 +29,7 @@ from django.utils import timezone
 from console.errors import Conflict
 from dataplane.errors import DataplaneError, NotFound
 from services.protection.objstore import tree_digest
+from services.protection.progress import Meter
 from services.storage.drivers import driver_for
 from services.storage.models import FileSystem, Pool, Volume
 from services.tiering import budget
@@ -68,7 +69,8 @@ def check_movable(obj, pool: Pool) -> None:
     check_move.send(sender=type(obj), instance=obj, pool=pool)  # a service may refuse (409)
 
 
-def _copy(drv, src_pool, dst_pool, kind, name, staging, snap, parent) -> int:
+def _copy(drv, src_pool, dst_pool, kind, name, staging, snap, parent,
+          on_bytes=lambda moved: None) -> int:
     moved = 0
     stream = drv.send_snapshot(src_pool, kind, name, snap, parent)
 
@@ -76,6 +78,7 @@ def _copy(drv, src_pool, dst_pool, kind, name, staging, snap, parent) -> int:
         nonlocal moved
         for chunk in budget.throttle(stream, "migration"):
             moved += len(chunk)
+            on_bytes(moved)  # progress, and where a cancel is noticed
             yield chunk
     try:
         drv.receive_snapshot(dst_pool, kind, staging, counted(), snap)
@@ -84,7 +87,7 @@ def _copy(drv, src_pool, dst_pool, kind, name, staging, snap, parent) -> int:
     return moved
 
 
-def move(record: TierMove, progress=lambda pct, msg: None) -> dict:
+def move(record: TierMove, progress=lambda pct, msg, **counts: None) -> dict:
     """Run a tier move (see the module doc) and record the outcome on ``record``."""
     model = FileSystem if record.kind == "filesystem" else Volume
     obj = model.objects.select_related("pool").get(name=record.name)
@@ -111,14 +114,25 @@ def _move(record, obj, dst: Pool, progress) -> dict:
     tag = secrets.token_hex(3)
     staging = f"tier-{tag}-{name}"[:63]
     snaps, moved_bytes, parent = [], 0, None
+    meter = None
+
+    def report(done, rnd):
+        progress(meter.pct(done, 5, 80), f"copied {done} of ~{max(meter.total, done)} bytes "
+                 f"(round {rnd}), {meter.speed(done)}", **meter.counts(done))
     try:
         for rnd in range(1, MAX_ROUNDS + 1):
             snap = f"tier-{tag}-{rnd}"
             info = drv.create_snapshot(src_pool, kind, name, snap)
             snaps.append(snap)
-            progress(min(80, 5 + 20 * rnd), f"round {rnd}: copying {name}@{snap} to "
-                                            f"{dst.name}" + (" (incremental)" if parent else ""))
-            moved_bytes += _copy(drv, src_pool, dst.name, kind, name, staging, snap, parent)
+            if meter is None:  # the full round carries about the used bytes (counted now
+                # that the snapshot committed what was written)
+                meter = Meter("copied", (drv.filesystem_info if kind == "filesystem"
+                                         else drv.volume_info)(src_pool, name).used_bytes)
+            progress(meter.pct(moved_bytes, 5, 80),
+                     f"round {rnd}: copying {name}@{snap} to {dst.name}"
+                     + (" (incremental)" if parent else ""), **meter.counts(moved_bytes))
+            moved_bytes += _copy(drv, src_pool, dst.name, kind, name, staging, snap, parent,
+                                 lambda n, base=moved_bytes, rnd=rnd: report(base + n, rnd))
             parent = snap
             digest = tree_digest(info.path)
             if tree_digest(obj.path) == digest:
