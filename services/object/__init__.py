@@ -26,8 +26,9 @@ Plane modules (Django app label ``object``):
   I/O budget's Redis and rates (lifecycle transitions draw from class ``migration``; a budget
   change reaches the gateway with its next config write). Without it, lifecycle Transition
   rules are refused with ``InvalidStorageClass``. :mod:`.signals` refuses to delete the cold
-  file system while object versions' cold bytes are on it. A capacity pool made after
-  `strata up` gives the gateway a cold root at the next `strata up`.
+  file system while object versions' cold bytes are on it, and re-renders the config when a
+  capacity pool is created or its pool goes online or offline: a capacity pool made after
+  `strata up` gives the running gateway its cold root at once.
 - Bucket snapshots and the change feed live in the gateway (:mod:`.gateway.snapshots`, reached
   through :mod:`.admin_client`); the protection service drives them (``/api/v1/
   bucket-snapshots/``, ``bucket-replications/``, snapshot schedules of a bucket).

@@ -91,8 +91,8 @@ def check_transition_class(value: str | None, cold_root: str | None) -> str:
                       f"{value!r} is not one of them", StorageClassRequested=str(value))
     if not cold_root:
         raise S3Error("InvalidStorageClass", "This appliance has no capacity tier for the S3 gateway "
-                      "(no cold_root in its config): create a pool with media 'capacity' and restart "
-                      "`strata up`, then put the Transition rule again", StorageClassRequested=value)
+                      "(no cold_root in its config): create a pool with media 'capacity' (or bring it "
+                      "online), then put the Transition rule again", StorageClassRequested=value)
     return value
 
 

@@ -68,3 +68,53 @@ def test_without_a_capacity_pool_transitions_are_refused_with_the_reason(api, da
         assert "capacity" in e.value.response["Error"]["Message"]
     finally:
         stop_procs(plane.procs)
+
+
+def test_a_capacity_pool_made_while_the_gateway_runs_gives_it_a_cold_root_at_once(
+        api, data_dir, settings):
+    """No restart: the pool's creation re-renders the config the running gateway re-reads;
+    the pool going away (its directory lost, as the periodic reconcile records it) takes the
+    cold root out again, and its return puts it back."""
+    from services.storage import tasks as storage_tasks
+    from services.storage.models import FileSystem, Pool
+
+    plane = start_plane_gateway(api, data_dir, settings)
+    try:
+        s3 = plane.admin_s3
+        s3.create_bucket(Bucket="later")
+        with pytest.raises(ClientError) as e:
+            s3.put_bucket_lifecycle_configuration(Bucket="later",
+                                                  LifecycleConfiguration=GLACIER_IR_RULE)
+        assert e.value.response["Error"]["Code"] == "InvalidStorageClass"
+
+        made = api.post("/api/v1/pools/", {"name": "slow", "driver": "directory",
+                                           "media": "capacity"}, format="json")
+        assert made.status_code == 201, made.content
+        fs = FileSystem.objects.get(name="s3-cold-slow")
+        cold_root = _config(data_dir)["cold_root"]
+        assert cold_root.startswith(fs.path) and os.path.isdir(cold_root)
+        s3.put_bucket_lifecycle_configuration(Bucket="later",
+                                              LifecycleConfiguration=GLACIER_IR_RULE)
+        rules = s3.get_bucket_lifecycle_configuration(Bucket="later")["Rules"]
+        assert rules[0]["Transitions"][0]["StorageClass"] == "GLACIER_IR"
+
+        # the capacity pool goes away: the reconcile marks it, the cold root goes with it
+        pool_dir = Pool.objects.get(name="slow").mountpoint
+        os.rename(pool_dir, pool_dir + ".away")
+        try:
+            storage_tasks.reconcile_all()
+            assert Pool.objects.get(name="slow").state not in ("online", "degraded")
+            assert "cold_root" not in _config(data_dir)
+            with pytest.raises(ClientError) as e:
+                s3.put_bucket_lifecycle_configuration(Bucket="later",
+                                                      LifecycleConfiguration=GLACIER_IR_RULE)
+            assert e.value.response["Error"]["Code"] == "InvalidStorageClass"
+        finally:
+            os.rename(pool_dir + ".away", pool_dir)
+        storage_tasks.reconcile_all()  # back online: the same cold root again
+        assert Pool.objects.get(name="slow").state == "online"
+        assert _config(data_dir)["cold_root"] == cold_root
+        s3.put_bucket_lifecycle_configuration(Bucket="later",
+                                              LifecycleConfiguration=GLACIER_IR_RULE)
+    finally:
+        stop_procs(plane.procs)
