@@ -183,6 +183,7 @@ async def _multipart(port: int, bucket: str, key: str, size: int, part: int, inf
     numbers = list(range(1, size // part + 1))
     etags = {}
     pending = list(reversed(numbers))
+    etag = hashlib.md5(body).hexdigest()  # every part sends the same body: hash it once
 
     async def worker():
         c = Conn(port)
@@ -191,7 +192,7 @@ async def _multipart(port: int, bucket: str, key: str, size: int, part: int, inf
             # canonical query: parameters sorted by name
             q = f"partNumber={n}&uploadId={upload_id}"
             await c.request("PUT", f"/{bucket}/{key}", q, body)
-            etags[n] = hashlib.md5(body).hexdigest()
+            etags[n] = etag
 
     await asyncio.gather(*(worker() for _ in range(inflight)))
     xml = "<CompleteMultipartUpload>" + "".join(
