@@ -209,13 +209,53 @@ def refuse_volume_delete(volume: Volume) -> None:
 
 
 def refuse_volume_move(volume: Volume, pool) -> None:
-    """Conflict (409) while the volume has block exports: they cannot follow a tier move yet
-    (they would keep serving the copy the move deletes)."""
-    exports = [f"{e.export_id} ({e.protocol})" for e in volume.block_exports.all()]
+    """Conflict (409) while the volume has exports that cannot follow a tier move: NVMe-oF
+    namespaces are SPDK bdevs, not files (iSCSI, NBD and vhost-user-blk exports follow)."""
+    exports = [f"{e.export_id} ({e.protocol})" for e in volume.block_exports.all()
+               if e.protocol == BlockExport.Protocol.NVMF]
     if exports:
-        raise Conflict(f"Volume {volume.name} is exported over block protocols: "
-                       f"{', '.join(exports)}; its exports cannot follow a move to pool "
-                       f"{pool.name} yet: delete them first.")
+        raise Conflict(f"Volume {volume.name} is exported over NVMe-oF: {', '.join(exports)}; "
+                       f"those exports cannot follow a move to pool {pool.name}: delete them "
+                       "first.")
+
+
+class FollowFailed(Exception):
+    """An export of a moved volume could not be served from its new path."""
+
+
+def follow_volume(volume: Volume, old_path: str) -> None:
+    """``volume`` now lives at ``volume.path`` (a tier move): serve each of its exports from
+    there under the same connection info (iSCSI target IQN and LUN, ACLs and CHAP; NBD
+    export name; vhost-user socket), and let go of ``old_path``.
+
+    iSCSI sessions stay logged in; a command that reaches tgtd during the swap is answered
+    NOT READY and retried by the initiator. NBD and vhost-user-blk clients keep their
+    connection; their requests wait for the swap. Raises FollowFailed when an export could
+    not follow (that export keeps serving the old copy); the move then points the volume
+    back and calls this again, which re-points the exports that did follow.
+    """
+    exports = list(volume.block_exports.all())
+    if not exports:
+        return
+    done = []
+    try:
+        with runtime() as rt:
+            for e in exports:
+                try:
+                    _set_online(e, rt.repoint(e.export_id, volume.path))
+                except ExportNotFound:       # not in the daemons' record: export it anew
+                    _set_online(e, _export_into(rt, e))
+                done.append(e)
+    except (TransportError, DataplaneError, exceptions.APIException) as exc:
+        failed = next((e for e in exports if e not in done), None)
+        what = f"{failed.export_id} ({failed.protocol})" if failed else "its exports"
+        raise FollowFailed(f"block export {what} of volume {volume.name} could not follow it "
+                           f"to {volume.path}: {exc}") from exc
+    finally:
+        for e in done:
+            e.save(update_fields=["connection", "state", "error", "updated_at"])
+    log.info("block: %d export(s) of volume %s now serve %s (was %s)", len(done),
+             volume.name, volume.path, old_path)
 
 
 def volume_resized(volume: Volume) -> dict:

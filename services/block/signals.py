@@ -3,14 +3,15 @@
 - Deleting a volume that has block exports is refused (409) before anything is deleted.
 - A volume grown (``service.resize_volume`` saves the new ``size_bytes``) makes its LUNs and
   exports show the new size without re-export.
-- A volume with block exports cannot be moved to another pool by tiering (409 naming the
-  exports): its exports do not follow a move yet, and would keep serving the deleted copy.
+- A volume moved to another pool by tiering (``services.tiering.signals.moved``) keeps its
+  exports: each is re-pointed at the new copy with the same connection info; a failure
+  makes the move put the volume back. A volume with NVMe-oF exports cannot move (409).
 """
 from django.db.models.signals import post_save, pre_delete, pre_save
 from django.dispatch import receiver
 
 from services.storage.models import Volume
-from services.tiering.signals import check_move
+from services.tiering.signals import check_move, moved
 
 
 @receiver(pre_delete, sender=Volume)
@@ -39,3 +40,11 @@ def grow_exports(sender, instance, created, **kwargs):
 def refuse_exported_volume_move(sender, instance, pool, **kwargs):
     from services.block.service import refuse_volume_move
     refuse_volume_move(instance, pool)
+
+
+@receiver(moved, sender=Volume)
+def follow_moved_volume(sender, instance, old_path, **kwargs):
+    """Serve a moved volume's exports from its new path; raising tells the move to put it
+    back (see ``services.tiering.moves``)."""
+    from services.block.service import follow_volume
+    follow_volume(instance, old_path)
