@@ -83,14 +83,15 @@ def _copy_file(src: str, dst: str, done: int, total: int, progress, waited_for=F
         for block in _stream(src, waited_for):
             fout.write(block)
             done += len(block)
-            progress(100.0 * done / max(1, total), f"copied {done} of {total} bytes")
+            progress(100.0 * done / max(1, total), f"copied {done} of {total} bytes",
+                     done=done, total=total)
         fout.flush()
         os.fsync(fout.fileno())
     os.replace(dst + ".warming", dst)
     return done
 
 
-def warm(version: CheckpointVersion, progress=lambda pct, msg="": None) -> dict:
+def warm(version: CheckpointVersion, progress=lambda pct, msg="", **counts: None) -> dict:
     """Copy every file of a warming version from `cold_path` to `path`, verify, mark hot.
 
     Files already whole in the hot directory (a retried pre-warm) are not copied again."""

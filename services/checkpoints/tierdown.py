@@ -163,7 +163,8 @@ def _remove(path: str) -> None:
         shutil.rmtree(path)
 
 
-def move_version(version: CheckpointVersion, progress=lambda pct, msg="": None) -> dict:
+def move_version(version: CheckpointVersion,
+                 progress=lambda pct, msg="", **counts: None) -> dict:
     """Copy, verify, switch, release (see the module doc); the outcome as a dict."""
     from services.checkpoints import prewarm, service
 
@@ -197,7 +198,8 @@ def move_version(version: CheckpointVersion, progress=lambda pct, msg="": None) 
         nonlocal done
         done += n
         progress(90.0 * done / max(1, total), f"copied {done} of {total} bytes to "
-                                               f"{job.capacity_pool.name}")
+                                               f"{job.capacity_pool.name}",
+                 done=done, total=total)
     try:
         hot_sha = {}
         for entry in files:

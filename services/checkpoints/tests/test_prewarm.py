@@ -46,6 +46,7 @@ def test_prewarm_hot_is_a_noop_and_cold_comes_back_verified(api, worker):
     job = wait_job(api, r.json()["prewarm_job"])
     assert job["state"] == "succeeded" and job["progress"] == 100, job
     assert job["result"]["copied_bytes"] == 9 * MiB
+    assert job["bytes_done"] == job["bytes_total"] == 9 * MiB, job  # the Job's byte counts
     assert job["result"]["foreground"] is True  # a restore waits: not drawn from the budget
     assert api.get(f"{url}/").json()["tier"] == "hot"
     for name, data in shards.items():

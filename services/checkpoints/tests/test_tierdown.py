@@ -101,6 +101,7 @@ def test_superseded_versions_move_cold_verified_and_prewarm_back(api, worker):
     job = wait_job(api, f"/api/v1/jobs/{started[0]}/")
     assert job["state"] == "succeeded", job
     assert job["result"]["copied_bytes"] == sum(map(len, shards1.values())) + 25
+    assert job["bytes_done"] == job["bytes_total"] == job["result"]["copied_bytes"], job
 
     url1 = f"/api/v1/checkpoint-jobs/llm/versions/{v1['id']}/"
     assert api.get(url1).json()["tier"] == "cold"
@@ -144,7 +145,7 @@ def test_a_lease_taken_during_the_move_keeps_the_hot_copy(api):
     before = hashes(v1["path"])
     seen = {}
 
-    def progress(pct, msg=""):
+    def progress(pct, msg="", **counts):
         if not seen:  # the first chunk is copied: a restore starts now
             version = CheckpointVersion.objects.get(pk=v1["id"])
             seen["lease"], _ = service.take_lease(version, ttl_seconds=60)
