@@ -191,7 +191,8 @@ def _switch(obj, dst: Pool, new_path: str, old_path: str, src_pool: str) -> None
             obj.pool, obj.path = src, old_path
             obj.save(update_fields=["pool", "path", "updated_at"])
         try:
-            moved.send(sender=type(obj), instance=obj, old_path=new_path, old_pool=dst.name)
+            moved.send(sender=type(obj), instance=obj, old_path=new_path, old_pool=dst.name,
+                       undo=True)
         except Exception as back:  # the first refusal is what the user needs
             log.error("tier move of %s: pointing back at %s failed too: %s",
                       obj.name, old_path, back)

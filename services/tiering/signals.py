@@ -6,7 +6,8 @@ at the copy in the new pool and before the old copy is released, with ``instance
 row, already switched), ``old_path`` and ``old_pool``. A receiver makes what it serves follow
 the object to ``instance.path`` (the file service: NFS exports and SMB shares keep their
 pseudo path and share name) and lets go of ``old_path``; it raises when it cannot. The move
-then puts the row back, sends ``moved`` again the other way, and keeps the old copy.
+then puts the row back, sends ``moved`` again the other way (with ``undo=True``; a receiver
+must not refuse that one), and keeps the old copy.
 
 ``check_move``: sent by ``moves.check_movable`` before a move is queued (``sender`` = the
 model, ``instance`` = the row, ``pool`` = the target Pool). A service whose clients could
