@@ -143,7 +143,8 @@ def validate_bytes(value, what: str) -> int:
     return value
 
 
-ProgressFn = Callable[[float, str], None]
+# progress(pct, message, done=bytes, total=bytes): the byte counts are keyword arguments
+ProgressFn = Callable[..., None]
 CancelFn = Callable[[], bool]
 
 

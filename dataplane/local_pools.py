@@ -271,7 +271,8 @@ class LocalPoolsMixin(BaseDriver):
 
     def scrub_pool(self, name, progress=None, should_cancel=None,
                    poll_interval: float = 0.5) -> ScrubResult:
-        """Run ``btrfs scrub``, calling ``progress(pct, message)`` as it goes; Cancelled if
+        """Run ``btrfs scrub``, calling ``progress(pct, message, done=, total=)`` (bytes
+        scrubbed of about the used bytes) as it goes; Cancelled if
         ``should_cancel()`` turns True (the scrub is stopped)."""
         mnt = self._pool_root(name)
         total = max(btrfs.used_bytes(self.runner, mnt), 1)
@@ -291,7 +292,8 @@ class LocalPoolsMixin(BaseDriver):
             if status["status"] != "running":
                 break
             if progress:
-                progress(min(99.0, 100.0 * done / total), f"scrubbed {done} of ~{total} bytes")
+                progress(min(99.0, 100.0 * done / total), f"scrubbed {done} of ~{total} bytes",
+                         done=done, total=max(done, total))
             time.sleep(poll_interval)
         if status["status"] in ("aborted", "interrupted", "cancelled"):
             raise Cancelled(f"scrub of pool {name!r} was {status['status']} before it finished")
@@ -303,5 +305,6 @@ class LocalPoolsMixin(BaseDriver):
         if progress:
             progress(100.0, f"scrub finished: {result.bytes_scrubbed} bytes, "
                             f"{result.errors_corrected} corrected, "
-                            f"{result.errors_uncorrectable} uncorrectable")
+                            f"{result.errors_uncorrectable} uncorrectable",
+                     done=done, total=done)
         return result

@@ -185,11 +185,12 @@ def test_scrub_healthy_pool_reports_progress_and_no_errors(state):
     (Path(fs.path) / "blob").write_bytes(os.urandom(16 * MiB))
     os.sync()
     seen = []
-    result = drv.scrub_pool("m", progress=lambda pct, msg: seen.append((pct, msg)))
+    result = drv.scrub_pool("m", progress=lambda pct, msg, **counts: seen.append((pct, counts)))
     assert result.errors_corrected == 0 and result.errors_uncorrectable == 0
     assert result.bytes_scrubbed >= 16 * MiB
     assert seen and seen[-1][0] == 100.0
     assert all(0 <= p <= 100 for p, _ in seen)
+    assert seen[-1][1] == {"done": result.bytes_scrubbed, "total": result.bytes_scrubbed}
     with pytest.raises(Cancelled):
         drv.scrub_pool("m", should_cancel=lambda: True)
 

@@ -36,6 +36,8 @@ def test_scrub_runs_as_a_job_and_reports_no_errors(api, worker):
     assert job["result"]["errors_uncorrectable"] == 0
     assert job["result"]["errors_corrected"] == 0
     assert job["result"]["bytes_scrubbed"] > 0
+    assert job["bytes_done"] == job["bytes_total"] == job["result"]["bytes_scrubbed"], job
+    assert job["rate_bytes_per_s"] > 0 and job["eta_seconds"] is None, job
 
 
 def test_cancel_before_it_runs(api, transactional_db):
