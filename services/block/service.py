@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 
 from django.conf import settings
 from django.db import transaction
@@ -223,7 +224,22 @@ class FollowFailed(Exception):
     """An export of a moved volume could not be served from its new path."""
 
 
-def follow_volume(volume: Volume, old_path: str) -> None:
+def written_after(old_path: str, new_path: str) -> bool:
+    """True when the old copy was modified after the new one was made from it.
+
+    The new copy keeps the mtime of the snapshot it was made from (btrfs snapshot and
+    send/receive keep it); the daemons write without touching it otherwise, so a later
+    mtime on the old file means a write reached it after the move's last copy round.
+    Best effort: two writes in one clock tick leave one mtime (the move's full-hash check
+    of the old copy, after the switch, still catches those and keeps the old copy).
+    """
+    try:
+        return os.stat(old_path).st_mtime_ns > os.stat(new_path).st_mtime_ns
+    except FileNotFoundError:
+        return False
+
+
+def follow_volume(volume: Volume, old_path: str, undo: bool = False) -> None:
     """``volume`` now lives at ``volume.path`` (a tier move): serve each of its exports from
     there under the same connection info (iSCSI target IQN and LUN, ACLs and CHAP; NBD
     export name; vhost-user socket), and let go of ``old_path``.
@@ -232,7 +248,11 @@ def follow_volume(volume: Volume, old_path: str) -> None:
     NOT READY and retried by the initiator. NBD and vhost-user-blk clients keep their
     connection; their requests wait for the swap. Raises FollowFailed when an export could
     not follow (that export keeps serving the old copy); the move then points the volume
-    back and calls this again, which re-points the exports that did follow.
+    back and calls this again (``undo``), which re-points the exports that did follow.
+
+    Once every export serves the new copy, the old one is checked: if a client wrote to it
+    after the move's last copy round (a writer during the switch), FollowFailed too, so the
+    move is undone and those writes stay served instead of being lost with the old copy.
     """
     exports = list(volume.block_exports.all())
     if not exports:
@@ -254,6 +274,10 @@ def follow_volume(volume: Volume, old_path: str) -> None:
     finally:
         for e in done:
             e.save(update_fields=["connection", "state", "error", "updated_at"])
+    if not undo and written_after(old_path, volume.path):
+        raise FollowFailed(f"volume {volume.name} was written through its exports during the "
+                           "switch, after the last copy round; the move is undone so those "
+                           "writes stay: pause the writers and move it again")
     log.info("block: %d export(s) of volume %s now serve %s (was %s)", len(done),
              volume.name, volume.path, old_path)
 

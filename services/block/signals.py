@@ -43,8 +43,8 @@ def refuse_exported_volume_move(sender, instance, pool, **kwargs):
 
 
 @receiver(moved, sender=Volume)
-def follow_moved_volume(sender, instance, old_path, **kwargs):
+def follow_moved_volume(sender, instance, old_path, undo=False, **kwargs):
     """Serve a moved volume's exports from its new path; raising tells the move to put it
     back (see ``services.tiering.moves``)."""
     from services.block.service import follow_volume
-    follow_volume(instance, old_path)
+    follow_volume(instance, old_path, undo=undo)

@@ -145,6 +145,100 @@ def test_a_refused_repoint_keeps_the_volume_and_its_exports_where_they_were(api,
         assert api.delete(f"/api/v1/block-exports/{exp['id']}/").status_code == 204
 
 
+def test_a_move_whose_export_cannot_be_repointed_fails_and_keeps_serving_the_old_copy(
+        api, block, worker):
+    """The new copy is made unwritable for the daemons (a read-only bind mount over it,
+    before the block service's receiver runs): tgtd cannot serve it writable, the block
+    service refuses, the move puts the volume back and drops the new copy; the exports never
+    stopped serving the old one."""
+    import subprocess
+
+    from services.block.signals import follow_moved_volume
+    from services.protection.tests.helpers import run_job
+    from services.storage.drivers import driver_for
+    from services.storage.models import Volume
+    from services.tiering.signals import moved
+
+    vol, iscsi, nbd = exported_volume(api)
+    mounted = []
+
+    def read_only_new_copy(sender, instance, old_path, **kwargs):
+        if instance.pool.name == "cap":          # the switch: hide the new copy read-only
+            d = os.path.dirname(instance.path)
+            subprocess.run(["mount", "--bind", d, d], check=True)
+            mounted.append(d)
+            subprocess.run(["mount", "-o", "remount,bind,ro", d], check=True)
+        elif mounted:                            # the way back: let the move drop it
+            subprocess.run(["umount", mounted.pop()], check=True)
+    moved.disconnect(follow_moved_volume, sender=Volume)
+    moved.connect(read_only_new_copy, sender=Volume)
+    moved.connect(follow_moved_volume, sender=Volume)     # after the test's receiver
+    try:
+        with QemuIo(["--image-opts", image_opts(iscsi)]) as over_iscsi:
+            over_iscsi.check("write -P 0x41 0 1M")
+            over_iscsi.check("flush")
+            job = run_job(api, "/api/v1/tier-moves/", {"volume": "vm", "pool": "cap"})
+            assert job["state"] == "failed", job
+            assert iscsi["export_id"] in job["error"] and "read-only" in job["error"], job
+            row = Volume.objects.get(name="vm")
+            assert (row.pool.name, row.path) == ("flash", vol["path"])
+            assert driver_for("local").list_volumes("cap") == []   # the new copy is gone
+            over_iscsi.check("read -P 0x41 0 1M")
+            over_iscsi.check("write -P 0x43 2M 1M")
+            over_iscsi.check("flush")
+    finally:
+        moved.disconnect(read_only_new_copy, sender=Volume)
+        moved.disconnect(follow_moved_volume, sender=Volume)
+        moved.connect(follow_moved_volume, sender=Volume)
+        for d in mounted:
+            subprocess.run(["umount", "-l", d], check=False)
+    with QemuIo(["-f", "raw", nbd["uri"]]) as over_nbd:
+        over_nbd.check("read -P 0x43 2M 1M")
+    assert pattern_at(vol["path"], 0) == {0x41} and pattern_at(vol["path"], 2 * MiB) == {0x43}
+    for exp in (iscsi, nbd):
+        now = api.get(f"/api/v1/block-exports/{exp['id']}/").json()
+        assert connection(now) == connection(exp), now
+        assert api.delete(f"/api/v1/block-exports/{exp['id']}/").status_code == 204
+
+
+def test_a_write_during_the_switch_undoes_the_move(api, block, worker):
+    """A client writes through its export after the move's last copy round (here: from a
+    receiver that runs just before the block service's, while the export still serves the
+    old copy): the move is undone, and the write is still there through the same export."""
+    from services.block.signals import follow_moved_volume
+    from services.protection.tests.helpers import run_job
+    from services.storage.models import Volume
+    from services.tiering.signals import moved
+
+    vol, iscsi, nbd = exported_volume(api)
+    with QemuIo(["-f", "raw", nbd["uri"]]) as over_nbd:
+        over_nbd.check("write -P 0x41 0 1M")
+        over_nbd.check("flush")
+
+        def late_writer(sender, instance, undo=False, **kwargs):
+            if not undo:
+                over_nbd.check("write -P 0x45 5M 4k")
+                over_nbd.check("flush")
+        moved.disconnect(follow_moved_volume, sender=Volume)
+        moved.connect(late_writer, sender=Volume)
+        moved.connect(follow_moved_volume, sender=Volume)
+        try:
+            job = run_job(api, "/api/v1/tier-moves/", {"volume": "vm", "pool": "cap"})
+        finally:
+            moved.disconnect(late_writer, sender=Volume)
+            moved.disconnect(follow_moved_volume, sender=Volume)
+            moved.connect(follow_moved_volume, sender=Volume)
+        assert job["state"] == "failed" and "during the switch" in job["error"], job
+        assert Volume.objects.get(name="vm").path == vol["path"]
+        over_nbd.check("read -P 0x45 5M 4k")
+        over_nbd.check("read -P 0x41 0 1M")
+    with QemuIo(["--image-opts", image_opts(iscsi)]) as over_iscsi:
+        over_iscsi.check("read -P 0x45 5M 4k")
+    assert pattern_at(vol["path"], 5 * MiB, 4096) == {0x45}
+    for exp in (iscsi, nbd):
+        assert api.delete(f"/api/v1/block-exports/{exp['id']}/").status_code == 204
+
+
 def test_move_of_a_volume_with_an_export_that_cannot_follow_is_refused(api, block):
     """NVMe-oF exports (SPDK bdevs) cannot follow; the 409 names them. Checked on rows: no
     spdk_tgt runs here, and an spdk volume could not be moved anyway (no send/receive)."""
