@@ -54,6 +54,13 @@ class Job(models.Model):
         elapsed = (end - self.started_at).total_seconds()
         return self.bytes_done / elapsed if elapsed > 0 else None
 
+    def transfer_line(self) -> str:
+        """"1.5 GiB of 4.0 GiB, 30.2 MiB/s, ETA 85 s" ("" for a job that moves no bytes)."""
+        from console.cli.output import transfer_line
+
+        return transfer_line(self.bytes_done, self.bytes_total, self.rate_bytes_per_s(),
+                             self.eta_seconds())
+
     def eta_seconds(self, now=None) -> float | None:
         """Seconds left at the current rate, for a running job that knows its total."""
         rate = self.rate_bytes_per_s(now)

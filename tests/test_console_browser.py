@@ -99,6 +99,15 @@ def test_operator_journey_and_viewer_limits(appliance, browser):
     page.wait_for_function(
         "document.querySelector('[data-job-watch]').dataset.state === 'succeeded'", timeout=60000)
     assert page.locator("[data-job-watch] .pct").inner_text() == "100%"
+    # beside the bar: the bytes it read, of how many, at what rate (as the CLI prints it)
+    xfer = page.locator("[data-job-watch] .xfer").inner_text()
+    assert re.fullmatch(r"\d+(\.\d)? (B|KiB|MiB) of \d+(\.\d)? (B|KiB|MiB), \d+\.\d MiB/s",
+                        xfer), xfer
+    scrub = next(j for j in requests.get(creds["api_url"] + "jobs/?limit=20", headers={
+        "Authorization": f"Token {creds['token']}"}).json()["results"] if j["kind"] == "scrub")
+    assert scrub["bytes_done"] == scrub["bytes_total"] > 0, scrub
+    watched = appliance.cli("job", "watch", str(scrub["id"]))
+    assert watched.returncode == 0 and f"{xfer} | scrub succeeded" in watched.stdout, watched
     page.wait_for_timeout(500)  # let the bar's 0.3 s transition finish for the screenshot
     shot(page, "pools")
 
@@ -123,6 +132,7 @@ def test_operator_journey_and_viewer_limits(appliance, browser):
         shot(page, slug)
     page.goto(appliance.url + "/console/jobs/")
     assert "succeeded" in page.locator("table.resources").inner_text()
+    assert xfer in page.locator("table.resources").inner_text()  # the scrub's bytes and rate
 
     # an admin makes a viewer; the viewer sees no buttons it may not press
     page.goto(appliance.url + "/console/users/")

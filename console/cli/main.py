@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from console.cli.client import CliError, Client
-from console.cli.output import draw, progress_bar, show
+from console.cli.output import draw, job_transfer, progress_bar, show
 
 POOL_COLS = ["name", "driver", "redundancy", "media", "state", "size_bytes", "used_bytes"]
 FS_COLS = ["name", "pool", "quota_bytes", "used_bytes", "state", "path"]
@@ -35,7 +35,9 @@ def watch_job(client: Client, job_id, as_json: bool) -> int:
     while True:
         job = client.get(f"jobs/{job_id}/")
         if not as_json:
-            draw(progress_bar(job["progress"], f"{job['kind']} {job['state']}: {job['message']}"),
+            xfer = job_transfer(job)
+            draw(progress_bar(job["progress"], (f"{xfer} | " if xfer else "")
+                              + f"{job['kind']} {job['state']}: {job['message']}"),
                  final=job["state"] in ("succeeded", "failed", "cancelled"))
         if job["state"] in ("succeeded", "failed", "cancelled"):
             if as_json:

@@ -14,6 +14,25 @@ def human_bytes(n) -> str:
         n /= 1024
 
 
+def transfer_line(done, total=None, rate=None, eta=None) -> str:
+    """"1.5 GiB of 4.0 GiB, 30.2 MiB/s, ETA 85 s" for a job that moves bytes ("" when it
+    reports none); the parts it does not know are left out. strata.js draws the same."""
+    if done is None:
+        return ""
+    parts = [human_bytes(done) + ("" if total is None else f" of {human_bytes(total)}")]
+    if rate is not None:
+        parts.append(f"{rate / (1 << 20):.1f} MiB/s")
+    if eta is not None:
+        parts.append(f"ETA {eta:.0f} s")
+    return ", ".join(parts)
+
+
+def job_transfer(job: dict) -> str:
+    """The transfer line of a job as the API returns it."""
+    return transfer_line(job.get("bytes_done"), job.get("bytes_total"),
+                         job.get("rate_bytes_per_s"), job.get("eta_seconds"))
+
+
 def show(data, columns, as_json: bool) -> None:
     """Print rows (a dict or a list of dicts) as JSON or as a table of `columns`."""
     if as_json:

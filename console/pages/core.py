@@ -10,7 +10,7 @@ PAGES = [
          queryset=lambda: Job.objects.all()[:200], deletable=False,
          columns=[Column("id", "ID"), Column("kind", "Kind"), Column("target_name", "Target"),
                   Column("state", "State", "state"), Column("progress", "Progress", "progress"),
-                  Column("message", "Message"), Column("error", "Error"),
+                  Column("transfer_line", "Transferred"), Column("message", "Message"), Column("error", "Error"),
                   Column("created_at", "Created", "time")],
          actions=[Action("Cancel", "/api/v1/jobs/{key}/cancel/")]),
     Page(slug="audit", title="Audit log", group="System", api="/api/v1/audit/", lookup="id",

@@ -63,6 +63,22 @@ function extraBody(el) {
   return extra;
 }
 
+function humanBytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let i = 0;
+  while (Math.abs(n) >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+  return i === 0 ? `${n.toFixed(0)} B` : `${n.toFixed(1)} ${units[i]}`;
+}
+
+// "1.5 GiB of 4.0 GiB, 30.2 MiB/s, ETA 85 s" for a job that moves bytes (as the CLI prints it).
+function transferLine(j) {
+  if (j.bytes_done === null || j.bytes_done === undefined) return "";
+  const parts = [humanBytes(j.bytes_done) + (j.bytes_total === null ? "" : ` of ${humanBytes(j.bytes_total)}`)];
+  if (j.rate_bytes_per_s !== null) parts.push(`${(j.rate_bytes_per_s / 1024 ** 2).toFixed(1)} MiB/s`);
+  if (j.eta_seconds !== null) parts.push(`ETA ${j.eta_seconds.toFixed(0)} s`);
+  return parts.join(", ");
+}
+
 function watchJob(job) {
   const box = document.querySelector("[data-job-watch]");
   box.hidden = false;
@@ -72,6 +88,7 @@ function watchJob(job) {
     const j = r.data;
     box.querySelector(".bar > div").style.width = `${j.progress}%`;
     box.querySelector(".pct").textContent = `${Math.round(j.progress)}%`;
+    box.querySelector(".xfer").textContent = transferLine(j);
     box.querySelector(".msg").textContent = `${j.kind} ${j.state}: ${j.error || j.message}`;
     box.dataset.state = j.state;
     if (["succeeded", "failed", "cancelled"].includes(j.state)) setTimeout(() => location.reload(), 2000);
@@ -134,7 +151,8 @@ async function liveJobs(tbody) {
       const tr = document.createElement("tr");
       tr.dataset.job = j.id;
       tr.dataset.state = j.state;
-      tr.innerHTML = `<td>${j.id}</td><td></td><td></td><td><div class="bar"><div style="width:${j.progress}%"></div></div><span class="pct">${Math.round(j.progress)}%</span></td><td class="msg"></td>`;
+      tr.innerHTML = `<td>${j.id}</td><td></td><td></td><td><div class="bar"><div style="width:${j.progress}%"></div></div><span class="pct">${Math.round(j.progress)}%</span> <span class="xfer"></span></td><td class="msg"></td>`;
+      tr.querySelector(".xfer").textContent = transferLine(j);
       tr.children[1].textContent = j.kind;
       tr.children[2].textContent = j.target_name;
       tr.children[4].textContent = `${j.state}: ${j.error || j.message}`;
