@@ -30,6 +30,10 @@ class TierMove(models.Model):
     bytes_moved = models.BigIntegerField(default=0)
     rounds = models.PositiveIntegerField(default=0)
     tree_sha256 = models.CharField(max_length=64, blank=True, default="")
+    # names the move's snapshots (source pool) and staging copy (target pool) while they
+    # may exist; "" once the run removed them. A run killed mid-way leaves it set, and the
+    # next start of a worker (or the next move of the object) removes what it names.
+    tag = models.CharField(max_length=16, blank=True, default="")
     job = models.ForeignKey("console.Job", null=True, blank=True, on_delete=models.SET_NULL,
                             related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)

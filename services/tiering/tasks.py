@@ -1,7 +1,15 @@
-"""Celery tasks of tiering: tier moves run as Jobs."""
+"""Celery tasks of tiering: tier moves run as Jobs. When a worker starts, moves cut off by
+the previous worker's crash or kill are recorded as failed and what they left behind (the
+move's snapshots, the half-received copy) is removed."""
+import logging
+
+from celery.signals import worker_ready
+
 from console.jobs import job_task, start_job
 from services.tiering import moves
 from services.tiering.models import TierMove
+
+log = logging.getLogger(__name__)
 
 
 @job_task("tiering.move_job")
@@ -20,3 +28,13 @@ def start_move(obj, pool, user=None) -> TierMove:
                            params={"move": record.pk})
     record.save(update_fields=["job"])
     return record
+
+
+@worker_ready.connect
+def fail_interrupted_moves(**_):
+    """A move still `running` when a worker starts was cut off with the previous worker
+    (one worker per appliance, as console.jobs assumes): fail it and clear its leftovers."""
+    try:
+        moves.fail_interrupted()
+    except Exception:  # noqa: BLE001 - the worker must start; the next move clears them too
+        log.exception("could not clear the leftovers of interrupted tier moves")

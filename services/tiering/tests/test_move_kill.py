@@ -1,0 +1,110 @@
+"""A real Celery worker process killed with SIGKILL mid-copy of a whole file system's tier
+move (slowed by the shared I/O budget so the kill lands mid-way): the file system stays in
+its old pool, readable with the same bytes; the next worker's start fails the cut-off Job
+(console/jobs.py reaper) and its move record; moving it again succeeds, with the bytes equal
+by hash in the new pool and nothing the dead run made left in either pool."""
+import os
+import subprocess
+
+import pytest
+
+from console.celery import app
+from console.models import Job
+from services.protection.tests.helpers import (
+    WorkerProcess,
+    file_hashes,
+    wait_for,
+    wait_job,
+    write_files,
+)
+from services.storage.drivers import driver_for
+from services.storage.models import FileSystem, Pool
+from services.tiering.models import TierMove
+
+pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]
+MiB = 1 << 20
+
+
+def copied(job: Job) -> int:
+    """Bytes a tier move reported copied ("copied N of ~M bytes ...")."""
+    words = job.message.split()
+    return int(words[1]) if words[:1] == ["copied"] else 0
+
+
+def subvolumes(pool: str) -> list:
+    """Every subvolume in the pool, as paths relative to its mount point."""
+    mnt = Pool.objects.get(name=pool).mountpoint
+    out = subprocess.run(["btrfs", "subvolume", "list", mnt], capture_output=True,
+                         text=True, check=True).stdout
+    return sorted(line.split(" path ", 1)[1] for line in out.splitlines())
+
+
+def test_kill9_mid_filesystem_move_then_move_again(api, data_dir, tmp_path):
+    for name, media in (("flash", "flash"), ("cap", "capacity")):
+        r = api.post("/api/v1/pools/", {"name": name, "driver": "local", "media": media,
+                                        "devices": ["image:400M"]}, format="json")
+        assert r.status_code == 201, r.json()
+    path = api.post("/api/v1/filesystems/", {"name": "big", "pool": "flash"},
+                    format="json").json()["path"]
+    write_files(path, {f"shard-{i}": os.urandom(8 * MiB) for i in range(4)})
+    before = file_hashes(path)
+    empty_cap = subvolumes("cap")
+    r = api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {"migration": 4}},
+                format="json")  # 32 MiB at 4 MiB/s: about 8 s of copying
+    assert r.status_code == 200, r.json()
+    app.control.purge()
+
+    worker = WorkerProcess(data_dir, tmp_path)
+    try:
+        r = api.post("/api/v1/tier-moves/", {"filesystem": "big", "pool": "cap"},
+                     format="json")
+        assert r.status_code == 202, r.json()
+        job_id = r.json()["id"]
+        wait_for(lambda: copied(Job.objects.get(pk=job_id)) >= 8 * MiB, 120,
+                 "the copy to get going")
+    finally:
+        worker.kill9()
+    job = Job.objects.get(pk=job_id)
+    assert job.state == "running" and copied(job) < 24 * MiB, job.message  # cut off mid-way
+
+    # the file system is where it was, readable, with its bytes
+    fs = FileSystem.objects.get(name="big")
+    assert fs.pool.name == "flash" and fs.path == path
+    assert file_hashes(path) == before
+    # the dead run left its half-received copy in the capacity pool and its snapshot
+    assert [s for s in subvolumes("cap") if s not in empty_cap], subvolumes("cap")
+    assert [s for s in subvolumes("flash") if "/.snapshots/tier-" in s]
+    # a second move is refused while the dead one still looks alive
+    r = api.post("/api/v1/tier-moves/", {"filesystem": "big", "pool": "cap"}, format="json")
+    assert r.status_code == 409, r.json()
+
+    api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {}}, format="json")
+    worker = WorkerProcess(data_dir, tmp_path)
+    try:
+        wait_for(lambda: Job.objects.get(pk=job_id).state == "failed", 60, "the reaper")
+        assert "interrupted" in Job.objects.get(pk=job_id).error
+        dead = TierMove.objects.get(job_id=job_id)
+        assert dead.state == "failed" and "interrupted" in dead.error
+        # the worker's start removed what the dead run left (the file system is untouched)
+        wait_for(lambda: TierMove.objects.get(pk=dead.pk).tag == "", 30, "the clean-up")
+        assert subvolumes("cap") == empty_cap and subvolumes("flash") == ["fs/big"]
+        assert file_hashes(path) == before
+
+        r = api.post("/api/v1/tier-moves/", {"filesystem": "big", "pool": "cap"},
+                     format="json")
+        assert r.status_code == 202, r.json()
+        job = wait_job(api, r.json()["id"], timeout=120)
+        assert job["state"] == "succeeded", job
+    finally:
+        worker.kill9()
+    fs = FileSystem.objects.get(name="big")
+    assert fs.pool.name == "cap" and fs.path != path
+    assert file_hashes(fs.path) == before
+    assert not os.path.exists(path)  # the hot copy is released
+    # nothing half-made is left: only the moved file system in the capacity pool, and
+    # no subvolume at all (no copy, no move snapshot) in the flash pool
+    drv = driver_for("local")
+    assert drv.list_filesystems("cap") == ["big"] and drv.list_filesystems("flash") == []
+    assert subvolumes("cap") == sorted(empty_cap + ["fs/big"]), subvolumes("cap")
+    assert subvolumes("flash") == []
+    assert os.listdir(os.path.join(fs.path, ".snapshots")) == []
