@@ -63,6 +63,7 @@ def test_backup_incremental_restore_by_hash(api, worker, gateway):
     assert job["state"] == "succeeded", job
     full = job["result"]
     assert full["full"] and full["stream_bytes"] > 8 * MiB and full["chunks"] >= 2
+    assert job["bytes_done"] == job["bytes_total"] == full["stream_bytes"], job
     at_full = file_hashes(src)
 
     # incremental after changing about 1%
@@ -112,6 +113,9 @@ def test_backup_incremental_restore_by_hash(api, worker, gateway):
                                   (points[0], at_busy, "data-r3")):
         job = run_job(api, f"/api/v1/restore-points/{point['id']}/restore/", {"name": name})
         assert job["state"] == "succeeded", job
+        chain = sum(p["stream_bytes"] for p in points if p["snapshot"] in (
+            point["snapshot"], point["parent"], full["snapshot"]))
+        assert job["bytes_done"] == job["bytes_total"] == chain, job  # the chain it read
         restored = FileSystem.objects.get(name=name)
         assert restored.pool.name == "p1"
         assert file_hashes(restored.path) == expected
@@ -191,8 +195,11 @@ def test_cancel_a_throttled_backup_leaves_nothing_behind(api, worker, gateway):
     api.post("/api/v1/backups/", {"name": "slow", "filesystem": "data", "target": "s3"},
              format="json")
     job_id = api.post("/api/v1/backups/slow/run/", {}, format="json").json()["id"]
-    wait_for(lambda: "bytes backed up" in api.get(f"/api/v1/jobs/{job_id}/").json()["message"],
-             60, "the backup to start sending")
+    running = wait_for(lambda: (lambda j: j["bytes_done"] and j)(
+        api.get(f"/api/v1/jobs/{job_id}/").json()), 60, "the backup to start sending")
+    assert "bytes backed up" in running["message"], running
+    assert running["bytes_total"] >= running["bytes_done"] > 0, running
+    assert running["rate_bytes_per_s"] > 0 and running["eta_seconds"] is not None, running
     assert api.post(f"/api/v1/jobs/{job_id}/cancel/").status_code == 200
     job = wait_job(api, job_id)
     assert job["state"] == "cancelled", job
