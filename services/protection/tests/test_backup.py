@@ -1,9 +1,12 @@
 """Backup to object storage, against a real Strata S3 gateway subprocess: a full then
 incremental backups (one taken while a writer keeps writing), a catalog of restore points,
 restores to new file systems and volumes equal to the source by hash, and a damaged chunk
-that makes a restore fail without leaving anything behind."""
+that makes a restore fail without leaving anything behind; a full and an incremental each
+run under a writer that appends, overwrites in place and creates files restore to exactly
+the snapshot their run took."""
 import os
 import threading
+import time
 import zlib
 
 import pytest
@@ -207,3 +210,80 @@ def test_cancel_a_throttled_backup_leaves_nothing_behind(api, worker, gateway):
     assert gateway.client().list_objects_v2(Bucket="backups").get("KeyCount", 0) == 0
     assert FileSystem.objects.get(name="data").snapshots.count() == 0
     assert file_hashes(src) == before
+
+
+class _Writer(threading.Thread):
+    """Keeps writing into ``root`` until stopped: appends to a log (truncated now and
+    then), overwrites 64 KiB ranges of existing files in place, and makes and replaces
+    small files, a few hundred times a second; ``ops`` counts what it did."""
+
+    def __init__(self, root, files):
+        super().__init__(daemon=True)
+        self.root, self.files, self.ops = root, files, 0
+        self.stop = threading.Event()
+
+    def run(self):
+        log = os.path.join(self.root, "log")
+        while not self.stop.is_set():
+            i = self.ops
+            with open(log, "ab") as fh:
+                fh.write(os.urandom(16 << 10))
+            if os.path.getsize(log) > 4 * MiB:
+                os.truncate(log, 0)
+            with open(os.path.join(self.root, self.files[i % len(self.files)]), "r+b") as fh:
+                fh.seek((i * 7919 % 30) * (64 << 10))
+                fh.write(os.urandom(64 << 10))
+            write_files(self.root, {f"new/{i % 40}": os.urandom(4096 + i % 5000)})
+            self.ops += 1
+            time.sleep(0.003)
+
+    def __enter__(self):
+        self.start()
+        wait_for(lambda: self.ops > 20, 30, "the writer to get going")
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.join()
+
+
+def test_backups_taken_while_writing_restore_their_snapshot(api, worker, gateway):
+    """A full backup run while a writer appends to, overwrites in place and creates files
+    restores to exactly the snapshot the run took (not to the live tree, which moved on);
+    an incremental after more writes, again under the writer, restores to its own."""
+    api.post("/api/v1/pools/", {"name": "p1", "driver": "local", "devices": ["image:512M"]},
+             format="json")
+    src = api.post("/api/v1/filesystems/", {"name": "busy", "pool": "p1"},
+                   format="json").json()["path"]
+    files = [f"data/{i}" for i in range(6)]
+    write_files(src, {f: os.urandom(2 * MiB) for f in files})
+    assert _target(api, gateway).status_code == 201
+    assert api.post("/api/v1/backups/", {"name": "busy-s3", "filesystem": "busy",
+                                         "target": "s3"}, format="json").status_code == 201
+    # 8 MiB/s for backups: the run lasts a couple of seconds, the writer busy all along
+    assert api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {"backup": 8}},
+                   format="json").status_code == 200
+    try:
+        points = []
+        with _Writer(src, files) as writer:
+            for _ in ("full", "incremental"):
+                ops = writer.ops
+                job = run_job(api, "/api/v1/backups/busy-s3/run/")
+                assert job["state"] == "succeeded", job
+                assert writer.ops > ops + 20  # it kept writing through the run
+                snap = os.path.join(src, ".snapshots", job["result"]["snapshot"])
+                # the source's snapshot goes once the next increment is taken: hash it now
+                points.append((job["result"], file_hashes(snap)))
+                wait_for(lambda: file_hashes(src) != points[-1][1], 30,
+                         "the live tree to move on from the snapshot")
+    finally:
+        api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {}}, format="json")
+    (full, at_full), (incr, at_incr) = points
+    assert full["full"] and not incr["full"] and at_full != at_incr
+    assert "log" in at_full and "new/0" in at_full
+
+    for result, expected, name in ((full, at_full, "busy-r1"), (incr, at_incr, "busy-r2")):
+        rp = RestorePoint.objects.get(backup__name="busy-s3", snapshot=result["snapshot"])
+        job = run_job(api, f"/api/v1/restore-points/{rp.pk}/restore/", {"name": name})
+        assert job["state"] == "succeeded", job
+        assert file_hashes(FileSystem.objects.get(name=name).path) == expected
