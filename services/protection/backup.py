@@ -139,7 +139,9 @@ def _run(backup: Backup, progress) -> dict:
         stream = budget.throttle(drv.send_snapshot(source.pool.name, backup.kind, source.name,
                                                    name, base.snapshot if base else None),
                                  "backup")
-        read = [0]  # bytes of the stream read so far (at most a few chunks still uploading)
+        # the text counts bytes uploaded (in the bucket); the job's bytes count those read
+        # from the stream, a few chunks ahead, which move at the budget's rate
+        read = [0]
 
         def counted():
             for chunk in stream:
@@ -148,8 +150,8 @@ def _run(backup: Backup, progress) -> dict:
         try:
             fields = objstore.put_stream(
                 s3, target.bucket, key, counted(),
-                progress=lambda _: progress(meter.pct(read[0], 10, 95), meter.text(read[0]),
-                                            **meter.counts(read[0])))
+                progress=lambda done: progress(meter.pct(read[0], 10, 95), meter.text(done),
+                                               **meter.counts(read[0])))
         finally:
             stream.close()  # stops `btrfs send` now, not when the generator is collected
         manifest = {"format": 1, "backup": backup.name, "snapshot": name,
