@@ -244,9 +244,10 @@ def follow_volume(volume: Volume, old_path: str, undo: bool = False) -> None:
     there under the same connection info (iSCSI target IQN and LUN, ACLs and CHAP; NBD
     export name; vhost-user socket), and let go of ``old_path``.
 
-    iSCSI sessions stay logged in; a command that reaches tgtd during the swap is answered
-    NOT READY and retried by the initiator. NBD and vhost-user-blk clients keep their
-    connection; their requests wait for the swap. Raises FollowFailed when an export could
+    What clients see: iSCSI, a command sent during the swap (the target is offline for tens
+    of milliseconds) is retried by the initiator, after a new login if it dropped the
+    session; NBD and vhost-user-blk clients keep their connection, their requests wait for
+    the swap. Nobody sees another path, name or LUN. Raises FollowFailed when an export could
     not follow (that export keeps serving the old copy); the move then points the volume
     back and calls this again (``undo``), which re-points the exports that did follow.
 

@@ -47,6 +47,14 @@ def read_only_copy(workdir, src):
         subprocess.run(["umount", "-l", ro], check=False)
 
 
+def wait_for(cond, timeout=60):
+    import time
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
 def open_fds(pid, path):
     d = f"/proc/{pid}/fd"
     return [fd for fd in os.listdir(d) if os.readlink(os.path.join(d, fd)).startswith(path)]
@@ -134,3 +142,48 @@ def test_vhost_user_blk_socket_stays(qsd, workdir):
              if n["drv"] == "file"}
     assert list(files.values()) == [new], files
     assert [e["id"] for e in qsd.qmp("query-block-exports")] == ["exp-2"]
+
+
+@pytest.mark.parametrize("protocol", ["iscsi", "nbd"])
+def test_writes_running_through_repoints_see_no_error(protocol, request, workdir):
+    """A client writing without pause while the export is re-pointed back and forth: every
+    write completes without an error (iSCSI: held off and retried or re-sent after a new
+    login; NBD: held while QEMU swaps the node); the last one is in the file served last."""
+    import threading
+
+    need("qemu-io", "stdbuf")
+    daemon = request.getfixturevalue("tgtd" if protocol == "iscsi" else "qsd")
+    files = [make_volume(workdir, f"{n}.raw", 16 * MiB) for n in "ab"]
+    if protocol == "iscsi":
+        info = daemon.export("vol1", files[0])
+        args = ["--image-opts", (f"driver=iscsi,transport=tcp,portal={info['portal']},"
+                                 f"target={info['target_iqn']},lun={info['lun']},"
+                                 f"initiator-name={CLIENT}")]
+        export_id = "vol1"
+    else:
+        info = daemon.export("exp-1", files[0], protocol="nbd")
+        args, export_id = ["-f", "raw", info["uri"]], "exp-1"
+    failures, count, stop = [], [0], threading.Event()
+    with QemuIo(args) as io:
+        def writer():
+            while not stop.is_set():
+                out = io.run("write -P 0x41 0 64k")
+                count[0] += 1
+                if "wrote 65536/65536" not in out or "fail" in out.lower():
+                    failures.append(out)
+        thread = threading.Thread(target=writer)
+        thread.start()
+        try:
+            wait_for(lambda: count[0] >= 3)          # writing before the first swap
+            for n in range(6):
+                daemon.repoint(export_id, files[(n + 1) % 2])
+            after = count[0]
+            wait_for(lambda: count[0] >= after + 3)  # and after the last one
+        finally:
+            stop.set()
+            thread.join(120)
+        assert not failures and count[0] > 0, failures[:3]
+        io.check("write -P 0x5a 8M 64k")
+        io.check("flush")
+    assert daemon.volume_of(export_id) == files[0]
+    assert pattern_at(files[0], 8 * MiB, 65536) == {0x5a}
