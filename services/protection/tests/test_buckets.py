@@ -131,6 +131,7 @@ def test_bucket_schedule_snapshots_prune_hold_and_restore(api, worker, plane, cl
     job = run_job(api, f"/api/v1/bucket-snapshots/{one}/restore/", {"bucket": "models-gen1"})
     assert job["state"] == "succeeded", job
     assert job["result"]["copied"] == 4 and job["progress"] == 100
+    assert job["bytes_done"] == job["bytes_total"] == job["result"]["bytes"] > 0, job
     restored = {o["Key"] for o in s3.list_objects_v2(Bucket="models-gen1")["Contents"]}
     assert restored == set(generations[1][0])
     for key, data in generations[1][0].items():
@@ -198,6 +199,7 @@ def test_bucket_replication_copies_versions_deletes_and_resumes(api, worker, pla
         job = run_job(api, "/api/v1/bucket-replications/src-to-peer/sync/")
         assert job["state"] == "succeeded", job
         assert (job["result"]["versions"], job["result"]["deletes"]) == (5, 0)
+        assert job["bytes_done"] == job["bytes_total"] == job["result"]["bytes"] > 0, job
         for key, data in first.items():
             got = dst.get_object(Bucket="replica", Key=key)
             assert sha(got["Body"].read()) == sha(data)

@@ -87,6 +87,7 @@ def test_replicate_cut_link_resume_failover_and_failback(api, worker, live_serve
     assert job["state"] == "succeeded", job
     first = job["result"]["snapshot"]
     assert job["result"]["parent"] == "" and job["result"]["bytes"] > 4 * MiB
+    assert job["bytes_done"] == job["bytes_total"] == job["result"]["bytes"], job
     assert replica_snapshots("ckpt-replica") == [first]
     assert replica_hashes("ckpt-replica", first) == file_hashes(src)
     rep = api.get("/api/v1/replications/ckpt-dr/").json()
@@ -162,6 +163,7 @@ def test_replicate_cut_link_resume_failover_and_failback(api, worker, live_serve
     assert job["state"] == "succeeded", job
     back = job["result"]
     assert back["resumed_at"] > 0 and back["parent"] == third
+    assert job["bytes_done"] == job["bytes_total"] == back["bytes"], job  # the whole stream
     # A has B's writes, in place; its own late writes are kept in a snapshot
     assert back["path"] == src and file_hashes(src) == at_b
     assert file_hashes(os.path.join(src, ".snapshots", back["preserved"])) == at_a
