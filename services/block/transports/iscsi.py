@@ -10,8 +10,8 @@ every change computes a :class:`Plan` — add/update/remove sets against what
 ``start()`` simply reconciles again.
 
 tgtd reads a backing file's size only when it opens it; :meth:`TgtdTarget.resize`
-re-opens the file in place (``online=0``, ``path=<same>``, ``online=1``), so an initiator
-sees the new capacity on its next READ CAPACITY without losing the target or the LUN.
+re-opens the file in place (``online=0``, ``path=<same>``, ``online=1``, with the target
+offline meanwhile: see ``repoint`` below), so an initiator sees the new capacity on its next READ CAPACITY without losing the target or the LUN.
 
 :meth:`TgtdTarget.repoint` serves an export from another file (the volume moved to another
 pool) the same way, with its target offline for the swap (tens of milliseconds): tgtd goes
@@ -273,7 +273,7 @@ class TgtdTarget(Transport):
         live = self.tgtadm.show_targets().get(self.target_iqn(rec["group"]))
         if live is None or rec["lun"] not in live.luns:
             raise DaemonError(f"export {export_id} is not live in tgtd; reconcile first")
-        self._refresh_lun(live.tid, rec["lun"], rec["path"])
+        self._swap_backing(live.tid, rec["lun"], rec["path"])
         return volume_size(rec["path"])
 
     def repoint(self, export_id: str, volume_path: str) -> dict:
