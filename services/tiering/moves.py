@@ -6,6 +6,10 @@ incremental rounds until the source's live content equals the newest snapshot (n
 written since it); a writable clone of that snapshot in the target pool takes the name; its
 tree digest must equal the source snapshot's; only then does the row point at the new pool
 and the hot copy go. The source stays as it was when anything fails before that point.
+A run killed mid-way (``kill -9`` of its worker) leaves its snapshots and half-received
+staging copy behind, named by the record's ``tag``: the next start of a worker records the
+move failed and removes them (``fail_interrupted``), and so does the next move of the
+object, before it starts.
 
 Limits (refused with 409, not ignored): the object must have no snapshots and no clones
 (their history would be lost), and no replication or backup may use it; a service whose
@@ -66,6 +70,7 @@ def check_movable(obj, pool: Pool) -> None:
     users += [f"backup {b}" for b in Backup.objects.filter(**{kind: obj})]
     if users:
         raise Conflict(f"{obj.name} is used by {', '.join(users)}; delete those first.")
+    _settle_finished(kind, obj.name)
     if TierMove.objects.filter(kind=kind, name=obj.name, state__in=["pending", "running"]):
         raise Conflict(f"{obj.name} is already being moved.")
     check_move.send(sender=type(obj), instance=obj, pool=pool)  # a service may refuse (409)
@@ -98,16 +103,75 @@ def move(record: TierMove, progress=lambda pct, msg, **counts: None) -> dict:
     try:
         # asked again: a service may have started serving it since the move was queued
         check_move.send(sender=model, instance=obj, pool=dst)
+        for dead in TierMove.objects.filter(kind=record.kind, name=record.name).exclude(
+                tag="").exclude(pk=record.pk):
+            clear_leftovers(dead)  # of a run cut off by a kill (normally done at worker start)
         result = _move(record, obj, dst, progress)
     except Exception as exc:
         TierMove.objects.filter(pk=record.pk).update(state="failed", error=str(exc),
                                                      finished_at=timezone.now())
+        record.refresh_from_db()
+        clear_leftovers(record)  # the run removes what it made; this catches what it missed
         raise
     TierMove.objects.filter(pk=record.pk).update(
         state="done", finished_at=timezone.now(), bytes_moved=result["bytes"],
         rounds=result["rounds"], tree_sha256=result["tree_sha256"],
-        error=result.get("warning", ""))
+        error=result.get("warning", ""), tag="")
     return result
+
+
+def _settle_finished(kind: str, name: str) -> None:
+    """A move whose Job finished without running it (cancelled while queued) or was failed
+    by the reaper still says pending/running: record what its Job says."""
+    for record in TierMove.objects.filter(
+            kind=kind, name=name, state__in=["pending", "running"],
+            job__state__in=["succeeded", "failed", "cancelled"]).select_related("job"):
+        TierMove.objects.filter(pk=record.pk).update(
+            state="failed", finished_at=record.job.finished_at or timezone.now(),
+            error=record.job.error or f"its job was {record.job.state}")
+
+
+def fail_interrupted() -> int:
+    """When a worker starts: a move still running was cut off with the previous worker
+    (one worker per appliance, as console.jobs assumes). Record it failed and remove what
+    it left behind; the object is still in its old pool. Returns how many there were."""
+    n = TierMove.objects.filter(state="running").update(
+        state="failed", finished_at=timezone.now(),
+        error="interrupted: the worker stopped during the move; the source is unchanged "
+              "in its pool, move it again")
+    for record in TierMove.objects.exclude(tag="").exclude(state__in=["pending", "running"]):
+        clear_leftovers(record)
+    if n:
+        log.warning("marked %d interrupted tier move(s) as failed", n)
+    return n
+
+
+def clear_leftovers(record: TierMove) -> bool:
+    """Remove what a run of ``record`` made and did not remove (it was killed): its staging
+    copy in the target pool and its snapshots of the object in the source pool. True, with
+    the record's tag cleared, once nothing of it is left; False (logged) if something
+    could not be removed yet (the next worker start or move of the object tries again)."""
+    if not record.tag:
+        return True
+    prefix = f"tier-{record.tag}-"
+    try:
+        target = Pool.objects.filter(name=record.to_pool).first()
+        if target is not None:  # a deleted pool took the staging copy with it
+            drv = driver_for(target.driver)
+            _delete(drv, record.to_pool, record.kind, f"{prefix}{record.name}"[:63])
+            try:
+                snaps = drv.list_snapshots(record.from_pool, record.kind, record.name)
+            except NotFound:
+                snaps = []
+            for snap in snaps:
+                if snap.name.startswith(prefix):
+                    drv.delete_snapshot(record.from_pool, record.kind, record.name, snap.name)
+    except DataplaneError as exc:
+        log.warning("tier move %s: could not remove what its run left behind: %s",
+                    record, exc)
+        return False
+    TierMove.objects.filter(pk=record.pk).update(tag="")
+    return True
 
 
 def _move(record, obj, dst: Pool, progress) -> dict:
@@ -115,6 +179,8 @@ def _move(record, obj, dst: Pool, progress) -> dict:
     drv = driver_for(obj.pool.driver)
     tag = secrets.token_hex(3)
     staging = f"tier-{tag}-{name}"[:63]
+    # recorded before anything is made: a run killed mid-way is cleaned up by its tag
+    TierMove.objects.filter(pk=record.pk).update(tag=tag)
     snaps, moved_bytes, parent = [], 0, None
     meter = None
 
