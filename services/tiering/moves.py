@@ -22,10 +22,9 @@ shares of a moved file system (same pseudo path and share name) and releases the
 the block service re-points the iSCSI LUNs and NBD/vhost-user-blk exports of a moved volume
 (same target IQN and LUN, NBD name, socket) and refuses when a client wrote to the old copy
 after the last round. If a receiver refuses, the row is put back, the receivers are told
-again, the new copy is dropped and the move fails with the old copy still in use. Should the old copy have changed
-after the last round (a writer during the switch), it is kept (not released) and the move
-records why, so those writes can be recovered from it by hand.
-"""
+again, the new copy is dropped and the move fails with the old copy still in use. Should the
+old copy have changed after the last round (a writer during the switch), it is kept (not
+released) and the move records why, so those writes can be recovered from it by hand."""
 import logging
 import secrets
 
