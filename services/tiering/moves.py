@@ -24,7 +24,8 @@ the block service re-points the iSCSI LUNs and NBD/vhost-user-blk exports of a m
 after the last round. If a receiver refuses, the row is put back, the receivers are told
 again, the new copy is dropped and the move fails with the old copy still in use. Should the
 old copy have changed after the last round (a writer during the switch), it is kept (not
-released) and the move records why, so those writes can be recovered from it by hand."""
+released) and the move records why, so those writes can be recovered from it by hand.
+"""
 import logging
 import secrets
 
