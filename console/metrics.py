@@ -8,6 +8,9 @@ from celery import shared_task
 from django.db.models import Count
 from django.http import HttpResponse
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
@@ -74,6 +77,24 @@ def series(minutes: int) -> dict:
             "iops": [{"name": "read", "points": pts(2)}, {"name": "write", "points": pts(3)}]}
 
 
+class MetricLineSerializer(serializers.Serializer):
+    """One line of a chart: "read" or "write", points as [unix time (s), value] pairs."""
+
+    name = serializers.CharField()
+    points = serializers.ListField(child=serializers.ListField(
+        child=serializers.FloatField(), min_length=2, max_length=2))
+
+
+class MetricSeriesSerializer(serializers.Serializer):
+    """What `series()` returns (schema only)."""
+
+    throughput = MetricLineSerializer(many=True, help_text="MiB/s, summed over pools.")
+    iops = MetricLineSerializer(many=True, help_text="Operations/s, summed over pools.")
+
+
+@extend_schema(
+    parameters=[OpenApiParameter("minutes", int, description="1..120, default 60.")],
+    responses=MetricSeriesSerializer)
 @api_view(["GET"])
 def metric_series(request):
     """Read/write MiB/s and IOPS over the last `minutes` (default 60) for the charts."""
@@ -131,6 +152,8 @@ def exposition() -> str:
     return "\n".join(out) + "\n"
 
 
+@extend_schema(responses={(200, "text/plain"): OpenApiResponse(
+    OpenApiTypes.STR, description="Prometheus text exposition format 0.0.4.")})
 @api_view(["GET"])
 @permission_classes([AllowAny])
 def prometheus(request):

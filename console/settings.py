@@ -165,6 +165,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Several models have a field named "state" with different choices: name each set.
+    "ENUM_NAME_OVERRIDES": {
+        "JobStateEnum": "console.models.Job.State",
+        "StorageStateEnum": "services.storage.models.State",  # pool, fs, volume, snapshot
+        "ShareStateEnum": "services.file.models.ApplyState",  # NFS export, SMB share/user
+        "CheckpointVersionStateEnum": "services.checkpoints.models.CheckpointVersion.State",
+    },
 }
 
 # Celery: broker only; results live on Job rows.

@@ -1,5 +1,5 @@
 from django.contrib.auth.models import Group, User
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from console.models import AuditEvent, Job
@@ -41,6 +41,14 @@ class AuditEventSerializer(serializers.ModelSerializer):
         fields = ["id", "time", "username", "method", "path", "action", "status_code",
                   "result", "detail", "remote_addr"]
         read_only_fields = fields
+
+
+@extend_schema_serializer(many=False)
+class MeSerializer(serializers.Serializer):
+    """The caller: GET /api/v1/me/ answers one object, not a page."""
+
+    username = serializers.CharField(read_only=True)
+    role = serializers.ChoiceField(choices=ROLES, read_only=True)
 
 
 class UserSerializer(serializers.ModelSerializer):

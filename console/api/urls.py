@@ -17,7 +17,7 @@ for _app, module in service_modules("api.urls"):
 
 urlpatterns = [
     path("health", views.health, name="health"),
-    path("health/", views.health),
+    path("health/", views.health_alias),
     path("metrics/series/", metrics.metric_series, name="metric-series"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),

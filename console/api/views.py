@@ -9,7 +9,8 @@ from rest_framework.decorators import action, api_view, permission_classes
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
-from console.api.serializers import AuditEventSerializer, JobSerializer, UserSerializer
+from console.api.serializers import (AuditEventSerializer, JobSerializer, MeSerializer,
+                                     UserSerializer)
 from console.jobs import cancel_job
 from console.models import AuditEvent, Job
 from console.roles import role_of
@@ -41,12 +42,16 @@ class UserViewSet(viewsets.ModelViewSet):
 
 
 class MeViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
-    """Who am I: username and role of the caller."""
+    """Who am I: username and role of the caller (one object, not a page of users)."""
 
-    serializer_class = UserSerializer
+    queryset = User.objects.none()
+    serializer_class = MeSerializer
+    pagination_class = None
+    filter_backends = []
 
     def list(self, request):
-        return Response({"username": request.user.get_username(), "role": role_of(request.user)})
+        return Response(MeSerializer(
+            {"username": request.user.get_username(), "role": role_of(request.user)}).data)
 
 
 def _check_database() -> dict:
@@ -86,6 +91,18 @@ def _check_worker() -> dict:
 @permission_classes([AllowAny])
 def health(request):
     """Component states: database, redis (broker), worker and each pool. No auth."""
+    return Response(health_report())
+
+
+@extend_schema(exclude=True)
+@api_view(["GET"])
+@permission_classes([AllowAny])
+def health_alias(request):
+    """/api/v1/health/ answers like /api/v1/health; only the latter is in the schema."""
+    return Response(health_report())
+
+
+def health_report() -> dict:
     from services.storage.health import pool_health
 
     components = {
@@ -101,14 +118,14 @@ def health(request):
     healthy = (all(c["state"] == "ok" for c in components.values())
                and all(p["state"] == "online" for p in pools.values())
                and all(d.get("state") == "ok" for s in services.values() for d in s.values()))
-    return Response({
+    return {
         "status": "ok" if healthy else "degraded",
         "host": socket.gethostname(),
         "data_dir": str(settings.DATA_DIR),
         "components": components,
         "pools": pools,
         "services": services,
-    })
+    }
 
 
 def _service_health() -> dict:

@@ -3,7 +3,13 @@
 See vector/engine/README.md for the API contract the REST layer builds on.
 """
 
-from . import errors
+import logging
+
+# faiss's loader logs each instruction-set build it probes and fails to import (AVX512, AVX2)
+# at INFO, which reads like errors; its real failures are logged at ERROR and still show.
+logging.getLogger("faiss.loader").setLevel(logging.WARNING)
+
+from . import errors  # noqa: E402
 from .budget import MemoryBudget
 from .collection import Collection
 from .errors import (BuildCancelled, BuildInProgress, CollectionClosed, CollectionExists,

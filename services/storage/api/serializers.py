@@ -1,9 +1,22 @@
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from services.storage.drivers import default_driver_kind
 from services.storage.models import FileSystem, Pool, Snapshot, Volume
 
 
+_DEVICE_OBJECT = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "description": "Block device path, or image:SIZE."},
+        "fault_domain": {"type": "string", "default": "default"},
+    },
+    "required": ["path"],
+}
+
+
+@extend_schema_field({"oneOf": [
+    {"type": "string", "description": "Block device path, or image:SIZE."}, _DEVICE_OBJECT]})
 class DeviceField(serializers.Field):
     """A device is "PATH" or {"path": PATH, "fault_domain": LABEL}; PATH may be image:SIZE."""
 
