@@ -34,6 +34,7 @@ class Action:
     confirm_name: bool = False                   # ask the user to type the row's name
     watch_job: bool = False                      # the answer is a job: show its progress
     body: dict = field(default_factory=dict)     # fixed fields sent too ("{key}" replaced)
+    confirm: str = ""                            # OK/Cancel first, no fields ("{name}" = row)
 
     def body_json(self) -> str:
         return json.dumps(self.body)

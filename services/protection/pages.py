@@ -54,6 +54,25 @@ def bucket_snapshots() -> list:
         return []
 
 
+def replications() -> list:
+    """Replications with the step of a failback under way (None when there is none)."""
+    rows = list(Replication.objects.select_related("filesystem", "volume", "peer"))
+    for rep in rows:
+        rep.failback_phase = (rep.failback or {}).get("phase")
+    return rows
+
+
+FAILBACK_CONFIRM = (
+    "Fail back {name}: the writes made on the peer's promoted copy since the failover are "
+    "brought back here and this side's source is rolled back onto them in place. What was "
+    "written here after the common snapshot is not lost: it is kept in a snapshot "
+    "failback-{name}-<time> (clone it to get it back). Stop the writers on the peer's "
+    "promoted copy first: writes made there after the pull are not brought back.")
+ABANDON_CONFIRM = (
+    "Abandon the failback of {name}: forget a failback that cannot complete (the peer's "
+    "promoted copy is gone, ...) so that syncs are allowed again. What it already did "
+    "stays, including the snapshot that keeps this side's writes.")
+
 SOURCE = [FormField("filesystem", "File system", "select", choices=filesystems),
           FormField("volume", "Volume", "select", choices=volumes)]
 GROUP = "Protection"
@@ -85,17 +104,23 @@ PAGES = [
                FormField("token", "Its API token", "password", required=True)],
          actions=[Action("Check", "/api/v1/replication-peers/{key}/check/")]),
     Page(slug="replications", title="Replication", group=GROUP, api="/api/v1/replications/",
-         queryset=lambda: Replication.objects.select_related("filesystem", "volume", "peer"),
+         queryset=replications,
          columns=[Column("name", "Name"), Column("source.name", "Source"),
                   Column("peer.name", "Peer"), Column("target_name", "Replica"),
                   Column("state", "State", "state"), Column("lag_seconds", "Lag (s)"),
-                  Column("last_snapshot", "Last snapshot"), Column("error", "Error")],
+                  Column("last_snapshot", "Last snapshot"),
+                  Column("failback_phase", "Failback step"), Column("error", "Error")],
          form=[FormField("name", "Name", required=True), *SOURCE,
                FormField("peer", "Peer", "select", choices=peers, required=True),
                FormField("target_pool", "Pool on the peer", required=True, default="default"),
                FormField("target_name", "Name on the peer"),
                FormField("every_minutes", "Every N minutes", "number", default="15")],
-         actions=[Action("Sync now", "/api/v1/replications/{key}/sync/", watch_job=True)]),
+         actions=[Action("Sync now", "/api/v1/replications/{key}/sync/", watch_job=True),
+                  # After a failover on the peer (see failback.py): a job; 409 says why not.
+                  Action("Fail back", "/api/v1/replications/{key}/failback/", watch_job=True,
+                         confirm=FAILBACK_CONFIRM),
+                  Action("Abandon failback", "/api/v1/replications/{key}/failback/",
+                         body={"abandon": True}, confirm=ABANDON_CONFIRM)]),
     Page(slug="replicas", title="Replicas received", group=GROUP, api="/api/v1/replicas/",
          queryset=lambda: Replica.objects.all(), deletable=False,
          columns=[Column("name", "Name"), Column("kind", "Kind"), Column("pool", "Pool"),

@@ -131,6 +131,7 @@ function showOnce(form, values) {
 
 async function clickAction(ev) {
   const btn = ev.currentTarget;
+  if (btn.dataset.confirm && !window.confirm(btn.dataset.confirm.replaceAll("{name}", btn.dataset.name || btn.dataset.key))) return;
   if (btn.hasAttribute("data-confirm-name")) {
     const name = btn.dataset.name || btn.dataset.key;
     const typed = window.prompt(`This cannot be undone. Type "${name}" to confirm.`);
