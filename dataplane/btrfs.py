@@ -194,9 +194,68 @@ def qgroup_usage(runner: Runner, path: Path) -> tuple:
     return 0, None
 
 
-def scrub_start(runner: Runner, mountpoint: Path) -> None:
-    """Start a scrub in the background."""
-    runner.run(["btrfs", "scrub", "start", str(mountpoint)])
+# _IOR(0x94, 31, struct btrfs_ioctl_fs_info_args): 1 KiB, max_id first
+IOC_FS_INFO = 0x8400941F
+# _IOWR(0x94, 29, struct btrfs_ioctl_scrub_args): 1 KiB = devid, start, end, flags, then
+# struct btrfs_scrub_progress (15 u64: data_extents, tree_extents, data_bytes, tree_bytes, ...)
+IOC_SCRUB_PROGRESS = 0xC400941D
+
+
+def scrub_process(runner: Runner, mountpoint: Path, resume: bool = False, out=None,
+                  err=None):
+    """Start (or resume, from where a cancelled scrub stopped) a scrub at idle I/O priority
+    (``-c 3``) in the foreground of a child process (``-B``), which ends with the scrub:
+    finished, failed or cancelled. The caller owns the process."""
+    import subprocess
+    return runner.popen(["btrfs", "scrub", "resume" if resume else "start", "-B", "-c", "3",
+                         str(mountpoint)], stdin=subprocess.DEVNULL,
+                        stdout=out if out is not None else subprocess.DEVNULL,
+                        stderr=err if err is not None else subprocess.DEVNULL)
+
+
+def _fsid(mountpoint: Path) -> str:
+    fd = os.open(mountpoint, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        info = bytearray(1024)
+        fcntl.ioctl(fd, IOC_FS_INFO, info, True)
+    finally:
+        os.close(fd)
+    return str(_uuid.UUID(bytes=bytes(info[16:32])))
+
+
+def scrub_speed_files(mountpoint: Path) -> list:
+    """The kernel's per-device scrub rate limits (bytes/s, 0 = none) of the file system:
+    ``/sys/fs/btrfs/<fsid>/devinfo/<devid>/scrub_speed_max`` (kernel 5.14 and later)."""
+    return sorted(Path("/sys/fs/btrfs", _fsid(mountpoint), "devinfo").glob(
+        "*/scrub_speed_max"))
+
+
+def scrub_live_bytes(mountpoint: Path) -> Optional[int]:
+    """Bytes (data and metadata) the running scrub has read so far on all devices, from
+    the kernel (``btrfs scrub status`` shows figures up to a few seconds old); None when
+    no scrub runs. A resumed scrub counts from 0 again."""
+    import errno
+    fd = os.open(mountpoint, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        info = bytearray(1024)
+        fcntl.ioctl(fd, IOC_FS_INFO, info, True)
+        max_id = struct.unpack_from("<Q", info, 0)[0]
+        total, running = 0, False
+        for devid in range(1, max_id + 1):
+            args = bytearray(1024)
+            struct.pack_into("<Q", args, 0, devid)
+            try:
+                fcntl.ioctl(fd, IOC_SCRUB_PROGRESS, args, True)
+            except OSError as exc:
+                if exc.errno in (errno.ENOTCONN, errno.ENODEV):  # no scrub, no such device
+                    continue
+                raise
+            data_bytes, tree_bytes = struct.unpack_from("<2Q", args, 32 + 16)
+            total += data_bytes + tree_bytes
+            running = True
+        return total if running else None
+    finally:
+        os.close(fd)
 
 
 def scrub_cancel(runner: Runner, mountpoint: Path) -> None:

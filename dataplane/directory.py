@@ -184,7 +184,7 @@ class DirectoryDriver(BaseDriver):
                         devices=[DeviceInfo(**d) for d in devices],
                         features_off=self.capabilities()["features_off"])
 
-    def scrub_pool(self, name, progress=None, should_cancel=None):
+    def scrub_pool(self, name, progress=None, should_cancel=None, throttle=None):
         """Off in this driver."""
         self._load_record(name)
         raise Unsupported(f"scrub is off: {FEATURES_OFF['scrub']}")

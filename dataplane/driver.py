@@ -102,6 +102,7 @@ class ScrubResult:
     bytes_scrubbed: int
     errors_corrected: int
     errors_uncorrectable: int
+    pauses: int = 0  # times it waited for the background I/O budget
 
 
 def validate_name(name, what: str = "name") -> str:
@@ -146,6 +147,7 @@ def validate_bytes(value, what: str) -> int:
 # progress(pct, message, done=bytes, total=bytes): the byte counts are keyword arguments
 ProgressFn = Callable[..., None]
 CancelFn = Callable[[], bool]
+ThrottleFn = Callable[[int], float]
 
 
 class Driver(abc.ABC):
@@ -197,8 +199,13 @@ class Driver(abc.ABC):
 
     @abc.abstractmethod
     def scrub_pool(self, name: str, progress: Optional[ProgressFn] = None,
-                   should_cancel: Optional[CancelFn] = None) -> ScrubResult:
-        """Read and verify every block; report progress; Cancelled when asked to stop."""
+                   should_cancel: Optional[CancelFn] = None,
+                   throttle: Optional[ThrottleFn] = None) -> ScrubResult:
+        """Read and verify every block; report progress; Cancelled when asked to stop.
+        ``throttle(nbytes) -> seconds``, given the bytes read since its last call, says how
+        long to pause (0: go on): background work draws from the caller's I/O budget. An
+        optional ``throttle.rate()`` (bytes/s allowed now, 0 = none) lets a driver that can
+        pace the devices itself (btrfs: the kernel's scrub limit) pause less often."""
 
     # -- file systems ------------------------------------------------------------------
     @abc.abstractmethod

@@ -2,15 +2,21 @@
 scrub. Mixed into :class:`dataplane.local.LocalDriver`."""
 
 import os
-import time
 from pathlib import Path
 
 from . import btrfs, loopdev
 from .base import BaseDriver
+from .btrfs_scrub import PacedScrub
 from .devices import check_block_device, check_not_in_use, image_size, is_image
 from .driver import REDUNDANCY_MIN_DEVICES, DeviceInfo, PoolInfo, ScrubResult
-from .errors import (Cancelled, CommandFailed, DataplaneError, InsufficientDevices, InUse,
-                     InvalidArgument, Offline)
+from .errors import (
+    CommandFailed,
+    DataplaneError,
+    InsufficientDevices,
+    InUse,
+    InvalidArgument,
+    Offline,
+)
 
 # how many members each redundancy can lose and still mount
 TOLERATES_MISSING = {"none": 0, "mirror": 1, "mirror3": 2, "raid10": 1}
@@ -269,42 +275,12 @@ class LocalPoolsMixin(BaseDriver):
                         used_bytes=used, free_bytes=free, health=health, devices=devices,
                         features_off=dict(rec.get("features_off", {})))
 
-    def scrub_pool(self, name, progress=None, should_cancel=None,
+    def scrub_pool(self, name, progress=None, should_cancel=None, throttle=None,
                    poll_interval: float = 0.5) -> ScrubResult:
-        """Run ``btrfs scrub``, calling ``progress(pct, message, done=, total=)`` (bytes
-        scrubbed of about the used bytes) as it goes; Cancelled if
-        ``should_cancel()`` turns True (the scrub is stopped)."""
-        mnt = self._pool_root(name)
-        total = max(btrfs.used_bytes(self.runner, mnt), 1)
-        try:
-            btrfs.scrub_start(self.runner, mnt)
-        except CommandFailed as exc:
-            if "already running" in exc.stderr.lower():
-                raise InUse(f"a scrub is already running on pool {name!r}") from exc
-            raise
-        status = {}
-        while True:
-            if should_cancel and should_cancel():
-                btrfs.scrub_cancel(self.runner, mnt)
-                raise Cancelled(f"scrub of pool {name!r} was cancelled")
-            status = btrfs.scrub_status(self.runner, mnt)
-            done = status.get("data_bytes_scrubbed", 0) + status.get("tree_bytes_scrubbed", 0)
-            if status["status"] != "running":
-                break
-            if progress:
-                progress(min(99.0, 100.0 * done / total), f"scrubbed {done} of ~{total} bytes",
-                         done=done, total=max(done, total))
-            time.sleep(poll_interval)
-        if status["status"] in ("aborted", "interrupted", "cancelled"):
-            raise Cancelled(f"scrub of pool {name!r} was {status['status']} before it finished")
-        result = ScrubResult(
-            bytes_scrubbed=done,
-            errors_corrected=status.get("corrected_errors", 0),
-            errors_uncorrectable=status.get("uncorrectable_errors", 0)
-            + status.get("unverified_errors", 0))
-        if progress:
-            progress(100.0, f"scrub finished: {result.bytes_scrubbed} bytes, "
-                            f"{result.errors_corrected} corrected, "
-                            f"{result.errors_uncorrectable} uncorrectable",
-                     done=done, total=done)
-        return result
+        """Run ``btrfs scrub`` at idle I/O priority, calling ``progress(pct, message,
+        done=, total=)`` (bytes scrubbed of about the used bytes) as it goes; Cancelled if
+        ``should_cancel()`` turns True (the scrub is stopped). ``throttle(nbytes) ->
+        seconds`` (with an optional ``throttle.rate()``) paces it: see
+        :mod:`dataplane.btrfs_scrub`; ``ScrubResult.pauses`` counts its pauses."""
+        return PacedScrub(self.runner, self._pool_root(name), name, progress, should_cancel,
+                          throttle, poll_interval).run()

@@ -229,7 +229,7 @@ class SpdkDriver(SpdkDevicesMixin, SpdkNvmfMixin, Driver):
                         health=health, devices=devices,
                         features_off=self.capabilities()["features_off"])
 
-    def scrub_pool(self, name, progress=None, should_cancel=None):
+    def scrub_pool(self, name, progress=None, should_cancel=None, throttle=None):
         """Not available: the SPDK blobstore keeps no checksums to verify."""
         self._load(name)
         raise Unsupported(self.capabilities()["features_off"]["scrub"])

@@ -9,14 +9,20 @@ from services.storage.models import Pool
 
 @job_task("storage.scrub_pool")
 def scrub_pool(ctx, pool: str):
-    """Read and verify every block of a pool; repair from redundancy where it can."""
+    """Read and verify every block of a pool; repair from redundancy where it can. The
+    bytes read are drawn from the shared background I/O budget (class ``scrub``): the
+    scrub pauses while the budget (its rate, or foreground traffic) makes it wait."""
+    from services.tiering import budget
+
     row = Pool.objects.get(name=pool)
     ctx.progress(0, f"scrubbing {pool}")
     result = driver_for(row.driver).scrub_pool(
-        pool, progress=ctx.progress, should_cancel=ctx.should_cancel)
+        pool, progress=ctx.progress, should_cancel=ctx.should_cancel,
+        throttle=budget.pacer("scrub"))
     return {"bytes_scrubbed": result.bytes_scrubbed,
             "errors_corrected": result.errors_corrected,
-            "errors_uncorrectable": result.errors_uncorrectable}
+            "errors_uncorrectable": result.errors_uncorrectable,
+            "pauses": result.pauses}
 
 
 @shared_task(name="storage.reconcile_all")

@@ -6,8 +6,11 @@
   ``foreground_share`` of its rates. ``budget.py`` builds it from the ``IOBudgetSetting``
   row (re-read every 5 s) on the broker's Redis; ``budget.throttle(stream, job_class)``
   wraps any byte stream; protection uses the classes ``replication`` and ``backup``, moves
-  use ``migration``. Foreground paths mark themselves (at most one Redis write a second per
-  process, held two seconds): the checkpoint API's begin/commit/lease calls
+  use ``migration``. Work that cannot be slowed byte by byte (a pool scrub, which the kernel
+  runs) takes ``budget.pacer(job_class)`` (``iobudget.Pacer``): told the bytes used, it
+  answers how long to wait; pool scrubs use the class ``scrub`` (see
+  ``dataplane/btrfs_scrub.py``). Foreground paths mark themselves (at most one Redis write
+  a second per process, held two seconds): the checkpoint API's begin/commit/lease calls
   ``budget.foreground()``, the S3 gateway's object PUT and GET use
   ``iobudget.ForegroundMarker`` on the Redis URL the plane writes into its config
   (``io_budget_redis``). NFS and SMB traffic (Ganesha, smbd) does not mark itself.

@@ -2,7 +2,7 @@
 the broker's Redis, so every worker shares the same buckets."""
 import time
 
-from services.tiering.iobudget import BudgetConfig, ForegroundMarker, IOBudget
+from services.tiering.iobudget import BudgetConfig, ForegroundMarker, IOBudget, Pacer
 
 MiB = 1 << 20
 _CACHE = {"at": 0.0, "budget": None, "marker": None}
@@ -40,6 +40,12 @@ def throttle(stream, job_class: str):
         close = getattr(stream, "close", None)
         if close is not None:
             close()
+
+
+def pacer(job_class: str) -> Pacer:
+    """A pacer on the shared budget for work that reports bytes after using them and
+    pauses when told to (a scrub: ``pacer("scrub")`` is the driver's ``throttle``)."""
+    return Pacer(budget, job_class)
 
 
 def foreground() -> None:

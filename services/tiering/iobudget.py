@@ -9,6 +9,7 @@ it is active background work gets only ``foreground_share`` of its rates.
 :class:`ForegroundMarker` is what a foreground path calls on every request: it writes to
 Redis at most once a second per process (a monotonic-clock check otherwise) and holds the
 mark for two, so steady traffic keeps background slowed without a Redis call per request.
+:class:`Pacer` charges bytes already used (a kernel scrub) and answers how long to pause.
 :func:`redis_from_url` opens the broker's Redis from its URL (including kombu's
 ``redis+socket://`` spelling), for processes without Django such as the S3 gateway.
 
@@ -135,6 +136,41 @@ class IOBudget:
         for chunk in stream:
             self.take(len(chunk), job_class)
             yield chunk
+
+
+class Pacer:
+    """Paces work the budget cannot slow byte by byte, such as a scrub the kernel runs:
+    call it with the bytes used since the last call; it owes them to the budget and
+    answers how many seconds the work should wait (0: go on); call it with 0 while
+    waiting. Debts are paid in steps no larger than a bucket's burst, so a large one is
+    paid over time rather than refused. ``budget`` is the IOBudget or a function giving
+    the current one (its configuration may change while the work runs)."""
+
+    def __init__(self, budget, job_class: str):
+        self._budget = budget if callable(budget) else (lambda: budget)
+        self.job_class = job_class
+        self.owed = 0
+        self.charged = 0  # bytes paid so far
+
+    def rate(self) -> int:
+        """Bytes per second the class may use now (0: no limit): its lowest bucket rate,
+        cut to the foreground share while foreground traffic is on. A scrub gives it to the
+        kernel as its own limit, so that it rarely has to pause."""
+        rates = [rate * share for _, rate, share, _ in self._budget()._buckets(self.job_class)]
+        return int(max(1.0, min(rates))) if rates else 0
+
+    def __call__(self, nbytes: int) -> float:
+        self.owed += max(0, int(nbytes))
+        budget = self._budget()
+        while self.owed > 0:
+            bursts = [burst for *_, burst in budget._buckets(self.job_class)]
+            step = min([self.owed] + bursts)
+            wait = budget.try_take(step, self.job_class) if bursts else 0.0
+            if wait > 0:
+                return wait
+            self.owed -= step
+            self.charged += step
+        return 0.0
 
 
 def redis_from_url(url: str, timeout: float | None = None) -> redis.Redis:

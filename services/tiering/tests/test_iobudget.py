@@ -1,9 +1,10 @@
 """The shared I/O budget on the real Redis, with explicit clock values (no sleeping): rates,
-bursts, per-class caps, all-or-nothing takes across buckets, and foreground pre-emption."""
+bursts, per-class caps, all-or-nothing takes across buckets, and foreground pre-emption; the
+pacer that charges bytes already read (a scrub) and answers how long to pause."""
 import pytest
 from django.conf import settings
 
-from services.tiering.iobudget import PREFIX, BudgetConfig, IOBudget
+from services.tiering.iobudget import PREFIX, BudgetConfig, IOBudget, Pacer
 
 MiB = 1 << 20
 
@@ -67,3 +68,19 @@ def test_unlimited_when_no_rate_and_throttle_closes_its_source(redis_db):
     assert next(gen) == b"a" * 10
     gen.close()
     assert closed == [True]
+
+
+def test_pacer_owes_what_was_read_and_says_how_long_to_pause(redis_db):
+    b = IOBudget(redis_db, BudgetConfig(classes={"scrub": 1 * MiB}, foreground_share=0.1))
+    pace = Pacer(b, "scrub")
+    assert pace.rate() == 1 * MiB
+    assert pace(512 << 10) == 0  # within the bucket's burst (one second of the rate)
+    # 10 MiB read at once (the kernel was fast): owed, and paid at 1 MiB/s in steps of
+    # the burst, so it is never refused for being larger than the bucket
+    wait = pace(10 * MiB)
+    assert 0.4 < wait <= 1.0 and pace.owed == 10 * MiB
+    assert pace(0) > 0 and pace.charged == 512 << 10
+    b.foreground(hold_ms=5000)
+    assert pace.rate() == MiB // 10  # foreground traffic leaves background its share
+    unlimited = Pacer(IOBudget(redis_db, BudgetConfig()), "scrub")
+    assert unlimited(1 << 40) == 0 and unlimited.rate() == 0
