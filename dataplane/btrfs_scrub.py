@@ -9,9 +9,10 @@ The kernel scrubs as fast as the devices read, so the budget is applied two ways
   sets no limit).
 - Pauses: the bytes read (from the kernel, 10 times a second) are told to
   ``throttle(nbytes) -> seconds``; when it answers a wait of a second or more (the budget is
-  spent by other work, or foreground traffic leaves background nothing) the scrub is paused
-  with ``btrfs scrub cancel`` and resumed with ``btrfs scrub resume`` once ``throttle(0)``
-  answers 0. Shorter waits are slept through without pausing.
+  spent by other work, or foreground traffic is on: the plane's pacer yields to it, as a
+  scrub slows an fsync-heavy writer even at a low rate) the scrub is paused with ``btrfs
+  scrub cancel`` and resumed with ``btrfs scrub resume`` once ``throttle(0)`` answers 0.
+  Shorter waits are slept through without pausing.
 
 Why not pause on every wait: ``btrfs scrub resume`` starts again at the beginning of the
 block group (chunk, up to 1 GiB) the scrub was in, so a scrub paused more often than it takes

@@ -42,10 +42,11 @@ def throttle(stream, job_class: str):
             close()
 
 
-def pacer(job_class: str) -> Pacer:
+def pacer(job_class: str, yield_to_foreground: bool = False) -> Pacer:
     """A pacer on the shared budget for work that reports bytes after using them and
-    pauses when told to (a scrub: ``pacer("scrub")`` is the driver's ``throttle``)."""
-    return Pacer(budget, job_class)
+    pauses when told to (a scrub: ``pacer("scrub", yield_to_foreground=True)`` is the
+    driver's ``throttle``)."""
+    return Pacer(budget, job_class, yield_to_foreground)
 
 
 def foreground() -> None:

@@ -26,6 +26,7 @@ import redis
 log = logging.getLogger(__name__)
 PREFIX = "strata:io:"
 FOREGROUND_KEY = PREFIX + "foreground"
+FOREGROUND_WAIT = 2.0  # what a Pacer that yields to foreground answers while it is on
 
 # KEYS: the buckets; ARGV: want, now ("" = Redis time), then rate and burst per bucket.
 # Takes ``want`` tokens from every bucket, or from none; returns the seconds to wait before
@@ -144,11 +145,15 @@ class Pacer:
     answers how many seconds the work should wait (0: go on); call it with 0 while
     waiting. Debts are paid in steps no larger than a bucket's burst, so a large one is
     paid over time rather than refused. ``budget`` is the IOBudget or a function giving
-    the current one (its configuration may change while the work runs)."""
+    the current one (its configuration may change while the work runs). With
+    ``yield_to_foreground`` it answers ``FOREGROUND_WAIT`` while foreground traffic is on,
+    instead of going on at the foreground share: for work whose mere presence slows
+    foreground I/O whatever its rate (a btrfs scrub delays transaction commits)."""
 
-    def __init__(self, budget, job_class: str):
+    def __init__(self, budget, job_class: str, yield_to_foreground: bool = False):
         self._budget = budget if callable(budget) else (lambda: budget)
         self.job_class = job_class
+        self.yield_to_foreground = yield_to_foreground
         self.owed = 0
         self.charged = 0  # bytes paid so far
 
@@ -162,6 +167,8 @@ class Pacer:
     def __call__(self, nbytes: int) -> float:
         self.owed += max(0, int(nbytes))
         budget = self._budget()
+        if self.yield_to_foreground and budget.foreground_active():
+            return FOREGROUND_WAIT  # owed until the foreground is quiet
         while self.owed > 0:
             bursts = [burst for *_, burst in budget._buckets(self.job_class)]
             step = min([self.owed] + bursts)

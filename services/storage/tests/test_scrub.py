@@ -1,9 +1,8 @@
 """A pool scrub draws from the shared background I/O budget (class ``scrub``), on a real
-btrfs pool on a loop device: the kernel's scrub is held to the class rate, and when
-foreground traffic leaves background work nothing (``foreground_share`` 0) it is paused
-(``btrfs scrub cancel`` keeps its place) and resumed once the foreground is gone; it still
-reads every byte, with no errors. Its Job shows the bytes as they go and that it is
-paused; the kernel's scrub limit is put back afterwards."""
+btrfs pool on a loop device: the kernel's scrub is held to the class rate, and while
+foreground traffic is on it is paused (``btrfs scrub cancel`` keeps its place) and resumed
+once the foreground is gone; it still reads every byte, with no errors. Its Job shows the
+bytes as they go and that it is paused; the kernel's scrub limit is put back afterwards."""
 import os
 import time
 
@@ -28,8 +27,7 @@ def test_scrub_yields_to_the_budget_and_foreground_and_still_completes(api, work
     os.sync()
     limits = btrfs.scrub_speed_files(Pool.objects.get(name="p").mountpoint)
     assert limits and all(f.read_text().strip() == "0" for f in limits)
-    r = api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {"scrub": 32},
-                                         "foreground_share": 0.0}, format="json")
+    r = api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {"scrub": 32}}, format="json")
     assert r.status_code == 200, r.json()
     seen = []
 
@@ -52,8 +50,7 @@ def test_scrub_yields_to_the_budget_and_foreground_and_still_completes(api, work
         job = wait_for(lambda: (lambda j: j["state"] not in ("pending", "running") and j)(
             look()), 120, "the scrub to finish")
     finally:
-        api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {}, "foreground_share": 0.1},
-                format="json")
+        api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {}}, format="json")
 
     assert job["state"] == "succeeded", job
     result = job["result"]

@@ -4,7 +4,7 @@ pacer that charges bytes already read (a scrub) and answers how long to pause.""
 import pytest
 from django.conf import settings
 
-from services.tiering.iobudget import PREFIX, BudgetConfig, IOBudget, Pacer
+from services.tiering.iobudget import FOREGROUND_WAIT, PREFIX, BudgetConfig, IOBudget, Pacer
 
 MiB = 1 << 20
 
@@ -82,5 +82,10 @@ def test_pacer_owes_what_was_read_and_says_how_long_to_pause(redis_db):
     assert pace(0) > 0 and pace.charged == 512 << 10
     b.foreground(hold_ms=5000)
     assert pace.rate() == MiB // 10  # foreground traffic leaves background its share
+    # ... or nothing, for work that yields to it (a scrub): it waits until it is quiet
+    yielding = Pacer(b, "scrub", yield_to_foreground=True)
+    assert yielding(4096) == FOREGROUND_WAIT and yielding.owed == 4096
+    redis_db.delete(PREFIX + "foreground")
+    assert yielding(0) == 0 and yielding.owed == 0
     unlimited = Pacer(IOBudget(redis_db, BudgetConfig()), "scrub")
     assert unlimited(1 << 40) == 0 and unlimited.rate() == 0
