@@ -17,7 +17,8 @@ run as root):
 5. the same writer while the flash pool is scrubbed (``btrfs scrub`` paced by the budget's
    ``scrub`` class through ``iobudget.Pacer`` as the scrub task does: the kernel's scrub
    limit follows the rate, foreground traffic and long waits pause the scrub), and while
-   it is scrubbed with no budget.
+   it is scrubbed with no budget, against the writer alone just before (once btrfs has
+   cleaned up the migrations' deleted copies).
 
 Data is incompressible (like checkpoint shards). Everything lives in a
 ``/tmp/strata-test-bench-*`` directory removed at the end. Two loop devices are used.
@@ -226,18 +227,18 @@ def main(argv=None) -> int:
                 t.join()
             return mibps, moved["bytes"] / MiB / args.seconds
 
-        def during_scrub(b: IOBudget) -> tuple:
+        def during_scrub(b: IOBudget | None) -> tuple:
             stop = threading.Event()
             scrubbed = {"bytes": 0}
 
             def scrub():  # scrubs of the flash pool, one after the other, until stopped
                 while not stop.is_set():
-                    pace = Pacer(b, "scrub", yield_to_foreground=True)  # as the task
+                    pace = Pacer(b or unlimited, "scrub", yield_to_foreground=True)
 
                     def count(nbytes, pace=pace):
                         scrubbed["bytes"] += nbytes
-                        return pace(nbytes)
-                    count.rate = pace.rate
+                        return pace(nbytes) if b is not None else 0.0
+                    count.rate = pace.rate  # as the scrub task's pacer
                     try:
                         drv.scrub_pool("flash", throttle=count, should_cancel=stop.is_set)
                     except Cancelled:
@@ -245,14 +246,15 @@ def main(argv=None) -> int:
             t = threading.Thread(target=scrub)
             t.start()
             try:
-                mibps = writer(wfile, args.seconds, b)
+                mibps = writer(wfile, args.seconds, b or unlimited)
             finally:
                 stop.set()
                 t.join()
             return mibps, scrubbed["bytes"] / MiB / args.seconds
 
         alone, budgeted, unbudgeted, moved_b, moved_u = [], [], [], [], []
-        scrub_b, scrub_u, scrubbed_b, scrubbed_u = [], [], [], []
+        alone_s, scrub_b, scrub_u, scrubbed_b, scrubbed_u = [], [], [], [], []
+        cap_mnt = drv.pool_info("cap").mountpoint
         for _ in range(args.rounds):  # interleaved, medians: the disk is shared and noisy
             alone.append(writer(wfile, args.seconds, budget))
             w, m = during_migration(budget)
@@ -261,10 +263,15 @@ def main(argv=None) -> int:
             w, m = during_migration(unlimited)
             unbudgeted.append(w)
             moved_u.append(m)
+            # the migrations' copies are deleted: let btrfs clean them up (it writes a lot
+            # in the background), then the writer alone again as the scrub's reference
+            subprocess.run(["btrfs", "subvolume", "sync", cap_mnt], capture_output=True)
+            os.sync()
+            alone_s.append(writer(wfile, args.seconds, budget))
             w, m = during_scrub(budget)
             scrub_b.append(w)
             scrubbed_b.append(m)
-            w, m = during_scrub(unlimited)
+            w, m = during_scrub(None)
             scrub_u.append(w)
             scrubbed_u.append(m)
         med = statistics.median
@@ -275,12 +282,13 @@ def main(argv=None) -> int:
         out["writer_during_unbudgeted_migration_mibps"] = round(med(unbudgeted), 1)
         out["foreground_ratio_without_budget"] = round(med(unbudgeted) / med(alone), 2)
         out["migration_mibps_unbudgeted"] = round(med(moved_u), 1)
+        out["writer_alone_before_scrub_mibps"] = round(med(alone_s), 1)
         out["writer_during_budgeted_scrub_mibps"] = round(med(scrub_b), 1)
-        out["foreground_ratio_during_scrub"] = round(med(scrub_b) / med(alone), 2)
+        out["foreground_ratio_during_scrub"] = round(med(scrub_b) / med(alone_s), 2)
         out["scrub_mibps_budgeted"] = round(med(scrubbed_b), 1)
         out["writer_during_unbudgeted_scrub_mibps"] = round(med(scrub_u), 1)
         out["foreground_ratio_during_scrub_without_budget"] = round(
-            med(scrub_u) / med(alone), 2)
+            med(scrub_u) / med(alone_s), 2)
         out["scrub_mibps_unbudgeted"] = round(med(scrubbed_u), 1)
         out["budget_mbps"] = args.budget_mbps
         out["data_mib"] = round(nbytes / MiB)

@@ -12,8 +12,9 @@ def scrub_pool(ctx, pool: str):
     """Read and verify every block of a pool; repair from redundancy where it can. The
     bytes read are drawn from the shared background I/O budget (class ``scrub``): the
     scrub goes at the budget's rate, and pauses while the budget makes it wait or
-    foreground traffic is on (a scrub slows an fsync-heavy writer by about a fifth even at
-    1 MiB/s, measured with bench/protection.py)."""
+    foreground traffic is on (a scrub the kernel held to 10 or 1 MiB/s still slowed an
+    fsync-heavy writer by about a fifth here; bench/protection.py measures the writer beside
+    a paced and an unpaced scrub)."""
     from services.tiering import budget
 
     row = Pool.objects.get(name=pool)
