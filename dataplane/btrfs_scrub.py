@@ -62,7 +62,7 @@ class PacedScrub:
                     self._apply_rate()
                 proc = btrfs.scrub_process(self.runner, self.mnt, err=err)
                 while True:
-                    self._check_cancel(self.poll)
+                    self._check_cancel(0.5)  # a database query in the plane
                     self.live = max(self.live, btrfs.scrub_live_bytes(self.mnt) or 0)
                     if proc.poll() is not None:
                         break
