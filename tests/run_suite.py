@@ -80,8 +80,15 @@ def main(argv: list) -> int:
                 "postgres://postgres@127.0.0.1:5432/test" if answers(5432)
                 else start_postgres(tmp, procs))
         if "STRATA_REDIS_URL" not in env:
-            env["STRATA_REDIS_URL"] = ("redis://127.0.0.1:6379/13" if answers(6379)
-                                       else start_redis(tmp, procs))
+            if answers(6379):
+                env["STRATA_REDIS_URL"] = "redis://127.0.0.1:6379/13"
+                # the suite's own database: an earlier run's killed workers left unacked
+                # task messages there that would come back (an hour later) to a worker of
+                # this run and claim a job row with the same id
+                import redis
+                redis.Redis.from_url(env["STRATA_REDIS_URL"]).flushdb()
+            else:
+                env["STRATA_REDIS_URL"] = start_redis(tmp, procs)
         env["STRATA_DATA_DIR"] = str(tmp / "data")
         print(f"run_suite: database {env['STRATA_DATABASE_URL']}, "
               f"redis {env['STRATA_REDIS_URL']}", flush=True)
