@@ -353,7 +353,23 @@ class StrataStorageWriter(FileSystemWriter):
         self.version = self.strata.commit(self.version, manifest, location="path")
 
 
-class StrataS3StorageWriter(FileSystemWriter):
+class _S3Version:
+    """What the S3 writer and reader share: the version's prefix is their checkpoint id."""
+
+    @property
+    def checkpoint_id(self) -> str:
+        return self.version.s3_prefix
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id) -> bool:
+        return S3FileSystem.validate_checkpoint_id(checkpoint_id)
+
+    def _own_version(self, checkpoint_id, what: str) -> None:
+        if checkpoint_id and str(checkpoint_id) != self.version.s3_prefix:
+            raise ValueError(f"{what}; pass no checkpoint_id")
+
+
+class StrataS3StorageWriter(_S3Version, FileSystemWriter):
     """DCP writer into a Strata version's S3 prefix (see the module docstring)::
 
         dcp.save(state, storage_writer=client.dcp_writer("llm", step, via="s3"))
@@ -384,17 +400,8 @@ class StrataS3StorageWriter(FileSystemWriter):
         self.path = prefix
         self.prefix = prefix
 
-    @property
-    def checkpoint_id(self) -> str:
-        return self.version.s3_prefix
-
-    @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id) -> bool:
-        return S3FileSystem.validate_checkpoint_id(checkpoint_id)
-
     def reset(self, checkpoint_id=None) -> None:
-        if checkpoint_id and str(checkpoint_id) != self.version.s3_prefix:
-            raise ValueError("a Strata writer writes its own version; pass no checkpoint_id")
+        self._own_version(checkpoint_id, "a Strata writer writes its own version")
         super().reset(None)
         self.fs.written.clear()
 
@@ -483,7 +490,7 @@ class StrataStorageReader(_LeasedReader, FileSystemReader):
         FileSystemReader.__init__(self, self.version.path, **kwargs)
 
 
-class StrataS3StorageReader(_LeasedReader, FileSystemReader):
+class StrataS3StorageReader(_S3Version, _LeasedReader, FileSystemReader):
     """DCP reader of a leased Strata version's S3 prefix by ranged GETs.
 
     Extents of one object closer than `merge_gap` are fetched as one range (up to
@@ -508,17 +515,8 @@ class StrataS3StorageReader(_LeasedReader, FileSystemReader):
         self.prefix = prefix
         self.merge_gap, self.max_range = merge_gap, max_range
 
-    @property
-    def checkpoint_id(self) -> str:
-        return self.version.s3_prefix
-
-    @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id) -> bool:
-        return S3FileSystem.validate_checkpoint_id(checkpoint_id)
-
     def reset(self, checkpoint_id=None) -> None:
-        if checkpoint_id and str(checkpoint_id) != self.version.s3_prefix:
-            raise ValueError("a Strata reader reads its own version; pass no checkpoint_id")
+        self._own_version(checkpoint_id, "a Strata reader reads its own version")
         super().reset(None)
 
     def close(self) -> None:
