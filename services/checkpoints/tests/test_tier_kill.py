@@ -13,31 +13,15 @@ from services.checkpoints import tasks
 from services.checkpoints.models import CheckpointVersion
 from services.checkpoints.tests.conftest import save, wait_job
 from services.checkpoints.tests.test_tierdown import age, hashes, make_tiered_job
-from services.protection.tests.helpers import WorkerProcess, wait_for
+from services.protection.tests.helpers import WorkerProcess, kill_mid_copy, wait_for
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]
 MiB = 1 << 20
 
 
-def copied(job: Job) -> int:
-    """Bytes a tier-down or pre-warm job reported copied ("copied N of M bytes...")."""
-    words = job.message.split()
-    return int(words[1]) if words[:1] == ["copied"] else 0
-
-
 def budget(api, **class_rates_mbps) -> None:
     r = api.put("/api/v1/io-budget/1/", {"class_rates_mbps": class_rates_mbps}, format="json")
     assert r.status_code == 200, r.json()
-
-
-def kill_mid_copy(job_id: int, worker: WorkerProcess) -> None:
-    try:
-        wait_for(lambda: copied(Job.objects.get(pk=job_id)) >= 8 * MiB, 120,
-                 "the copy to get going")
-    finally:
-        worker.kill9()
-    job = Job.objects.get(pk=job_id)
-    assert job.state == "running" and copied(job) < 24 * MiB, job.message  # cut off mid-way
 
 
 def restart_worker(data_dir, tmp_path, job_id: int) -> WorkerProcess:

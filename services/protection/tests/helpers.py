@@ -180,3 +180,18 @@ def wait_for(predicate, timeout=60, what="condition"):
             return value
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def kill_mid_copy(job_id: int, worker: WorkerProcess, started: int = 8 << 20,
+                  before: int = 24 << 20) -> None:
+    """SIGKILL ``worker`` once the job has copied ``started`` bytes (its Job's bytes_done),
+    then check the kill landed mid-copy: still running, under ``before`` bytes done."""
+    from console.models import Job
+
+    try:
+        wait_for(lambda: (Job.objects.get(pk=job_id).bytes_done or 0) >= started, 120,
+                 "the copy to get going")
+    finally:
+        worker.kill9()
+    job = Job.objects.get(pk=job_id)
+    assert job.state == "running" and (job.bytes_done or 0) < before, job.message
