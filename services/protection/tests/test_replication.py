@@ -20,6 +20,7 @@ from rest_framework.authtoken.models import Token
 
 from services.protection.locks import run_lock
 from services.protection.models import Replica, Replication
+from services.protection.receiver import chunk_bytes
 from services.protection.tests.helpers import (
     CutProxy,
     file_hashes,
@@ -105,10 +106,14 @@ def test_replicate_cut_link_resume_failover_and_failback(api, worker, live_serve
     # only the newest replication snapshot stays on the source (the next base)
     assert [s.name for s in FileSystem.objects.get(name="ckpt").snapshots.all()] == [second]
 
-    # 3. the link drops mid-transfer: the replica does not change
-    write_files(src, {"model/shard-2": os.urandom(6 * MiB), "meta.json": b'{"step": 300}'})
+    # 3. the link drops mid-transfer: the replica does not change. The stream is sent in
+    # chunks of chunk_bytes() (8 MiB); the cut falls inside the second one, so the first
+    # is on the peer whatever the timing of the cut.
+    chunk = chunk_bytes()
+    write_files(src, {"model/shard-2": os.urandom(chunk + 4 * MiB),
+                      "meta.json": b'{"step": 300}'})
     expected = file_hashes(src)
-    proxy.cut_after = 3 * MiB
+    proxy.cut_after = chunk + 2 * MiB
     job = run_job(api, "/api/v1/replications/ckpt-dr/sync/")
     assert job["state"] == "failed" and "unreachable" in job["error"], job
     assert proxy.cuts >= 1
@@ -123,7 +128,7 @@ def test_replicate_cut_link_resume_failover_and_failback(api, worker, live_serve
     assert job["state"] == "succeeded", job
     third = job["result"]["snapshot"]
     assert third == rep.pending_snapshot and job["result"]["parent"] == second
-    assert job["result"]["resumed_at"] > 0
+    assert job["result"]["resumed_at"] >= chunk
     assert replica_hashes("ckpt-replica", third) == expected
     assert Replication.objects.get(name="ckpt-dr").pending_snapshot == ""
 
