@@ -128,12 +128,34 @@ def cancel_job(job: Job) -> Job:
     return job
 
 
+_ON_INTERRUPTED = {}  # job kind -> fn(**params): undo what a killed run left going
+
+
+def on_interrupted(kind: str):
+    """Register ``fn(**params)``, called when a worker starts and finds a Job of ``kind``
+    that a killed worker left running: to stop what that run started outside the worker
+    process (a kernel scrub, ...). Errors are logged, not raised."""
+    def register(fn):
+        _ON_INTERRUPTED[kind] = fn
+        return fn
+    return register
+
+
 @worker_ready.connect
 def fail_interrupted_jobs(**_):
     """A job still `running` when a worker starts was cut off by a crash or kill of the
-    previous worker (one worker per appliance): record it as failed, not running forever."""
-    n = Job.objects.filter(state=Job.State.RUNNING).update(
-        state=Job.State.FAILED, finished_at=timezone.now(), message="interrupted",
-        error="interrupted: the worker stopped while the job ran; start it again")
-    if n:
-        log.warning("marked %d interrupted job(s) as failed", n)
+    previous worker (one worker per appliance): record it as failed, not running forever,
+    and run its kind's clean-up (see :func:`on_interrupted`)."""
+    rows = list(Job.objects.filter(state=Job.State.RUNNING).values_list("pk", "kind", "params"))
+    for pk, kind, params in rows:
+        if not Job.objects.filter(pk=pk, state=Job.State.RUNNING).update(
+                state=Job.State.FAILED, finished_at=timezone.now(), message="interrupted",
+                error="interrupted: the worker stopped while the job ran; start it again"):
+            continue
+        log.warning("marked interrupted job %s (%s) as failed", pk, kind)
+        cleanup = _ON_INTERRUPTED.get(kind)
+        if cleanup is not None:
+            try:
+                cleanup(**params)
+            except Exception:
+                log.exception("clean-up after interrupted job %s (%s) failed", pk, kind)

@@ -18,8 +18,10 @@ Why not pause on every wait: ``btrfs scrub resume`` starts again at the beginnin
 block group (chunk, up to 1 GiB) the scrub was in, so a scrub paused more often than it takes
 to read one chunk reads the same chunk again and again and never finishes; the rate limit
 keeps pauses rare. The scrub runs at idle I/O priority (``-c 3``), which schedulers with
-priorities (bfq, mq-deadline) honour. A worker killed mid-scrub leaves the kernel's limit set
-until the pool is mounted again or the next scrub sets it.
+priorities (bfq, mq-deadline) honour. A worker killed mid-scrub leaves the kernel scrubbing
+at the limit it had last set, with nobody pacing it: :func:`stop_orphan` stops that scrub
+and lifts the limit (the plane calls it when the next worker finds the scrub's Job
+interrupted); the scrub can be run again.
 """
 import tempfile
 import time
@@ -167,3 +169,17 @@ class PacedScrub:
 def _scrubbed(status: dict) -> int:
     """Bytes read by a scrub so far, all its runs (start and resumes) together."""
     return status.get("data_bytes_scrubbed", 0) + status.get("tree_bytes_scrubbed", 0)
+
+
+def stop_orphan(runner: Runner, mnt: Path) -> bool:
+    """Stop a scrub whose pacer died (its process was killed) and put the kernel's scrub
+    limit back to none, as mounting gives it; True if a scrub was running."""
+    running = btrfs.scrub_status(runner, mnt)["status"] == "running"
+    if running:
+        btrfs.scrub_cancel(runner, mnt)
+    for path in btrfs.scrub_speed_files(mnt):
+        try:
+            path.write_text("0")
+        except OSError:  # the device left the file system meanwhile
+            pass
+    return running

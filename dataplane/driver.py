@@ -207,6 +207,12 @@ class Driver(abc.ABC):
         optional ``throttle.rate()`` (bytes/s allowed now, 0 = none) lets a driver that can
         pace the devices itself (btrfs: the kernel's scrub limit) pause less often."""
 
+    def stop_scrub(self, name: str) -> bool:
+        """Stop a scrub of pool ``name`` left running by a process that died mid-scrub (a
+        killed worker); True if one was running. Drivers whose scrub ends with the calling
+        process have nothing to stop."""
+        return False
+
     # -- file systems ------------------------------------------------------------------
     @abc.abstractmethod
     def create_filesystem(self, pool: str, name: str,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from . import btrfs, loopdev
 from .base import BaseDriver
-from .btrfs_scrub import PacedScrub
+from .btrfs_scrub import PacedScrub, stop_orphan
 from .devices import check_block_device, check_not_in_use, image_size, is_image
 from .driver import REDUNDANCY_MIN_DEVICES, DeviceInfo, PoolInfo, ScrubResult
 from .errors import (
@@ -284,3 +284,6 @@ class LocalPoolsMixin(BaseDriver):
         :mod:`dataplane.btrfs_scrub`; ``ScrubResult.pauses`` counts its pauses."""
         return PacedScrub(self.runner, self._pool_root(name), name, progress, should_cancel,
                           throttle, poll_interval).run()
+
+    def stop_scrub(self, name) -> bool:
+        return stop_orphan(self.runner, self._pool_root(name))

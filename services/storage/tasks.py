@@ -1,10 +1,22 @@
 """Celery tasks of the storage service."""
+import logging
+
 from celery import shared_task
 
-from console.jobs import job_task
+from console.jobs import job_task, on_interrupted
 from services.storage import service
 from services.storage.drivers import driver_for
 from services.storage.models import Pool
+
+log = logging.getLogger(__name__)
+
+
+@on_interrupted("scrub")
+def stop_orphan_scrub(pool: str):
+    """A killed worker's scrub goes on in the kernel, unpaced: stop it."""
+    row = Pool.objects.filter(name=pool).first()
+    if row is not None and driver_for(row.driver).stop_scrub(pool):
+        log.warning("stopped the scrub of pool %s left running by a killed worker", pool)
 
 
 @job_task("storage.scrub_pool")

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from dataplane import btrfs
+from dataplane.runner import Runner
 from services.protection.tests.helpers import wait_for, write_files
 from services.storage.models import Pool
 from services.tiering import budget
@@ -63,3 +64,55 @@ def test_scrub_yields_to_the_budget_and_foreground_and_still_completes(api, work
     assert len(set(done)) >= 2 and done == sorted(done), seen
     assert any("paused for the I/O budget" in m for _, m in seen), seen
     assert all(f.read_text().strip() == "0" for f in limits)  # the kernel's limit is back
+
+
+def test_a_killed_workers_scrub_is_stopped_by_the_next_worker(api, data_dir, tmp_path):
+    """``kill -9`` of the worker mid-scrub leaves the kernel scrubbing with nobody pacing it;
+    the next worker to start fails the Job as interrupted, stops that scrub and lifts the
+    kernel's limit. A new scrub then runs to the end."""
+    from services.protection.tests.helpers import WorkerProcess
+    from console.celery import app
+
+    r = api.post("/api/v1/pools/", {"name": "p", "driver": "local",
+                                    "devices": ["image:1G"]}, format="json")
+    assert r.status_code == 201, r.json()
+    path = api.post("/api/v1/filesystems/", {"name": "data", "pool": "p"},
+                    format="json").json()["path"]
+    write_files(path, {f"blob-{i}": os.urandom(32 * MiB) for i in range(8)})
+    os.sync()
+    mnt = Pool.objects.get(name="p").mountpoint
+    limits = btrfs.scrub_speed_files(mnt)
+    runner = Runner()
+    r = api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {"scrub": 8}}, format="json")
+    assert r.status_code == 200, r.json()
+    app.control.purge()
+    proc = WorkerProcess(data_dir, tmp_path)
+    try:
+        r = api.post("/api/v1/pools/p/scrub/")
+        assert r.status_code == 202, r.json()
+        url = f"/api/v1/jobs/{r.json()['id']}/"
+        wait_for(lambda: (api.get(url).json()["bytes_done"] or 0) >= 16 * MiB, 120,
+                 "the scrub to get going")
+    finally:
+        proc.kill9()
+    api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {}}, format="json")
+    # the worker is gone; the kernel scrubs on, at the limit it was left
+    assert btrfs.scrub_status(runner, mnt)["status"] == "running"
+    assert all(f.read_text().strip() != "0" for f in limits)
+
+    proc = WorkerProcess(data_dir, tmp_path)
+    try:
+        job = wait_for(lambda: (lambda j: j["state"] != "running" and j)(api.get(url).json()),
+                       120, "the next worker to find the interrupted scrub")
+        assert job["state"] == "failed" and "interrupted" in job["error"], job
+        wait_for(lambda: btrfs.scrub_status(runner, mnt)["status"] != "running", 30,
+                 "the orphan scrub to stop")
+        assert all(f.read_text().strip() == "0" for f in limits)
+        r = api.post("/api/v1/pools/p/scrub/")
+        assert r.status_code == 202, r.json()
+        again = wait_for(lambda: (lambda j: j["state"] not in ("pending", "running") and j)(
+            api.get(f"/api/v1/jobs/{r.json()['id']}/").json()), 120, "a new scrub to end")
+    finally:
+        proc.kill9()
+    assert again["state"] == "succeeded", again
+    assert again["result"]["bytes_scrubbed"] >= 256 * MiB, again["result"]
