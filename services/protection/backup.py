@@ -49,28 +49,15 @@ def _key(backup: Backup, snapshot: str) -> str:
 
 # -- backups -------------------------------------------------------------------------------
 
-def _sync(backup: Backup) -> None:
-    beat.sync_periodic_task(backup, kind="backup", task=TASK,
-                            every_minutes=backup.every_minutes)
+_scheduled = beat.Scheduled(Backup, "backup", TASK)
+update_backup = _scheduled.update
 
 
 def create_backup(**fields) -> Backup:
     source = fields.get("filesystem") or fields.get("volume")
     fields.update(source_name=source.name,
                   source_kind="filesystem" if fields.get("filesystem") else "volume")
-    with transaction.atomic():
-        backup = Backup.objects.create(**fields)
-        _sync(backup)
-    return backup
-
-
-def update_backup(backup: Backup, **fields) -> Backup:
-    with transaction.atomic():
-        for key, value in fields.items():
-            setattr(backup, key, value)
-        backup.save()
-        _sync(backup)
-    return backup
+    return _scheduled.create(**fields)
 
 
 def delete_backup(backup: Backup) -> None:

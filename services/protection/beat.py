@@ -6,6 +6,7 @@ deleting the row here is all it takes for `celery beat` to pick the change up.
 import json
 
 from celery.schedules import crontab
+from django.db import transaction
 from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 from rest_framework.exceptions import ValidationError
 
@@ -64,3 +65,31 @@ def delete_periodic_task(row) -> None:
         row.periodic_task = None
         if row.pk:
             type(row).objects.filter(pk=row.pk).update(periodic_task=None)
+
+
+class Scheduled:
+    """Create and update rows of ``model`` (a schedule, replication or backup: it has
+    ``every_minutes``, maybe ``cron`` and ``enabled``) together with their PeriodicTask, in
+    one transaction, so that beat sends ``task(row.pk)`` on the row's schedule."""
+
+    def __init__(self, model, kind: str, task: str):
+        self.model, self.kind, self.task = model, kind, task
+
+    def sync(self, row) -> None:
+        sync_periodic_task(row, kind=self.kind, task=self.task, cron=getattr(row, "cron", ""),
+                           every_minutes=row.every_minutes,
+                           enabled=getattr(row, "enabled", True))
+
+    def create(self, **fields):
+        with transaction.atomic():
+            row = self.model.objects.create(**fields)
+            self.sync(row)
+        return row
+
+    def update(self, row, **fields):
+        with transaction.atomic():
+            for key, value in fields.items():
+                setattr(row, key, value)
+            row.save()
+            self.sync(row)
+        return row

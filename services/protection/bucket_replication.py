@@ -56,26 +56,13 @@ class BucketReplicationFailed(Exception):
     """A run did not complete; the next run resumes from the saved watermark."""
 
 
-def _sync(rep: BucketReplication) -> None:
-    beat.sync_periodic_task(rep, kind="bucket-replication", task=TASK,
-                            every_minutes=rep.every_minutes, enabled=rep.enabled)
+_scheduled = beat.Scheduled(BucketReplication, "bucket-replication", TASK)
+update_replication = _scheduled.update
 
 
 def create_replication(**fields) -> BucketReplication:
     require_versioned(fields["bucket"])
-    with transaction.atomic():
-        rep = BucketReplication.objects.create(**fields)
-        _sync(rep)
-    return rep
-
-
-def update_replication(rep: BucketReplication, **fields) -> BucketReplication:
-    with transaction.atomic():
-        for key, value in fields.items():
-            setattr(rep, key, value)
-        rep.save()
-        _sync(rep)
-    return rep
+    return _scheduled.create(**fields)
 
 
 def delete_replication(rep: BucketReplication) -> None:

@@ -63,25 +63,9 @@ def check_peer(peer: ReplicationPeer) -> ReplicationPeer:
 
 # -- replications --------------------------------------------------------------------------
 
-def _sync(rep: Replication) -> None:
-    beat.sync_periodic_task(rep, kind="replication", task=TASK,
-                            every_minutes=rep.every_minutes, enabled=rep.enabled)
-
-
-def create_replication(**fields) -> Replication:
-    with transaction.atomic():
-        rep = Replication.objects.create(**fields)
-        _sync(rep)
-    return rep
-
-
-def update_replication(rep: Replication, **fields) -> Replication:
-    with transaction.atomic():
-        for key, value in fields.items():
-            setattr(rep, key, value)
-        rep.save()
-        _sync(rep)
-    return rep
+_scheduled = beat.Scheduled(Replication, "replication", TASK)
+create_replication = _scheduled.create
+update_replication = _scheduled.update
 
 
 def delete_replication(rep: Replication) -> None:

@@ -18,29 +18,18 @@ log = logging.getLogger(__name__)
 TASK = "protection.run_schedule"
 
 
-def _sync(schedule: SnapshotSchedule) -> None:
-    beat.sync_periodic_task(schedule, kind="schedule", task=TASK, cron=schedule.cron,
-                            every_minutes=schedule.every_minutes, enabled=schedule.enabled)
-
-
-def create_schedule(**fields) -> SnapshotSchedule:
-    with transaction.atomic():
-        schedule = SnapshotSchedule.objects.create(**fields)
-        _sync(schedule)
-    return schedule
+_scheduled = beat.Scheduled(SnapshotSchedule, "schedule", TASK)
+create_schedule = _scheduled.create
 
 
 def update_schedule(schedule: SnapshotSchedule, **fields) -> SnapshotSchedule:
-    with transaction.atomic():
-        for key, value in fields.items():
-            setattr(schedule, key, value)
-        if fields.get("cron"):
-            schedule.every_minutes = None
-        elif fields.get("every_minutes"):
-            schedule.cron = ""
-        schedule.save()
-        _sync(schedule)
-    return schedule
+    """Change the schedule; a new ``cron`` replaces ``every_minutes`` and the other way
+    round."""
+    if fields.get("cron"):
+        fields["every_minutes"] = None
+    elif fields.get("every_minutes"):
+        fields["cron"] = ""
+    return _scheduled.update(schedule, **fields)
 
 
 def delete_schedule(schedule: SnapshotSchedule) -> None:
