@@ -63,6 +63,18 @@ def test_up_serves_cli_and_survives_restart(appliance):
             assert r.returncode == 0 and "succeeded" in r.stdout, r.stdout + r.stderr
         snaps = json.loads(app.cli("--json", "snapshot", "list", "--filesystem", "ckpt").stdout)
         assert len(snaps) == 2 and all(s["name"].startswith("auto-often-") for s in snaps)
+        # ... and is edited through the CLI: a cron replaces the interval; a bad one is refused
+        r = app.cli("--json", "schedule", "update", "often", "--cron", "15 3 * * *",
+                    "--keep-last", "1", "--disable")
+        assert r.returncode == 0, r.stdout + r.stderr
+        row = json.loads(app.cli("--json", "schedule", "show", "often").stdout)
+        assert (row["cron"], row["every_minutes"], row["keep_last"], row["enabled"]) == \
+            ("15 3 * * *", None, 1, False), row
+        r = app.cli("schedule", "update", "often", "--cron", "61 * * * *")
+        assert r.returncode == 1 and "cron" in r.stderr and len(r.stderr.splitlines()) == 1, \
+            r.stderr
+        assert json.loads(app.cli("--json", "schedule", "show", "often").stdout)["cron"] == \
+            "15 3 * * *"
     finally:
         children = children_of(app.proc.pid)
         out = app.stop()

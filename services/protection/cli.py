@@ -36,14 +36,23 @@ def _crud(sub, name, help_, extra_actions=()) -> dict:
     return {a: p.add_parser(a) for a in ("create", *extra_actions)}
 
 
-def register(sub) -> dict:
-    p = _crud(sub, "schedule", "snapshot schedules", ["run"])
-    x = p["create"]; x.add_argument("name"); _source(x, bucket=True)
-    when = x.add_mutually_exclusive_group(required=True)
+def _schedule_options(x, required: bool) -> None:
+    when = x.add_mutually_exclusive_group(required=required)
     when.add_argument("--cron", help='five fields in UTC, e.g. "0 * * * *"')
     when.add_argument("--every", type=int, dest="every_minutes", help="minutes")
     for k in ("last", "hourly", "daily", "weekly"):
         x.add_argument(f"--keep-{k}", type=int, dest=f"keep_{k}")
+
+
+def register(sub) -> dict:
+    p = _crud(sub, "schedule", "snapshot schedules", ["update", "run"])
+    x = p["create"]; x.add_argument("name"); _source(x, bucket=True)
+    _schedule_options(x, required=True)
+    x = p["update"]; x.add_argument("name")
+    _schedule_options(x, required=False)
+    on = x.add_mutually_exclusive_group()
+    on.add_argument("--enable", dest="enabled", action="store_const", const=True)
+    on.add_argument("--disable", dest="enabled", action="store_const", const=False)
     p["run"].add_argument("name")
 
     p = _crud(sub, "peer", "replication peers (other appliances)", ["check"])
@@ -132,10 +141,12 @@ def _schedule(client, args, out):
     path = "snapshot-schedules/"
     if _common(client, args, out, path, SCHEDULE_COLS):
         return 0
+    when = ("cron", "every_minutes", "keep_last", "keep_hourly", "keep_daily", "keep_weekly")
     if args.action == "create":
-        out(client.post(path, _body(args, "name", "filesystem", "volume", "bucket", "cron",
-                                    "every_minutes", "keep_last", "keep_hourly", "keep_daily",
-                                    "keep_weekly")), SCHEDULE_COLS)
+        out(client.post(path, _body(args, "name", "filesystem", "volume", "bucket", *when)),
+            SCHEDULE_COLS)
+    elif args.action == "update":
+        out(client.patch(f"{path}{args.name}/", _body(args, *when, "enabled")), SCHEDULE_COLS)
     elif args.action == "run":
         return _watch(client, client.post(f"{path}{args.name}/run/"), args)
 
