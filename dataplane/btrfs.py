@@ -118,6 +118,35 @@ def snapshot(runner: Runner, source: Path, dest: Path, readonly: bool) -> None:
     runner.run(argv + [str(source), str(dest)])
 
 
+# commands of `btrfs receive --dump` that change a path (utimes only follows changes)
+_DUMP_CHANGES = {"mkfile", "mkdir", "mknod", "mkfifo", "mksock", "symlink", "rename", "link",
+                 "unlink", "rmdir", "write", "update_extent", "clone", "truncate", "chmod",
+                 "chown", "set_xattr", "remove_xattr", "fallocate", "fileattr",
+                 "encoded_write"}
+_DUMP_LINE = re.compile(r"^(\S+)\s+((?:\\.|\S)+)(?:.*?\bdest=((?:\\.|\S)+))?")
+_TEMP_NAME = re.compile(r"^o\d+-\d+-\d+$")
+
+
+def changed_paths(dump: str, skip: str = "") -> list:
+    """Paths (relative to the subvolume, sorted) that the commands of a ``btrfs receive
+    --dump`` of an incremental stream create, write, remove, rename or re-permission; the
+    send's temporary names (``o<ino>-<gen>-<n>``) stand for the names they are renamed to,
+    and paths under ``skip`` are left out."""
+    out = set()
+    for line in dump.splitlines():
+        m = _DUMP_LINE.match(line)
+        if not m or m.group(1) not in _DUMP_CHANGES:
+            continue
+        for raw in (m.group(2), m.group(3)):
+            if not raw:
+                continue
+            parts = re.sub(r"\\(.)", r"\1", raw).split("/")[2:]  # ./<snapshot>/...
+            if not parts or _TEMP_NAME.match(parts[-1]) or (skip and parts[0] == skip):
+                continue
+            out.add("/".join(parts))
+    return sorted(out)
+
+
 def set_readonly(runner: Runner, path: Path, readonly: bool) -> None:
     """Set a subvolume's ro property."""
     runner.run(["btrfs", "property", "set", "-ts", str(path), "ro",

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional, Union
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, Unsupported
 from .runner import Runner
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
@@ -299,6 +299,12 @@ class Driver(abc.ABC):
         valid), its snapshots kept, its quota kept; a volume takes the snapshot's size.
         What was written since the snapshot is gone: snapshot first to keep it. A rollback
         cut short (crash) is completed by running it again."""
+
+    def changed_since(self, pool: str, kind: str, name: str, snapshot: str) -> list:
+        """Paths (relative, sorted) of file system or volume ``name`` changed since its
+        snapshot ``snapshot``: created, written, removed, renamed or re-permissioned."""
+        raise Unsupported(f"the {self.name} driver cannot list what changed since a "
+                          "snapshot")
 
     @abc.abstractmethod
     def copy_snapshot(self, pool: str, kind: str, source: str, snapshot: str, target: str,

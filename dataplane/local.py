@@ -217,27 +217,47 @@ class LocalDriver(LocalPoolsMixin):
         of ``parent_source``). Arguments are checked now; bytes flow as the iterator is
         consumed. A parent that was itself received is named in the stream by its received
         UUID (the kernel does this), so the stream applies where the original lives."""
+        return self._stream(self._send_argv(pool, kind, source, snapshot, parent,
+                                            parent_source))
+
+    def _send_argv(self, pool, kind, source, snapshot, parent, parent_source=None,
+                   flags=()) -> list:
         snap = self._snapshot_dir(pool, validate_kind(kind), source, snapshot)
         if parent is None:
-            return self._stream(["btrfs", "send", "-q", str(snap)])
+            return ["btrfs", "send", "-q", *flags, str(snap)]
         base_of = parent_source or source
         if parent == snapshot and base_of == source:
             raise InvalidArgument("the parent of an incremental send must be an older "
                                   "snapshot, not the snapshot itself")
         base = self._snapshot_dir(pool, kind, base_of, parent)
         if not (os.path.ismount(snap) or os.path.ismount(base)):
-            return self._stream(["btrfs", "send", "-q", "-p", str(base), str(snap)])
+            return ["btrfs", "send", "-q", *flags, "-p", str(base), str(snap)]
         # An NFS export bind-mounts snapshots onto themselves, and `btrfs send` resolves the
         # parent relative to the mount that holds the snapshot ("not on mount point"). Send
         # through a non-recursive bind of the pool's top level made in a private mount
         # namespace: it shows no bind mounts and vanishes with the process.
         root, alt = self._mountpoint(pool), self.state_dir / ".send-root"
         alt.mkdir(exist_ok=True)
-        return self._stream([
-            "unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-            'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh", str(root), str(alt),
-            "btrfs", "send", "-q", "-p", str(alt / base.relative_to(root)),
-            str(alt / snap.relative_to(root))])
+        return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh", str(root), str(alt),
+                "btrfs", "send", "-q", *flags, "-p", str(alt / base.relative_to(root)),
+                str(alt / snap.relative_to(root))]
+
+    def changed_since(self, pool, kind, name, snapshot) -> list:
+        """Paths of ``name`` created, written, removed, renamed or re-permissioned since its
+        snapshot ``snapshot``: a metadata-only ``btrfs send`` (``--no-data``) of a probe
+        snapshot taken now, incremental on ``snapshot``, read back by ``btrfs receive
+        --dump``. The probe is deleted again."""
+        self._snapshot_dir(pool, validate_kind(kind), name, snapshot)  # NotFound first
+        probe = f"changed-probe-{secrets.token_hex(6)}"
+        self.create_snapshot(pool, kind, name, probe)
+        try:
+            stream = b"".join(self._stream(self._send_argv(
+                pool, kind, name, probe, snapshot, flags=["--no-data"])))
+            dump = self.runner.run(["btrfs", "receive", "--dump"], input=stream).stdout
+        finally:
+            self.delete_snapshot(pool, kind, name, probe)
+        return btrfs.changed_paths(dump, skip=SNAPSHOTS_DIR)
 
     def _stream(self, argv) -> Iterator[bytes]:
         err = tempfile.TemporaryFile()

@@ -11,7 +11,7 @@ from django.utils import timezone
 from console.errors import Conflict
 from dataplane.errors import InvalidArgument, NotFound
 from services.protection import beat, objstore
-from services.protection.locks import run_lock
+from services.protection.locks import recorded_run
 from services.protection.models import Backup, BackupTarget, RestorePoint
 from services.protection.progress import Meter
 from services.protection.replication import unique_snapshot_name
@@ -86,16 +86,7 @@ def _base(backup: Backup):
 
 def run_backup(backup: Backup, progress=lambda pct, msg, **counts: None) -> dict:
     """One backup run: snapshot, stream (incremental when a base exists), catalog."""
-    with run_lock(f"backup:{backup.name}") as extend:
-        def report(pct, msg, **counts):
-            extend()
-            progress(pct, msg, **counts)
-        try:
-            result = _run(backup, report)
-        except Exception as exc:
-            Backup.objects.filter(pk=backup.pk).update(
-                state="error", error=str(exc), last_run_at=timezone.now())
-            raise
+    result = recorded_run(f"backup:{backup.name}", backup, _run, progress)
     Backup.objects.filter(pk=backup.pk).update(state="ok", error="",
                                                last_run_at=timezone.now())
     return result

@@ -36,7 +36,7 @@ from services.object import service as objects
 from services.protection import beat, objstore
 from services.protection.backup import s3_for
 from services.protection.bucket_snapshots import _call, _client, require_versioned
-from services.protection.locks import run_lock
+from services.protection.locks import recorded_run
 from services.protection.models import BucketReplication
 from services.tiering import budget
 
@@ -146,17 +146,7 @@ def _copy_version(rep, src, dst, change: dict) -> int:
 
 def run_replication(rep: BucketReplication, progress=lambda pct, msg, **counts: None) -> dict:
     """One run (see the module doc); the outcome is recorded on the row."""
-    with run_lock(f"bucket-replication:{rep.name}") as extend:
-        def report(pct, msg, **counts):
-            extend()
-            progress(pct, msg, **counts)
-        try:
-            result = _run(rep, report)
-        except Exception as exc:
-            BucketReplication.objects.filter(pk=rep.pk).update(
-                state="error", error=str(exc), last_run_at=timezone.now())
-            raise
-    return result
+    return recorded_run(f"bucket-replication:{rep.name}", rep, _run, progress)
 
 
 def _apply(rep, src, dst, changes: list) -> tuple[int, int, int]:

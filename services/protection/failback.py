@@ -20,7 +20,10 @@ killed worker) is completed by running it again:
 3. rebase: the peer's replica takes a copy of the pulled snapshot as its newest, standing
    for it as the base of incremental streams, and accepts forward replication again; the
    promoted object there stays as an ordinary file system or volume. Writes made on it
-   after step 1 are not brought back: stop its writers before failing back.
+   after step 1 are not brought back: stop its writers before failing back. The peer
+   lists the paths changed there after the pulled snapshot, and the Job's result gives
+   them (``late_changes``, the first 100, and ``late_change_count``), so that nothing
+   written late is lost unnoticed.
 
 The next forward run (sync) is incremental on the pulled snapshot.
 
@@ -38,7 +41,7 @@ from console.errors import Conflict
 from console.jobs import job_task, start_job
 from dataplane.errors import NotFound
 from services.protection import receiver
-from services.protection.locks import run_lock
+from services.protection.locks import recorded_run, run_lock
 from services.protection.models import Replication
 from services.protection.peerclient import TRAILER_LEN, TRAILER_MAGIC, PeerError
 from services.protection.progress import Meter
@@ -123,16 +126,7 @@ def abandon(rep: Replication) -> Replication:
 def run_failback(rep: Replication, progress=lambda pct, msg, **counts: None) -> dict:
     """A failback (see the module doc), one step after the other from where the last run
     stopped; errors are recorded on the row and the next run continues."""
-    with run_lock(f"replication:{rep.name}") as extend:
-        def report(pct, msg, **counts):
-            extend()
-            progress(pct, msg, **counts)
-        try:
-            return _run(rep, report)
-        except Exception as exc:
-            Replication.objects.filter(pk=rep.pk).update(
-                state="error", error=f"failback: {exc}", last_run_at=timezone.now())
-            raise
+    return recorded_run(f"replication:{rep.name}", rep, _run, progress, "failback: ")
 
 
 def _save(rep: Replication, **state) -> dict:
@@ -161,19 +155,23 @@ def _run(rep: Replication, progress) -> dict:
         state = _save(rep, phase="rebase")
     progress(92, f"peer {rep.peer.name} re-bases replica {rep.target_name} on "
                  f"{state['snapshot']}")
-    client.rebase(rep.target_name, state["snapshot"])
+    late = client.rebase(rep.target_name, state["snapshot"]).get("late_changes") or []
     snap = source.snapshots.get(name=state["snapshot"])
     Replication.objects.filter(pk=rep.pk).update(
         failback={}, state="ok", error="", last_snapshot=snap.name,
         last_snapshot_at=snap.created_at, last_run_at=timezone.now(), pending_snapshot="",
         pending_parent="", pending_transfer="")
     rep.refresh_from_db()
+    peer_copy = (f"{rep.kind} {state.get('peer_copy')} stays on peer {rep.peer.name} as an "
+                 f"ordinary {rep.kind}; what was written there after {snap.name} is not here")
+    if late:
+        peer_copy += (f": {len(late)} path(s) changed there since then, e.g. "
+                      + ", ".join(late[:5]))
+        log.warning("failback of %s: %s", rep.name, peer_copy)
     return {"snapshot": snap.name, "parent": state["parent"], "bytes": size,
             "resumed_at": resumed_at, "preserved": state["preserved"],
             "source": f"{rep.kind} {source.name}", "path": source.path,
-            "peer_copy": (f"{rep.kind} {state.get('peer_copy')} stays on peer {rep.peer.name} "
-                          f"as an ordinary {rep.kind}; what was written there after "
-                          f"{snap.name} is not here")}
+            "peer_copy": peer_copy, "late_changes": late[:100], "late_change_count": len(late)}
 
 
 def _pull(rep: Replication, client, progress) -> tuple:

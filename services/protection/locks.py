@@ -13,6 +13,8 @@ import threading
 import redis
 from django.conf import settings
 
+from django.utils import timezone
+
 from console.errors import Conflict
 
 log = logging.getLogger(__name__)
@@ -39,7 +41,7 @@ def lock_ttl() -> int:
 @contextlib.contextmanager
 def run_lock(name: str, ttl: int | None = None):
     """Hold ``strata:lock:<name>`` for the duration of the block, or raise Conflict if
-    another live run holds it. Yields a no-op kept for callers that report progress."""
+    another live run holds it."""
     ttl = ttl or lock_ttl()
     lock = redis_client().lock(f"strata:lock:{name}", timeout=ttl, blocking=False)
     if not lock.acquire(blocking=False):
@@ -57,7 +59,7 @@ def run_lock(name: str, ttl: int | None = None):
     beat = threading.Thread(target=heartbeat, name=f"lock:{name}", daemon=True)
     beat.start()
     try:
-        yield lambda: None
+        yield
     finally:
         done.set()
         beat.join()
@@ -65,3 +67,16 @@ def run_lock(name: str, ttl: int | None = None):
             lock.release()
         except redis.exceptions.LockError:
             pass  # expired while we worked: nothing to release
+
+
+def recorded_run(lock_name: str, row, run, progress, error_prefix: str = ""):
+    """``run(row, progress)`` under the run lock ``lock_name``; a failure is recorded on
+    ``row`` (state ``error``, its text after ``error_prefix``, ``last_run_at``) and
+    raised."""
+    with run_lock(lock_name):
+        try:
+            return run(row, progress)
+        except Exception as exc:
+            type(row).objects.filter(pk=row.pk).update(
+                state="error", error=f"{error_prefix}{exc}", last_run_at=timezone.now())
+            raise

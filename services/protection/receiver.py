@@ -289,7 +289,9 @@ def rebase(replica: Replica, snapshot: str) -> dict:
     """End of a failback: a copy of the promoted object's ``snapshot`` (which the original
     side now has too) becomes the replica's newest snapshot, the original copy is deleted,
     and the replica accepts forward replication again. The promoted object stays, as an
-    ordinary file system or volume. Running it again after it succeeded changes nothing."""
+    ordinary file system or volume; the answer's ``late_changes`` lists its paths changed
+    after ``snapshot`` (written after the failback began: they are not on the original
+    side). Running it again after it succeeded changes nothing (and lists nothing)."""
     target = _replica_object(replica)
     if target is None:
         raise Conflict(f"replica {replica.name} has no {replica.kind} here any more.")
@@ -309,6 +311,7 @@ def rebase(replica: Replica, snapshot: str) -> dict:
         except AlreadyExists:  # copied before a crash, not recorded
             path = _snapshot_path(drv, pool, replica.kind, target.name, snapshot)
         Snapshot.objects.create(name=snapshot, path=path, **{replica.kind: target})
+    late = _changed_since(obj, replica.kind, snapshot)
     with transaction.atomic():
         replica.promoted_to = ""
         replica.last_snapshot, replica.last_received_at = snapshot, timezone.now()
@@ -319,7 +322,17 @@ def rebase(replica: Replica, snapshot: str) -> dict:
         log.warning("failback of replica %s: snapshot %s of %s stays: %s", replica.name,
                     snapshot, obj.name, exc)
     _prune_received(target)
-    return replica_info(replica)
+    return {**replica_info(replica), "late_changes": late}
+
+
+def _changed_since(obj, kind: str, snapshot: str) -> list | None:
+    """Paths of ``obj`` changed since its ``snapshot``; None when its driver cannot tell."""
+    try:
+        return driver_for(obj.pool.driver).changed_since(obj.pool.name, kind, obj.name,
+                                                         snapshot)
+    except DataplaneError as exc:
+        log.warning("cannot list what %s %s got after %s: %s", kind, obj.name, snapshot, exc)
+        return None
 
 
 def apply_to_source(transfer: Transfer, obj, *, size: int, sha256: str) -> Snapshot:

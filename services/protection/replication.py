@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from console.errors import Conflict
 from services.protection import beat
-from services.protection.locks import run_lock
+from services.protection.locks import recorded_run
 from services.protection.models import Replication, ReplicationPeer
 from services.protection.peerclient import PeerClient, PeerError
 from services.protection.progress import Meter
@@ -136,17 +136,7 @@ def _upload(client: PeerClient, transfer: dict, stream, progress, estimate: int)
 
 def run_replication(rep: Replication, progress=lambda pct, msg, **counts: None) -> dict:
     """One replication run (see the module doc); errors are recorded on the row."""
-    with run_lock(f"replication:{rep.name}") as extend:
-        def report(pct, msg, **counts):
-            extend()
-            progress(pct, msg, **counts)
-        try:
-            result = _run(rep, report)
-        except Exception as exc:
-            Replication.objects.filter(pk=rep.pk).update(
-                state="error", error=str(exc), last_run_at=timezone.now())
-            raise
-    return result
+    return recorded_run(f"replication:{rep.name}", rep, _run, progress)
 
 
 def require_no_failback(rep: Replication) -> None:

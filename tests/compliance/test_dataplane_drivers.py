@@ -501,3 +501,43 @@ def test_incremental_send_of_bind_mounted_snapshots(driver, pool, factory):
     driver.receive_snapshot("p2", "filesystem", "dst", [full], "s1")
     got = driver.receive_snapshot("p2", "filesystem", "dst", [inc], "s2")
     assert (Path(got.path) / "g").read_bytes() == B and (Path(got.path) / "f").read_bytes() == A
+
+
+@pytest.mark.parametrize("kind", ["filesystem", "volume"])
+def test_changed_since_a_snapshot(driver, pool, kind):
+    """What was written after a snapshot is listed by path: a failback uses it to say what
+    the promoted copy got after the snapshot it brought back. Drivers without send
+    streams say they cannot."""
+    if kind == "filesystem":
+        _need_filesystems(driver)
+        path = Path(driver.create_filesystem(pool, "src").path)
+        (path / "model").mkdir()
+        (path / "model" / "a").write_bytes(A)
+        (path / "keep").write_bytes(A)
+        (path / "b").write_bytes(A)
+    else:
+        driver.create_volume(pool, "src", 8 * MiB)
+    driver.create_snapshot(pool, kind, "src", "s1")
+    if _off(driver, "send_receive"):
+        with pytest.raises(Unsupported):
+            driver.changed_since(pool, kind, "src", "s1")
+        return
+    assert driver.changed_since(pool, kind, "src", "s1") == []
+    if kind == "filesystem":
+        (path / "model" / "a").unlink()
+        (path / "model" / "new file").write_bytes(B)
+        with open(path / "b", "ab") as fh:
+            fh.write(B)
+        (path / "dir").mkdir()
+        want = ["b", "dir", "model/a", "model/new file"]
+    else:
+        vol = driver.volume_info(pool, "src")
+        with open(vol.path, "r+b") as fh:
+            fh.seek(MiB)
+            fh.write(B)
+        want = [Path(vol.path).name]
+    assert driver.changed_since(pool, kind, "src", "s1") == want
+    # the probe snapshot it takes is gone again
+    assert [s.name for s in driver.list_snapshots(pool, kind, "src")] == ["s1"]
+    with pytest.raises(NotFound):
+        driver.changed_since(pool, kind, "src", "no-such")

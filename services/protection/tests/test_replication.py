@@ -20,7 +20,7 @@ from rest_framework.authtoken.models import Token
 
 from services.protection.locks import run_lock
 from services.protection.models import Replica, Replication
-from services.protection.receiver import chunk_bytes
+from services.protection.receiver import Transfer, chunk_bytes
 from services.protection.tests.helpers import (
     CutProxy,
     file_hashes,
@@ -121,6 +121,8 @@ def test_replicate_cut_link_resume_failover_and_failback(api, worker, live_serve
     assert replica_hashes("ckpt-replica", second) != expected
     rep = Replication.objects.get(name="ckpt-dr")
     assert rep.state == "error" and rep.pending_snapshot and rep.last_snapshot == second
+    held = Transfer(rep.pending_transfer).received  # what the peer kept of the cut stream
+    assert held >= chunk, (held, job)
 
     # 4. the next run resumes where the peer's copy stopped and completes
     proxy.cut_after = None
@@ -163,10 +165,15 @@ def test_replicate_cut_link_resume_failover_and_failback(api, worker, live_serve
     assert Replication.objects.get(name="ckpt-dr").failback["phase"] == "pull"
     r = api.post("/api/v1/replications/ckpt-dr/sync/", {}, format="json")
     assert r.status_code == 409 and "failback" in r.json()["detail"], r.json()
+    # a writer at B that was not stopped: after the failback snapshot, so not brought back,
+    # but named in the failback's result
+    write_files(live, {"model/late-at-b": b"written at site b during the failback"})
     proxy.cut_after, proxy.count_download = None, False
     job = run_job(api, "/api/v1/replications/ckpt-dr/failback/")
     assert job["state"] == "succeeded", job
     back = job["result"]
+    assert back["late_changes"] == ["model/late-at-b"] and back["late_change_count"] == 1, back
+    assert "model/late-at-b" in back["peer_copy"], back
     assert back["resumed_at"] > 0 and back["parent"] == third
     assert job["bytes_done"] == job["bytes_total"] == back["bytes"], job  # the whole stream
     # A has B's writes, in place; its own late writes are kept in a snapshot
