@@ -9,7 +9,9 @@ and the hot copy go. The source stays as it was when anything fails before that 
 A run killed mid-way (``kill -9`` of its worker) leaves its snapshots and half-received
 staging copy behind, named by the record's ``tag``: the next start of a worker records the
 move failed and removes them (``fail_interrupted``), and so does the next move of the
-object, before it starts.
+object, before it starts. A run killed after the switch (the row already points at the new,
+verified copy) is completed instead: the old copy is released if it still holds what the
+new one holds, else kept and named in the record, as below.
 
 Limits (refused with 409, not ignored): the object must have no snapshots and no clones
 (their history would be lost), and no replication or backup may use it; a service whose
@@ -33,6 +35,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from console.errors import Conflict
+from console.models import Job
 from dataplane.errors import DataplaneError, NotFound
 from services.protection.objstore import tree_digest
 from services.protection.progress import Meter
@@ -133,17 +136,71 @@ def _settle_finished(kind: str, name: str) -> None:
 
 def fail_interrupted() -> int:
     """When a worker starts: a move still running was cut off with the previous worker
-    (one worker per appliance, as console.jobs assumes). Record it failed and remove what
-    it left behind; the object is still in its old pool. Returns how many there were."""
-    n = TierMove.objects.filter(state="running").update(
-        state="failed", finished_at=timezone.now(),
-        error="interrupted: the worker stopped during the move; the source is unchanged "
-              "in its pool, move it again")
+    (one worker per appliance, as console.jobs assumes). Before the switch: record it
+    failed (the object is still in its old pool); after it: complete it
+    (:func:`_complete_switched`). Then remove what the runs left behind. Returns how many
+    moves failed."""
+    n = 0
+    for record in TierMove.objects.filter(state="running"):
+        model = FileSystem if record.kind == "filesystem" else Volume
+        if record.from_pool != record.to_pool and model.objects.filter(
+                name=record.name, pool__name=record.to_pool).exists():
+            _complete_switched(record, model)
+            continue
+        n += TierMove.objects.filter(pk=record.pk, state="running").update(
+            state="failed", finished_at=timezone.now(),
+            error="interrupted: the worker stopped during the move; the source is unchanged "
+                  "in its pool, move it again")
     for record in TierMove.objects.exclude(tag="").exclude(state__in=["pending", "running"]):
         clear_leftovers(record)
     if n:
         log.warning("marked %d interrupted tier move(s) as failed", n)
     return n
+
+
+def _complete_switched(record: TierMove, model) -> None:
+    """A move cut off after its switch: the row points at the new, verified copy. Tell the
+    services again (the kill may have come while they followed it), then release the old
+    copy if its content is still the new copy's; it is kept, and the record says where,
+    if a writer changed it during the switch or a service could not follow. The move (and
+    its Job) is recorded done."""
+    obj = model.objects.select_related("pool").get(name=record.name)
+    digest = tree_digest(obj.path)
+    note = ("completed when the next worker started (the previous one stopped after the "
+            "switch)")
+    src = Pool.objects.filter(name=record.from_pool).first()
+    if src is not None:
+        drv = driver_for(src.driver)
+        info_of = drv.filesystem_info if record.kind == "filesystem" else drv.volume_info
+        try:
+            old = info_of(record.from_pool, record.name)
+        except NotFound:
+            old = None  # released before the kill
+        refused = None
+        if old is not None:
+            try:
+                moved.send(sender=model, instance=obj, old_path=old.path,
+                           old_pool=record.from_pool)
+            except Exception as exc:  # noqa: BLE001 - recorded, and the old copy kept
+                refused = exc
+        if refused is not None:
+            note += (f"; what serves {record.name} could not be moved to the new copy "
+                     f"({refused}), so the copy at {old.path} is kept")
+            log.warning("tier move of %s: %s", record.name, note)
+        elif old is not None and tree_digest(old.path) == digest:
+            _delete(drv, record.from_pool, record.kind, record.name)
+            note += f"; the copy in {record.from_pool} was released"
+        elif old is not None:
+            note += (f"; the copy in {record.from_pool} differs from the moved one (written "
+                     f"during the switch) and is kept at {old.path} so those writes can be "
+                     "recovered")
+            log.warning("tier move of %s: %s", record.name, note)
+    TierMove.objects.filter(pk=record.pk).update(
+        state="done", finished_at=timezone.now(), tree_sha256=digest, error=note)
+    if record.job_id:
+        Job.objects.filter(pk=record.job_id).update(
+            state=Job.State.SUCCEEDED, progress=100.0, error="", message=note[:500],
+            finished_at=timezone.now())
 
 
 def clear_leftovers(record: TierMove) -> bool:

@@ -115,3 +115,59 @@ def test_kill9_mid_filesystem_move_then_move_again(api, data_dir, tmp_path):
     assert subvolumes("cap") == sorted(empty_cap + ["fs/big"]), subvolumes("cap")
     assert subvolumes("flash") == []
     assert os.listdir(os.path.join(fs.path, ".snapshots")) == []
+
+
+class Killed(BaseException):
+    """Stands for the SIGKILL of the worker at one chosen point of a move: raised where the
+    kill is to land, it unwinds past every ``except Exception`` of the move, which is left
+    `running` as a killed run leaves it."""
+
+
+@pytest.mark.parametrize("written_during_switch", [False, True])
+def test_a_move_cut_off_after_its_switch_is_completed_by_the_next_worker(
+        api, monkeypatch, written_during_switch):
+    """Killed after the switch (the row points at the new, verified copy) and before the
+    old copy is released: the next worker's start completes the move instead of calling it
+    failed: the old copy is released, or kept (and named) if it was written meanwhile."""
+    from services.tiering import moves
+
+    for name, media in (("flash", "flash"), ("cap", "capacity")):
+        r = api.post("/api/v1/pools/", {"name": name, "driver": "local", "media": media,
+                                        "devices": ["image:300M"]}, format="json")
+        assert r.status_code == 201, r.json()
+    path = api.post("/api/v1/filesystems/", {"name": "big", "pool": "flash"},
+                    format="json").json()["path"]
+    write_files(path, {f"shard-{i}": os.urandom(4 * MiB) for i in range(3)})
+    before = file_hashes(path)
+    empty_cap = subvolumes("cap")
+    record = TierMove.objects.create(kind="filesystem", name="big", from_pool="flash",
+                                     to_pool="cap")
+    release = moves._delete
+
+    def killed_before_release(drv, pool, kind, name):
+        if (pool, name) == ("flash", "big"):
+            if written_during_switch:
+                write_files(path, {"late": b"written to the old copy during the switch"})
+            raise Killed()
+        return release(drv, pool, kind, name)
+
+    monkeypatch.setattr(moves, "_delete", killed_before_release)
+    with pytest.raises(Killed):
+        moves.move(record)
+    monkeypatch.undo()
+    fs = FileSystem.objects.get(name="big")
+    assert fs.pool.name == "cap" and file_hashes(fs.path) == before
+    assert TierMove.objects.get(pk=record.pk).state == "running" and os.path.isdir(path)
+
+    assert moves.fail_interrupted() == 0  # nothing failed: one move completed
+    done = TierMove.objects.get(pk=record.pk)
+    assert done.state == "done" and done.tag == "", (done.state, done.error)
+    assert file_hashes(FileSystem.objects.get(name="big").path) == before
+    assert subvolumes("cap") == sorted(empty_cap + ["fs/big"]), subvolumes("cap")
+    if written_during_switch:
+        assert f"kept at {path}" in done.error, done.error
+        assert open(os.path.join(path, "late"), "rb").read().startswith(b"written")
+        assert subvolumes("flash") == ["fs/big"]  # the kept copy, without move snapshots
+    else:
+        assert "released" in done.error and not os.path.exists(path), done.error
+        assert subvolumes("flash") == []
