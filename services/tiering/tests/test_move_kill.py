@@ -47,15 +47,21 @@ def subvolumes(pool: str) -> list:
     return sorted(line.split(" path ", 1)[1] for line in out.splitlines())
 
 
-def test_kill9_mid_filesystem_move_then_move_again(api, data_dir, tmp_path):
+def flash_and_capacity(api, size: str, shards: int) -> tuple:
+    """Pools `flash` and `cap` (capacity) of ``size`` each, and file system `big` in
+    `flash` with ``shards`` random 8 MiB files: (its path, its file hashes)."""
     for name, media in (("flash", "flash"), ("cap", "capacity")):
         r = api.post("/api/v1/pools/", {"name": name, "driver": "local", "media": media,
-                                        "devices": ["image:400M"]}, format="json")
+                                        "devices": [f"image:{size}"]}, format="json")
         assert r.status_code == 201, r.json()
     path = api.post("/api/v1/filesystems/", {"name": "big", "pool": "flash"},
                     format="json").json()["path"]
-    write_files(path, {f"shard-{i}": os.urandom(8 * MiB) for i in range(4)})
-    before = file_hashes(path)
+    write_files(path, {f"shard-{i}": os.urandom(8 * MiB) for i in range(shards)})
+    return path, file_hashes(path)
+
+
+def test_kill9_mid_filesystem_move_then_move_again(api, data_dir, tmp_path):
+    path, before = flash_and_capacity(api, "400M", 4)
     empty_cap = subvolumes("cap")
     r = api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {"migration": 4}},
                 format="json")  # 32 MiB at 4 MiB/s: about 8 s of copying
@@ -131,14 +137,7 @@ def test_a_move_cut_off_after_its_switch_is_completed_by_the_next_worker(
     failed: the old copy is released, or kept (and named) if it was written meanwhile."""
     from services.tiering import moves
 
-    for name, media in (("flash", "flash"), ("cap", "capacity")):
-        r = api.post("/api/v1/pools/", {"name": name, "driver": "local", "media": media,
-                                        "devices": ["image:300M"]}, format="json")
-        assert r.status_code == 201, r.json()
-    path = api.post("/api/v1/filesystems/", {"name": "big", "pool": "flash"},
-                    format="json").json()["path"]
-    write_files(path, {f"shard-{i}": os.urandom(4 * MiB) for i in range(3)})
-    before = file_hashes(path)
+    path, before = flash_and_capacity(api, "300M", 3)
     empty_cap = subvolumes("cap")
     record = TierMove.objects.create(kind="filesystem", name="big", from_pool="flash",
                                      to_pool="cap")
