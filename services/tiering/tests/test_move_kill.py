@@ -7,8 +7,8 @@ import os
 import subprocess
 
 import pytest
+from conftest import fresh_queue
 
-from console.celery import app
 from console.models import Job
 from services.protection.tests.helpers import (
     WorkerProcess,
@@ -24,19 +24,6 @@ from services.tiering.models import TierMove
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]
 MiB = 1 << 20
-
-
-def fresh_queue() -> None:
-    """No message for the worker but this test's: purge the queue, and forget the messages
-    killed workers left unacknowledged (acks_late), which the broker hands out again after
-    its visibility timeout (an hour) to whatever worker runs then, with Job ids of another
-    test that may be this test's ids."""
-    import redis
-    from django.conf import settings
-
-    app.control.purge()
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(
-        "unacked", "unacked_index", "unacked_mutex")
 
 
 def subvolumes(pool: str) -> list:
