@@ -47,6 +47,7 @@ from services.protection.peerclient import TRAILER_LEN, TRAILER_MAGIC, PeerError
 from services.protection.progress import Meter
 from services.protection.replication import (
     ReplicationFailed,
+    _remote_names,
     client_for,
     unique_snapshot_name,
 )
@@ -142,8 +143,10 @@ def _run(rep: Replication, progress) -> dict:
     if not rep.failback:
         progress(1, f"asking peer {rep.peer.name} for replica {rep.target_name}")
         found = plan(rep)
+        # never a name the peer has: it would stream its old snapshot of that name
         name = unique_snapshot_name(
-            source, f"{rep.snapshot_prefix}{timezone.now().strftime('%Y%m%d-%H%M%S')}")
+            source, f"{rep.snapshot_prefix}{timezone.now().strftime('%Y%m%d-%H%M%S')}",
+            taken=_remote_names(found["remote"]))
         _save(rep, phase="pull", snapshot=name, parent=found["parent"], transfer="",
               preserved="", peer_copy=found["remote"]["promoted_to"])
     state = rep.failback

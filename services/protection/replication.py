@@ -96,6 +96,13 @@ def _choose_base(rep: Replication, remote) -> str:
     return common[-1]
 
 
+def _remote_names(remote: dict | None) -> set:
+    """Every snapshot name the peer's replica (and the copy it was promoted to) holds."""
+    if remote is None:
+        return set()
+    return set(remote["snapshots"]) | set(remote.get("promoted_snapshots") or [])
+
+
 def unique_snapshot_name(source, base: str, taken=()) -> str:
     """``base`` (cut to 63 characters), or ``base-2``, ``base-3``... if a snapshot of the
     source has it, or it is in ``taken`` (names still recorded elsewhere, e.g. restore points
@@ -171,8 +178,12 @@ def _run(rep: Replication, progress) -> dict:
     if not pending:
         parent = _choose_base(rep, remote)
         now = timezone.now()
+        # a name the replica does not hold: this side deletes its older replication
+        # snapshots, so a new one could otherwise get the name of one the replica still
+        # holds (runs within one second), and be taken for already sent
         snap_name = unique_snapshot_name(
-            source, f"{rep.snapshot_prefix}{now.strftime('%Y%m%d-%H%M%S')}")
+            source, f"{rep.snapshot_prefix}{now.strftime('%Y%m%d-%H%M%S')}",
+            taken=_remote_names(remote))
         storage.create_snapshot(name=snap_name, **{rep.kind: source})
         transfer = None
     if transfer is None:

@@ -378,3 +378,39 @@ def test_kill9_mid_failback_then_resume(api, data_dir, tmp_path, live_server):
     assert job["state"] == "succeeded", job
     assert job["result"]["resumed_at"] >= 8 * MiB
     assert file_hashes(src) == at_b
+
+
+def test_runs_within_one_second_never_reuse_a_name_the_replica_holds(
+        api, worker, live_server, monkeypatch):
+    """Replication snapshots are named by the second; this side keeps only the newest, so
+    a third run in the same second as the first once got the first one's name, found it on
+    the replica and recorded it as sent without sending anything (the replica kept old
+    data). With the clock stopped, every run sends and the replica follows the source."""
+    import datetime
+    import types
+
+    from services.protection import replication
+
+    frozen = datetime.datetime(2026, 11, 30, 12, 0, 0, tzinfo=datetime.timezone.utc)
+    monkeypatch.setattr(replication, "timezone", types.SimpleNamespace(now=lambda: frozen))
+    make_pool(api, "site-a")
+    make_pool(api, "site-b")
+    src = api.post("/api/v1/filesystems/", {"name": "ckpt", "pool": "site-a"},
+                   format="json").json()["path"]
+    token = Token.objects.get(user=api.user).key
+    assert api.post("/api/v1/replication-peers/", {"name": "b", "url": live_server.url,
+                                                   "token": token},
+                    format="json").status_code == 201
+    assert api.post("/api/v1/replications/", {
+        "name": "dr", "filesystem": "ckpt", "peer": "b", "target_pool": "site-b",
+        "target_name": "ckpt-replica"}, format="json").status_code == 201
+    names = []
+    for step in range(4):
+        write_files(src, {"meta.json": f'{{"step": {step}}}'.encode(),
+                          f"shard-{step}": os.urandom(256 * 1024)})
+        job = run_job(api, "/api/v1/replications/dr/sync/")
+        assert job["state"] == "succeeded", job
+        assert job["result"]["bytes"] > 256 * 1024, job["result"]  # it was sent
+        names.append(job["result"]["snapshot"])
+        assert replica_hashes("ckpt-replica", names[-1]) == file_hashes(src)
+    assert len(set(names)) == 4, names
