@@ -103,11 +103,14 @@ def in_restore() -> set:
 
 # -- schedules -----------------------------------------------------------------------------
 
-def _snapshot_name(schedule: SnapshotSchedule, now, taken: set) -> str:
-    base = f"{schedule.snapshot_prefix}{now.strftime('%Y%m%d-%H%M%S')}"[:63]
+def unique_name(bucket: str, prefix: str, now) -> str:
+    """``<prefix><UTC time to the second>``, or with ``-2``, ``-3``... when the bucket has a
+    snapshot of that name already (two in one second)."""
+    taken = {s["name"] for s in _call(_client().list_snapshots, bucket)}
+    base = f"{prefix}{now.strftime('%Y%m%d-%H%M%S')}"[:63]
     name, n = base, 1
     while name in taken:
-        n += 1  # two runs in one second
+        n += 1
         name = f"{base[:60]}-{n}"
     return name
 
@@ -139,8 +142,7 @@ def prune(schedule: SnapshotSchedule) -> list[str]:
 def run_schedule(schedule: SnapshotSchedule, now, progress=lambda pct, msg: None) -> dict:
     """Snapshot the schedule's bucket and prune by its retention."""
     progress(10, f"snapshot of bucket {schedule.bucket}")
-    taken = {s["name"] for s in _call(_client().list_snapshots, schedule.bucket)}
-    snap = take(schedule.bucket, _snapshot_name(schedule, now, taken))
+    snap = take(schedule.bucket, unique_name(schedule.bucket, schedule.snapshot_prefix, now))
     progress(60, "pruning")
     pruned = prune(schedule)
     kept = [s["name"] for s in _call(_client().list_snapshots, schedule.bucket)

@@ -347,9 +347,11 @@ class BucketSnapshotViewSet(viewsets.ViewSet):
         """Take a snapshot of a bucket now (the bucket needs versioning Enabled: 409)."""
         body = s.BucketSnapshotSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        name = body.validated_data.get("name") or (
-            "manual-" + timezone.now().strftime("%Y%m%d-%H%M%S"))
-        snap = bucket_snapshots.take(body.validated_data["bucket"], name)
+        bucket = body.validated_data["bucket"]
+        bucket_snapshots.require_versioned(bucket)  # 400 or 409 before a name is picked
+        name = body.validated_data.get("name") or bucket_snapshots.unique_name(
+            bucket, "manual-", timezone.now())
+        snap = bucket_snapshots.take(bucket, name)
         return Response(snap, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses=s.BucketSnapshotSerializer)

@@ -4,10 +4,13 @@ snapshots and prunes them by retention, a held version survives DeleteObject(ver
 snapshot restores into a new bucket with the old bytes; bucket replication to a second
 gateway copies new versions with their metadata and deletes, and a run cut off mid-way is
 resumed by the next without a half-written object on the target."""
+import datetime
 import hashlib
 import json
 import os
 import time
+import types
+from unittest import mock
 
 import pytest
 from boto3.s3.transfer import TransferConfig
@@ -19,6 +22,7 @@ from console.celery import app
 from console.models import Job
 from services.object.tests.planefixture import start_plane_gateway, stop_procs
 from services.protection import bucket_replication, tasks
+from services.protection.api import views
 from services.protection.health import service_alerts
 from services.protection.models import BucketReplication, SnapshotSchedule
 from services.protection.tests.helpers import (
@@ -75,6 +79,8 @@ def test_bucket_schedule_snapshots_prune_hold_and_restore(api, worker, plane, cl
     assert r.status_code == 409 and "enable versioning" in r.json()["detail"], r.json()
     r = api.post("/api/v1/bucket-snapshots/", {"bucket": "models"}, format="json")
     assert r.status_code == 409, r.json()
+    r = api.post("/api/v1/bucket-snapshots/", {"bucket": "no-such"}, format="json")
+    assert r.status_code == 400 and "no bucket no-such" in r.json()["detail"], r.json()
     assert api.patch("/api/v1/buckets/models/", {"versioning": "Enabled"},
                      format="json").status_code == 200
     r = api.post("/api/v1/snapshot-schedules/", sched, format="json")
@@ -150,6 +156,16 @@ def test_bucket_schedule_snapshots_prune_hold_and_restore(api, worker, plane, cl
     assert api.delete(f"/api/v1/bucket-snapshots/{one}/").status_code == 204
     assert api.delete("/api/v1/bucket-snapshots/models/by-hand/").status_code == 204
     assert api.get("/api/v1/bucket-snapshots/models/by-hand/").status_code == 404
+    # unnamed ones are named by the time; two in one second both get made
+    frozen = datetime.datetime(2026, 11, 30, 12, 0, 0, tzinfo=datetime.timezone.utc)
+    with mock.patch.object(views, "timezone", types.SimpleNamespace(now=lambda: frozen)):
+        quick = [api.post("/api/v1/bucket-snapshots/", {"bucket": "models"}, format="json")
+                 for _ in range(2)]
+    assert [r.status_code for r in quick] == [201, 201], [r.json() for r in quick]
+    assert [r.json()["name"] for r in quick] == ["manual-20261130-120000",
+                                                 "manual-20261130-120000-2"]
+    for r in quick:
+        assert api.delete(f"/api/v1/bucket-snapshots/{r.json()['id']}/").status_code == 204
     s3.delete_object(Bucket="models", Key="big", VersionId=generations[1][1]["big"])
 
     # deleting the bucket takes its schedule (and beat entry) with it
