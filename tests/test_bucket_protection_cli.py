@@ -73,3 +73,13 @@ def test_bucket_schedule_restore_and_replication_through_the_cli(appliance):
         assert sha(s3.get_object(Bucket="mirror", Key=key)["Body"].read()) == sha(value)
     shown = json.loads(cli("--json", "bucket-replication", "show", "models-mirror").stdout)
     assert shown["state"] == "ok" and shown["last_versions"] == 9
+
+    # lifecycle rules are applied by the plane, as a job (the appliance's gateway runs no
+    # pass of its own): an expiration rule with a date in the past removes the mirror's
+    # current versions, leaving delete markers
+    s3.put_bucket_lifecycle_configuration(Bucket="mirror", LifecycleConfiguration={
+        "Rules": [{"ID": "expire", "Filter": {"Prefix": ""}, "Status": "Enabled",
+                   "Expiration": {"Date": "2020-01-01T00:00:00Z"}}]})
+    done = json.loads(cli("--json", "bucket", "lifecycle-run").stdout)
+    assert done["state"] == "succeeded" and done["result"]["expired"] == 3, done
+    assert s3.list_objects_v2(Bucket="mirror").get("KeyCount") == 0

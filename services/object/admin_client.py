@@ -50,6 +50,11 @@ class GatewayAdminClient:
                                     f"{exc.reason}") from None
         return json.loads(raw) if raw else None
 
+    def apply_lifecycle(self) -> dict:
+        """Run one lifecycle pass now; its counts (``transitioned``, ``transitioned_bytes``,
+        ``expired``, ...)."""
+        return self._call("POST", "lifecycle")
+
     def health(self) -> dict:
         """``{"status": "ok", "buckets": N}``."""
         return self._call("GET", "health")

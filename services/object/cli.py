@@ -44,6 +44,7 @@ def register(sub) -> dict:
     x = b.add_parser("versioning"); x.add_argument("name")
     x.add_argument("status", choices=["Enabled", "Suspended"])
     x = b.add_parser("delete"); x.add_argument("name")
+    b.add_parser("lifecycle-run", help="apply every bucket's lifecycle rules now (a job)")
 
     k = sub.add_parser("s3-key", help="S3 access keys").add_subparsers(dest="action", required=True)
     k.add_parser("list")
@@ -77,6 +78,10 @@ def bucket(c, args, out):
         out(c.patch(f"buckets/{args.name}/", {"versioning": args.status}), BUCKET_COLS)
     elif args.action == "delete":
         c.delete(f"buckets/{args.name}/")
+    elif args.action == "lifecycle-run":
+        from console.cli.main import watch_job
+
+        return watch_job(c, c.post("s3-lifecycle-runs/")["id"], args.json)
 
 
 def s3_key(c, args, out):

@@ -52,10 +52,12 @@ def render_config(*, data_root: str, admin_token: str, users: dict, region: str 
     there, see ``services.object.gateway.foreground``) and ``io_budget`` its rates
     (``{"rate", "burst", "classes", "foreground_share"}``, bytes), which lifecycle transitions
     draw from; ``cold_root`` is the directory on the capacity pool where transitions put
-    cold bytes (None: the gateway has no capacity tier and refuses Transition rules).
+    cold bytes (None: the gateway has no capacity tier and refuses Transition rules). The
+    gateway runs no lifecycle pass of its own (``lifecycle_interval`` 0): the plane runs
+    them, each a Job (``services.object.tasks``).
     """
     config = {"data_root": str(data_root), "region": region, "admin_token": admin_token,
-              "domains": list(domains or ["localhost"]),
+              "domains": list(domains or ["localhost"]), "lifecycle_interval": 0,
               "users": {k: {"secret_key": u["secret_key"], "user": u["user"], "admin": bool(u["admin"])}
                         for k, u in sorted(users.items())}}
     if io_budget_redis:

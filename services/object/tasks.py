@@ -1,6 +1,8 @@
 """Celery tasks of the object service (periodic, from django-celery-beat's schedule)."""
 from celery import shared_task
 
+from console.jobs import job_task, start_job
+from console.models import Job
 from services.object import service
 
 
@@ -11,3 +13,30 @@ def reconcile_buckets():
         return service.reconcile_buckets()
     except service.GatewayUnavailable as exc:
         return {"skipped": str(exc.detail)}
+
+
+@job_task("object.lifecycle_pass")
+def lifecycle_pass(ctx):
+    """One pass of the buckets' lifecycle rules in the S3 gateway: expirations, aborted
+    uploads and transitions to the capacity tier (drawing from the I/O budget's
+    ``migration`` class); its counts are the Job's result, the bytes moved its byte count."""
+    ctx.progress(5, "the S3 gateway applies every bucket's lifecycle rules")
+    stats = service.admin_client(timeout=3600).apply_lifecycle()
+    moved = stats.get("transitioned_bytes", 0)
+    ctx.progress(100, f"{stats.get('transitioned', 0)} version(s) moved to the capacity tier, "
+                 f"{stats.get('expired', 0) + stats.get('versions_removed', 0)} expired",
+                 done=moved, total=moved)
+    return stats
+
+
+def start_lifecycle_pass(user=None) -> Job:
+    """Queue a lifecycle pass as a Job (one at a time: the gateway serialises passes)."""
+    return start_job("lifecycle", lifecycle_pass, user=user, target=("object", "lifecycle"))
+
+
+@shared_task(name="object.lifecycle")
+def lifecycle():
+    """Beat's hourly lifecycle pass, as a Job; skipped while one is still queued or running."""
+    if Job.objects.filter(kind="lifecycle", state__in=["pending", "running"]).exists():
+        return {"skipped": "a lifecycle pass is still queued or running"}
+    return {"job": start_lifecycle_pass().pk}

@@ -2,7 +2,9 @@ from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.response import Response
 
-from services.object import service
+from console.api.responses import job_accepted
+from console.api.serializers import JobSerializer
+from services.object import service, tasks
 from services.object.api import serializers as s
 from services.object.models import Bucket, S3Key
 
@@ -65,3 +67,12 @@ class S3KeyViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Retrie
 
     def perform_destroy(self, key):
         service.delete_key(key)
+
+
+class LifecycleRunViewSet(viewsets.ViewSet):
+    """Run the buckets' lifecycle rules now (beat runs them every hour): a Job whose result
+    counts what expired and what moved to the capacity tier."""
+
+    @extend_schema(request=None, responses={202: JobSerializer})
+    def create(self, request):
+        return job_accepted(tasks.start_lifecycle_pass(request.user), request)

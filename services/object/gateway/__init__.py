@@ -17,7 +17,8 @@ does not parse is logged and the previous configuration stays in force::
       "domains": ["localhost"],           # optional: virtual-host style for <bucket>.<domain>
       "segment_bytes": 268435456,         # optional: small-object segment size (read at start)
       "compaction_interval": 60,          # optional: seconds between segment compactions
-      "lifecycle_interval": 3600,         # optional: seconds between lifecycle passes
+      "lifecycle_interval": 3600,         # optional: seconds between lifecycle passes (0: none,
+                                          # the plane runs them)
       "lifecycle_day_seconds": 86400,     # optional: length of a lifecycle "day" (tests only)
       "io_budget_redis": "redis://...",   # optional: the shared I/O budget's Redis; object
                                           # PUT/GET mark foreground traffic there (.foreground)

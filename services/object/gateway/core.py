@@ -77,8 +77,9 @@ class Gateway:
         # crash leftovers: once per start, in the background
         self.background.append(asyncio.get_running_loop().create_task(
             collect_all_orphans(self, delay=5.0, started=self.started)))
-        interval = float(self.config.get("lifecycle_interval") or 3600)
-        self.background.append(asyncio.get_running_loop().create_task(lifecycle_loop(self, interval)))
+        interval = float(self.config.get("lifecycle_interval", 3600))
+        if interval > 0:  # 0: the plane runs the passes (as Jobs)
+            self.background.append(asyncio.get_running_loop().create_task(lifecycle_loop(self, interval)))
 
     async def stop(self) -> None:
         """Stop background tasks."""

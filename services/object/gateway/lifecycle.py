@@ -12,8 +12,9 @@ with a transition is refused with ``InvalidStorageClass`` saying why. Not implem
 One pass at a time (``ColdTier.pass_lock``): remove cold copies a crash left unreferenced,
 then per bucket and enabled rule expire, abort stale uploads and transition (to the coldest
 class whose time has come; a version never moves back to a warmer class), then drop expired
-restored copies. It runs every ``lifecycle_interval`` seconds in the background and on demand
-through the admin interface (``POST /_strata/admin/lifecycle``). A "day" lasts
+restored copies. It runs every ``lifecycle_interval`` seconds in the background (0: never;
+the appliance's plane runs it instead, as a Job) and on demand through the admin interface
+(``POST /_strata/admin/lifecycle``). A "day" lasts
 ``lifecycle_day_seconds`` from the config (86400 unless a test shortens it).
 """
 from __future__ import annotations
@@ -163,7 +164,8 @@ async def _apply(gw) -> dict:
     now = time.time()
     day = float(gw.config.get("lifecycle_day_seconds") or DAY_SECONDS)
     stats = {"expired": 0, "versions_removed": 0, "uploads_aborted": 0, "transitioned": 0,
-             "transition_failed": 0, "restores_expired": 0, "cold_orphans_removed": 0}
+             "transitioned_bytes": 0, "transition_failed": 0, "restores_expired": 0,
+             "cold_orphans_removed": 0}
     buckets = list(gw.buckets.buckets.values())
     stats.update(await gw.run(gw.cold.collect_cold_orphans, buckets))
     for bucket in buckets:
@@ -208,6 +210,7 @@ async def _transition(gw, bucket: Bucket, rule: dict, now: float, day: float, st
             continue
         if outcome != "raced":
             stats["transitioned"] += 1
+            stats["transitioned_bytes"] += rec.size if outcome == "moved" else 0
 
 
 async def lifecycle_loop(gw, interval: float) -> None:

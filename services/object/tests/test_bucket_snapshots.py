@@ -186,7 +186,7 @@ def test_lifecycle_leaves_held_noncurrent_versions_and_holds_survive_a_crash():
             "ID": "nc", "Status": "Enabled", "Filter": {"Prefix": ""},
             "NoncurrentVersionExpiration": {"NoncurrentDays": 1}}]})
         time.sleep(0.5)
-        stats = admin._call("POST", "lifecycle")
+        stats = admin.apply_lifecycle()
         assert stats["versions_removed"] == 1 and stats["held"] == 1, stats
         versions = {v["VersionId"] for v in s3.list_object_versions(Bucket="lcb")["Versions"]}
         assert held in versions and free not in versions

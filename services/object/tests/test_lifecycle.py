@@ -52,9 +52,10 @@ def test_lifecycle_configuration_and_expiration(short_day_gateway):
     s3.create_multipart_upload(Bucket="lcb", Key="big")
     time.sleep(2.2)
     admin = GatewayAdminClient(gw.endpoint, ADMIN_TOKEN)
-    stats = admin._call("POST", "lifecycle")
+    stats = admin.apply_lifecycle()
     assert stats == {"expired": 1, "versions_removed": 1, "uploads_aborted": 1, "transitioned": 0,
-                     "transition_failed": 0, "restores_expired": 0, "cold_orphans_removed": 0}
+                     "transitioned_bytes": 0, "transition_failed": 0, "restores_expired": 0,
+                     "cold_orphans_removed": 0}
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="lcb")["Contents"]]
     assert keys == ["keep/b", "v/c"]
     assert s3.get_object(Bucket="lcb", Key="v/c")["Body"].read() == b"c2"

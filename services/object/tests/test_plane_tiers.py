@@ -118,3 +118,49 @@ def test_a_capacity_pool_made_while_the_gateway_runs_gives_it_a_cold_root_at_onc
                                               LifecycleConfiguration=GLACIER_IR_RULE)
     finally:
         stop_procs(plane.procs)
+
+
+def test_lifecycle_passes_are_jobs_that_move_versions_to_the_capacity_tier(
+        api, viewer_api, data_dir, settings, worker):
+    """The plane runs the lifecycle passes (the gateway it starts runs none of its own):
+    each is a Job, on request or from beat, whose result counts the versions moved and whose
+    byte count is their bytes; the moved versions still read back (GLACIER_IR)."""
+    from services.object import tasks
+    from services.protection.tests.helpers import wait_job
+
+    made = api.post("/api/v1/pools/", {"name": "slow", "driver": "directory",
+                                       "media": "capacity"}, format="json")
+    assert made.status_code == 201, made.content
+    plane = start_plane_gateway(api, data_dir, settings)
+    try:
+        assert _config(data_dir)["lifecycle_interval"] == 0
+        s3 = plane.admin_s3
+        s3.create_bucket(Bucket="tiered")
+        bodies = {f"ckpt/step-1/shard-{i}": os.urandom(200_000 + i) for i in range(3)}
+        for key, body in bodies.items():
+            s3.put_object(Bucket="tiered", Key=key, Body=body)
+        s3.put_object(Bucket="tiered", Key="hot/keep", Body=b"stays hot")
+        s3.put_bucket_lifecycle_configuration(Bucket="tiered", LifecycleConfiguration={
+            "Rules": [{"ID": "old-steps", "Filter": {"Prefix": "ckpt/"}, "Status": "Enabled",
+                       "Transitions": [{"Date": "2020-01-01T00:00:00Z",
+                                        "StorageClass": "GLACIER_IR"}]}]})
+
+        assert viewer_api.post("/api/v1/s3-lifecycle-runs/").status_code == 403
+        r = api.post("/api/v1/s3-lifecycle-runs/")
+        assert r.status_code == 202, r.content
+        job = wait_job(api, r.json()["id"])
+        assert job["state"] == "succeeded" and job["kind"] == "lifecycle", job
+        assert job["result"]["transitioned"] == 3, job["result"]
+        moved = sum(len(b) for b in bodies.values())
+        assert job["bytes_done"] == job["bytes_total"] == moved, job
+        for key, body in bodies.items():
+            assert s3.head_object(Bucket="tiered", Key=key)["StorageClass"] == "GLACIER_IR"
+            assert s3.get_object(Bucket="tiered", Key=key)["Body"].read() == body
+        assert s3.head_object(Bucket="tiered", Key="hot/keep").get("StorageClass", "STANDARD") == \
+            "STANDARD"
+
+        # beat's hourly task queues the same Job; a pass with nothing to do moves nothing
+        again = wait_job(api, tasks.lifecycle()["job"])
+        assert again["state"] == "succeeded" and again["result"]["transitioned"] == 0, again
+    finally:
+        stop_procs(plane.procs)

@@ -64,7 +64,7 @@ def budget_redis():
 
 
 def run_lifecycle(gw) -> dict:
-    return GatewayAdminClient(gw.endpoint, ADMIN_TOKEN)._call("POST", "lifecycle")
+    return GatewayAdminClient(gw.endpoint, ADMIN_TOKEN).apply_lifecycle()
 
 
 def transition_rule(cls: str, prefix: str = "", days: int = 1) -> dict:
