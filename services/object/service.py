@@ -303,6 +303,14 @@ def refresh_usage(buckets=None) -> bool:
     return True
 
 
+def apply_lifecycle() -> dict:
+    """One pass of every bucket's lifecycle rules in the gateway, now; its counts
+    (``transitioned``, ``transitioned_bytes``, ``expired``, ...). GatewayUnavailable when
+    it does not answer."""
+    gateway()
+    return _admin_call(admin_client(timeout=3600).apply_lifecycle)
+
+
 def reconcile_buckets(push_quotas: bool = True) -> dict:
     """Make rows and gateway agree: import buckets made over S3, forget buckets deleted over
     S3, record usage and versioning, and (``push_quotas``) re-apply quotas, which only the

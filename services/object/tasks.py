@@ -4,6 +4,7 @@ from celery import shared_task
 from console.jobs import job_task, start_job
 from console.models import Job
 from services.object import service
+from services.object.admin_client import GatewayAdminError
 
 
 @shared_task(name="object.reconcile_buckets")
@@ -21,7 +22,7 @@ def lifecycle_pass(ctx):
     uploads and transitions to the capacity tier (drawing from the I/O budget's
     ``migration`` class); its counts are the Job's result, the bytes moved its byte count."""
     ctx.progress(5, "the S3 gateway applies every bucket's lifecycle rules")
-    stats = service.admin_client(timeout=3600).apply_lifecycle()
+    stats = service.apply_lifecycle()
     moved = stats.get("transitioned_bytes", 0)
     ctx.progress(100, f"{stats.get('transitioned', 0)} version(s) moved to the capacity tier, "
                  f"{stats.get('expired', 0) + stats.get('versions_removed', 0)} expired",
@@ -36,7 +37,13 @@ def start_lifecycle_pass(user=None) -> Job:
 
 @shared_task(name="object.lifecycle")
 def lifecycle():
-    """Beat's hourly lifecycle pass, as a Job; skipped while one is still queued or running."""
+    """Beat's hourly lifecycle pass, as a Job; skipped while one is still queued or running,
+    or while the gateway does not answer (the object service is off or starting)."""
     if Job.objects.filter(kind="lifecycle", state__in=["pending", "running"]).exists():
         return {"skipped": "a lifecycle pass is still queued or running"}
+    try:
+        service.gateway()
+        service.admin_client().health()
+    except (service.GatewayUnavailable, GatewayAdminError) as exc:
+        return {"skipped": str(exc)}
     return {"job": start_lifecycle_pass().pk}
