@@ -8,6 +8,11 @@ from services.protection.fields import SealedTextField
 from services.storage.models import FileSystem, NameField, Volume
 
 
+def _age(when):
+    """Seconds since ``when`` (never negative), None without one: a replication's lag."""
+    return None if when is None else max(0.0, (timezone.now() - when).total_seconds())
+
+
 class SourceMixin(models.Model):
     """A protected object: exactly one of a file system or a volume."""
 
@@ -128,9 +133,7 @@ class Replication(SourceMixin):
 
     def lag_seconds(self):
         """Recovery point: how old the newest data on the replica is (None before the first)."""
-        if self.last_snapshot_at is None:
-            return None
-        return max(0.0, (timezone.now() - self.last_snapshot_at).total_seconds())
+        return _age(self.last_snapshot_at)
 
     def __str__(self):
         return self.name
@@ -278,9 +281,7 @@ class BucketReplication(models.Model):
 
     def lag_seconds(self):
         """Recovery point: how old the newest write known to be on the target is."""
-        if self.synced_at is None:
-            return None
-        return max(0.0, (timezone.now() - self.synced_at).total_seconds())
+        return _age(self.synced_at)
 
     def __str__(self):
         return self.name
