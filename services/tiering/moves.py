@@ -134,18 +134,19 @@ def _settle_finished(kind: str, name: str) -> None:
             error=record.job.error or f"its job was {record.job.state}")
 
 
-def fail_interrupted() -> int:
+def fail_interrupted(finish=None) -> int:
     """When a worker starts: a move still running was cut off with the previous worker
     (one worker per appliance, as console.jobs assumes). Before the switch: record it
-    failed (the object is still in its old pool); after it: complete it
-    (:func:`_complete_switched`). Then remove what the runs left behind. Returns how many
+    failed (the object is still in its old pool); after it: hand its id to ``finish``
+    (the worker queues :func:`complete_switched`, which reads both copies: not at start-up;
+    by default it is called here). Then remove what the runs left behind. Returns how many
     moves failed."""
     n = 0
     for record in TierMove.objects.filter(state="running"):
         model = FileSystem if record.kind == "filesystem" else Volume
         if record.from_pool != record.to_pool and model.objects.filter(
                 name=record.name, pool__name=record.to_pool).exists():
-            _complete_switched(record, model)
+            (finish or complete_switched)(record.pk)
             continue
         n += TierMove.objects.filter(pk=record.pk, state="running").update(
             state="failed", finished_at=timezone.now(),
@@ -158,12 +159,16 @@ def fail_interrupted() -> int:
     return n
 
 
-def _complete_switched(record: TierMove, model) -> None:
+def complete_switched(move_id: int) -> None:
     """A move cut off after its switch: the row points at the new, verified copy. Tell the
     services again (the kill may have come while they followed it), then release the old
     copy if its content is still the new copy's; it is kept, and the record says where,
     if a writer changed it during the switch or a service could not follow. The move (and
-    its Job) is recorded done."""
+    its Job) is recorded done. Running it again after it completed changes nothing."""
+    record = TierMove.objects.filter(pk=move_id, state="running").first()
+    if record is None:
+        return
+    model = FileSystem if record.kind == "filesystem" else Volume
     obj = model.objects.select_related("pool").get(name=record.name)
     digest = tree_digest(obj.path)
     note = ("completed when the next worker started (the previous one stopped after the "
@@ -197,6 +202,8 @@ def _complete_switched(record: TierMove, model) -> None:
             log.warning("tier move of %s: %s", record.name, note)
     TierMove.objects.filter(pk=record.pk).update(
         state="done", finished_at=timezone.now(), tree_sha256=digest, error=note)
+    record.refresh_from_db()
+    clear_leftovers(record)  # the staging copy and the move's snapshots
     if record.job_id:
         Job.objects.filter(pk=record.job_id).update(
             state=Job.State.SUCCEEDED, progress=100.0, error="", message=note[:500],

@@ -1,8 +1,10 @@
 """Celery tasks of tiering: tier moves run as Jobs. When a worker starts, moves cut off by
 the previous worker's crash or kill are recorded as failed and what they left behind (the
-move's snapshots, the half-received copy) is removed."""
+move's snapshots, the half-received copy) is removed; one cut off after its switch is
+completed by a task queued then."""
 import logging
 
+from celery import shared_task
 from celery.signals import worker_ready
 
 from console.jobs import job_task, start_job
@@ -30,11 +32,18 @@ def start_move(obj, pool, user=None) -> TierMove:
     return record
 
 
+@shared_task(name="tiering.complete_switched_move")
+def complete_switched_move(move: int):
+    """Complete a move its worker was killed in after the switch (see moves)."""
+    moves.complete_switched(move)
+
+
 @worker_ready.connect
 def fail_interrupted_moves(**_):
     """A move still `running` when a worker starts was cut off with the previous worker
-    (one worker per appliance, as console.jobs assumes): fail it and clear its leftovers."""
+    (one worker per appliance, as console.jobs assumes): fail it and clear its leftovers,
+    or, if it had switched, queue its completion."""
     try:
-        moves.fail_interrupted()
+        moves.fail_interrupted(finish=complete_switched_move.delay)
     except Exception:  # noqa: BLE001 - the worker must start; the next move clears them too
         log.exception("could not clear the leftovers of interrupted tier moves")
