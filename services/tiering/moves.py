@@ -162,7 +162,7 @@ def fail_interrupted(finish=None) -> int:
 def complete_switched(move_id: int) -> None:
     """A move cut off after its switch: the row points at the new, verified copy. Tell the
     services again (the kill may have come while they followed it), then release the old
-    copy if its content is still the new copy's; it is kept, and the record says where,
+    copy if it still holds what was copied and verified; it is kept, and the record says where,
     if a writer changed it during the switch or a service could not follow. The move (and
     its Job) is recorded done. Running it again after it completed changes nothing."""
     record = TierMove.objects.filter(pk=move_id, state="running").first()
@@ -170,7 +170,8 @@ def complete_switched(move_id: int) -> None:
         return
     model = FileSystem if record.kind == "filesystem" else Volume
     obj = model.objects.select_related("pool").get(name=record.name)
-    digest = tree_digest(obj.path)
+    # the verified content, recorded before the switch (clients may write the new copy now)
+    digest = record.tree_sha256 or tree_digest(obj.path)
     note = ("completed when the next worker started (the previous one stopped after the "
             "switch)")
     src = Pool.objects.filter(name=record.from_pool).first()
@@ -281,6 +282,8 @@ def _move(record, obj, dst: Pool, progress) -> dict:
             raise MoveFailed(f"the copy of {name} in {dst.name} does not match the source "
                              f"({got[:12]} != {digest[:12]}); the source is kept")
         progress(90, f"switching {name} (and what serves it) to {dst.name}")
+        # what the old copy must still hold to be released, should this run be cut off
+        TierMove.objects.filter(pk=record.pk).update(tree_sha256=digest)
         old_path = obj.path
         _switch(obj, dst, new.path, old_path, src_pool)
         warning = ""

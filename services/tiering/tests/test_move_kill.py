@@ -147,13 +147,16 @@ def test_a_move_cut_off_after_its_switch_is_completed_by_the_next_worker(
 
     # the next worker's start fails nothing; it queues the completion (which reads both
     # copies: not during start-up), and the queued task completes the move
+    fs = FileSystem.objects.get(name="big")
+    write_files(fs.path, {"new-after-switch": b"a client of the moved copy"})  # not a reason
     queued = []
     assert moves.fail_interrupted(finish=queued.append) == 0
     assert queued == [record.pk] and TierMove.objects.get(pk=record.pk).state == "running"
     moves.complete_switched(record.pk)
     done = TierMove.objects.get(pk=record.pk)
     assert done.state == "done" and done.tag == "", (done.state, done.error)
-    assert file_hashes(FileSystem.objects.get(name="big").path) == before
+    after = file_hashes(fs.path)
+    assert after.pop("new-after-switch") and after == before
     assert subvolumes("cap") == sorted(empty_cap + ["fs/big"]), subvolumes("cap")
     if written_during_switch:
         assert f"kept at {path}" in done.error, done.error
