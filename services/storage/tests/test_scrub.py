@@ -18,7 +18,8 @@ pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]
 MiB = 1 << 20
 
 
-def test_scrub_yields_to_the_budget_and_foreground_and_still_completes(api, worker):
+def pool_with_data(api):
+    """Pool `p` (a 1 GiB image) holding 256 MiB in file system `data`: its mount point."""
     r = api.post("/api/v1/pools/", {"name": "p", "driver": "local",
                                     "devices": ["image:1G"]}, format="json")
     assert r.status_code == 201, r.json()
@@ -26,7 +27,11 @@ def test_scrub_yields_to_the_budget_and_foreground_and_still_completes(api, work
                     format="json").json()["path"]
     write_files(path, {f"blob-{i}": os.urandom(32 * MiB) for i in range(8)})
     os.sync()
-    limits = btrfs.scrub_speed_files(Pool.objects.get(name="p").mountpoint)
+    return Pool.objects.get(name="p").mountpoint
+
+
+def test_scrub_yields_to_the_budget_and_foreground_and_still_completes(api, worker):
+    limits = btrfs.scrub_speed_files(pool_with_data(api))
     assert limits and all(f.read_text().strip() == "0" for f in limits)
     r = api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {"scrub": 32}}, format="json")
     assert r.status_code == 200, r.json()
@@ -73,14 +78,7 @@ def test_a_killed_workers_scrub_is_stopped_by_the_next_worker(api, data_dir, tmp
     from services.protection.tests.helpers import WorkerProcess
     from console.celery import app
 
-    r = api.post("/api/v1/pools/", {"name": "p", "driver": "local",
-                                    "devices": ["image:1G"]}, format="json")
-    assert r.status_code == 201, r.json()
-    path = api.post("/api/v1/filesystems/", {"name": "data", "pool": "p"},
-                    format="json").json()["path"]
-    write_files(path, {f"blob-{i}": os.urandom(32 * MiB) for i in range(8)})
-    os.sync()
-    mnt = Pool.objects.get(name="p").mountpoint
+    mnt = pool_with_data(api)
     limits = btrfs.scrub_speed_files(mnt)
     runner = Runner()
     r = api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {"scrub": 8}}, format="json")

@@ -82,7 +82,9 @@ def test_kill9_mid_filesystem_move_then_move_again(api, data_dir, tmp_path):
     try:
         wait_for(lambda: Job.objects.get(pk=job_id).state == "failed", 60, "the reaper")
         assert "interrupted" in Job.objects.get(pk=job_id).error
-        dead = TierMove.objects.get(job_id=job_id)
+        # the move's record has its own start-up handler, which may run after the Jobs' one
+        dead = wait_for(lambda: (lambda m: m.state != "running" and m)(
+            TierMove.objects.get(job_id=job_id)), 30, "the moves' reaper")
         assert dead.state == "failed" and "interrupted" in dead.error
         # the worker's start removed what the dead run left (the file system is untouched)
         wait_for(lambda: TierMove.objects.get(pk=dead.pk).tag == "", 30, "the clean-up")
