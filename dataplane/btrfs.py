@@ -242,11 +242,17 @@ def scrub_process(runner: Runner, mountpoint: Path, resume: bool = False, out=No
                         stderr=err if err is not None else subprocess.DEVNULL)
 
 
+def _fs_info(fd: int) -> bytearray:
+    """The file system's ``btrfs_ioctl_fs_info_args`` (max_id at 0, fsid at 16)."""
+    info = bytearray(1024)
+    fcntl.ioctl(fd, IOC_FS_INFO, info, True)
+    return info
+
+
 def _fsid(mountpoint: Path) -> str:
     fd = os.open(mountpoint, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        info = bytearray(1024)
-        fcntl.ioctl(fd, IOC_FS_INFO, info, True)
+        info = _fs_info(fd)
     finally:
         os.close(fd)
     return str(_uuid.UUID(bytes=bytes(info[16:32])))
@@ -266,9 +272,7 @@ def scrub_live_bytes(mountpoint: Path) -> Optional[int]:
     import errno
     fd = os.open(mountpoint, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        info = bytearray(1024)
-        fcntl.ioctl(fd, IOC_FS_INFO, info, True)
-        max_id = struct.unpack_from("<Q", info, 0)[0]
+        max_id = struct.unpack_from("<Q", _fs_info(fd), 0)[0]
         total, running = 0, False
         for devid in range(1, max_id + 1):
             args = bytearray(1024)

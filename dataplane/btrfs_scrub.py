@@ -84,11 +84,7 @@ class PacedScrub:
                 if proc is not None and proc.poll() is None:
                     btrfs.scrub_cancel(self.runner, self.mnt)
                     proc.wait()
-                for path, value in self._limits.items():
-                    try:
-                        path.write_text(value)
-                    except OSError:  # the device left the file system meanwhile
-                        pass
+                _write_limits(self._limits)
         return self._result(proc, stderr)
 
     def _pause(self, proc, wait: float) -> bool:
@@ -177,9 +173,14 @@ def stop_orphan(runner: Runner, mnt: Path) -> bool:
     running = btrfs.scrub_status(runner, mnt)["status"] == "running"
     if running:
         btrfs.scrub_cancel(runner, mnt)
-    for path in btrfs.scrub_speed_files(mnt):
+    _write_limits({path: "0" for path in btrfs.scrub_speed_files(mnt)})
+    return running
+
+
+def _write_limits(limits: dict) -> None:
+    """Write each kernel scrub limit file its value (bytes/s as text, "0": none)."""
+    for path, value in limits.items():
         try:
-            path.write_text("0")
+            path.write_text(value)
         except OSError:  # the device left the file system meanwhile
             pass
-    return running

@@ -17,7 +17,7 @@ from services.protection.progress import Meter
 from services.protection.replication import unique_snapshot_name
 from services.storage import service as storage
 from services.storage.drivers import driver_for
-from services.storage.models import FileSystem, Pool, Volume
+from services.storage.models import OBJECT_MODELS, FileSystem, Pool, Volume
 from services.tiering import budget
 
 log = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ def restore(rp: RestorePoint, *, name: str, pool: Pool,
     """Restore ``rp`` as a new file system or volume ``name`` in ``pool``: receive the
     chain (full, then increments) into a staging object, clone its newest snapshot as
     ``name``, and keep it only if its tree digest equals the source's at backup time."""
-    model = FileSystem if rp.kind == "filesystem" else Volume
+    model = OBJECT_MODELS[rp.kind]
     if model.objects.filter(name=name).exists():
         raise Conflict(f"{rp.kind} {name} already exists; restore under another name.")
     target = rp.backup.target

@@ -12,7 +12,6 @@ import threading
 
 import redis
 from django.conf import settings
-
 from django.utils import timezone
 
 from console.errors import Conflict

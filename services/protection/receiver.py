@@ -27,14 +27,13 @@ from services.protection.models import Replica
 from services.protection.peerclient import with_trailer
 from services.storage import service as storage
 from services.storage.drivers import driver_for
-from services.storage.models import FileSystem, Pool, Snapshot, Volume
+from services.storage.models import OBJECT_MODELS, FileSystem, Pool, Snapshot, Volume
 from services.tiering import budget
 
 log = logging.getLogger(__name__)
 
 READ_CHUNK = 1 << 20
 KEEP_RECEIVED = 3  # received snapshots kept per replica (older ones go unless cloned)
-MODELS = {"filesystem": FileSystem, "volume": Volume}
 
 
 def chunk_bytes() -> int:
@@ -86,14 +85,14 @@ class Transfer:
 
 
 def _check_target(kind: str, pool_name: str, name: str) -> Pool:
-    if kind not in MODELS:
+    if kind not in OBJECT_MODELS:
         raise InvalidArgument(f"kind {kind!r}: use 'filesystem' or 'volume'")
     pool = Pool.objects.filter(name=pool_name).first()
     if pool is None:
         raise NotFound(f"no pool {pool_name!r} on this appliance to receive into")
     replica = Replica.objects.filter(name=name).first()
     if replica is None:
-        if MODELS[kind].objects.filter(name=name).exists():
+        if OBJECT_MODELS[kind].objects.filter(name=name).exists():
             raise Conflict(f"{kind} {name} exists here and is not a replica; pick another "
                            "target name.")
     else:
@@ -160,7 +159,7 @@ def commit_transfer(transfer: Transfer, *, size: int, sha256: str) -> Snapshot:
         if transfer.received >= size:
             transfer.discard()  # damaged, not short: resuming cannot fix it
         raise
-    model = MODELS[m["kind"]]
+    model = OBJECT_MODELS[m["kind"]]
     obj = model.objects.filter(name=m["name"]).first()
     if m["parent"] and (obj is None or not obj.snapshots.filter(name=m["parent"]).exists()):
         transfer.discard()
@@ -197,10 +196,10 @@ def _prune_received(obj) -> None:
 
 def replica_info(replica: Replica) -> dict:
     """What a sender needs to pick an incremental base: the received snapshots."""
-    obj = MODELS[replica.kind].objects.filter(name=replica.name).first()
+    obj = OBJECT_MODELS[replica.kind].objects.filter(name=replica.name).first()
     snaps = list(obj.snapshots.order_by("created_at", "id").values_list("name", flat=True)) \
         if obj else []
-    promoted = MODELS[replica.kind].objects.filter(name=replica.promoted_to).first() \
+    promoted = OBJECT_MODELS[replica.kind].objects.filter(name=replica.promoted_to).first() \
         if replica.promoted_to else None
     return {"name": replica.name, "kind": replica.kind, "pool": replica.pool,
             "snapshots": snaps, "last_snapshot": replica.last_snapshot,
@@ -215,11 +214,11 @@ def promote(replica: Replica, new_name: str):
     snapshot; the replica then refuses further snapshots from its old source."""
     if replica.promoted_to:
         raise Conflict(f"replica {replica.name} was already promoted to {replica.promoted_to}.")
-    obj = MODELS[replica.kind].objects.filter(name=replica.name).first()
+    obj = OBJECT_MODELS[replica.kind].objects.filter(name=replica.name).first()
     snap = obj.snapshots.filter(name=replica.last_snapshot).first() if obj else None
     if snap is None:
         raise Conflict(f"replica {replica.name} has received no snapshot yet; nothing to promote.")
-    if MODELS[replica.kind].objects.filter(name=new_name).exists():
+    if OBJECT_MODELS[replica.kind].objects.filter(name=new_name).exists():
         raise Conflict(f"{replica.kind} {new_name} already exists; choose another name.")
     with transaction.atomic():
         made = storage.clone_snapshot(snap, name=new_name)
@@ -234,7 +233,7 @@ def _promoted(replica: Replica):
     if not replica.promoted_to:
         raise Conflict(f"replica {replica.name} has not been promoted (no failover happened "
                        "here); there is nothing to fail back.")
-    obj = MODELS[replica.kind].objects.select_related("pool").filter(
+    obj = OBJECT_MODELS[replica.kind].objects.select_related("pool").filter(
         name=replica.promoted_to).first()
     if obj is None:
         raise Conflict(f"{replica.kind} {replica.promoted_to}, which replica {replica.name} "
@@ -243,7 +242,7 @@ def _promoted(replica: Replica):
 
 
 def _replica_object(replica: Replica):
-    return MODELS[replica.kind].objects.select_related("pool").filter(name=replica.name).first()
+    return OBJECT_MODELS[replica.kind].objects.select_related("pool").filter(name=replica.name).first()
 
 
 def failback_snapshot(replica: Replica, name: str) -> Snapshot:

@@ -99,6 +99,10 @@ class Volume(PoolObject):
     thin = models.BooleanField(default=True)
 
 
+# the model of each kind of pool object ("filesystem", "volume": Snapshot's fields too)
+OBJECT_MODELS = {"filesystem": FileSystem, "volume": Volume}
+
+
 class Snapshot(models.Model):
     """A read-only point-in-time copy of a file system or a volume."""
 

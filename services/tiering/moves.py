@@ -10,8 +10,9 @@ A run killed mid-way (``kill -9`` of its worker) leaves its snapshots and half-r
 staging copy behind, named by the record's ``tag``: the next start of a worker records the
 move failed and removes them (``fail_interrupted``), and so does the next move of the
 object, before it starts. A run killed after the switch (the row already points at the new,
-verified copy) is completed instead: the old copy is released if it still holds what the
-new one holds, else kept and named in the record, as below.
+verified copy) is completed instead, by a task the next worker queues: the old copy is
+released if it still holds the content verified before the switch (recorded on the move),
+else kept and named in the record, as below.
 
 Limits (refused with 409, not ignored): the object must have no snapshots and no clones
 (their history would be lost), and no replication or backup may use it; a service whose
@@ -40,7 +41,7 @@ from dataplane.errors import DataplaneError, NotFound
 from services.protection.objstore import tree_digest
 from services.protection.progress import Meter
 from services.storage.drivers import driver_for
-from services.storage.models import FileSystem, Pool, Volume
+from services.storage.models import OBJECT_MODELS, Pool
 from services.tiering import budget
 from services.tiering.models import TierMove
 from services.tiering.signals import check_move, moved
@@ -99,7 +100,7 @@ def _copy(drv, src_pool, dst_pool, kind, name, staging, snap, parent,
 
 def move(record: TierMove, progress=lambda pct, msg, **counts: None) -> dict:
     """Run a tier move (see the module doc) and record the outcome on ``record``."""
-    model = FileSystem if record.kind == "filesystem" else Volume
+    model = OBJECT_MODELS[record.kind]
     obj = model.objects.select_related("pool").get(name=record.name)
     dst = Pool.objects.get(name=record.to_pool)
     TierMove.objects.filter(pk=record.pk).update(state="running")
@@ -143,7 +144,7 @@ def fail_interrupted(finish=None) -> int:
     moves failed."""
     n = 0
     for record in TierMove.objects.filter(state="running"):
-        model = FileSystem if record.kind == "filesystem" else Volume
+        model = OBJECT_MODELS[record.kind]
         if record.from_pool != record.to_pool and model.objects.filter(
                 name=record.name, pool__name=record.to_pool).exists():
             (finish or complete_switched)(record.pk)
@@ -162,13 +163,13 @@ def fail_interrupted(finish=None) -> int:
 def complete_switched(move_id: int) -> None:
     """A move cut off after its switch: the row points at the new, verified copy. Tell the
     services again (the kill may have come while they followed it), then release the old
-    copy if it still holds what was copied and verified; it is kept, and the record says where,
-    if a writer changed it during the switch or a service could not follow. The move (and
+    copy if it still holds what was copied and verified; it is kept, and the record says
+    where, if a writer changed it during the switch or a service could not follow. The move (and
     its Job) is recorded done. Running it again after it completed changes nothing."""
     record = TierMove.objects.filter(pk=move_id, state="running").first()
     if record is None:
         return
-    model = FileSystem if record.kind == "filesystem" else Volume
+    model = OBJECT_MODELS[record.kind]
     obj = model.objects.select_related("pool").get(name=record.name)
     # the verified content, recorded before the switch (clients may write the new copy now)
     digest = record.tree_sha256 or tree_digest(obj.path)

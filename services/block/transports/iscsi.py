@@ -11,7 +11,8 @@ every change computes a :class:`Plan` — add/update/remove sets against what
 
 tgtd reads a backing file's size only when it opens it; :meth:`TgtdTarget.resize`
 re-opens the file in place (``online=0``, ``path=<same>``, ``online=1``, with the target
-offline meanwhile: see ``repoint`` below), so an initiator sees the new capacity on its next READ CAPACITY without losing the target or the LUN.
+offline meanwhile: see ``repoint`` below), so an initiator sees the new capacity on its next
+READ CAPACITY without losing the target or the LUN.
 
 :meth:`TgtdTarget.repoint` serves an export from another file (the volume moved to another
 pool) the same way, with its target offline for the swap (tens of milliseconds): tgtd goes
