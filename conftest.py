@@ -86,7 +86,7 @@ def fresh_queue() -> None:
     import redis
     from django.conf import settings
 
-    from console.celery import app
+    from plane.celery import app
 
     app.control.purge()
     redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(
@@ -98,7 +98,7 @@ def worker(transactional_db):
     """A real Celery worker (in a thread) consuming the test broker."""
     from celery.contrib.testing.worker import start_worker
 
-    from console.celery import app
+    from plane.celery import app
 
     fresh_queue()
     with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):

@@ -2,10 +2,8 @@ from django.apps import AppConfig
 
 
 class ConsoleConfig(AppConfig):
-    name = "console"
-    label = "console"
-    verbose_name = "Strata console"
+    """The project on top: settings, URLs, the web console's pages, the `strata` command."""
 
-    def ready(self):
-        # Import the Celery app so shared tasks bind to it in every process.
-        from console.celery import app  # noqa: F401
+    name = "console"
+    label = "web"
+    verbose_name = "Strata console"

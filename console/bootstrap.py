@@ -9,7 +9,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from rest_framework.authtoken.models import Token
 
-from console.roles import ROLES
+from plane.roles import ROLES
 
 
 def write_private_json(path: Path, data: dict) -> None:
@@ -55,7 +55,7 @@ def run_service_bootstraps(creds: dict) -> list[str]:
     """Each service app's `bootstrap.py` `bootstrap(creds) -> dict` (e.g. the admin's S3 keys,
     exports reconciled into the daemons `strata up` just started); its answer is added to
     credentials.json."""
-    from console.discovery import service_modules
+    from plane.discovery import service_modules
 
     ran = []
     for app, module in service_modules("bootstrap"):

@@ -3,7 +3,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from console.models import Job
+from plane.models import Job
 
 QUOTA_NEAR_FULL = 0.9
 
@@ -28,7 +28,7 @@ def alerts() -> list[dict]:
 
 def service_alerts() -> list[dict]:
     """Each service app's `health.py` `service_alerts()` (replication lag, failed backups)."""
-    from console.discovery import service_modules
+    from plane.discovery import service_modules
 
     return [alert for _app, module in service_modules("health")
             if hasattr(module, "service_alerts") for alert in module.service_alerts()]

@@ -15,7 +15,7 @@ from rest_framework.decorators import api_view, permission_classes
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
-from console.models import Job, MetricSample
+from plane.models import Job, MetricSample
 
 SECTOR = 512
 KEEP = timedelta(hours=2)

@@ -15,6 +15,8 @@ import secrets
 from pathlib import Path
 from urllib.parse import urlparse
 
+from plane.discovery import service_apps
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("STRATA_DATA_DIR", BASE_DIR / "var")).resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
@@ -76,21 +78,13 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
+    "plane",
     "console",
-    "services.storage",
 ]
 
 
-def _service_apps() -> list[str]:
-    """Every service slice with a Django app (`services/<name>/apps.py`, `vector/apps.py`)
-    is installed; its API registers itself (see console/api/urls.py)."""
-    found = sorted(f"services.{p.parent.name}" for p in (BASE_DIR / "services").glob("*/apps.py"))
-    if (BASE_DIR / "vector" / "apps.py").exists():
-        found.append("vector")
-    return [app for app in found if app not in INSTALLED_APPS]
-
-
-INSTALLED_APPS += _service_apps()
+# Every service with a Django app, the core (storage) first; see plane/discovery.py.
+INSTALLED_APPS += service_apps()
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -101,7 +95,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "console.audit.AuditMiddleware",
+    "plane.audit.AuditMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"
@@ -149,12 +143,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["console.roles.RolePermission"],
+    "DEFAULT_PERMISSION_CLASSES": ["plane.roles.RolePermission"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
-    "EXCEPTION_HANDLER": "console.errors.exception_handler",
+    "EXCEPTION_HANDLER": "plane.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Strata API",
@@ -167,7 +161,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # Several models have a field named "state" with different choices: name each set.
     "ENUM_NAME_OVERRIDES": {
-        "JobStateEnum": "console.models.Job.State",
+        "JobStateEnum": "plane.models.Job.State",
         "StorageStateEnum": "services.storage.models.State",  # pool, fs, volume, snapshot
         "ShareStateEnum": "services.file.models.ApplyState",  # NFS export, SMB share/user
         "CheckpointVersionStateEnum": "services.checkpoints.models.CheckpointVersion.State",

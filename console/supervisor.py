@@ -6,7 +6,6 @@ credentials.json, default pool, pools mounted again), the web server (API and co
 Celery worker and Celery beat. Children run in their own sessions so that Ctrl-C reaches only
 this process, which then stops them in reverse order. If any child dies, everything stops.
 """
-import importlib
 import json
 import os
 import shutil
@@ -17,18 +16,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from plane.discovery import modules_named
+
 STOP_TIMEOUT = 20.0
 ONE_SHOT_TIMEOUT = 900.0  # migrate / bootstrap: minutes at most, even on a slow disk
 DAEMON_START_TIMEOUT = 60.0  # a loaded machine can take long to import and bind
-SERVICES_DIR = Path(__file__).resolve().parent.parent / "services"
 
 
 def service_up_modules() -> list:
-    """`services/<name>/up.py` and `vector/up.py`: options and daemons for `strata up`."""
-    names = [f"services.{p.parent.name}.up" for p in sorted(SERVICES_DIR.glob("*/up.py"))]
-    if (SERVICES_DIR.parent / "vector" / "up.py").exists():
-        names.append("vector.up")
-    return [importlib.import_module(name) for name in names]
+    """`<service>/up.py`: options and daemons for `strata up`."""
+    return modules_named("up")
 
 
 def add_service_arguments(parser) -> None:
@@ -213,9 +210,9 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
             "--default-pool-size", default_pool_size]).strip(), flush=True)
         web = sup.start("web", [py, "-m", "uvicorn", "console.asgi:application",
                                 "--host", host, "--port", str(port), "--lifespan", "off"])
-        sup.start("worker", [py, "-m", "celery", "-A", "console", "worker", "-l", "info",
+        sup.start("worker", [py, "-m", "celery", "-A", "plane", "worker", "-l", "info",
                              "--concurrency", "2", "-n", f"strata-{port}@%h"])
-        sup.start("beat", [py, "-m", "celery", "-A", "console", "beat", "-l", "info",
+        sup.start("beat", [py, "-m", "celery", "-A", "plane", "beat", "-l", "info",
                            "--schedule", str(data / "run" / "celerybeat-schedule"),
                            "--pidfile", ""])
         _wait_for_http(f"{base}/api/v1/health", web)

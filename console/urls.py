@@ -3,7 +3,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from console import metrics
-from console.discovery import service_modules
+from plane.discovery import service_modules
 from console.pages import views as pages
 
 urlpatterns = [

@@ -1,55 +1,48 @@
 """Errors raised by the dataplane.
 
 Every error carries a short machine-readable ``code`` (the management plane turns it into the
-``error`` field of a 4xx/5xx JSON body) and a message a user can act on.
+``error`` field of a 4xx/5xx JSON body) and a message a user can act on. They belong to the
+domain error tree of `plumbing.errors`: each is also an ``Invalid``, ``NotFound`` or
+``Conflict`` where it is one, which is how the plane picks the status.
 """
+from plumbing import errors
 
 
-class DataplaneError(Exception):
+class DataplaneError(errors.StrataError):
     """Base class of every dataplane error."""
 
-    code = "error"
 
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
-
-    def to_dict(self) -> dict:
-        """The error as the JSON body the API returns: ``{"error": code, "detail": message}``."""
-        return {"error": self.code, "detail": self.message}
-
-
-class InvalidArgument(DataplaneError):
+class InvalidArgument(DataplaneError, errors.Invalid):
     """A name, size, option or stream the caller gave is not acceptable."""
 
     code = "invalid"
 
 
-class NotFound(DataplaneError):
+class NotFound(DataplaneError, errors.NotFound):
     """The pool, file system, volume, snapshot or device does not exist."""
 
     code = "not_found"
 
 
-class AlreadyExists(DataplaneError):
+class AlreadyExists(DataplaneError, errors.Conflict):
     """An object with that name already exists."""
 
     code = "exists"
 
 
-class InUse(DataplaneError):
+class InUse(DataplaneError, errors.Conflict):
     """The object is busy: a device already in use, a pool that is not empty, ..."""
 
     code = "in_use"
 
 
-class InsufficientDevices(DataplaneError):
+class InsufficientDevices(DataplaneError, errors.Invalid):
     """Too few devices for the requested redundancy, or too many missing to mount."""
 
     code = "insufficient_devices"
 
 
-class Unsupported(DataplaneError):
+class Unsupported(DataplaneError, errors.Invalid):
     """The feature is off in this driver (see ``capabilities()["features_off"]``)."""
 
     code = "unsupported"
@@ -71,7 +64,7 @@ class CommandFailed(DataplaneError):
         )
 
 
-class Cancelled(DataplaneError):
+class Cancelled(DataplaneError, errors.Conflict):
     """A long operation (scrub, ...) was cancelled by its caller."""
 
     code = "cancelled"

@@ -64,7 +64,7 @@ def vector(c, args, out):
     elif args.action == "delete":
         c.delete(f"{base}{args.name}/")
     elif args.action == "build":
-        from console.cli.main import JOB_COLS, watch_job
+        from plane.cli.jobs import JOB_COLS, watch_job
 
         job = c.post(f"{base}{args.name}/build/")
         if args.no_wait:

@@ -1,5 +1,5 @@
 """Console page of the vector service: collections with their size, memory and index state."""
-from console.pages import Action, Column, FormField, Page
+from plane.pages import Action, Column, FormField, Page
 from services.storage.models import Pool
 from vector.engine import INDEX_TYPES, METRICS
 from vector.models import VectorCollection

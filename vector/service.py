@@ -3,7 +3,7 @@
 The process that calls these functions serves the collections (see `vector.registry`): in
 `strata up` that is the web server. Index builds run in a thread of that process (the engine
 keeps searching and writing on the old index meanwhile); a Celery job started through
-`console.jobs` watches the build's `IndexBuild` row, mirrors its progress onto the Job and
+`plane.jobs` watches the build's `IndexBuild` row, mirrors its progress onto the Job and
 passes cancellation back (see `vector.tasks`).
 """
 import logging
@@ -17,8 +17,8 @@ from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
-from console.errors import Conflict
-from console.jobs import start_job
+from plumbing.errors import Conflict
+from plane.jobs import start_job
 from services.storage import service as storage
 from services.storage.drivers import driver_for
 from services.storage.models import FileSystem
@@ -391,7 +391,7 @@ class _Reporter:
         """True once the build or its Job was cancelled (a pending Job never reaches the
         watcher, so the Job row is checked too)."""
         if not self._cancel:
-            from console.models import Job
+            from plane.models import Job
 
             build = IndexBuild.objects.filter(pk=self.build_id).values(
                 "cancel_requested", "job_id").first()

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from console.jobs import JobCancelled, job_task
+from plane.jobs import JobCancelled, job_task
 from vector.models import IndexBuild
 
 POLL = 0.3

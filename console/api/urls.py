@@ -4,7 +4,7 @@ from rest_framework.routers import DefaultRouter
 
 from console import metrics
 from console.api import views
-from console.discovery import service_modules
+from plane.discovery import service_modules
 
 router = DefaultRouter(trailing_slash=True)
 router.register("jobs", views.JobViewSet)

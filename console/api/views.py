@@ -9,11 +9,11 @@ from rest_framework.decorators import action, api_view, permission_classes
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
-from console.api.serializers import (AuditEventSerializer, JobSerializer, MeSerializer,
+from plane.api.serializers import (AuditEventSerializer, JobSerializer, MeSerializer,
                                      UserSerializer)
-from console.jobs import cancel_job
-from console.models import AuditEvent, Job
-from console.roles import role_of
+from plane.jobs import cancel_job
+from plane.models import AuditEvent, Job
+from plane.roles import role_of
 
 
 class JobViewSet(viewsets.ReadOnlyModelViewSet):
@@ -64,7 +64,7 @@ def _check_database() -> dict:
 
 
 def _check_broker() -> dict:
-    from console.celery import app
+    from plane.celery import app
 
     try:
         with app.connection_for_write() as conn:
@@ -75,7 +75,7 @@ def _check_broker() -> dict:
 
 
 def _check_worker() -> dict:
-    from console.celery import app
+    from plane.celery import app
 
     try:
         replies = app.control.ping(timeout=1.0)
@@ -130,7 +130,7 @@ def health_report() -> dict:
 
 def _service_health() -> dict:
     """Each service app's `health.py` `service_health()`: {daemon: {"state": "ok"|..., ...}}."""
-    from console.discovery import service_modules
+    from plane.discovery import service_modules
 
     out = {}
     for app, module in service_modules("health"):

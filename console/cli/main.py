@@ -5,57 +5,18 @@ A service adds subcommands with `services/<name>/cli.py` (no Django, light impor
 and `out(data, columns)` prints a table or JSON.
 """
 import argparse
-import importlib
 import json
 import sys
-import time
-from pathlib import Path
 
-from console.cli.client import CliError, Client
-from console.cli.output import draw, job_transfer, progress_bar, show
+from plane.cli.client import CliError, Client
+from plane.cli.jobs import JOB_COLS, parse_size as _size, watch_job
+from plane.cli.output import show
+from plane.discovery import modules_named
 
 POOL_COLS = ["name", "driver", "redundancy", "media", "state", "size_bytes", "used_bytes"]
 FS_COLS = ["name", "pool", "quota_bytes", "used_bytes", "state", "path"]
 VOL_COLS = ["name", "pool", "size_bytes", "used_bytes", "state", "path"]
 SNAP_COLS = ["id", "name", "filesystem", "volume", "state", "created_at"]
-JOB_COLS = ["id", "kind", "state", "progress", "target_name", "message"]
-
-
-def _size(text: str) -> int:
-    units = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    t = text.strip().lower().removesuffix("ib").removesuffix("b")
-    num, unit = (t[:-1], t[-1]) if t and t[-1] in units and not t[-1].isdigit() else (t, "")
-    try:
-        return int(float(num) * units[unit])
-    except (ValueError, KeyError):
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 10G, 512M, 4096)")
-
-
-def watch_job(client: Client, job_id, as_json: bool) -> int:
-    while True:
-        job = client.get(f"jobs/{job_id}/")
-        if not as_json:
-            xfer = job_transfer(job)
-            draw(progress_bar(job["progress"], (f"{xfer} | " if xfer else "")
-                              + f"{job['kind']} {job['state']}: {job['message']}"),
-                 final=job["state"] in ("succeeded", "failed", "cancelled"))
-        if job["state"] in ("succeeded", "failed", "cancelled"):
-            if as_json:
-                show(job, JOB_COLS, True)
-            elif job["state"] == "failed":
-                print(f"error: {job['error']}", file=sys.stderr)
-            return 0 if job["state"] == "succeeded" else 1
-        time.sleep(0.5)
-
-
-def _service_cli_modules() -> list:
-    root = Path(__file__).resolve().parents[2]
-    names = [f"services.{p.parent.name}.cli" for p in sorted(root.glob("services/*/cli.py"))]
-    if (root / "vector" / "cli.py").exists():
-        names.append("vector.cli")
-    return [importlib.import_module(name) for name in names]
-
-
 def _parser() -> tuple[argparse.ArgumentParser, dict]:
     p = argparse.ArgumentParser(prog="strata", description="Strata storage appliance")
     p.add_argument("--data-dir", default=None,
@@ -118,7 +79,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
     x = job.add_parser("cancel"); x.add_argument("id", type=int)
 
     handlers = {}
-    for module in _service_cli_modules():
+    for module in modules_named("cli"):
         handlers.update(module.register(sub))
     return p, handlers
 

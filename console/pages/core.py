@@ -1,9 +1,9 @@
 """The console's own pages: jobs, audit log, users."""
 from django.contrib.auth.models import User
 
-from console.models import AuditEvent, Job
-from console.pages import Action, Column, FormField, Page
-from console.roles import ROLES
+from plane.models import AuditEvent, Job
+from plane.pages import Action, Column, FormField, Page
+from plane.roles import ROLES
 
 PAGES = [
     Page(slug="jobs", title="Jobs", group="System", api="/api/v1/jobs/", lookup="id",

@@ -4,8 +4,9 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 
 from console.dashboard import dashboard_context
-from console.pages import all_pages, core
-from console.roles import ADMIN, can_change, role_of
+from console.pages import core
+from plane.pages import all_pages
+from plane.roles import ADMIN, can_change, role_of
 
 
 def _pages():

@@ -1,6 +1,6 @@
 from django import template
 
-from console.cli.output import human_bytes
+from plane.cli.output import human_bytes
 
 register = template.Library()
 

@@ -7,8 +7,8 @@ import time
 import pytest
 from celery.contrib.testing.worker import start_worker
 
-from console.celery import app
-from console.models import Job
+from plane.celery import app
+from plane.models import Job
 
 pytestmark = pytest.mark.root
 
@@ -64,7 +64,7 @@ def test_job_left_running_by_a_dead_worker_is_failed_when_a_worker_starts(transa
     db = settings.DATABASES["default"]
     env = dict(os.environ, PYTHONPATH=str(settings.BASE_DIR), STRATA_DATABASE_URL=(
         f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"))
-    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "console", "worker",
+    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "plane", "worker",
                                "--pool", "solo", "-n", f"reaper-{os.getpid()}@%h"],
                               env=env, cwd=settings.BASE_DIR, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)

@@ -62,7 +62,7 @@ def test_dashboard_alerts_on_replication_lag_and_failed_jobs(logged_in):
 
     from django.utils import timezone
 
-    from console.models import Job
+    from plane.models import Job
     from services.protection.models import Replication, ReplicationPeer
     from services.storage.models import FileSystem, Pool
 

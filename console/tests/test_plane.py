@@ -6,7 +6,7 @@ from django.core.management import call_command
 from django.test import Client
 from drf_spectacular.drainage import GENERATOR_STATS
 
-from console.models import AuditEvent
+from plane.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
 

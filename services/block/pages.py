@@ -1,5 +1,5 @@
 """Console pages of the block service: hosts, host groups and block exports."""
-from console.pages import Action, Column, FormField, Page
+from plane.pages import Action, Column, FormField, Page
 from services.block.models import BlockExport, Host, HostGroup
 from services.storage.models import Volume
 

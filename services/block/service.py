@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from rest_framework import exceptions, status
 
-from console.errors import Conflict
+from plumbing.errors import Conflict
 from dataplane.errors import DataplaneError
 from services.block import up
 from services.block.models import BlockExport, Host, HostGroup

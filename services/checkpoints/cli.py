@@ -29,8 +29,8 @@ def checkpoint(c, args, out):
     elif args.action == "versions":
         out(c.list(f"checkpoint-jobs/{args.job}/versions/"), VERSION_COLS)
     elif args.action in ("tier-down", "prewarm"):
-        from console.cli.main import JOB_COLS as JOB_TABLE
-        from console.cli.main import watch_job
+        from plane.cli.jobs import JOB_COLS as JOB_TABLE
+        from plane.cli.jobs import watch_job
 
         answer = c.post(f"checkpoint-jobs/{args.job}/versions/{args.version}/{args.action}/")
         if "kind" not in answer:  # pre-warm of a hot version: nothing to do

@@ -10,7 +10,7 @@ from datetime import timedelta
 from django.db import models
 from django.utils import timezone
 
-from console.errors import Conflict
+from plumbing.errors import Conflict
 from services.storage.models import FileSystem, NameField, Pool
 
 

@@ -1,5 +1,5 @@
 """Console pages of the checkpoint service: jobs, and a timeline per job."""
-from console.pages import Action, Column, FormField, Page
+from plane.pages import Action, Column, FormField, Page
 from services.checkpoints.models import CheckpointJob
 from services.storage.models import FileSystem
 

@@ -19,8 +19,8 @@ import shutil
 
 from django.db import transaction
 
-from console.jobs import start_job
-from console.models import Job
+from plane.jobs import start_job
+from plane.models import Job
 from services.checkpoints import verify
 from services.checkpoints.models import CheckpointVersion
 

@@ -15,7 +15,7 @@ from django.db.models import F
 from django.utils import timezone
 from rest_framework import exceptions, status
 
-from console.errors import Conflict
+from plumbing.errors import Conflict
 from services.checkpoints import verify
 from services.checkpoints.models import (
     CheckpointJob,

@@ -5,7 +5,7 @@ import os
 from django.db.models.signals import pre_delete
 from django.dispatch import receiver
 
-from console.errors import Conflict
+from plumbing.errors import Conflict
 from services.checkpoints.models import CheckpointVersion
 from services.storage.models import FileSystem
 

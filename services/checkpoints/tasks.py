@@ -1,7 +1,7 @@
 """Celery tasks of the checkpoint service: periodic upkeep and the jobs users start."""
 from celery import shared_task
 
-from console.jobs import job_task
+from plane.jobs import job_task
 from services.checkpoints import prewarm, retention, scanner, service, tierdown
 from services.checkpoints.models import CheckpointJob, CheckpointVersion
 
@@ -30,7 +30,7 @@ def retention_all():
 
 
 def start_retention(job: CheckpointJob, user=None):
-    from console.jobs import start_job
+    from plane.jobs import start_job
 
     return start_job("checkpoint-retention", apply_retention, user=user,
                      target=("checkpoint-job", job.name), params={"job": job.name})

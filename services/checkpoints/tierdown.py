@@ -52,8 +52,8 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 from rest_framework.exceptions import ValidationError
 
-from console.errors import Conflict
-from console.models import Job
+from plumbing.errors import Conflict
+from plane.models import Job
 from services.checkpoints import verify
 from services.checkpoints.models import CheckpointLease, CheckpointVersion
 from services.storage.models import FileSystem, Pool
@@ -271,7 +271,7 @@ def _switch_to_kept_copy(version: CheckpointVersion, cold: str, files: list) -> 
 
 def start_tier_down(version: CheckpointVersion, user=None) -> Job:
     """Queue a tier-down Job for one version."""
-    from console.jobs import start_job
+    from plane.jobs import start_job
     from services.checkpoints import tasks
 
     return start_job(JOB_KIND, tasks.tier_down_version, user=user,

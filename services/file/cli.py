@@ -68,7 +68,7 @@ def nfs_export(c, args, out):
     elif args.action == "delete":
         c.delete(f"nfs-exports/{args.id}/")
     elif args.action == "reconcile":
-        from console.cli.main import watch_job
+        from plane.cli.jobs import watch_job
 
         return watch_job(c, c.post("nfs-exports/reconcile/")["id"], args.json)
     return 0

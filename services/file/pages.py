@@ -1,5 +1,5 @@
 """Console pages of the file service: NFS exports, SMB shares, SMB users."""
-from console.pages import Action, Column, FormField, Page
+from plane.pages import Action, Column, FormField, Page
 from services.file.models import NfsExport, SmbShare, SmbUser
 from services.storage.models import FileSystem
 

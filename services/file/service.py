@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import transaction
 from rest_framework import exceptions, status
 
-from console.errors import Conflict
+from plumbing.errors import Conflict
 from services.file import daemons
 from services.file.models import ApplyState, NfsExport, SmbShare, SmbUser
 from services.file.runtime import (

@@ -14,7 +14,7 @@ import os
 from django.db.models.signals import post_save, pre_delete
 from django.dispatch import receiver
 
-from console.errors import Conflict
+from plumbing.errors import Conflict
 from services.file.models import NfsExport, SmbShare
 from services.file.runtime import CommandError, FileServiceError
 from services.storage.models import FileSystem, Snapshot

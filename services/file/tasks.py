@@ -1,5 +1,5 @@
 """Celery tasks of the file service (they run in the worker, a process apart from the web)."""
-from console.jobs import job_task
+from plane.jobs import job_task
 from services.file import service
 
 

@@ -12,7 +12,7 @@ KEY_COLS = ["access_key", "user", "admin", "description", "created_by", "created
 
 
 def _size_or_none(text: str):
-    from console.cli.main import _size
+    from plane.cli.jobs import parse_size as _size
 
     return None if text.lower() in ("none", "unlimited") else _size(text)
 
@@ -79,7 +79,7 @@ def bucket(c, args, out):
     elif args.action == "delete":
         c.delete(f"buckets/{args.name}/")
     elif args.action == "lifecycle-run":
-        from console.cli.main import watch_job
+        from plane.cli.jobs import watch_job
 
         return watch_job(c, c.post("s3-lifecycle-runs/")["id"], args.json)
 

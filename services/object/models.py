@@ -22,7 +22,7 @@ S3_USER_RE = r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,62}$"
 def refuse_filesystem_delete(collector, field, sub_objs, using):
     """``on_delete`` of the file system holding S3 data: refuse with a 409 the user can act on
     (PROTECT would surface as a 500)."""
-    from console.errors import Conflict
+    from plumbing.errors import Conflict
 
     fs = getattr(sub_objs[0], field.name)
     if field.model is Gateway:

@@ -1,5 +1,5 @@
 """Console pages of the object service: buckets and S3 access keys."""
-from console.pages import Action, Column, FormField, Page
+from plane.pages import Action, Column, FormField, Page
 from services.object.models import Bucket, S3Key
 
 

@@ -18,7 +18,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from rest_framework import exceptions, status
 
-from console.errors import Conflict
+from plumbing.errors import Conflict
 from services.object import gatewayconf
 from services.object.admin_client import GatewayAdminClient, GatewayAdminError
 from services.object.models import Bucket, Gateway, S3Key

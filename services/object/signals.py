@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_delete, pre_save
 from django.dispatch import receiver
 
-from console.errors import Conflict
+from plumbing.errors import Conflict
 from services.storage.models import FileSystem, Pool
 from services.tiering.models import IOBudgetSetting
 

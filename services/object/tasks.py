@@ -1,8 +1,8 @@
 """Celery tasks of the object service (periodic, from django-celery-beat's schedule)."""
 from celery import shared_task
 
-from console.jobs import job_task, start_job
-from console.models import Job
+from plane.jobs import job_task, start_job
+from plane.models import Job
 from services.object import service
 from services.object.admin_client import GatewayAdminError
 

@@ -8,7 +8,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from django.db import transaction
 from django.utils import timezone
 
-from console.errors import Conflict
+from plumbing.errors import Conflict
 from dataplane.errors import InvalidArgument, NotFound
 from services.protection import beat, objstore
 from services.protection.locks import recorded_run

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 from rest_framework.exceptions import NotFound, ValidationError
 
-from console.errors import Conflict
+from plumbing.errors import Conflict
 from services.object import service as objects
 from services.object.models import Bucket
 from services.protection.models import SnapshotSchedule

@@ -120,7 +120,7 @@ def _body(args, *keys) -> dict:
 
 
 def _watch(client, job, args) -> int:
-    from console.cli.main import watch_job
+    from plane.cli.jobs import watch_job
 
     return watch_job(client, job["id"], args.json)
 

@@ -37,8 +37,8 @@ import logging
 from django.utils import timezone
 from rest_framework import exceptions, status
 
-from console.errors import Conflict
-from console.jobs import job_task, start_job
+from plumbing.errors import Conflict
+from plane.jobs import job_task, start_job
 from dataplane.errors import NotFound
 from services.protection import receiver
 from services.protection.locks import recorded_run, run_lock

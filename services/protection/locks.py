@@ -14,7 +14,7 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
-from console.errors import Conflict
+from plumbing.errors import Conflict
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ bucket snapshots and bucket replication."""
 import logging
 from types import SimpleNamespace
 
-from console.pages import Action, Column, FormField, Page
+from plane.pages import Action, Column, FormField, Page
 from services.protection.models import (
     Backup,
     BackupTarget,

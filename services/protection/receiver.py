@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from console.errors import Conflict
+from plumbing.errors import Conflict
 from dataplane.errors import AlreadyExists, DataplaneError, InvalidArgument, NotFound
 from services.protection.models import Replica
 from services.protection.peerclient import with_trailer

@@ -17,7 +17,7 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from console.errors import Conflict
+from plumbing.errors import Conflict
 from services.protection import beat
 from services.protection.locks import recorded_run
 from services.protection.models import Replication, ReplicationPeer

@@ -2,7 +2,7 @@
 starts a Job (so every run, scheduled or manual, has a Job row with progress)."""
 from celery import shared_task
 
-from console.jobs import job_task, start_job
+from plane.jobs import job_task, start_job
 from services.protection import backup as backups
 from services.protection import bucket_replication as bucket_repl
 from services.protection import bucket_snapshots, schedules

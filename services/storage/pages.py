@@ -1,5 +1,5 @@
 """Console pages of the storage service."""
-from console.pages import Action, Column, FormField, Page
+from plane.pages import Action, Column, FormField, Page
 from services.storage.models import FileSystem, Pool, Snapshot, Volume
 
 

@@ -8,7 +8,7 @@ import logging
 
 from django.db import transaction
 
-from console.errors import Conflict
+from plumbing.errors import Conflict
 from dataplane.driver import DeviceSpec
 from dataplane.errors import DataplaneError, NotFound
 from services.storage.drivers import driver_for

@@ -3,7 +3,7 @@ import logging
 
 from celery import shared_task
 
-from console.jobs import job_task, on_interrupted
+from plane.jobs import job_task, on_interrupted
 from services.storage import service
 from services.storage.drivers import driver_for
 from services.storage.models import Pool

@@ -35,8 +35,8 @@ import secrets
 from django.db import transaction
 from django.utils import timezone
 
-from console.errors import Conflict
-from console.models import Job
+from plumbing.errors import Conflict
+from plane.models import Job
 from dataplane.errors import DataplaneError, NotFound
 from services.protection.objstore import tree_digest
 from services.protection.progress import Meter
@@ -137,7 +137,7 @@ def _settle_finished(kind: str, name: str) -> None:
 
 def fail_interrupted(finish=None) -> int:
     """When a worker starts: a move still running was cut off with the previous worker
-    (one worker per appliance, as console.jobs assumes). Before the switch: record it
+    (one worker per appliance, as plane.jobs assumes). Before the switch: record it
     failed (the object is still in its old pool); after it: hand its id to ``finish``
     (the worker queues :func:`complete_switched`, which reads both copies: not at start-up;
     by default it is called here). Then remove what the runs left behind. Returns how many

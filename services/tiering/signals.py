@@ -11,7 +11,7 @@ must not refuse that one), and keeps the old copy.
 
 ``check_move``: sent by ``moves.check_movable`` before a move is queued (``sender`` = the
 model, ``instance`` = the row, ``pool`` = the target Pool). A service whose clients could
-not follow the object raises ``console.errors.Conflict`` (409) naming what holds it.
+not follow the object raises ``plumbing.errors.Conflict`` (409) naming what holds it.
 """
 from django.dispatch import Signal
 

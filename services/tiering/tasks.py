@@ -7,7 +7,7 @@ import logging
 from celery import shared_task
 from celery.signals import worker_ready
 
-from console.jobs import job_task, start_job
+from plane.jobs import job_task, start_job
 from services.tiering import moves
 from services.tiering.models import TierMove
 
@@ -41,7 +41,7 @@ def complete_switched_move(move: int):
 @worker_ready.connect
 def fail_interrupted_moves(**_):
     """A move still `running` when a worker starts was cut off with the previous worker
-    (one worker per appliance, as console.jobs assumes): fail it and clear its leftovers,
+    (one worker per appliance, as plane.jobs assumes): fail it and clear its leftovers,
     or, if it had switched, queue its completion."""
     try:
         moves.fail_interrupted(finish=complete_switched_move.delay)

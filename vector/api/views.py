@@ -11,9 +11,9 @@ from rest_framework.decorators import action
 from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 
-from console.api.responses import job_accepted
-from console.api.serializers import JobSerializer
-from console.roles import ADMIN, role_of
+from plane.api.responses import job_accepted
+from plane.api.serializers import JobSerializer
+from plane.roles import ADMIN, role_of
 from vector import service
 from vector.api import serializers as s
 from vector.engine import MemoryBudgetExceeded, VectorError, http_status

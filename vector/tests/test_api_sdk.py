@@ -76,7 +76,7 @@ def test_sdk_round_trip(client):
 def test_cli_create_search_build(client, api, live_server):
     import argparse
 
-    from console.cli.client import Client
+    from plane.cli.client import Client
     from vector import cli
 
     parser = argparse.ArgumentParser()

@@ -4,8 +4,8 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from console.api.responses import job_accepted
-from console.api.serializers import JobSerializer
+from plane.api.responses import job_accepted
+from plane.api.serializers import JobSerializer
 from services.checkpoints import prewarm, retention, scanner, service, tasks, tierdown
 from services.checkpoints.api import serializers as s
 from services.checkpoints.models import (

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from console.celery import app
-from console.models import Job
+from plane.celery import app
+from plane.models import Job
 from services.checkpoints import tasks
 from services.checkpoints.models import CheckpointVersion
 from services.checkpoints.tests.conftest import save, wait_job

@@ -2,9 +2,9 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import viewsets
 from rest_framework.decorators import action
 
-from console.api.responses import job_accepted
-from console.api.serializers import JobSerializer
-from console.jobs import start_job
+from plane.api.responses import job_accepted
+from plane.api.serializers import JobSerializer
+from plane.jobs import start_job
 from services.file import service, tasks
 from services.file.api import serializers as s
 from services.file.models import NfsExport, SmbShare, SmbUser

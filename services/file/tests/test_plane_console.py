@@ -47,7 +47,7 @@ def test_console_pages_show_rows_and_forms_without_daemons(api, viewer_api, clie
             assert page.status_code == 200, slug
             assert shown in page.content and b'details class="create"' in page.content
         assert b"Pw-123456" not in client.get("/console/smb-users/").content
-        from console.models import AuditEvent
+        from plane.models import AuditEvent
         assert "Pw-123456" not in str(list(AuditEvent.objects.values()))
         # viewers read, they do not change
         assert viewer_api.get("/api/v1/smb-shares/").status_code == 200

@@ -64,7 +64,7 @@ class S3KeyCreateSerializer(S3KeySerializer):
         return value
 
     def validate(self, attrs):
-        from console.roles import ADMIN, role_of
+        from plane.roles import ADMIN, role_of
 
         request = self.context["request"]
         attrs.setdefault("user", request.user.username)

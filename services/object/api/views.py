@@ -2,8 +2,8 @@ from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.response import Response
 
-from console.api.responses import job_accepted
-from console.api.serializers import JobSerializer
+from plane.api.responses import job_accepted
+from plane.api.serializers import JobSerializer
 from services.object import service, tasks
 from services.object.api import serializers as s
 from services.object.models import Bucket, S3Key

@@ -8,7 +8,7 @@ from django.db import connections
 from django.http import StreamingHttpResponse
 from rest_framework.permissions import BasePermission
 
-from console.roles import can_change
+from plane.roles import can_change
 
 
 class OperatorOnly(BasePermission):

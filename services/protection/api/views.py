@@ -6,9 +6,9 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 
-from console.api.responses import job_accepted
-from console.api.serializers import JobSerializer
-from console.errors import Conflict
+from plane.api.responses import job_accepted
+from plane.api.serializers import JobSerializer
+from plumbing.errors import Conflict
 from services.protection import backup as backups
 from services.protection import (
     bucket_replication,

@@ -158,7 +158,7 @@ class WorkerProcess:
         else:
             args = ["beat", "--schedule", os.path.join(str(log_dir), "beat-schedule")]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "console", *args, "-l", "info"],
+            [sys.executable, "-m", "celery", "-A", "plane", *args, "-l", "info"],
             cwd=REPO, env=env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT)
 
     def kill9(self) -> None:
@@ -186,7 +186,7 @@ def kill_mid_copy(job_id: int, worker: WorkerProcess, started: int = 8 << 20,
                   before: int = 24 << 20) -> None:
     """SIGKILL ``worker`` once the job has copied ``started`` bytes (its Job's bytes_done),
     then check the kill landed mid-copy: still running, under ``before`` bytes done."""
-    from console.models import Job
+    from plane.models import Job
 
     try:
         wait_for(lambda: (Job.objects.get(pk=job_id).bytes_done or 0) >= started, 120,

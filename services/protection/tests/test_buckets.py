@@ -18,8 +18,8 @@ from botocore.exceptions import ClientError
 from celery.contrib.testing.worker import start_worker
 from django_celery_beat.models import PeriodicTask
 
-from console.celery import app
-from console.models import Job
+from plane.celery import app
+from plane.models import Job
 from services.object.tests.planefixture import start_plane_gateway, stop_procs
 from services.protection import bucket_replication, tasks
 from services.protection.api import views

@@ -10,8 +10,8 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 from rest_framework.authtoken.models import Token
 
-from console.celery import app
-from console.models import Job
+from plane.celery import app
+from plane.models import Job
 from services.protection.models import RestorePoint
 from services.protection.tests.helpers import (
     CutProxy,

@@ -330,8 +330,8 @@ def test_kill9_mid_failback_then_resume(api, data_dir, tmp_path, live_server):
 
     from celery.contrib.testing.worker import start_worker
 
-    from console.celery import app
-    from console.models import Job
+    from plane.celery import app
+    from plane.models import Job
     from services.protection.tests.helpers import WorkerProcess, wait_for
 
     make_pool(api, "site-a")

@@ -7,7 +7,7 @@ import time
 import pytest
 from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
-from console.models import Job
+from plane.models import Job
 from services.protection.models import SnapshotSchedule
 from services.protection.tests.helpers import (
     WorkerProcess,

@@ -3,9 +3,9 @@ from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from console.api.responses import job_accepted
-from console.api.serializers import JobSerializer
-from console.jobs import start_job
+from plane.api.responses import job_accepted
+from plane.api.serializers import JobSerializer
+from plane.jobs import start_job
 from services.storage import service, tasks
 from services.storage.api import serializers as s
 from services.storage.models import FileSystem, Pool, Snapshot, Volume

@@ -76,7 +76,7 @@ def test_a_killed_workers_scrub_is_stopped_by_the_next_worker(api, data_dir, tmp
     the next worker to start fails the Job as interrupted, stops that scrub and lifts the
     kernel's limit. A new scrub then runs to the end."""
     from services.protection.tests.helpers import WorkerProcess
-    from console.celery import app
+    from plane.celery import app
 
     mnt = pool_with_data(api)
     limits = btrfs.scrub_speed_files(mnt)

@@ -1,8 +1,8 @@
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, viewsets
 
-from console.api.responses import job_accepted
-from console.api.serializers import JobSerializer
+from plane.api.responses import job_accepted
+from plane.api.serializers import JobSerializer
 from services.tiering import budget, tasks
 from services.tiering.api import serializers as s
 from services.tiering.models import IOBudgetSetting, TierMove

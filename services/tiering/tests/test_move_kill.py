@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from conftest import fresh_queue
 
-from console.models import Job
+from plane.models import Job
 from services.protection.tests.helpers import (
     WorkerProcess,
     file_hashes,

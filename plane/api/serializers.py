@@ -2,8 +2,8 @@ from django.contrib.auth.models import Group, User
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
-from console.models import AuditEvent, Job
-from console.roles import ROLES, role_of
+from plane.models import AuditEvent, Job
+from plane.roles import ROLES, role_of
 
 
 class JobSerializer(serializers.ModelSerializer):

@@ -2,7 +2,7 @@
 import json
 import math
 
-from console.models import AuditEvent
+from plane.models import AuditEvent
 
 SECRET_WORDS = ("password", "secret", "token", "key")
 MUTATING = ("POST", "PUT", "PATCH", "DELETE")

@@ -1,4 +1,7 @@
-"""Every API error is JSON: {"error": code, "detail": message}, plus "fields" for validation."""
+"""Every API error is JSON: {"error": code, "detail": message}, plus "fields" for validation.
+
+Services and tasks raise the domain errors of `plumbing.errors` (the dataplane's included);
+this handler is the one place that turns them into HTTP statuses."""
 from django.core.exceptions import PermissionDenied
 from django.db.models import ProtectedError, RestrictedError
 from django.http import Http404
@@ -6,24 +9,20 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
-from dataplane.errors import DataplaneError
+from plumbing import errors
 
-DATAPLANE_STATUS = {
-    "invalid": status.HTTP_400_BAD_REQUEST,
-    "insufficient_devices": status.HTTP_400_BAD_REQUEST,
-    "unsupported": status.HTTP_400_BAD_REQUEST,
-    "not_found": status.HTTP_404_NOT_FOUND,
-    "exists": status.HTTP_409_CONFLICT,
-    "in_use": status.HTTP_409_CONFLICT,
-    "cancelled": status.HTTP_409_CONFLICT,
-}
+STATUS = [  # the first class the error is an instance of decides
+    (errors.Invalid, status.HTTP_400_BAD_REQUEST),
+    (errors.Forbidden, status.HTTP_403_FORBIDDEN),
+    (errors.NotFound, status.HTTP_404_NOT_FOUND),
+    (errors.Conflict, status.HTTP_409_CONFLICT),
+    (errors.Unavailable, status.HTTP_503_SERVICE_UNAVAILABLE),
+]
 
 
-class Conflict(exceptions.APIException):
-    """The request is valid but the current state forbids it (in use, has dependents)."""
-
-    status_code = status.HTTP_409_CONFLICT
-    default_code = "conflict"
+def status_of(exc: errors.StrataError) -> int:
+    return next((code for cls, code in STATUS if isinstance(exc, cls)),
+                status.HTTP_500_INTERNAL_SERVER_ERROR)
 
 
 def _flatten(detail, prefix="") -> list[str]:
@@ -39,15 +38,11 @@ def _flatten(detail, prefix="") -> list[str]:
 
 
 def exception_handler(exc, context):
-    if isinstance(exc, DataplaneError):
-        code = getattr(exc, "code", "dataplane_error")
-        return Response(
-            {"error": code, "detail": str(exc)},
-            status=DATAPLANE_STATUS.get(code, status.HTTP_500_INTERNAL_SERVER_ERROR),
-        )
     if isinstance(exc, (ProtectedError, RestrictedError)):
         users = sorted({str(o) for o in exc.protected_objects if o is not None})[:10]
-        exc = Conflict(f"It is still used by {', '.join(users)}; delete or change those first.")
+        exc = errors.Conflict(f"It is still used by {', '.join(users)}; delete or change those first.")
+    if isinstance(exc, errors.StrataError):
+        return Response(exc.to_dict(), status=status_of(exc))
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):

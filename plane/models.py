@@ -56,7 +56,7 @@ class Job(models.Model):
 
     def transfer_line(self) -> str:
         """"1.5 GiB of 4.0 GiB, 30.2 MiB/s, ETA 85 s" ("" for a job that moves no bytes)."""
-        from console.cli.output import transfer_line
+        from plane.cli.output import transfer_line
 
         return transfer_line(self.bytes_done, self.bytes_total, self.rate_bytes_per_s(),
                              self.eta_seconds())

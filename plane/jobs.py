@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from console.models import Job
+from plane.models import Job
 from dataplane.errors import Cancelled
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 from rest_framework import status
 from rest_framework.response import Response
 
-from console.api.serializers import JobSerializer
+from plane.api.serializers import JobSerializer
 
 
 def job_accepted(job, request) -> Response:
