@@ -47,7 +47,7 @@ from dataplane import DeviceSpec, LocalDriver, local_available
 from dataplane.errors import InvalidArgument
 from services.protection import objstore
 from dataplane.errors import Cancelled
-from services.tiering.iobudget import PREFIX, BudgetConfig, IOBudget, Pacer
+from plumbing.iobudget import PREFIX, BudgetConfig, IOBudget, Pacer
 
 MiB = 1 << 20
 

@@ -8,10 +8,10 @@ import argparse
 import json
 import sys
 
-from plane.cli.client import CliError, Client
 from plane.cli.jobs import JOB_COLS, parse_size as _size, watch_job
 from plane.cli.output import show
 from plane.discovery import modules_named
+from plumbing.restclient import ApiError, RestClient
 
 POOL_COLS = ["name", "driver", "redundancy", "media", "state", "size_bytes", "used_bytes"]
 FS_COLS = ["name", "pool", "quota_bytes", "used_bytes", "state", "path"]
@@ -96,7 +96,7 @@ def run(args, handlers: dict | None = None) -> int:
         common = {"cmd", "data_dir", "json", "host", "port", "default_pool_size"}
         options = {k: v for k, v in vars(args).items() if k not in common}
         return up(args.data_dir or "var", args.host, args.port, args.default_pool_size, options)
-    c = Client.from_environment(args.data_dir)
+    c = RestClient.from_environment(args.data_dir)
     out = lambda data, cols: show(data, cols, args.json)  # noqa: E731
     if handlers and args.cmd in handlers:
         return handlers[args.cmd](c, args, out) or 0
@@ -180,7 +180,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         return run(args, handlers)
-    except CliError as exc:
+    except ApiError as exc:
         print(f"strata: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -1,9 +1,8 @@
 """CLI building blocks every service's `cli.py` uses: size arguments and watching a Job."""
 import argparse
 import sys
-import time
 
-from plane.cli.client import Client
+from plumbing.restclient import FINISHED, RestClient
 from plane.cli.output import draw, job_transfer, progress_bar, show
 
 JOB_COLS = ["id", "kind", "state", "progress", "target_name", "message"]
@@ -19,18 +18,19 @@ def parse_size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 10G, 512M, 4096)")
 
 
-def watch_job(client: Client, job_id, as_json: bool) -> int:
-    while True:
-        job = client.get(f"jobs/{job_id}/")
+def watch_job(client: RestClient, job_id, as_json: bool) -> int:
+    """Draw the Job's progress bar until it finishes; 0 when it succeeded, else 1."""
+    def draw_progress(job):
         if not as_json:
             xfer = job_transfer(job)
             draw(progress_bar(job["progress"], (f"{xfer} | " if xfer else "")
                               + f"{job['kind']} {job['state']}: {job['message']}"),
-                 final=job["state"] in ("succeeded", "failed", "cancelled"))
-        if job["state"] in ("succeeded", "failed", "cancelled"):
-            if as_json:
-                show(job, JOB_COLS, True)
-            elif job["state"] == "failed":
-                print(f"error: {job['error']}", file=sys.stderr)
-            return 0 if job["state"] == "succeeded" else 1
-        time.sleep(0.5)
+                 final=job["state"] in FINISHED)
+
+    job = client.wait_job(job_id, timeout=float("inf"), on_update=draw_progress,
+                          raise_on_failure=False)
+    if as_json:
+        show(job, JOB_COLS, True)
+    elif job["state"] == "failed":
+        print(f"error: {job['error']}", file=sys.stderr)
+    return 0 if job["state"] == "succeeded" else 1

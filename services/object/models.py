@@ -77,7 +77,7 @@ class Bucket(models.Model):
 
 class S3Key(models.Model):
     """An S3 access key of an S3 user. The secret is kept sealed (Fernet, key derived from the
-    plane's SECRET_KEY, see ``services.object.secretbox``) because SigV4 needs the secret
+    plane's SECRET_KEY, see ``plane.secrets``) because SigV4 needs the secret
     itself on the gateway side; the API shows it only in the answer to create."""
 
     access_key = models.CharField(max_length=64, unique=True)

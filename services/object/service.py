@@ -22,7 +22,7 @@ from plumbing.errors import Conflict
 from services.object import gatewayconf
 from services.object.admin_client import GatewayAdminClient, GatewayAdminError
 from services.object.models import Bucket, Gateway, S3Key
-from services.object.secretbox import seal, unseal
+from plane.secrets import seal, unseal
 from services.object.up import s3_address
 
 log = logging.getLogger(__name__)

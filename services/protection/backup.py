@@ -13,7 +13,7 @@ from dataplane.errors import InvalidArgument, NotFound
 from services.protection import beat, objstore
 from services.protection.locks import recorded_run
 from services.protection.models import Backup, BackupTarget, RestorePoint
-from services.protection.progress import Meter
+from plumbing.progress import Meter
 from services.protection.replication import unique_snapshot_name
 from services.storage import service as storage
 from services.storage.drivers import driver_for

@@ -23,7 +23,7 @@ from plumbing.errors import Conflict
 from services.object import service as objects
 from services.object.models import Bucket
 from services.protection.models import SnapshotSchedule
-from services.protection.progress import Meter
+from plumbing.progress import Meter
 from services.protection.retention import Retention, snapshots_to_prune
 
 log = logging.getLogger(__name__)

@@ -44,7 +44,7 @@ from services.protection import receiver
 from services.protection.locks import recorded_run, run_lock
 from services.protection.models import Replication
 from services.protection.peerclient import TRAILER_LEN, TRAILER_MAGIC, PeerError
-from services.protection.progress import Meter
+from plumbing.progress import Meter
 from services.protection.replication import (
     ReplicationFailed,
     _remote_names,

@@ -2,7 +2,7 @@
 
 Replication peer tokens and backup target secret keys must be usable by the plane (they are
 sent to the peer or used to sign S3 requests), so they cannot be hashed. They are sealed
-with the appliance key (Fernet, ``services.object.secretbox``, the same box as S3 secret
+with the appliance key (Fernet, ``plane.secrets``, the same box as S3 secret
 keys): the column holds only the token, Python code sees the plain text, and the API never
 returns them (write-only fields). Equality lookups on a sealed field never match (every
 sealing differs); nothing filters on them.
@@ -15,7 +15,7 @@ import logging
 
 from django.db import models
 
-from services.object.secretbox import SecretUnreadable, seal, unseal
+from plane.secrets import SecretUnreadable, seal, unseal
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from services.protection import beat
 from services.protection.locks import recorded_run
 from services.protection.models import Replication, ReplicationPeer
 from services.protection.peerclient import PeerClient, PeerError
-from services.protection.progress import Meter
+from plumbing.progress import Meter
 from services.storage import service as storage
 from services.storage.drivers import driver_for
 from services.tiering import budget

@@ -2,7 +2,7 @@
 the broker's Redis, so every worker shares the same buckets."""
 import time
 
-from services.tiering.iobudget import BudgetConfig, ForegroundMarker, IOBudget, Pacer
+from plumbing.iobudget import BudgetConfig, ForegroundMarker, IOBudget, Pacer
 
 MiB = 1 << 20
 _CACHE = {"at": 0.0, "budget": None, "marker": None}

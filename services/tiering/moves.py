@@ -39,7 +39,7 @@ from plumbing.errors import Conflict
 from plane.models import Job
 from dataplane.errors import DataplaneError, NotFound
 from services.protection.objstore import tree_digest
-from services.protection.progress import Meter
+from plumbing.progress import Meter
 from services.storage.drivers import driver_for
 from services.storage.models import OBJECT_MODELS, Pool
 from services.tiering import budget

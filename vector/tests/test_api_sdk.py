@@ -76,13 +76,13 @@ def test_sdk_round_trip(client):
 def test_cli_create_search_build(client, api, live_server):
     import argparse
 
-    from plane.cli.client import Client
+    from plumbing.restclient import RestClient
     from vector import cli
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", action="store_true")
     handlers = cli.register(parser.add_subparsers(dest="cmd"))
-    c = Client(live_server.url + "/api/v1/", Token.objects.get(user=api.user).key)
+    c = RestClient(live_server.url, Token.objects.get(user=api.user).key)
     printed = []
 
     def run(*argv):

@@ -27,7 +27,7 @@ does not parse is logged and the previous configuration stays in force::
       "io_budget": {                      # optional: lifecycle transitions draw from the
         "rate": 0, "burst": 0,            # budget at io_budget_redis (class "migration"):
         "classes": {"migration": 0},      # bytes/s and bytes, 0 = unlimited, as in
-        "foreground_share": 0.1},         # services.tiering.iobudget; absent: unthrottled
+        "foreground_share": 0.1},         # plumbing.iobudget; absent: unthrottled
       "users": {
         "<access_key>": {"secret_key": "...", "user": "alice", "admin": false}
       }

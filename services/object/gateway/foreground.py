@@ -1,5 +1,5 @@
 """Client I/O pre-empts background work: object PUTs and GETs mark foreground traffic in
-the appliance's I/O budget (``services.tiering.iobudget``, no Django), so tier moves,
+the appliance's I/O budget (``plumbing.iobudget``, no Django), so tier moves,
 backups and replication slow to their foreground share while clients are busy.
 
 The Redis is the config's ``io_budget_redis`` (the plane writes the broker's URL); without
@@ -8,7 +8,8 @@ once a second per gateway process) runs on the I/O threads, never on the event l
 """
 from __future__ import annotations
 
-from services.tiering.iobudget import ForegroundMarker, redis_from_url
+from plumbing.iobudget import ForegroundMarker
+from plumbing.redisurl import redis_from_url
 
 _markers: dict[str, ForegroundMarker] = {}
 

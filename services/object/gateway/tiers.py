@@ -180,7 +180,8 @@ class ColdTier:
             return None
         key = json.dumps([url, cfg], sort_keys=True)
         if key != self._budget_key:
-            from services.tiering.iobudget import BudgetConfig, IOBudget, redis_from_url
+            from plumbing.iobudget import BudgetConfig, IOBudget
+            from plumbing.redisurl import redis_from_url
             client = redis_from_url(url, timeout=5.0)
             config = BudgetConfig(rate=int(cfg.get("rate") or 0), burst=int(cfg.get("burst") or 0),
                                   classes={k: int(v) for k, v in (cfg.get("classes") or {}).items()},

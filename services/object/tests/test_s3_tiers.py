@@ -56,7 +56,7 @@ def tiered(tmp_path):
 
 def budget_redis():
     """(client, URL) of the Redis the I/O budget tests use (the suite's STRATA_REDIS_URL)."""
-    from services.tiering.iobudget import redis_from_url
+    from plumbing.redisurl import redis_from_url
     url = os.environ.get("STRATA_REDIS_URL")
     if not url:
         pytest.skip("set STRATA_REDIS_URL to test the I/O budget")

@@ -20,13 +20,13 @@ def _rewrite(schema_editor, change) -> None:
 
 
 def seal_rows(apps, schema_editor):
-    from services.object.secretbox import seal
+    from plane.secrets import seal
 
     _rewrite(schema_editor, seal)
 
 
 def unseal_rows(apps, schema_editor):
-    from services.object.secretbox import unseal
+    from plane.secrets import unseal
 
     _rewrite(schema_editor, unseal)
 

@@ -9,14 +9,14 @@ from botocore.config import Config
 from django.conf import settings
 
 from services.object.tests.gatewayproc import ACCESS, SECRET, GatewayProcess
-from services.tiering.iobudget import (
+from plumbing.iobudget import (
     FOREGROUND_KEY,
     PREFIX,
     BudgetConfig,
     ForegroundMarker,
     IOBudget,
-    redis_from_url,
 )
+from plumbing.redisurl import redis_from_url
 
 MiB = 1 << 20
 

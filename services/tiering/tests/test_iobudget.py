@@ -4,7 +4,7 @@ pacer that charges bytes already read (a scrub) and answers how long to pause.""
 import pytest
 from django.conf import settings
 
-from services.tiering.iobudget import FOREGROUND_WAIT, PREFIX, BudgetConfig, IOBudget, Pacer
+from plumbing.iobudget import FOREGROUND_WAIT, PREFIX, BudgetConfig, IOBudget, Pacer
 
 MiB = 1 << 20
 

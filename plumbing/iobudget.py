@@ -10,8 +10,6 @@ it is active background work gets only ``foreground_share`` of its rates.
 Redis at most once a second per process (a monotonic-clock check otherwise) and holds the
 mark for two, so steady traffic keeps background slowed without a Redis call per request.
 :class:`Pacer` charges bytes already used (a kernel scrub) and answers how long to pause.
-:func:`redis_from_url` opens the broker's Redis from its URL (including kombu's
-``redis+socket://`` spelling), for processes without Django such as the S3 gateway.
 
 The refill and take happen in one Lua script on Redis time, so buckets stay exact under
 concurrency and clock skew between hosts does not matter. ``now`` can be passed in for tests.
@@ -22,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import redis
+
 
 log = logging.getLogger(__name__)
 PREFIX = "strata:io:"
@@ -178,18 +177,6 @@ class Pacer:
             self.owed -= step
             self.charged += step
         return 0.0
-
-
-def redis_from_url(url: str, timeout: float | None = None) -> redis.Redis:
-    """A client of the Redis at ``url``: ``redis://``, ``unix://`` or kombu's
-    ``redis+socket:///path?virtual_host=N`` (the broker URL `strata up` uses)."""
-    kw = {} if timeout is None else {"socket_timeout": timeout,
-                                     "socket_connect_timeout": timeout}
-    if url.startswith("redis+socket://"):
-        path, _, query = url[len("redis+socket://"):].partition("?")
-        db = dict(p.split("=", 1) for p in query.split("&") if "=" in p).get("virtual_host")
-        return redis.Redis(unix_socket_path=path, db=int(db or 0), **kw)
-    return redis.Redis.from_url(url, **kw)
 
 
 class ForegroundMarker:
