@@ -1,5 +1,6 @@
 """Jobs with progress and the audit log."""
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -100,3 +101,21 @@ class MetricSample(models.Model):
 
     class Meta:
         ordering = ["time"]
+
+
+class IOBudgetSetting(models.Model):
+    """One row (pk=1): the background I/O budget every worker shares (0 = unlimited)."""
+
+    rate_mbps = models.PositiveIntegerField(default=0)
+    burst_mb = models.PositiveIntegerField(default=0)
+    class_rates_mbps = models.JSONField(default=dict, blank=True)  # {"backup": 50, ...}
+    foreground_share = models.FloatField(
+        default=0.1, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)])
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "tiering_iobudgetsetting"  # created by the tiering app; moved here
+
+    @classmethod
+    def get(cls) -> "IOBudgetSetting":
+        return cls.objects.get_or_create(pk=1)[0]

@@ -67,13 +67,13 @@ def _chunks(path: str):
 def _stream(src: str, waited_for: bool):
     """The file's chunks: a restore waiting on them is foreground work (it pre-empts the
     background budget and is not throttled); otherwise drawn from the budget as `prewarm`."""
-    from services.tiering import budget
+    from plane import iobudget
 
     if not waited_for:
-        yield from budget.throttle(_chunks(src), "prewarm")
+        yield from iobudget.throttle(_chunks(src), "prewarm")
         return
     for block in _chunks(src):
-        budget.foreground()
+        iobudget.foreground()
         yield block
 
 

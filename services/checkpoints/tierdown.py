@@ -136,12 +136,12 @@ def _sha256_of(path: str) -> str:
 
 def _copy_file(src: str, dst: str, on_bytes) -> str:
     """Copy through the budget (class `migration`); fsync; the sha256 of the bytes read."""
-    from services.tiering import budget
+    from plane import iobudget
 
     os.makedirs(os.path.dirname(dst), exist_ok=True)
     sha = hashlib.sha256()
     with open(dst, "wb") as out:
-        for block in budget.throttle(_hashing_reader(src, sha), "migration"):
+        for block in iobudget.throttle(_hashing_reader(src, sha), "migration"):
             out.write(block)
             on_bytes(len(block))
         out.flush()

@@ -87,7 +87,7 @@ def admin_client(timeout: float = 10.0) -> GatewayAdminClient:
     return GatewayAdminClient(admin_endpoint(), gateway().admin_token, timeout=timeout)
 
 
-def _admin_call(fn, *args, **kwargs):
+def admin_call(fn, *args, **kwargs):
     """Call the admin interface; map its refusals to API errors a user can act on."""
     try:
         return fn(*args, **kwargs)
@@ -150,7 +150,7 @@ def cold_root() -> str | None:
 def io_budget_rates() -> dict:
     """The appliance I/O budget's rates in bytes (``services.tiering``), for transitions.
     A change through the API reaches the gateway with its next config write."""
-    from services.tiering.models import IOBudgetSetting
+    from plane.models import IOBudgetSetting
 
     # read, never create, the row here: a save would rewrite this config (signals.py) while
     # write_gateway_config holds its lock
@@ -250,7 +250,7 @@ def create_bucket(*, name: str, owner: str, quota_bytes=None, quota_objects=None
         bucket = Bucket.objects.create(name=name, owner=owner, filesystem=gw.filesystem,
                                        quota_bytes=quota_bytes, quota_objects=quota_objects,
                                        versioning=versioning)
-        info = _admin_call(admin_client().create_bucket, name, owner=owner,
+        info = admin_call(admin_client().create_bucket, name, owner=owner,
                            versioning=None if versioning == Bucket.Versioning.DISABLED else versioning,
                            quota=_quota_body(quota_bytes, quota_objects) or None)
         _apply_info(bucket, info)
@@ -265,10 +265,10 @@ def update_bucket(bucket: Bucket, changes: dict) -> Bucket:
         if "quota_bytes" in changes or "quota_objects" in changes:
             bucket.quota_bytes = changes.get("quota_bytes", bucket.quota_bytes)
             bucket.quota_objects = changes.get("quota_objects", bucket.quota_objects)
-            _admin_call(client.set_quota, bucket.name, bytes=bucket.quota_bytes,
+            admin_call(client.set_quota, bucket.name, bytes=bucket.quota_bytes,
                         objects=bucket.quota_objects)
         if changes.get("versioning") and changes["versioning"] != bucket.versioning:
-            bucket.versioning = _admin_call(client.set_versioning, bucket.name, changes["versioning"])
+            bucket.versioning = admin_call(client.set_versioning, bucket.name, changes["versioning"])
         bucket.save()
     return bucket
 
@@ -278,7 +278,7 @@ def delete_bucket(bucket: Bucket) -> None:
     with transaction.atomic():
         bucket.delete()
         try:
-            _admin_call(admin_client().delete_bucket, bucket.name)
+            admin_call(admin_client().delete_bucket, bucket.name)
         except exceptions.NotFound:
             pass  # already gone from the gateway (deleted over S3)
         except Conflict as exc:
@@ -308,7 +308,7 @@ def apply_lifecycle() -> dict:
     (``transitioned``, ``transitioned_bytes``, ``expired``, ...). GatewayUnavailable when
     it does not answer."""
     gateway()
-    return _admin_call(admin_client(timeout=3600).apply_lifecycle)
+    return admin_call(admin_client(timeout=3600).apply_lifecycle)
 
 
 def reconcile_buckets(push_quotas: bool = True) -> dict:
@@ -317,7 +317,7 @@ def reconcile_buckets(push_quotas: bool = True) -> dict:
     plane sets."""
     gw = gateway()
     client = admin_client()
-    reported = {b["name"]: b for b in _admin_call(client.list_buckets)}
+    reported = {b["name"]: b for b in admin_call(client.list_buckets)}
     summary = {"imported": [], "forgotten": [], "quota_fixed": []}
     rows = {b.name: b for b in Bucket.objects.filter(name__in=list(reported))}
     for name, info in sorted(reported.items()):
@@ -336,7 +336,7 @@ def reconcile_buckets(push_quotas: bool = True) -> dict:
             continue
         if push_quotas and (quota.get("bytes"), quota.get("objects")) != (bucket.quota_bytes,
                                                                            bucket.quota_objects):
-            _admin_call(client.set_quota, name, bytes=bucket.quota_bytes, objects=bucket.quota_objects)
+            admin_call(client.set_quota, name, bytes=bucket.quota_bytes, objects=bucket.quota_objects)
             summary["quota_fixed"].append(name)
         _apply_info(bucket, info)
         bucket.save()

@@ -18,7 +18,7 @@ from django.dispatch import receiver
 
 from plumbing.errors import Conflict
 from services.storage.models import FileSystem, Pool
-from services.tiering.models import IOBudgetSetting
+from plane.models import IOBudgetSetting
 
 log = logging.getLogger(__name__)
 

@@ -62,7 +62,7 @@ says how much arrived (a cut link resumes from there); ``POST replica-transfers/
 middleware reads every /api/ body (see the report of issue 7).
 
 Every long run is a Job (``tasks.py``); background streams draw from the shared I/O budget
-(``services.tiering.budget``) under the job classes ``replication`` (also bucket
+(``plane.iobudget``) under the job classes ``replication`` (also bucket
 replication) and ``backup``. A bucket restore is copied inside the S3 gateway and does not
 draw from it.
 """

@@ -18,7 +18,7 @@ from services.protection.replication import unique_snapshot_name
 from services.storage import service as storage
 from services.storage.drivers import driver_for
 from services.storage.models import OBJECT_MODELS, FileSystem, Pool, Volume
-from services.tiering import budget
+from plane import iobudget
 
 log = logging.getLogger(__name__)
 TASK = "protection.run_backup"
@@ -114,7 +114,7 @@ def _run(backup: Backup, progress) -> dict:
         kind = "incremental on " + base.snapshot if base else "full"
         progress(10, f"sending {name} ({kind})")
         meter = Meter("backed up", estimate)
-        stream = budget.throttle(drv.send_snapshot(source.pool.name, backup.kind, source.name,
+        stream = iobudget.throttle(drv.send_snapshot(source.pool.name, backup.kind, source.name,
                                                    name, base.snapshot if base else None),
                                  "backup")
         # the text counts bytes uploaded (in the bucket); the job's bytes count those read

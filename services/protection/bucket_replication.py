@@ -38,7 +38,7 @@ from services.protection.backup import s3_for
 from services.protection.bucket_snapshots import _call, _client, require_versioned
 from services.protection.locks import recorded_run
 from services.protection.models import BucketReplication
-from services.tiering import budget
+from plane import iobudget
 
 log = logging.getLogger(__name__)
 TASK = "protection.run_bucket_replication"
@@ -132,7 +132,7 @@ def _copy_version(rep, src, dst, change: dict) -> int:
     body = obj["Body"]
     key = _dest_key(rep, change["key"])
     try:
-        stream = budget.throttle(body.iter_chunks(MiB), "replication")
+        stream = iobudget.throttle(body.iter_chunks(MiB), "replication")
         if change["size"] < TRANSFER.multipart_threshold:
             # one PutObject (upload_fileobj costs several ms more per object)
             dst.put_object(Bucket=rep.target.bucket, Key=key, Body=b"".join(stream), **extra)

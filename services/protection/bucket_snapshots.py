@@ -35,7 +35,7 @@ def _client(timeout: float = 30.0):
 
 def _call(fn, *args, **kwargs):
     """An admin call with the object service's mapping of gateway refusals to API errors."""
-    return objects._admin_call(fn, *args, **kwargs)
+    return objects.admin_call(fn, *args, **kwargs)
 
 
 def _when(epoch: float) -> str:

@@ -28,7 +28,7 @@ from services.protection.peerclient import with_trailer
 from services.storage import service as storage
 from services.storage.drivers import driver_for
 from services.storage.models import OBJECT_MODELS, FileSystem, Pool, Snapshot, Volume
-from services.tiering import budget
+from plane import iobudget
 
 log = logging.getLogger(__name__)
 
@@ -274,7 +274,7 @@ def failback_stream(replica: Replica, snapshot: str, parent: str, offset: int):
     drv = driver_for(obj.pool.driver)
     stream = drv.send_snapshot(obj.pool.name, replica.kind, obj.name, snapshot, parent,
                                parent_source=parent_source)
-    return with_trailer(budget.throttle(stream, "replication"), offset)
+    return with_trailer(iobudget.throttle(stream, "replication"), offset)
 
 
 def _snapshot_path(drv, pool: str, kind: str, source: str, name: str) -> str:

@@ -25,7 +25,7 @@ from services.protection.peerclient import PeerClient, PeerError
 from plumbing.progress import Meter
 from services.storage import service as storage
 from services.storage.drivers import driver_for
-from services.tiering import budget
+from plane import iobudget
 
 log = logging.getLogger(__name__)
 TASK = "protection.run_replication"
@@ -194,7 +194,7 @@ def _run(rep: Replication, progress) -> dict:
         pending_snapshot=snap_name, pending_parent=parent, pending_transfer=transfer["id"])
     progress(5, f"sending {snap_name}" + (f" (incremental on {parent})" if parent else " (full)")
              + (f", resuming at byte {transfer['received']}" if transfer["received"] else ""))
-    stream = budget.throttle(drv.send_snapshot(source.pool.name, rep.kind, source.name,
+    stream = iobudget.throttle(drv.send_snapshot(source.pool.name, rep.kind, source.name,
                                                snap_name, parent or None), "replication")
     estimate = source.used_bytes if not parent else max(1, source.used_bytes // 10)
     try:

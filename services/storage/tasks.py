@@ -27,13 +27,13 @@ def scrub_pool(ctx, pool: str):
     foreground traffic is on (a scrub the kernel held to 10 or 1 MiB/s still slowed an
     fsync-heavy writer by about a fifth here; bench/protection.py measures the writer beside
     a paced and an unpaced scrub)."""
-    from services.tiering import budget
+    from plane import iobudget
 
     row = Pool.objects.get(name=pool)
     ctx.progress(0, f"scrubbing {pool}")
     result = driver_for(row.driver).scrub_pool(
         pool, progress=ctx.progress, should_cancel=ctx.should_cancel,
-        throttle=budget.pacer("scrub", yield_to_foreground=True))
+        throttle=iobudget.pacer("scrub", yield_to_foreground=True))
     return {"bytes_scrubbed": result.bytes_scrubbed,
             "errors_corrected": result.errors_corrected,
             "errors_uncorrectable": result.errors_uncorrectable,

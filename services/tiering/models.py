@@ -1,21 +1,5 @@
 """The appliance's background I/O budget, and the record of tier moves."""
-from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-
-
-class IOBudgetSetting(models.Model):
-    """One row (pk=1): the background I/O budget every worker shares (0 = unlimited)."""
-
-    rate_mbps = models.PositiveIntegerField(default=0)
-    burst_mb = models.PositiveIntegerField(default=0)
-    class_rates_mbps = models.JSONField(default=dict, blank=True)  # {"backup": 50, ...}
-    foreground_share = models.FloatField(
-        default=0.1, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)])
-    updated_at = models.DateTimeField(auto_now=True)
-
-    @classmethod
-    def get(cls) -> "IOBudgetSetting":
-        return cls.objects.get_or_create(pk=1)[0]
 
 
 class TierMove(models.Model):

@@ -42,7 +42,7 @@ from services.protection.objstore import tree_digest
 from plumbing.progress import Meter
 from services.storage.drivers import driver_for
 from services.storage.models import OBJECT_MODELS, Pool
-from services.tiering import budget
+from plane import iobudget
 from services.tiering.models import TierMove
 from services.tiering.signals import check_move, moved
 
@@ -87,7 +87,7 @@ def _copy(drv, src_pool, dst_pool, kind, name, staging, snap, parent,
 
     def counted():
         nonlocal moved
-        for chunk in budget.throttle(stream, "migration"):
+        for chunk in iobudget.throttle(stream, "migration"):
             moved += len(chunk)
             on_bytes(moved)  # progress, and where a cancel is noticed
             yield chunk

@@ -13,7 +13,7 @@ from services.checkpoints.models import (
     CheckpointLease,
     CheckpointVersion,
 )
-from services.tiering import budget
+from plane import iobudget
 
 
 class CheckpointJobViewSet(viewsets.ModelViewSet):
@@ -79,7 +79,7 @@ class CheckpointVersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
         if self.action in ("create", "commit", "lease"):  # a save or a restore is under way:
-            budget.foreground()                            # background work yields
+            iobudget.foreground()                            # background work yields
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no URL kwargs

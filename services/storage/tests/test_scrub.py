@@ -12,7 +12,7 @@ from dataplane import btrfs
 from dataplane.runner import Runner
 from services.protection.tests.helpers import wait_for, write_files
 from services.storage.models import Pool
-from services.tiering import budget
+from plane import iobudget
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]
 MiB = 1 << 20
@@ -50,7 +50,7 @@ def test_scrub_yields_to_the_budget_and_foreground_and_still_completes(api, work
         # a foreground client is busy for 3 s: the scrub pauses
         until = time.monotonic() + 3
         while time.monotonic() < until:
-            budget.foreground()
+            iobudget.foreground()
             look()
             time.sleep(0.1)
         job = wait_for(lambda: (lambda j: j["state"] not in ("pending", "running") and j)(

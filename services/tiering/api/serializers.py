@@ -1,7 +1,8 @@
 from rest_framework import serializers
 
 from services.storage.models import FileSystem, Pool, Volume
-from services.tiering.models import IOBudgetSetting, TierMove
+from plane.models import IOBudgetSetting
+from services.tiering.models import TierMove
 
 
 class IOBudgetSerializer(serializers.ModelSerializer):

@@ -3,9 +3,11 @@ from rest_framework import mixins, viewsets
 
 from plane.api.responses import job_accepted
 from plane.api.serializers import JobSerializer
-from services.tiering import budget, tasks
+from plane import iobudget
+from services.tiering import tasks
 from services.tiering.api import serializers as s
-from services.tiering.models import IOBudgetSetting, TierMove
+from plane.models import IOBudgetSetting
+from services.tiering.models import TierMove
 
 
 class IOBudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
@@ -24,7 +26,7 @@ class IOBudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
 
     def perform_update(self, serializer):
         serializer.save()
-        budget.forget_cached()
+        iobudget.forget_cached()
 
 
 class TierMoveViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,

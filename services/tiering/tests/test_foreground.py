@@ -86,7 +86,7 @@ def test_marker_writes_at_most_once_a_second_and_survives_a_missing_redis(redis_
 @pytest.mark.django_db
 def test_checkpoint_begin_marks_foreground(api, redis_db):
     from services.checkpoints.tests.conftest import begin, make_job
-    from services.tiering.budget import forget_cached
+    from plane.iobudget import forget_cached
 
     make_job(api)
     forget_cached()

@@ -62,7 +62,7 @@ def test_unlimited_when_no_rate_and_throttle_closes_its_source(redis_db):
             yield b"b" * 10
         finally:
             closed.append(True)
-    from services.tiering.budget import forget_cached, throttle
+    from plane.iobudget import forget_cached, throttle
     forget_cached()
     gen = throttle(source(), "backup")
     assert next(gen) == b"a" * 10

@@ -1,0 +1,14 @@
+"""What other services may use of the object service (they import nothing else of it)."""
+from services.object.models import BUCKET_NAME_RE, Bucket
+from services.object.service import (
+    admin_call,
+    admin_client,
+    admin_endpoint,
+    create_bucket,
+    plane_s3_config,
+    public_endpoint,
+    refresh_usage,
+)
+
+__all__ = ["BUCKET_NAME_RE", "Bucket", "admin_call", "admin_client", "admin_endpoint",
+           "create_bucket", "plane_s3_config", "public_endpoint", "refresh_usage"]
