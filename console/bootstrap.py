@@ -1,5 +1,6 @@
 """First start and every start of `strata up`: roles, the admin user and its credentials
-file, the default pool, and pools brought back online after a restart."""
+file, then each service's own bootstrap (storage first: the default pool, pools brought back
+online after a restart)."""
 import json
 import os
 import secrets
@@ -9,6 +10,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from rest_framework.authtoken.models import Token
 
+from plane.discovery import service_modules
 from plane.roles import ROLES
 
 
@@ -55,34 +57,9 @@ def run_service_bootstraps(creds: dict) -> list[str]:
     """Each service app's `bootstrap.py` `bootstrap(creds) -> dict` (e.g. the admin's S3 keys,
     exports reconciled into the daemons `strata up` just started); its answer is added to
     credentials.json."""
-    from plane.discovery import service_modules
-
     ran = []
     for app, module in service_modules("bootstrap"):
         creds.update(module.bootstrap(creds) or {})
         ran.append(app.label)
     write_private_json(credentials_path(), creds)
     return ran
-
-
-def ensure_default_pool(size: str) -> str:
-    """Create the pool named `default` once (a user who deletes it keeps it deleted)."""
-    from services.storage import service
-    from services.storage.drivers import default_driver_kind
-
-    marker = settings.DATA_DIR / ".default-pool-created"
-    if marker.exists():
-        return "exists"
-    kind = default_driver_kind()
-    devices = [{"path": f"image:{size}", "fault_domain": "default"}] if kind == "local" else []
-    service.create_pool(name="default", driver=kind, devices=devices, redundancy="none",
-                        media="flash")
-    marker.write_text(kind + "\n")
-    return f"created ({kind})"
-
-
-def bring_pools_online() -> dict:
-    from services.storage import service
-    from services.storage.models import Pool
-
-    return {p.name: service.refresh_pool(p).state for p in Pool.objects.all()}

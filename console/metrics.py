@@ -1,10 +1,8 @@
-"""Metrics: I/O counters sampled from the kernel per pool, series for the console's charts,
-and the Prometheus text exposition at /metrics."""
-import os
+"""Metrics: series for the console's charts from the samples the storage service records,
+and the Prometheus text exposition at /metrics (each service adds its families)."""
 from collections import defaultdict
 from datetime import timedelta
 
-from celery import shared_task
 from django.db.models import Count
 from django.http import HttpResponse
 from django.utils import timezone
@@ -15,43 +13,9 @@ from rest_framework.decorators import api_view, permission_classes
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
+from plane.discovery import service_modules
 from plane.models import Job, MetricSample
 
-SECTOR = 512
-KEEP = timedelta(hours=2)
-
-
-def device_counters(path: str) -> list[int] | None:
-    """(reads, read sectors, read ms, writes, write sectors, write ms) of a block device."""
-    name = os.path.basename(os.path.realpath(path))
-    try:
-        with open(f"/sys/class/block/{name}/stat") as f:
-            v = [int(x) for x in f.read().split()]
-    except (OSError, ValueError):
-        return None
-    return [v[0], v[2], v[3], v[4], v[6], v[7]]
-
-
-@shared_task(name="console.sample_metrics")
-def sample_metrics() -> int:
-    """Record one sample per pool; drop samples older than two hours."""
-    from services.storage.models import Pool
-
-    now = timezone.now()
-    rows = []
-    for pool in Pool.objects.all():
-        total = [0] * 6
-        for dev in pool.device_status:
-            c = device_counters(dev.get("path", ""))
-            if c:
-                total = [a + b for a, b in zip(total, c)]
-        rows.append(MetricSample(time=now, pool=pool.name, reads=total[0],
-                                 read_bytes=total[1] * SECTOR, read_ms=total[2],
-                                 writes=total[3], write_bytes=total[4] * SECTOR,
-                                 write_ms=total[5]))
-    MetricSample.objects.bulk_create(rows)
-    MetricSample.objects.filter(time__lt=now - KEEP).delete()
-    return len(rows)
 
 
 def series(minutes: int) -> dict:
@@ -111,44 +75,18 @@ def _line(name, value, **labels) -> str:
 
 
 def exposition() -> str:
-    from services.storage.models import FileSystem, Pool, Volume
-
+    """Each service's `metrics.py` `prometheus()` (a list of (name, type, help, samples)),
+    then the jobs by state."""
+    families = [f for _app, module in service_modules("metrics")
+                if hasattr(module, "prometheus") for f in module.prometheus()]
+    counts = dict(Job.objects.values_list("state").annotate(n=Count("id")))
+    families.append(("strata_jobs", "gauge", "Jobs by state.",
+                     [({"state": st}, counts.get(st, 0)) for st in Job.State.values]))
     out = []
-
-    def metric(name, kind, help_, samples):
+    for name, kind, help_, samples in families:
         out.append(f"# HELP {name} {help_}")
         out.append(f"# TYPE {name} {kind}")
         out.extend(_line(name, v, **lab) for lab, v in samples)
-
-    pools = list(Pool.objects.all())
-    metric("strata_pool_size_bytes", "gauge", "Pool capacity.",
-           [({"pool": p.name, "media": p.media}, p.size_bytes) for p in pools])
-    metric("strata_pool_used_bytes", "gauge", "Pool space used.",
-           [({"pool": p.name, "media": p.media}, p.used_bytes) for p in pools])
-    metric("strata_pool_online", "gauge", "1 when the pool is online and not degraded.",
-           [({"pool": p.name}, int(p.state == "online")) for p in pools])
-    fss = list(FileSystem.objects.select_related("pool"))
-    metric("strata_filesystem_used_bytes", "gauge", "File system space used.",
-           [({"filesystem": f.name, "pool": f.pool.name}, f.used_bytes) for f in fss])
-    metric("strata_filesystem_quota_bytes", "gauge", "File system quota (0 = none).",
-           [({"filesystem": f.name, "pool": f.pool.name}, f.quota_bytes or 0) for f in fss])
-    metric("strata_volume_size_bytes", "gauge", "Volume size.",
-           [({"volume": v.name, "pool": v.pool_id}, v.size_bytes)
-            for v in Volume.objects.all()])
-    latest = {}
-    for s in MetricSample.objects.order_by("time"):
-        latest[s.pool] = s
-    for field, name, help_ in (
-            ("read_bytes", "strata_pool_read_bytes_total", "Bytes read from the pool's devices."),
-            ("write_bytes", "strata_pool_written_bytes_total", "Bytes written to the pool's devices."),
-            ("reads", "strata_pool_reads_total", "Read operations."),
-            ("writes", "strata_pool_writes_total", "Write operations."),
-            ("read_ms", "strata_pool_read_time_ms_total", "Time spent reading (for latency)."),
-            ("write_ms", "strata_pool_write_time_ms_total", "Time spent writing (for latency).")):
-        metric(name, "counter", help_, [({"pool": p}, getattr(s, field)) for p, s in latest.items()])
-    counts = dict(Job.objects.values_list("state").annotate(n=Count("id")))
-    metric("strata_jobs", "gauge", "Jobs by state.",
-           [({"state": st}, counts.get(st, 0)) for st in Job.State.values])
     return "\n".join(out) + "\n"
 
 

@@ -15,7 +15,7 @@ import secrets
 from pathlib import Path
 from urllib.parse import urlparse
 
-from plane.discovery import service_apps
+from plane.discovery import modules_named, service_apps
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("STRATA_DATA_DIR", BASE_DIR / "var")).resolve()
@@ -178,10 +178,9 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
-CELERY_BEAT_SCHEDULE = {
-    "reconcile-storage": {"task": "storage.reconcile_all", "schedule": 60.0},
-    "sample-metrics": {"task": "console.sample_metrics", "schedule": 15.0},
-}
+# Each service declares its periodic tasks in its `periodic.py` (PERIODIC_TASKS).
+CELERY_BEAT_SCHEDULE = {name: task for module in modules_named("periodic")
+                        for name, task in module.PERIODIC_TASKS.items()}
 
 STRATA_DATAPLANE = os.environ.get("STRATA_DATAPLANE", "auto")
 # Options of `strata up` for the services (ports and such), see services/runtime.py.

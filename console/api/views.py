@@ -11,6 +11,7 @@ from rest_framework.response import Response
 
 from plane.api.serializers import (AuditEventSerializer, JobSerializer, MeSerializer,
                                      UserSerializer)
+from plane.discovery import service_modules
 from plane.jobs import cancel_job
 from plane.models import AuditEvent, Job
 from plane.roles import role_of
@@ -103,8 +104,6 @@ def health_alias(request):
 
 
 def health_report() -> dict:
-    from services.storage.health import pool_health
-
     components = {
         "database": _check_database(),
         "redis": _check_broker(),
@@ -113,7 +112,10 @@ def health_report() -> dict:
         _check_worker() if components["redis"]["state"] == "ok"
         else {"state": "error", "detail": "broker unreachable"}
     )
-    pools = pool_health() if components["database"]["state"] == "ok" else {}
+    pools = {}
+    if components["database"]["state"] == "ok":
+        for _app, module in service_modules("health"):
+            pools.update(module.pool_health() if hasattr(module, "pool_health") else {})
     services = _service_health()
     healthy = (all(c["state"] == "ok" for c in components.values())
                and all(p["state"] == "online" for p in pools.values())
@@ -130,8 +132,6 @@ def health_report() -> dict:
 
 def _service_health() -> dict:
     """Each service app's `health.py` `service_health()`: {daemon: {"state": "ok"|..., ...}}."""
-    from plane.discovery import service_modules
-
     out = {}
     for app, module in service_modules("health"):
         if hasattr(module, "service_health"):

@@ -6,6 +6,7 @@ from celery import shared_task
 from plane.jobs import job_task, on_interrupted
 from services.storage import service
 from services.storage.drivers import driver_for
+from services.storage.metrics import sample_metrics  # noqa: F401  (the worker finds tasks in tasks.py)
 from services.storage.models import Pool
 
 log = logging.getLogger(__name__)

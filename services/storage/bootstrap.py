@@ -1,0 +1,33 @@
+"""Every start of `strata up`: the pool named `default` on first start, and every pool brought
+back online (mounted again after a reboot). Runs before the other services' bootstraps,
+whose exports and shares live on these pools."""
+from django.conf import settings
+
+from services.storage import service
+from services.storage.drivers import default_driver_kind
+from services.storage.models import Pool
+
+
+def ensure_default_pool(size: str) -> str:
+    """Create the pool named `default` once (a user who deletes it keeps it deleted)."""
+    marker = settings.DATA_DIR / ".default-pool-created"
+    if marker.exists():
+        return "exists"
+    kind = default_driver_kind()
+    devices = [{"path": f"image:{size}", "fault_domain": "default"}] if kind == "local" else []
+    service.create_pool(name="default", driver=kind, devices=devices, redundancy="none",
+                        media="flash")
+    marker.write_text(kind + "\n")
+    return f"created ({kind})"
+
+
+def bring_pools_online() -> dict:
+    return {p.name: service.refresh_pool(p).state for p in Pool.objects.all()}
+
+
+def bootstrap(creds: dict) -> dict:
+    size = (getattr(settings, "SERVICE_OPTIONS", None) or {}).get("default_pool_size", "10G")
+    print(f"default pool: {ensure_default_pool(size)}")
+    for name, state in bring_pools_online().items():
+        print(f"pool {name}: {state}")
+    return {}

@@ -1,0 +1,6 @@
+"""The storage core's periodic tasks (Celery beat; collected by console/settings.py through
+plane.discovery)."""
+PERIODIC_TASKS = {
+    "reconcile-storage": {"task": "storage.reconcile_all", "schedule": 60.0},
+    "sample-metrics": {"task": "storage.sample_metrics", "schedule": 15.0},
+}
