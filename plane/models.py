@@ -4,6 +4,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
+from plane.cli.output import transfer_line
+
 
 class Job(models.Model):
     """A long operation run by a Celery worker, with its progress and outcome."""
@@ -57,8 +59,6 @@ class Job(models.Model):
 
     def transfer_line(self) -> str:
         """"1.5 GiB of 4.0 GiB, 30.2 MiB/s, ETA 85 s" ("" for a job that moves no bytes)."""
-        from plane.cli.output import transfer_line
-
         return transfer_line(self.bytes_done, self.bytes_total, self.rate_bytes_per_s(),
                              self.eta_seconds())
 

@@ -4,6 +4,8 @@ browser talks to the REST API, so validation, roles and audit are the API's own.
 import json
 from dataclasses import dataclass, field
 
+from plane.discovery import service_modules
+
 
 @dataclass
 class Column:
@@ -74,6 +76,4 @@ def _get(obj, path: str):
 
 def all_pages() -> list:
     """Pages of every installed service app, in app order."""
-    from plane.discovery import service_modules
-
     return [page for _app, module in service_modules("pages") for page in module.PAGES]

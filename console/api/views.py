@@ -11,6 +11,7 @@ from rest_framework.response import Response
 
 from plane.api.serializers import (AuditEventSerializer, JobSerializer, MeSerializer,
                                      UserSerializer)
+from plane.celery import app as celery_app
 from plane.discovery import service_modules
 from plane.jobs import cancel_job
 from plane.models import AuditEvent, Job
@@ -65,10 +66,8 @@ def _check_database() -> dict:
 
 
 def _check_broker() -> dict:
-    from plane.celery import app
-
     try:
-        with app.connection_for_write() as conn:
+        with celery_app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=2)
         return {"state": "ok"}
     except Exception as exc:
@@ -76,10 +75,8 @@ def _check_broker() -> dict:
 
 
 def _check_worker() -> dict:
-    from plane.celery import app
-
     try:
-        replies = app.control.ping(timeout=1.0)
+        replies = celery_app.control.ping(timeout=1.0)
     except Exception as exc:
         return {"state": "error", "detail": str(exc)}
     if not replies:

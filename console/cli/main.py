@@ -8,6 +8,7 @@ import argparse
 import json
 import sys
 
+from console.supervisor import add_service_arguments, up
 from plane.cli.jobs import JOB_COLS, watch_job
 from plane.cli.output import show
 from plane.discovery import modules_named
@@ -20,13 +21,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
     p.add_argument("--json", action="store_true", help="print JSON")
     sub = p.add_subparsers(dest="cmd", required=True)
 
-    up = sub.add_parser("up", help="run the appliance in the foreground")
-    up.add_argument("--host", default="127.0.0.1")
-    up.add_argument("--port", type=int, default=8080)
-    up.add_argument("--default-pool-size", default="10G")
-    from console.supervisor import add_service_arguments
-
-    add_service_arguments(up)
+    up_cmd = sub.add_parser("up", help="run the appliance in the foreground")
+    up_cmd.add_argument("--host", default="127.0.0.1")
+    up_cmd.add_argument("--port", type=int, default=8080)
+    up_cmd.add_argument("--default-pool-size", default="10G")
+    add_service_arguments(up_cmd)
 
     sub.add_parser("health", help="component states")
 
@@ -44,8 +43,6 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
 
 def run(args, handlers: dict | None = None) -> int:
     if args.cmd == "up":
-        from console.supervisor import up
-
         common = {"cmd", "data_dir", "json", "host", "port", "default_pool_size"}
         options = {k: v for k, v in vars(args).items() if k not in common}
         return up(args.data_dir or "var", args.host, args.port, args.default_pool_size, options)
