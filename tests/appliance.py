@@ -1,9 +1,7 @@
 """Start and stop a whole appliance (`strata up`) on embedded defaults for end-to-end tests."""
 import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -12,33 +10,10 @@ import urllib.request
 from pathlib import Path
 
 import dataplane
+from tests.kit import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 STRATA = [sys.executable, "-m", "console.cli.main"]
-
-
-_HANDED_OUT: set = set()
-
-
-def free_port() -> int:
-    """A free port below the kernel's ephemeral range: a port from bind(0) comes from that
-    range, so an outgoing connection could take it before `strata up` listens on it. Never
-    the same port twice in one test run: an appliance's ports are picked before any of its
-    daemons listens, so a free port could otherwise be picked again (seen: two appliances
-    of one test given the same S3 port)."""
-    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-    for _ in range(200):
-        port = random.randrange(max(1024, low - 12000), low)
-        if port in _HANDED_OUT:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _HANDED_OUT.add(port)
-        return port
-    raise RuntimeError("no free port below the ephemeral range")
 
 
 def embedded_env() -> dict:

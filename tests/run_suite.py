@@ -6,37 +6,14 @@ PostgreSQL cluster and redis-server are started in a temporary directory and sto
 """
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def answers(port: int, host="127.0.0.1") -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, what: str, timeout=30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if answers(port):
-            return
-        time.sleep(0.2)
-    raise SystemExit(f"run_suite: {what} did not start on port {port}")
+sys.path.insert(0, str(ROOT))  # run as a script: tests/ is sys.path[0], not the checkout
+from tests.kit import free_port, port_answers, wait_port  # noqa: E402  (standard library only)
 
 
 def start_postgres(tmp: Path, procs: list) -> str:
@@ -56,7 +33,7 @@ def start_postgres(tmp: Path, procs: list) -> str:
         str(bindir / "postgres"), "-D", str(pgdata), "-p", str(port), "-k", str(tmp),
         "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    wait_port(port, "PostgreSQL")
+    wait_port(port, 30, what="PostgreSQL", interval=0.2)
     return f"postgres://postgres@127.0.0.1:{port}/postgres"
 
 
@@ -65,7 +42,7 @@ def start_redis(tmp: Path, procs: list) -> str:
     procs.append(subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
                                    "--save", "", "--dir", str(tmp)],
                                   stdout=subprocess.DEVNULL))
-    wait_port(port, "redis-server")
+    wait_port(port, 30, what="redis-server", interval=0.2)
     return f"redis://127.0.0.1:{port}/0"
 
 
@@ -77,10 +54,10 @@ def main(argv: list) -> int:
     try:
         if "STRATA_DATABASE_URL" not in env:
             env["STRATA_DATABASE_URL"] = (
-                "postgres://postgres@127.0.0.1:5432/test" if answers(5432)
+                "postgres://postgres@127.0.0.1:5432/test" if port_answers(5432, timeout=1)
                 else start_postgres(tmp, procs))
         if "STRATA_REDIS_URL" not in env:
-            if answers(6379):
+            if port_answers(6379, timeout=1):
                 env["STRATA_REDIS_URL"] = "redis://127.0.0.1:6379/13"
                 # the suite's own database: an earlier run's killed workers left unacked
                 # task messages there that would come back (an hour later) to a worker of
@@ -107,4 +84,7 @@ def main(argv: list) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except (TimeoutError, RuntimeError) as e:  # no free port, or a server did not start
+        sys.exit(f"run_suite: {e}")

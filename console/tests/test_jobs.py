@@ -9,18 +9,9 @@ from celery.contrib.testing.worker import start_worker
 
 from plane.celery import app
 from plane.models import Job
+from tests.kit import wait_job
 
 pytestmark = pytest.mark.root
-
-
-def wait_job(api, job_id, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = api.get(f"/api/v1/jobs/{job_id}/").json()
-        if job["state"] in ("succeeded", "failed", "cancelled"):
-            return job
-        time.sleep(0.2)
-    raise AssertionError(f"job {job_id} did not finish: {job}")
 
 
 def test_scrub_runs_as_a_job_and_reports_no_errors(api, worker):

@@ -5,6 +5,7 @@ import time
 import numpy as np
 import pytest
 
+from tests.kit import wait_job
 from vector.registry import registry
 
 BASE = "/api/v1/vector-collections/"
@@ -32,20 +33,6 @@ def load(api, name, vecs, start=0, batch=2000):
                  for i in range(lo, min(len(vecs), lo + batch))]
         r = api.post(f"{BASE}{name}/vectors/", {"vectors": items}, format="json")
         assert r.status_code == 200, r.content
-
-
-def wait_job(api, url, during=None, timeout=120):
-    seen = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = api.get(url).json()
-        seen.append(job["progress"])
-        if job["state"] in ("succeeded", "failed", "cancelled"):
-            return job, seen
-        if during:
-            during()
-        time.sleep(0.05)
-    raise AssertionError(f"job {url} did not finish: {job}")
 
 
 @pytest.mark.parametrize("index_type,params,action", [
@@ -85,7 +72,8 @@ def test_build_job_reaches_100_while_searches_answer(api, pool, index_type, para
                 format="json")
             assert up.status_code == 200, up.content
 
-    job, seen = wait_job(api, url, meanwhile)
+    seen = []
+    job = wait_job(api, url, 120, interval=0.05, during=meanwhile, progress=seen)
     assert job["state"] == "succeeded", job
     assert job["progress"] == 100.0 and job["result"]["index_state"] == "ready"
     assert seen == sorted(seen)
@@ -115,7 +103,7 @@ def test_build_failure_and_cancel_are_reported_on_the_job(api, pool):
                         "params": {"nlist": 256}}, format="json")
     assert r.status_code == 201
     load(api, "tiny", clustered(50))
-    job, _ = wait_job(api, api.post(f"{BASE}tiny/build/").json()["job"])
+    job = wait_job(api, api.post(f"{BASE}tiny/build/").json()["job"], 120, interval=0.05)
     assert job["state"] == "failed" and "256" in job["error"], job
     # searches still answer (exact, untrained)
     res = api.post(f"{BASE}tiny/search/", {"vector": clustered(50)[7].tolist(), "k": 1},
@@ -129,7 +117,7 @@ def test_build_failure_and_cancel_are_reported_on_the_job(api, pool):
     url = r.json()["job"]
     job_id = r.json()["id"]
     assert api.post(f"/api/v1/jobs/{job_id}/cancel/").status_code in (200, 202)
-    job, _ = wait_job(api, url)
+    job = wait_job(api, url, 120, interval=0.05)
     # cancelled, unless the build beat the cancel request
     assert job["state"] in ("cancelled", "succeeded"), job
     # a job cancelled before the worker picked it up stops the build at its next step

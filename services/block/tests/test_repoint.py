@@ -12,6 +12,7 @@ import pytest
 from services.block.tests.conftest import make_volume, need
 from services.block.tests.qemuio import QemuIo
 from services.block.transports.base import DaemonError, Host, HostGroup
+from tests.kit import wait_for
 
 MiB = 1 << 20
 CLIENT = "iqn.2026-01.io.strata.test:client1"
@@ -45,14 +46,6 @@ def read_only_copy(workdir, src):
         yield os.path.join(ro, "vol.raw")
     finally:
         subprocess.run(["umount", "-l", ro], check=False)
-
-
-def wait_for(cond, timeout=60):
-    import time
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def open_fds(pid, path):
@@ -174,11 +167,11 @@ def test_writes_running_through_repoints_see_no_error(protocol, request, workdir
         thread = threading.Thread(target=writer)
         thread.start()
         try:
-            wait_for(lambda: count[0] >= 3)          # writing before the first swap
+            wait_for(lambda: count[0] >= 3, interval=0.01)  # writing before the first swap
             for n in range(6):
                 daemon.repoint(export_id, files[(n + 1) % 2])
             after = count[0]
-            wait_for(lambda: count[0] >= after + 3)  # and after the last one
+            wait_for(lambda: count[0] >= after + 3, interval=0.01)  # and after the last one
         finally:
             stop.set()
             thread.join(120)

@@ -60,16 +60,3 @@ def latest_step(api, job):
 @pytest.fixture
 def job(api):
     return make_job(api)
-
-
-def wait_job(api, url, timeout=60):
-    """Poll a plane job until it finishes; return its final JSON."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = api.get(url).json()
-        if job["state"] in ("succeeded", "failed", "cancelled"):
-            return job
-        time.sleep(0.2)
-    raise AssertionError(f"job {url} did not finish: {job}")

@@ -16,7 +16,6 @@ dcp_ranks.py, the plane pytest-django's live server).
 """
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,18 +27,13 @@ from rest_framework.authtoken.models import Token
 from services.checkpoints import scanner
 from services.checkpoints.models import CheckpointJob, CheckpointVersion
 from services.checkpoints.sdk import CheckpointClient
+from tests.kit import free_port
 
 torch = pytest.importorskip("torch", reason="multi-rank DCP needs torch==2.13.0")
 import torch.distributed.checkpoint as dcp  # noqa: E402
 
 pytestmark = [pytest.mark.root]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ import pytest
 
 from services.checkpoints import prewarm
 from services.checkpoints.models import CheckpointVersion
-from services.checkpoints.tests.conftest import make_job, save, wait_job
+from services.checkpoints.tests.conftest import make_job, save
+from tests.kit import wait_job
 
 pytestmark = [pytest.mark.root]
 MiB = 1 << 20

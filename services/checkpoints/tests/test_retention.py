@@ -7,7 +7,8 @@ import pytest
 
 from services.checkpoints import tasks
 from services.checkpoints.models import CheckpointVersion
-from services.checkpoints.tests.conftest import begin, make_job, save, wait_job
+from services.checkpoints.tests.conftest import begin, make_job, save
+from tests.kit import wait_job
 
 pytestmark = [pytest.mark.root]
 

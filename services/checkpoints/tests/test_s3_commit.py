@@ -3,15 +3,9 @@ are verified (sizes, and the CRC32C/SHA-256 the gateway stored) before the versi
 retention deletes a superseded version's objects."""
 import base64
 import hashlib
-import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
-import time
 
 import pytest
 
@@ -19,11 +13,11 @@ from services.checkpoints import retention
 from services.checkpoints.models import CheckpointJob
 from services.checkpoints.s3source import S3Source, make_client
 from services.checkpoints.verify import crc32c_update
+from tests.kit import Gateway
 
 pytest.importorskip("boto3", reason="S3 commit tests need boto3")
 pytest.importorskip("uvicorn", reason="the S3 gateway needs uvicorn")
 pytestmark = [pytest.mark.django_db]
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 ACCESS, SECRET = "CKPTTESTKEY", "ckpt-test-secret"
 
 
@@ -31,38 +25,12 @@ ACCESS, SECRET = "CKPTTESTKEY", "ckpt-test-secret"
 def gateway():
     """A Strata S3 gateway subprocess on a free port, with its data in a temporary dir."""
     work = tempfile.mkdtemp(prefix="strata-test-")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    config = os.path.join(work, "gateway.json")
-    with open(config, "w") as f:
-        json.dump({"data_root": os.path.join(work, "data"), "region": "us-east-1",
-                   "admin_token": "", "users": {ACCESS: {"secret_key": SECRET,
-                                                         "user": "trainer", "admin": True}}}, f)
-    log = open(os.path.join(work, "gateway.log"), "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "services.object.gateway", "--config", config,
-                             "--host", "127.0.0.1", "--port", str(port)],
-                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    gw = Gateway(work, {ACCESS: {"secret_key": SECRET, "user": "trainer", "admin": True}})
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, open(os.path.join(work, "gateway.log")).read()
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "gateway did not listen"
-                time.sleep(0.1)
-        yield {"endpoint": f"http://127.0.0.1:{port}", "access_key": ACCESS,
-               "secret_key": SECRET}
+        gw.start(timeout=30)
+        yield {"endpoint": gw.endpoint, "access_key": ACCESS, "secret_key": SECRET}
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        gw.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

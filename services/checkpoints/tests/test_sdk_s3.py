@@ -6,7 +6,6 @@ and errors that surface on the future."""
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,6 +16,7 @@ from rest_framework.authtoken.models import Token
 
 from services.checkpoints.models import CheckpointLease, CheckpointVersion
 from services.checkpoints.sdk import CheckpointClient, StrataError
+from tests.kit import free_port
 
 torch = pytest.importorskip("torch", reason="the DCP helpers need torch==2.13.0")
 pytest.importorskip("boto3", reason="the S3 path needs boto3")
@@ -135,12 +135,6 @@ def test_dcp_save_async_save_and_load_through_s3(client, gateway):
     assert isinstance(client.async_save("no-such-job", 1, {"x": torch.ones(2)}).exception(
         timeout=60), StrataError)
     assert client.latest("llm").step == 3
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rank_cmd(client, gateway, mode, rank, world, port, step=0, *extra) -> list:

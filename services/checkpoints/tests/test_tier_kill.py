@@ -11,9 +11,10 @@ from plane.celery import app
 from plane.models import Job
 from services.checkpoints import tasks
 from services.checkpoints.models import CheckpointVersion
-from services.checkpoints.tests.conftest import save, wait_job
+from services.checkpoints.tests.conftest import save
 from services.checkpoints.tests.test_tierdown import age, hashes, make_tiered_job
-from services.protection.tests.helpers import WorkerProcess, kill_mid_copy, wait_for
+from services.protection.tests.helpers import WorkerProcess, kill_mid_copy
+from tests.kit import wait_for, wait_job
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]
 MiB = 1 << 20

@@ -13,7 +13,8 @@ from django_celery_beat.models import PeriodicTask
 
 from services.checkpoints import service, tasks, tierdown
 from services.checkpoints.models import CheckpointVersion
-from services.checkpoints.tests.conftest import begin, commit, save, wait_job, write_shards
+from services.checkpoints.tests.conftest import begin, commit, save, write_shards
+from tests.kit import wait_job
 
 pytestmark = [pytest.mark.root]
 MiB = 1 << 20

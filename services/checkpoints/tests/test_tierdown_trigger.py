@@ -13,8 +13,9 @@ from rest_framework.authtoken.models import Token
 
 from services.checkpoints import tierdown
 from services.checkpoints.models import CheckpointVersion
-from services.checkpoints.tests.conftest import begin, save, wait_job
+from services.checkpoints.tests.conftest import begin, save
 from services.checkpoints.tests.test_tierdown import hashes, make_tiered_job
+from tests.kit import wait_job
 
 pytestmark = [pytest.mark.root]
 MiB = 1 << 20

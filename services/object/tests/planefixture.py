@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import boto3
 from botocore.config import Config
 
-from services.object.tests.gatewayproc import free_port
+from tests.kit import free_port
 
 
 def s3_client(endpoint: str, access: str, secret: str):

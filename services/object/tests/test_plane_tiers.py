@@ -126,7 +126,7 @@ def test_lifecycle_passes_are_jobs_that_move_versions_to_the_capacity_tier(
     each is a Job, on request or from beat, whose result counts the versions moved and whose
     byte count is their bytes; the moved versions still read back (GLACIER_IR)."""
     from services.object import tasks
-    from services.protection.tests.helpers import wait_job
+    from tests.kit import wait_job
 
     made = api.post("/api/v1/pools/", {"name": "slow", "driver": "directory",
                                        "media": "capacity"}, format="json")

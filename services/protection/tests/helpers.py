@@ -2,31 +2,14 @@
 import hashlib
 import os
 import socket
-import time
 
-
-def wait_job(api, job_id, timeout=90):
-    """Poll a job through the API until it finishes; return its final JSON."""
-    deadline = time.monotonic() + timeout
-    job = None
-    while time.monotonic() < deadline:
-        job = api.get(f"/api/v1/jobs/{job_id}/").json()
-        if job["state"] in ("succeeded", "failed", "cancelled"):
-            return job
-        time.sleep(0.2)
-    raise AssertionError(f"job {job_id} did not finish: {job}")
+from tests.kit import wait_for, wait_job
 
 
 def run_job(api, url, body=None, timeout=90):
     r = api.post(url, body or {}, format="json")
     assert r.status_code == 202, r.json()
     return wait_job(api, r.json()["id"], timeout)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def file_hashes(root) -> dict:
@@ -170,16 +153,6 @@ class WorkerProcess:
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
-
-
-def wait_for(predicate, timeout=60, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def kill_mid_copy(job_id: int, worker: WorkerProcess, started: int = 8 << 20,

@@ -18,11 +18,11 @@ from services.protection.tests.helpers import (
     WorkerProcess,
     file_hashes,
     run_job,
-    wait_for,
     write_files,
 )
 from services.protection.tests.s3gateway import ACCESS, SECRET, S3Gateway
 from services.storage.models import FileSystem
+from tests.kit import wait_for
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]
 MiB = 1 << 20

@@ -332,7 +332,8 @@ def test_kill9_mid_failback_then_resume(api, data_dir, tmp_path, live_server):
 
     from plane.celery import app
     from plane.models import Job
-    from services.protection.tests.helpers import WorkerProcess, wait_for
+    from services.protection.tests.helpers import WorkerProcess
+    from tests.kit import wait_for
 
     make_pool(api, "site-a")
     make_pool(api, "site-b")

@@ -9,14 +9,9 @@ from django_celery_beat.models import CrontabSchedule, IntervalSchedule, Periodi
 
 from plane.models import Job
 from services.protection.models import SnapshotSchedule
-from services.protection.tests.helpers import (
-    WorkerProcess,
-    run_job,
-    wait_for,
-    wait_job,
-    write_files,
-)
+from services.protection.tests.helpers import WorkerProcess, run_job, write_files
 from services.storage.models import Snapshot
+from tests.kit import wait_for, wait_job
 
 pytestmark = pytest.mark.django_db
 

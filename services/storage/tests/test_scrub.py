@@ -10,9 +10,10 @@ import pytest
 
 from dataplane import btrfs
 from dataplane.runner import Runner
-from services.protection.tests.helpers import wait_for, write_files
+from services.protection.tests.helpers import write_files
 from services.storage.models import Pool
 from plane import iobudget
+from tests.kit import wait_for
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]
 MiB = 1 << 20

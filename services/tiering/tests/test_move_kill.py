@@ -14,13 +14,12 @@ from services.protection.tests.helpers import (
     WorkerProcess,
     file_hashes,
     kill_mid_copy,
-    wait_for,
-    wait_job,
     write_files,
 )
 from services.storage.drivers import driver_for
 from services.storage.models import FileSystem, Pool
 from services.tiering.models import TierMove
+from tests.kit import wait_for, wait_job
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]
 MiB = 1 << 20
