@@ -22,3 +22,8 @@ urlpatterns = [
 # its `console_urls.py`; they live under /console/.
 for _app, module in service_modules("console_urls"):
     urlpatterns.append(path("console/", include(module)))
+
+handler400 = "console.errorpages.bad_request"
+handler403 = "console.errorpages.permission_denied"
+handler404 = "console.errorpages.not_found"
+handler500 = "console.errorpages.server_error"

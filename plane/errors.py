@@ -1,5 +1,10 @@
 """Every API error is JSON: {"error": code, "detail": message}, plus "fields" for validation.
 
+The rule for statuses: 400 when the request itself is wrong (whatever the state), 409 when it
+is well-formed but conflicts with the current state (a name already taken, in use, has
+dependents, busy), 404 when what it names does not exist, 503 when something it needs is not
+running.
+
 Services and tasks raise the domain errors of `plumbing.errors` (the dataplane's included);
 this handler is the one place that turns them into HTTP statuses."""
 from django.core.exceptions import PermissionDenied
@@ -37,6 +42,14 @@ def _flatten(detail, prefix="") -> list[str]:
     return [f"{prefix[:-1]}: {detail}" if prefix else str(detail)]
 
 
+def _codes(codes) -> set:
+    if isinstance(codes, dict):
+        return {c for v in codes.values() for c in _codes(v)}
+    if isinstance(codes, list):
+        return {c for v in codes for c in _codes(v)}
+    return {codes}
+
+
 def exception_handler(exc, context):
     if isinstance(exc, (ProtectedError, RestrictedError)):
         users = sorted({str(o) for o in exc.protected_objects if o is not None})[:10]
@@ -54,6 +67,9 @@ def exception_handler(exc, context):
         body = {"error": "invalid", "detail": "; ".join(_flatten(exc.detail))}
         if isinstance(exc.detail, dict):
             body["fields"] = exc.detail
+        if _codes(exc.get_codes()) == {"unique"}:  # a name already taken: current state
+            body["error"] = "exists"
+            response.status_code = status.HTTP_409_CONFLICT
     else:
         detail = exc.detail if isinstance(exc, exceptions.APIException) else str(exc)
         code = getattr(exc, "default_code", "error")

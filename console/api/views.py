@@ -10,12 +10,13 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
 from plane.api.serializers import (AuditEventSerializer, JobSerializer, MeSerializer,
-                                     UserSerializer)
+                                   UserSerializer, last_admin)
 from plane.celery import app as celery_app
 from plane.discovery import service_modules
 from plane.jobs import cancel_job
 from plane.models import AuditEvent, Job
 from plane.roles import role_of
+from plumbing.errors import Conflict
 
 
 class JobViewSet(viewsets.ReadOnlyModelViewSet):
@@ -41,6 +42,14 @@ class UserViewSet(viewsets.ModelViewSet):
     serializer_class = UserSerializer
     lookup_field = "username"
     admin_only = True
+
+    def perform_destroy(self, instance):
+        if instance == self.request.user:
+            raise Conflict("You cannot delete your own account; another admin can.")
+        if role_of(instance) == "admin" and last_admin(instance):
+            raise Conflict(f"{instance.username} is the last active admin; make another "
+                           "user admin first.")
+        instance.delete()
 
 
 class MeViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):

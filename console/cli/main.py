@@ -6,6 +6,7 @@ and `out(data, columns)` prints a table or JSON.
 """
 import argparse
 import json
+import os
 import sys
 
 from console.supervisor import add_service_arguments, up
@@ -75,6 +76,9 @@ def main(argv=None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `strata ... | head`: the reader left; end quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 from django.contrib.auth.models import Group, User
+from django.db.models import Q
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from plane.models import AuditEvent, Job
 from plane.roles import ROLES, role_of
+from plumbing.errors import Conflict
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -51,6 +53,13 @@ class MeSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=ROLES, read_only=True)
 
 
+def last_admin(user) -> bool:
+    """True when ``user`` is the only active admin (superuser or in the admin group)."""
+    others = User.objects.filter(is_active=True).exclude(pk=user.pk).filter(
+        Q(is_superuser=True) | Q(groups__name="admin"))
+    return not others.exists()
+
+
 class UserSerializer(serializers.ModelSerializer):
     role = serializers.ChoiceField(choices=ROLES, default="viewer")
     password = serializers.CharField(write_only=True, min_length=8, required=False)
@@ -86,6 +95,10 @@ class UserSerializer(serializers.ModelSerializer):
 
     def update(self, instance, validated):
         role, password = validated.pop("role", None), validated.pop("password", None)
+        leaves_admins = (role not in (None, "admin") or validated.get("is_active") is False)
+        if leaves_admins and role_of(instance) == "admin" and last_admin(instance):
+            raise Conflict(f"{instance.username} is the last active admin; make another "
+                           "user admin first.")
         for key, value in validated.items():
             setattr(instance, key, value)
         return self._apply(instance, role, password)

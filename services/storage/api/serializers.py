@@ -155,7 +155,8 @@ class SnapshotSerializer(serializers.ModelSerializer):
         source = attrs.get("filesystem") or attrs.get("volume")
         if source.snapshots.filter(name=attrs["name"]).exists():
             raise serializers.ValidationError(
-                {"name": f"{source.name} already has a snapshot named {attrs['name']}."})
+                {"name": f"{source.name} already has a snapshot named {attrs['name']}."},
+                code="unique")
         return attrs
 
 
@@ -168,7 +169,7 @@ class CloneSerializer(serializers.Serializer):
         snap = self.context["snapshot"]
         model = FileSystem if snap.filesystem_id else Volume
         if model.objects.filter(name=name).exists():
-            raise serializers.ValidationError(f"{name} already exists.")
+            raise serializers.ValidationError(f"{name} already exists.", code="unique")
         return name
 
 

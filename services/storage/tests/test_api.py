@@ -159,14 +159,14 @@ def test_duplicate_and_missing_references(api):
     assert api.post("/api/v1/filesystems/", {"name": "a", "pool": "p1"},
                     format="json").status_code == 201
     r = api.post("/api/v1/filesystems/", {"name": "a", "pool": "p1"}, format="json")
-    assert r.status_code == 400 and "name" in r.json()["fields"]
+    assert r.status_code == 409 and "name" in r.json()["fields"]  # a name taken: state
     r = api.post("/api/v1/filesystems/", {"name": "b", "pool": "nope"}, format="json")
     assert r.status_code == 400 and "pool" in r.json()["fields"]
     r = api.post("/api/v1/snapshots/", {"name": "s", "filesystem": "a", "volume": None},
                  format="json")
     assert r.status_code == 201
     r = api.post("/api/v1/snapshots/", {"name": "s", "filesystem": "a"}, format="json")
-    assert r.status_code == 400 and "already has a snapshot" in r.json()["detail"]
+    assert r.status_code == 409 and "already has a snapshot" in r.json()["detail"]
     r = api.post("/api/v1/snapshots/", {"name": "t"}, format="json")
     assert r.status_code == 400 and "exactly one" in r.json()["detail"]
     assert api.get("/api/v1/filesystems/nope/").status_code == 404

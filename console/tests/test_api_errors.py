@@ -1,0 +1,91 @@
+"""A client's mistake is a 4xx with the JSON error body, never a 500 or an HTML page; the
+plane refuses what would lock every admin out."""
+import argparse
+
+import pytest
+from django.test import Client
+
+from plane.cli.jobs import parse_size
+
+pytestmark = pytest.mark.django_db
+
+LISTS = ["pools", "volumes", "users", "buckets", "smb-shares", "audit", "jobs"]
+
+
+@pytest.mark.parametrize("resource", LISTS)
+@pytest.mark.parametrize("query,field", [
+    ("limit=9223372036854775808", "limit"), ("limit=0", "limit"), ("limit=ten", "limit"),
+    ("offset=-1", "offset"), ("offset=99999999999999999999", "offset"), ("offset=x", "offset"),
+])
+def test_out_of_range_or_mistyped_paging_is_a_400_naming_the_parameter(api, resource, query,
+                                                                       field):
+    r = api.get(f"/api/v1/{resource}/?{query}")
+    assert r.status_code == 400, r.content
+    assert r.json()["error"] == "invalid" and field in r.json()["fields"], r.json()
+
+
+def test_paging_in_range_still_pages(api):
+    for name in ("u1", "u2", "u3"):
+        api.post("/api/v1/users/", {"username": name, "password": "long-enough-1"}, format="json")
+    page = api.get("/api/v1/users/?limit=2&offset=1").json()
+    assert page["count"] == 4 and len(page["results"]) == 2  # admin + 3
+
+
+@pytest.mark.parametrize("method,path", [
+    ("get", "/api/v1/no-such-thing/"), ("get", "/api/v2/pools/"),
+    ("delete", "/api/v1/bucket-snapshots/%C2%84/"), ("get", "/api/v1/pools/x/y/z/"),
+])
+def test_unknown_api_urls_answer_json_404(api, method, path):
+    r = getattr(api, method)(path)
+    assert r.status_code == 404
+    assert r["Content-Type"].startswith("application/json"), r.content[:200]
+    assert r.json()["error"] == "not_found"
+
+
+def test_pages_outside_the_api_keep_an_html_404():
+    r = Client().get("/no-such-page/")
+    assert r.status_code == 404 and not r["Content-Type"].startswith("application/json")
+
+
+def test_an_admin_cannot_delete_itself_and_keeps_working(api):
+    me = api.user.username
+    r = api.delete(f"/api/v1/users/{me}/")
+    assert r.status_code == 409 and r.json()["error"] == "conflict", r.content
+    assert api.get("/api/v1/pools/").status_code == 200  # the token still works
+
+
+def test_the_last_admin_cannot_be_demoted_or_deactivated(api):
+    me = api.user.username
+    for body in ({"role": "viewer"}, {"is_active": False}):
+        r = api.patch(f"/api/v1/users/{me}/", body, format="json")
+        assert r.status_code == 409 and "last active admin" in r.json()["detail"], r.content
+    assert api.get("/api/v1/me/").json()["role"] == "admin"
+
+
+def test_an_admin_can_delete_another_admin_while_one_remains(api):
+    api.post("/api/v1/users/", {"username": "root2", "password": "long-enough-1",
+                                "role": "admin"}, format="json")
+    assert api.delete("/api/v1/users/root2/").status_code == 204
+    # and demoting works too once another admin exists
+    api.post("/api/v1/users/", {"username": "root3", "password": "long-enough-1",
+                                "role": "admin"}, format="json")
+    assert api.patch("/api/v1/users/root3/", {"role": "operator"},
+                     format="json").json()["role"] == "operator"
+
+
+def test_a_name_already_taken_is_a_409_conflict(api):
+    body = {"username": "dup", "password": "long-enough-1"}
+    assert api.post("/api/v1/users/", body, format="json").status_code == 201
+    r = api.post("/api/v1/users/", body, format="json")
+    assert r.status_code == 409 and r.json()["error"] == "exists", r.content
+    assert "username" in r.json()["fields"]
+
+
+def test_cli_sizes_mean_what_their_unit_says():
+    assert parse_size("512M") == parse_size("512MiB") == 512 * 2**20
+    assert parse_size("5GB") == 5 * 10**9
+    assert parse_size("10G") == 10 * 2**30
+    assert parse_size("4096") == 4096
+    for bad in ("5XB", "-1G", "ten", "1.5.2G"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_size(bad)
