@@ -14,6 +14,7 @@ from services.protection import beat, objstore
 from services.protection.locks import recorded_run
 from services.protection.models import Backup, BackupTarget, RestorePoint
 from plumbing.progress import Meter
+from plumbing.treedigest import tree_digest
 from services.protection.replication import unique_snapshot_name
 from services.storage import service as storage
 from services.storage.drivers import driver_for
@@ -109,7 +110,7 @@ def _run(backup: Backup, progress) -> dict:
     key = _key(backup, name)
     try:
         progress(2, f"digest of {source.name}@{name}")
-        tree = objstore.tree_digest(snap.path)
+        tree = tree_digest(snap.path)
         estimate = max(1, source.used_bytes if base is None else source.used_bytes // 10)
         kind = "incremental on " + base.snapshot if base else "full"
         progress(10, f"sending {name} ({kind})")
@@ -220,7 +221,7 @@ def restore(rp: RestorePoint, *, name: str, pool: Pool,
             done_before += point.stream_bytes
         progress(92, "verifying")
         info = drv.clone_snapshot(pool.name, rp.kind, staging, rp.snapshot, name)
-        got = objstore.tree_digest(info.path)
+        got = tree_digest(info.path)
         if got != rp.tree_sha256:
             _delete_object(drv, pool.name, rp.kind, name)
             raise BackupFailed(f"the restored {rp.kind} does not match the source's digest "

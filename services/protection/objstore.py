@@ -1,5 +1,6 @@
-"""Send streams stored in S3 as compressed, checksummed chunks plus a manifest, and the
-tree digest that proves a restore equals its source (no Django: boto3 and stdlib only).
+"""Send streams stored in S3 as compressed, checksummed chunks plus a manifest (no Django:
+boto3 and stdlib only). The tree digest that proves a restore equals its source is
+``plumbing.treedigest``.
 
 Layout under ``<prefix>/<backup>/<snapshot>/``: ``chunk-000000``, ``chunk-000001``, ...
 each the next ``CHUNK`` bytes of the stream, zlib-compressed when that pays (``codec``),
@@ -12,13 +13,10 @@ then ``manifest.json`` written last (a restore point exists only once its manife
 """
 import hashlib
 import json
-import os
-import stat
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import boto3
 from botocore.config import Config
@@ -26,7 +24,6 @@ from botocore.config import Config
 CHUNK = 8 << 20
 LEVEL = 3
 SAMPLE = 256 << 10
-SNAPSHOTS_DIR = ".snapshots"
 
 
 class ChecksumMismatch(Exception):
@@ -163,41 +160,3 @@ def child_prefixes(s3, bucket: str, prefix: str) -> list:
         for cp in page.get("CommonPrefixes", []):
             out.append(cp["Prefix"][len(base):].rstrip("/"))
     return out
-
-
-def _file_sha(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
-
-
-def tree_digest(root) -> str:
-    """SHA-256 over a file's bytes, or over a directory tree: every entry's relative path,
-    type, permission bits, and content (files) or target (symlinks), in sorted order. The
-    top-level ``.snapshots`` directory is not part of a file system's content."""
-    root = Path(root)
-    if root.is_file():
-        return _file_sha(root)
-    h = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel_dir = Path(dirpath).relative_to(root)
-        if rel_dir == Path("."):
-            dirnames[:] = [d for d in dirnames if d != SNAPSHOTS_DIR]
-        dirnames.sort()
-        for name in sorted(dirnames + filenames):
-            path = Path(dirpath) / name
-            rel = str(rel_dir / name)
-            st = path.lstat()
-            mode = stat.S_IMODE(st.st_mode)
-            if stat.S_ISLNK(st.st_mode):
-                line = f"L {rel} {os.readlink(path)}"
-            elif stat.S_ISDIR(st.st_mode):
-                line = f"D {rel} {mode:o}"
-            elif stat.S_ISREG(st.st_mode):
-                line = f"F {rel} {mode:o} {st.st_size} {_file_sha(path)}"
-            else:
-                line = f"O {rel} {mode:o} {stat.S_IFMT(st.st_mode)}"
-            h.update(line.encode("utf-8", "surrogateescape") + b"\n")
-    return h.hexdigest()

@@ -15,9 +15,10 @@ released if it still holds the content verified before the switch (recorded on t
 else kept and named in the record, as below.
 
 Limits (refused with 409, not ignored): the object must have no snapshots and no clones
-(their history would be lost), and no replication or backup may use it; a service whose
-clients cannot follow the object refuses through ``signals.check_move``. Writers must pause
-for the switch: if the content keeps changing for ``MAX_ROUNDS`` rounds the move fails.
+(their history would be lost); a service refuses through ``signals.check_move`` when its
+clients cannot follow the object (block, file) or when it uses it (protection: a replication
+or backup of it). Writers must pause for the switch: if the content keeps changing for
+``MAX_ROUNDS`` rounds the move fails.
 
 What serves the object follows it: after the switch the move sends
 ``services.tiering.signals.moved``; the file service re-points the NFS exports and SMB
@@ -38,8 +39,8 @@ from django.utils import timezone
 from plumbing.errors import Conflict
 from plane.models import Job
 from dataplane.errors import DataplaneError, NotFound
-from services.protection.objstore import tree_digest
 from plumbing.progress import Meter
+from plumbing.treedigest import tree_digest
 from services.storage.drivers import driver_for
 from services.storage.models import OBJECT_MODELS, Pool
 from plane import iobudget
@@ -56,8 +57,6 @@ class MoveFailed(Exception):
 
 def check_movable(obj, pool: Pool) -> None:
     """Raise Conflict with the reason when ``obj`` cannot move to ``pool``."""
-    from services.protection.models import Backup, Replication
-
     kind = obj._meta.model_name
     if obj.pool_id == pool.pk:
         raise Conflict(f"{obj.name} is already in pool {pool.name}.")
@@ -70,14 +69,12 @@ def check_movable(obj, pool: Pool) -> None:
                        "lose them. Delete them first (moves with history are not done yet).")
     if obj.origin_id:
         raise Conflict(f"{obj.name} is a clone of {obj.origin}; clones cannot move yet.")
-    users = [f"replication {r}" for r in Replication.objects.filter(**{kind: obj})]
-    users += [f"backup {b}" for b in Backup.objects.filter(**{kind: obj})]
-    if users:
-        raise Conflict(f"{obj.name} is used by {', '.join(users)}; delete those first.")
     _settle_finished(kind, obj.name)
     if TierMove.objects.filter(kind=kind, name=obj.name, state__in=["pending", "running"]):
         raise Conflict(f"{obj.name} is already being moved.")
-    check_move.send(sender=type(obj), instance=obj, pool=pool)  # a service may refuse (409)
+    # a service that serves or uses the object may refuse (409): protection refuses one a
+    # replication or backup uses, block and file one whose clients could not follow it
+    check_move.send(sender=type(obj), instance=obj, pool=pool)
 
 
 def _copy(drv, src_pool, dst_pool, kind, name, staging, snap, parent,
