@@ -140,7 +140,7 @@ LOGIN_REDIRECT_URL = "/console/"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "plane.signin.AuditedTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["plane.roles.RolePermission"],

@@ -10,4 +10,5 @@ class PlaneConfig(AppConfig):
 
     def ready(self):
         # Import the Celery app so shared tasks bind to it in every process.
+        from plane import signin  # noqa: F401  (its signal receivers audit sign-ins)
         from plane.celery import app  # noqa: F401  (binds shared tasks at start-up)

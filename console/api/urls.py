@@ -11,6 +11,7 @@ router.register("jobs", views.JobViewSet)
 router.register("audit", views.AuditEventViewSet)
 router.register("users", views.UserViewSet)
 router.register("me", views.MeViewSet, basename="me")
+router.register("tokens", views.TokenViewSet, basename="token")
 # Each service app with an `api/urls.py` defining `register(router)` adds its resources.
 for _app, module in service_modules("api.urls"):
     module.register(router)

@@ -3,14 +3,15 @@ import socket
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, viewsets
 from rest_framework.decorators import action, api_view, permission_classes
-from rest_framework.permissions import AllowAny
+from rest_framework.authtoken.models import Token
+from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 
 from plane.api.serializers import (AuditEventSerializer, JobSerializer, MeSerializer,
-                                   UserSerializer, last_admin)
+                                   TokenSerializer, UserSerializer, last_admin)
 from plane.celery import app as celery_app
 from plane.discovery import service_modules
 from plane.jobs import cancel_job
@@ -50,6 +51,33 @@ class UserViewSet(viewsets.ModelViewSet):
             raise Conflict(f"{instance.username} is the last active admin; make another "
                            "user admin first.")
         instance.delete()
+
+
+@extend_schema_view(destroy=extend_schema(parameters=[OpenApiParameter(
+    "username", str, OpenApiParameter.PATH, description="Whose token to revoke.")]))
+class TokenViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
+    """API tokens: every user lists, creates (replacing it) and revokes its own; admins see
+    and revoke everyone's. A revoked token answers 401 at once."""
+
+    serializer_class = TokenSerializer
+    permission_classes = [IsAuthenticated]
+    lookup_field = "user__username"
+    lookup_url_kwarg = "username"
+    filter_backends = []
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no request user
+            return Token.objects.none()
+        tokens = Token.objects.select_related("user").order_by("user__username")
+        return tokens if role_of(self.request.user) == "admin" else tokens.filter(
+            user=self.request.user)
+
+    @extend_schema(request=None, responses={201: TokenSerializer})
+    def create(self, request):
+        """A new token for the caller (its old one stops working); the key is shown once."""
+        Token.objects.filter(user=request.user).delete()
+        token = Token.objects.create(user=request.user)
+        return Response(TokenSerializer(token, context={"reveal": True}).data, status=201)
 
 
 class MeViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):

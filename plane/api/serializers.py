@@ -102,3 +102,19 @@ class UserSerializer(serializers.ModelSerializer):
         for key, value in validated.items():
             setattr(instance, key, value)
         return self._apply(instance, role, password)
+
+
+class TokenSerializer(serializers.Serializer):
+    """An API token: whose, since when, and the first characters of its key (the whole key
+    only in the answer that creates it)."""
+
+    user = serializers.CharField(source="user.username", read_only=True)
+    created = serializers.DateTimeField(read_only=True)
+    key_prefix = serializers.SerializerMethodField()
+    key = serializers.SerializerMethodField()
+
+    def get_key_prefix(self, token) -> str:
+        return token.key[:8]
+
+    def get_key(self, token) -> str | None:
+        return token.key if self.context.get("reveal") else None

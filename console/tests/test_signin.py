@@ -1,0 +1,85 @@
+"""Sign-ins: failures audited and limited per address and user; tokens listed and revoked by
+their owner and by admins; a changed password ends the user's sessions."""
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from rest_framework.test import APIClient
+
+from plane.models import AuditEvent
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def alice(db):
+    return User.objects.create_user("alice", password="right-password-1")
+
+
+def _sign_in(password, addr="10.1.1.1", username="alice"):
+    return Client(REMOTE_ADDR=addr).post("/login/", {"username": username, "password": password})
+
+
+def test_failed_console_sign_ins_are_audited_and_then_refused_per_address(alice, settings):
+    settings.STRATA_SIGNIN_FAILURES = 3
+    for _ in range(3):
+        assert _sign_in("wrong").status_code == 200  # the form again
+    failures = AuditEvent.objects.filter(action="sign-in failed", remote_addr="10.1.1.1")
+    assert failures.count() == 3 and set(failures.values_list("username", flat=True)) == {"alice"}
+    refused = _sign_in("right-password-1")  # even the right password, from this address
+    assert refused.status_code == 200 and b"Too many failed sign-ins" in refused.content
+    assert _sign_in("right-password-1", addr="10.1.1.2", username="bob").status_code == 200
+    ok = Client(REMOTE_ADDR="10.9.9.9").post("/login/", {"username": "alice",
+                                                         "password": "right-password-1"})
+    assert ok.status_code == 200  # alice is blocked by name too, from any address
+    assert b"Too many failed sign-ins for alice" in ok.content
+
+
+def test_a_good_sign_in_below_the_limit_works_and_is_audited(alice, settings):
+    settings.STRATA_SIGNIN_FAILURES = 3
+    _sign_in("wrong")
+    r = _sign_in("right-password-1")
+    assert r.status_code == 302 and r["Location"] == "/console/"
+    assert AuditEvent.objects.filter(action="sign-in", username="alice", result="ok").exists()
+
+
+def test_guessed_tokens_are_audited_and_an_address_that_keeps_guessing_is_told(settings):
+    settings.STRATA_SIGNIN_FAILURES = 2
+    client = APIClient(REMOTE_ADDR="10.2.2.2")
+    client.credentials(HTTP_AUTHORIZATION="Token not-a-real-token")
+    for _ in range(2):
+        assert client.get("/api/v1/pools/").status_code == 401
+    r = client.get("/api/v1/pools/")
+    assert r.status_code == 401 and "Too many failed sign-ins" in r.json()["detail"]
+    assert AuditEvent.objects.filter(action="sign-in failed", remote_addr="10.2.2.2").count() == 3
+
+
+def test_tokens_are_listed_and_revoked_by_their_owner(viewer_api):
+    mine = viewer_api.get("/api/v1/tokens/").json()["results"]
+    assert [t["user"] for t in mine] == ["viewer"] and mine[0]["key"] is None
+    new = viewer_api.post("/api/v1/tokens/").json()
+    assert len(new["key"]) == 40 and new["key"].startswith(new["key_prefix"])
+    assert viewer_api.get("/api/v1/pools/").status_code == 401  # the old token was replaced
+    viewer_api.credentials(HTTP_AUTHORIZATION=f"Token {new['key']}")
+    assert viewer_api.get("/api/v1/pools/").status_code == 200
+    assert viewer_api.delete("/api/v1/tokens/viewer/").status_code == 204
+    assert viewer_api.get("/api/v1/pools/").status_code == 401
+
+
+def test_admins_see_and_revoke_every_token_others_only_their_own(api, viewer_api, operator_api):
+    users = {t["user"] for t in api.get("/api/v1/tokens/").json()["results"]}
+    assert {"viewer", "operator"} <= users
+    assert operator_api.delete("/api/v1/tokens/viewer/").status_code == 404
+    assert viewer_api.get("/api/v1/pools/").status_code == 200
+    assert api.delete("/api/v1/tokens/viewer/").status_code == 204
+    assert viewer_api.get("/api/v1/pools/").status_code == 401
+
+
+def test_a_changed_password_ends_the_users_sessions(api, alice):
+    browser = Client()
+    assert browser.post("/login/", {"username": "alice",
+                                    "password": "right-password-1"}).status_code == 302
+    assert browser.get("/api/v1/me/").json()["username"] == "alice"
+    r = api.patch("/api/v1/users/alice/", {"password": "a-new-password-2"}, format="json")
+    assert r.status_code == 200
+    assert browser.get("/api/v1/me/").status_code in (401, 403)
+    assert browser.get("/console/").status_code == 302  # back to the sign-in page
