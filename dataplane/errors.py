@@ -77,3 +77,9 @@ class Offline(InUse):
     new; Python callers can catch ``Offline`` specifically."""
 
     code = "in_use"
+
+
+class Unreachable(DataplaneError, errors.Unavailable):
+    """A daemon or cluster the driver needs does not answer (spdk_tgt, a Ceph monitor)."""
+
+    code = "unavailable"

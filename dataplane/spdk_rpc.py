@@ -19,6 +19,7 @@ from .errors import (
     InUse,
     InvalidArgument,
     NotFound,
+    Unreachable,
     Unsupported,
 )
 
@@ -40,6 +41,12 @@ class SpdkRpcError(CommandFailed):
         self.stdout = ""
         self.method = method
         self.rpc_code = code
+
+
+class SpdkUnreachable(SpdkRpcError, Unreachable):
+    """spdk_tgt does not answer on its RPC socket (the API answers 503)."""
+
+    code = "unavailable"
 
 
 _ERRNO_CLASSES = {
@@ -82,7 +89,7 @@ class SpdkRpc:
         try:
             client = JSONRPCClient(self.address, self.port, timeout=self.timeout)
         except JSONRPCException as exc:
-            raise SpdkRpcError("connect", f"cannot reach spdk_tgt at {self.address}: is it "
+            raise SpdkUnreachable("connect", f"cannot reach spdk_tgt at {self.address}: is it "
                                f"running? ({_text(exc)})") from exc
         lg = client.get_logger()     # the client adds a handler per instance; keep one
         while len(lg.handlers) > 1:

@@ -14,7 +14,7 @@ class JobSerializer(serializers.ModelSerializer):
     (null when unknown; the ETA only while running)."""
 
     url = serializers.HyperlinkedIdentityField(view_name="job-detail")
-    user = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    user = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     rate_bytes_per_s = serializers.SerializerMethodField()
     eta_seconds = serializers.SerializerMethodField()
 

@@ -75,7 +75,7 @@ class PoolSerializer(serializers.ModelSerializer):
 class FileSystemSerializer(serializers.ModelSerializer):
     pool = serializers.SlugRelatedField(slug_field="name", queryset=Pool.objects.all(),
                                         required=False)
-    origin = serializers.StringRelatedField(read_only=True)
+    origin = serializers.StringRelatedField(read_only=True, allow_null=True)
     quota_bytes = serializers.IntegerField(min_value=1, required=False, allow_null=True)
 
     class Meta:
@@ -106,7 +106,7 @@ class FileSystemSerializer(serializers.ModelSerializer):
 class VolumeSerializer(serializers.ModelSerializer):
     pool = serializers.SlugRelatedField(slug_field="name", queryset=Pool.objects.all(),
                                         required=False)
-    origin = serializers.StringRelatedField(read_only=True)
+    origin = serializers.StringRelatedField(read_only=True, allow_null=True)
     size_bytes = serializers.IntegerField(min_value=1)
 
     class Meta:

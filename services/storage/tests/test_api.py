@@ -171,3 +171,13 @@ def test_duplicate_and_missing_references(api):
     assert r.status_code == 400 and "exactly one" in r.json()["detail"]
     assert api.get("/api/v1/filesystems/nope/").status_code == 404
     assert api.get("/api/v1/filesystems/nope/").json()["error"] == "not_found"
+
+
+def test_a_spdk_pool_without_a_running_spdk_tgt_is_a_503_and_creates_nothing(api, monkeypatch,
+                                                                           tmp_path):
+    monkeypatch.setenv("STRATA_SPDK_SOCKET", str(tmp_path / "no-spdk.sock"))
+    r = api.post("/api/v1/pools/", {"name": "fast", "driver": "spdk",
+                                    "devices": ["/dev/nvme9n1"]}, format="json")
+    assert r.status_code == 503, r.content
+    assert r.json()["error"] == "unavailable" and "spdk_tgt" in r.json()["detail"]
+    assert api.get("/api/v1/pools/fast/").status_code == 404
