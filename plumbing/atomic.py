@@ -14,15 +14,18 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def write_atomic(path: str | os.PathLike, data: bytes | str, mode: int = 0o644) -> None:
+def write_atomic(path: str | os.PathLike, data: bytes | str, mode: int = 0o644, *,
+                 make_dirs: bool = True) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same directory, fsynced,
     renamed over ``path``; then fsync the directory. ``mode`` applies before the rename, so a
-    secret is never readable by others, not even for a moment."""
+    secret is never readable by others, not even for a moment. With ``make_dirs`` False a
+    missing directory is FileNotFoundError (it was removed: do not bring it back)."""
     path = os.fspath(path)
     if isinstance(data, str):
         data = data.encode("utf-8")
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
+    if make_dirs:
+        os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
                                dir=directory)
     try:
@@ -41,9 +44,10 @@ def write_atomic(path: str | os.PathLike, data: bytes | str, mode: int = 0o644) 
     fsync_dir(directory)
 
 
-def write_json_atomic(path: str | os.PathLike, obj, mode: int = 0o644, **dump_args) -> None:
+def write_json_atomic(path: str | os.PathLike, obj, mode: int = 0o644, *,
+                      make_dirs: bool = True, **dump_args) -> None:
     """`write_atomic` of ``obj`` as JSON (``dump_args`` go to `json.dumps`)."""
-    write_atomic(path, json.dumps(obj, **dump_args), mode)
+    write_atomic(path, json.dumps(obj, **dump_args), mode, make_dirs=make_dirs)
 
 
 def write_if_changed(path: str | os.PathLike, data: bytes | str, mode: int = 0o644) -> bool:

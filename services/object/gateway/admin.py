@@ -1,7 +1,7 @@
 """The admin interface under ``/_strata/admin/`` (JSON, ``Authorization: Bearer <admin_token>``).
 
 The management plane calls it through :mod:`services.object.admin_client`; the routes are
-listed in the package docstring. Errors are JSON ``{"error": CODE, "message": TEXT}`` with
+listed in services/object/README.md. Errors are JSON ``{"error": CODE, "message": TEXT}`` with
 the HTTP status of the matching S3 error.
 """
 from __future__ import annotations
@@ -9,9 +9,11 @@ from __future__ import annotations
 import hmac
 import json
 
-from .bucket_ops import set_versioning
+from . import snapshots
+from .compaction import collect_all_orphans, compact_once
 from .core import Gateway
 from .errors import S3Error
+from .lifecycle import apply_lifecycle
 from .request import Request, Response
 
 
@@ -61,14 +63,11 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
     if parts == ["health"] and m == "GET":
         return _json({"status": "ok", "buckets": len(gw.buckets.buckets)})
     if parts == ["compact"] and m == "POST":
-        from .compaction import compact_once
         return _json(await compact_once(gw))
     if parts == ["gc"] and m == "POST":
-        from .compaction import collect_all_orphans
         min_age = float(req.query.get("min_age", "600"))
         return _json(await collect_all_orphans(gw, min_age))
     if parts == ["lifecycle"] and m == "POST":
-        from .lifecycle import apply_lifecycle
         return _json(await apply_lifecycle(gw))
     if parts == ["buckets"]:
         if m == "GET":
@@ -80,7 +79,7 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
                 raise S3Error("InvalidArgument", "creating a bucket needs 'name' and 'owner'")
             bucket = await gw.run(gw.buckets.create, name, owner, gw.config["region"])
             if data.get("versioning"):
-                await gw.run(set_versioning, bucket, data["versioning"])
+                await gw.run(bucket.set_versioning, data["versioning"])
             if data.get("quota"):
                 await _set_quota(gw, bucket, data["quota"])
             return _json(bucket.usage(), 201)
@@ -105,7 +104,7 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
                 status = (await _body(req)).get("status")
                 if status not in ("Enabled", "Suspended"):
                     raise S3Error("InvalidArgument", "versioning 'status' must be Enabled or Suspended")
-                await gw.run(set_versioning, bucket, status)
+                await gw.run(bucket.set_versioning, status)
                 return _json({"status": bucket.versioning or "Disabled"})
         elif rest[0] in ("snapshots", "changes"):
             return await _snapshot_route(gw, req, bucket, rest)
@@ -114,7 +113,6 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
 
 async def _snapshot_route(gw: Gateway, req: Request, bucket, rest: list[str]) -> Response:
     """Bucket snapshots and the change feed of bucket replication (see :mod:`.snapshots`)."""
-    from . import snapshots
     m, q = req.method, req.query
     try:
         if rest == ["changes"] and m == "GET":

@@ -180,10 +180,10 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
         return await bucket_ops.create_bucket(gw, req)
     if m == "DELETE":
         if "lifecycle" in q:
-            await gw.run(bucket_ops.set_lifecycle, authorize(gw, req), None)
+            await gw.run(authorize(gw, req).set_setting, "lifecycle", None)
             return Response(204)
         if "policy" in q:
-            await gw.run(bucket_ops.set_setting, authorize(gw, req), "policy", None)
+            await gw.run(authorize(gw, req).set_setting, "policy", None)
             return Response(204)
         if "tagging" in q:
             authorize(gw, req)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import time
 from urllib.parse import quote
 
@@ -9,6 +10,8 @@ from .buckets import Bucket
 from .core import Gateway
 from .errors import S3Error, child_text, el, parse_xml, xml_doc
 from .index import Record
+from .lifecycle import parse_rules
+from .policy import parse_policy
 from .request import Request, Response, xml_response
 
 MAX_KEYS = 1000
@@ -74,37 +77,16 @@ async def put_versioning(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     status = child_text(root, "Status")
     if status not in ("Enabled", "Suspended"):
         raise S3Error("MalformedXML", "Versioning Status must be Enabled or Suspended")
-    await gw.run(set_versioning, bucket, status)
+    await gw.run(bucket.set_versioning, status)
     return Response(200)
-
-
-def set_versioning(bucket: Bucket, status: str) -> None:
-    """Change a bucket's versioning state and persist it."""
-    if status == "Suspended" and not bucket.versioning:
-        return  # never-versioned buckets stay unversioned, as in S3
-    if status == "Suspended":
-        from .snapshots import check_can_suspend
-        check_can_suspend(bucket)
-    bucket.settings["versioning"] = status
-    bucket.save()
 
 
 async def put_lifecycle(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """PutBucketLifecycleConfiguration (see :mod:`.lifecycle` for the supported actions)."""
-    from .lifecycle import parse_rules
     body = await req.body().read_all(256 * 1024)
     rules = parse_rules(body, gw.cold.root)
-    await gw.run(set_lifecycle, bucket, {"rules": rules, "xml": body.decode()})
+    await gw.run(bucket.set_setting, "lifecycle", {"rules": rules, "xml": body.decode()})
     return Response(200)
-
-
-def set_lifecycle(bucket: Bucket, lifecycle: dict | None) -> None:
-    """Store (or with None, remove) a bucket's lifecycle configuration."""
-    if lifecycle is None:
-        bucket.settings.pop("lifecycle", None)
-    else:
-        bucket.settings["lifecycle"] = lifecycle
-    bucket.save()
 
 
 def get_lifecycle(bucket: Bucket) -> Response:
@@ -117,24 +99,13 @@ def get_lifecycle(bucket: Bucket) -> Response:
 
 async def put_policy(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """PutBucketPolicy (the subset :mod:`.policy` evaluates)."""
-    from .policy import parse_policy
     doc = parse_policy(await req.body().read_all(20 * 1024), bucket.name)
-    await gw.run(set_setting, bucket, "policy", doc)
+    await gw.run(bucket.set_setting, "policy", doc)
     return Response(204)
-
-
-def set_setting(bucket: Bucket, name: str, value) -> None:
-    """Store (or with None, remove) one bucket setting."""
-    if value is None:
-        bucket.settings.pop(name, None)
-    else:
-        bucket.settings[name] = value
-    bucket.save()
 
 
 def get_policy(bucket: Bucket) -> Response:
     """GetBucketPolicy."""
-    import json
     doc = bucket.settings.get("policy")
     if not doc:
         raise S3Error("NoSuchBucketPolicy", BucketName=bucket.name)

@@ -14,10 +14,11 @@ import shutil
 import time
 import uuid
 
+from plumbing.atomic import fsync_dir, write_json_atomic
+
 from .errors import S3Error
 from .index import BucketIndex, OpResult
-from .snapshots import SnapshotStore
-from .storage import fsync_dir, write_json_atomic
+from .snapshots import SnapshotStore, check_can_suspend
 
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
@@ -60,8 +61,24 @@ class Bucket:
         return self.settings.get("versioning", "")
 
     def save(self) -> None:
-        """Persist settings atomically."""
-        write_json_atomic(os.path.join(self.dir, "bucket.json"), self.settings)
+        """Persist settings atomically (not into a bucket directory deleted meanwhile)."""
+        write_json_atomic(os.path.join(self.dir, "bucket.json"), self.settings, make_dirs=False)
+
+    def set_setting(self, name: str, value) -> None:
+        """Store (or with None, remove) one setting and persist the settings (blocking)."""
+        if value is None:
+            self.settings.pop(name, None)
+        else:
+            self.settings[name] = value
+        self.save()
+
+    def set_versioning(self, status: str) -> None:
+        """Change the versioning state ('Enabled' or 'Suspended') and persist it (blocking)."""
+        if status == "Suspended" and not self.versioning:
+            return  # never-versioned buckets stay unversioned, as in S3
+        if status == "Suspended":
+            check_can_suspend(self)
+        self.set_setting("versioning", status)
 
     def check_quota(self, add_bytes: int, add_objects: int = 1) -> None:
         """Raise ``QuotaExceeded`` when storing this much more would pass the bucket quota."""

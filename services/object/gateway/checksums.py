@@ -10,28 +10,16 @@ import base64
 import hashlib
 import zlib
 
+from crc32c import crc32c
+
 from .errors import S3Error
-
-try:  # C implementation (PyPI crc32c); the pure-Python fallback is slow but correct
-    from crc32c import crc32c as _crc32c
-except ImportError:  # pragma: no cover - exercised only without the wheel
-    _TABLE = []
-    for _i in range(256):
-        _c = _i
-        for _ in range(8):
-            _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
-        _TABLE.append(_c)
-
-    def _crc32c(data: bytes, value: int = 0) -> int:
-        crc = value ^ 0xFFFFFFFF
-        for b in data:
-            crc = _TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
-        return crc ^ 0xFFFFFFFF
 
 ALGORITHMS = ("crc32", "crc32c", "sha1", "sha256")
 
 
 class _Crc:
+    """A running CRC (zlib.crc32, or crc32c from the crc32c package) with hashlib's interface."""
+
     def __init__(self, fn):
         self.fn, self.value = fn, 0
 
@@ -46,7 +34,7 @@ def _new(algorithm: str):
     if algorithm == "crc32":
         return _Crc(zlib.crc32)
     if algorithm == "crc32c":
-        return _Crc(_crc32c)
+        return _Crc(crc32c)
     if algorithm == "sha1":
         return hashlib.sha1()
     if algorithm == "sha256":

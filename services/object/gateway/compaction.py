@@ -12,6 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import shutil
+import time
 
 from .index import Op
 
@@ -73,9 +76,6 @@ def collect_orphans(bucket, min_age: float = ORPHAN_MIN_AGE, started: float | No
     and their index commit). Files younger than ``min_age`` seconds are left alone: their PUT
     may still be committing; but a file (not an upload directory) older than ``started`` (this
     gateway's start) cannot belong to a PUT in flight, whatever its age."""
-    import os
-    import shutil
-    import time
     referenced, dirs = set(), set()
     for shard in bucket.index.shards:
         for (loc,) in shard.query("SELECT loc FROM versions WHERE json_extract(loc, '$.seg') IS NULL"):

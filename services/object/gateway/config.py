@@ -1,6 +1,6 @@
 """The gateway's configuration file, re-read whenever its mtime changes.
 
-See the package docstring for the contract. Checking costs one ``stat`` at most every
+See services/object/README.md for the contract. Checking costs one ``stat`` at most every
 ``CHECK_INTERVAL`` seconds; a file that fails to parse keeps the previous configuration in
 force (and is logged), so a half-written file can never lock every user out.
 """

@@ -1,10 +1,16 @@
-"""The gateway's state and the two byte paths every handler shares: store a body, read an object.
+"""The gateway's state and the paths every handler shares: store a body, read an object,
+remove a version.
 
 :meth:`Gateway.store_body` puts a body below ``SMALL_OBJECT_LIMIT`` in a segment (bytes kept
 in memory, appended, made durable by the group commit), and streams anything larger into its
 own file, created in place, through a worker thread (hashing and writing off the event loop
 while the next block arrives, never the whole body in memory; the last block's job fsyncs).
-:meth:`Gateway.read` streams an object back.
+:meth:`Gateway.read` streams an object back. :meth:`Gateway.delete_version_or_key` is the one
+removal of a version or key (S3 deletes and lifecycle expiration), past the snapshot holds.
+
+This is the top of the store (buckets, index, segments and files, group commit, lifecycle,
+snapshots, tiers); the request handlers (:mod:`.app`, the ``*_ops`` modules, :mod:`.multipart`,
+:mod:`.admin`) sit on it, and nothing here imports them.
 """
 from __future__ import annotations
 
@@ -14,9 +20,8 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import AsyncIterator
+from typing import AsyncIterator, Protocol
 
-from .body import Body
 from .buckets import Bucket, BucketStore
 from .checksums import Digests, requested_algorithms
 from .commit import GroupCommitter
@@ -25,12 +30,25 @@ from .lifecycle import lifecycle_loop
 from .config import ConfigWatcher
 from .errors import S3Error
 from .index import Op, OpResult, Record, next_seq
+from .snapshots import deleting_version
 from .tiers import ColdTier, read_loc
 from .storage import (SEGMENT_SIZE, SMALL_OBJECT_LIMIT, LargeFileWriter, SegmentStore, file_ranges, open_pieces,
                       read_open_pieces, reset_tmp)
 
 WRITE_BLOCK = 1024 * 1024
 MAX_OBJECT_SIZE = 5 * 1024 ** 4
+
+
+class BodySource(Protocol):
+    """What :meth:`Gateway.store_body` reads a request body through (:class:`.body.Body`)."""
+
+    size: int | None
+    trailers: dict[str, str]
+    payload_hash: str | None
+
+    async def read_all(self, limit: int) -> bytes: ...
+
+    def stream(self) -> AsyncIterator[bytes]: ...
 
 
 @dataclass
@@ -106,7 +124,7 @@ class Gateway:
 
     # -- writing ---------------------------------------------------------------------------
 
-    async def store_body(self, bucket: Bucket, body: Body, headers: dict[str, str],
+    async def store_body(self, bucket: Bucket, body: BodySource, headers: dict[str, str],
                          dest_dir: str | None = None, force_file: bool = False) -> Stored:
         """Receive and durably store a body (not yet visible: the caller commits the index)."""
         size = body.size
@@ -226,6 +244,27 @@ class Gateway:
         async for data in await self.open_reader(rec, start, end):
             yield data
 
+    # -- removing ---------------------------------------------------------------------------
+
+    async def delete_version_or_key(self, bucket: Bucket, key: str, version_id: str | None) -> dict:
+        """Delete one version, or add a delete marker / drop the null version; returns the
+        S3 result fields (VersionId, DeleteMarker, DeleteMarkerVersionId)."""
+        if version_id is not None:
+            if version_id != "null":
+                existing = bucket.index.get(key, version_id)
+                if existing is None and not _valid_version_id(version_id):
+                    raise S3Error("InvalidArgument", "Invalid version id specified", ArgumentName="versionId")
+            async with deleting_version(self, bucket, key, version_id):  # a snapshot's versions stay
+                res = await self.commit(bucket, Op("delete_version", key=key, version_id=version_id))
+            was_marker = bool(res.removed and res.removed[0].marker)
+            return {"VersionId": version_id, "DeleteMarker": was_marker}
+        if not bucket.versioning:
+            await self.commit(bucket, Op("delete_version", key=key, version_id="null"))
+            return {}
+        rec = self.make_record(bucket, key, None, "", {}, marker=True)
+        await self.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled"))
+        return {"DeleteMarker": True, "DeleteMarkerVersionId": rec.version_id}
+
     # -- helpers ---------------------------------------------------------------------------
 
     @staticmethod
@@ -242,6 +281,11 @@ class Gateway:
         return Record(key=key, seq=seq, version_id=self.new_version_id(bucket, seq), latest=True,
                       marker=marker, size=stored.size if stored else 0, etag=etag, mtime=time.time(),
                       tier="hot", loc=stored.loc if stored else {}, meta=meta)
+
+
+def _valid_version_id(vid: str) -> bool:
+    head, _, tail = vid.partition(".")
+    return head.isdigit() and len(tail) == 8
 
 
 async def _once(data: bytes) -> AsyncIterator[bytes]:

@@ -19,8 +19,10 @@ the appliance's plane runs it instead, as a Job) and on demand through the admin
 """
 from __future__ import annotations
 
+import asyncio
 import calendar
 import json
+import logging
 import os
 import shutil
 import time
@@ -30,6 +32,7 @@ from .errors import S3Error, child_text, parse_xml
 from .tiers import RANK, check_transition_class, storage_class
 
 DAY_SECONDS = 86400
+log = logging.getLogger("strata.s3.lifecycle")
 
 
 def parse_rules(body: bytes, cold_root: str | None = None) -> list[dict]:
@@ -160,7 +163,6 @@ async def apply_lifecycle(gw) -> dict:
 
 
 async def _apply(gw) -> dict:
-    from .object_ops import delete_version_or_key
     now = time.time()
     day = float(gw.config.get("lifecycle_day_seconds") or DAY_SECONDS)
     stats = {"expired": 0, "versions_removed": 0, "uploads_aborted": 0, "transitioned": 0,
@@ -174,11 +176,11 @@ async def _apply(gw) -> dict:
                 continue
             current, versions = await gw.run(_expiry_candidates, bucket, rule, now, day)
             for key in current:
-                await delete_version_or_key(gw, bucket, key, None)
+                await gw.delete_version_or_key(bucket, key, None)
                 stats["expired"] += 1
             for key, vid in versions:
                 try:
-                    await delete_version_or_key(gw, bucket, key, vid)
+                    await gw.delete_version_or_key(bucket, key, vid)
                 except S3Error as err:
                     if err.code != "AccessDenied":
                         raise
@@ -195,8 +197,6 @@ async def _apply(gw) -> dict:
 
 
 async def _transition(gw, bucket: Bucket, rule: dict, now: float, day: float, stats: dict) -> None:
-    import logging
-    log = logging.getLogger("strata.s3.lifecycle")
     if not gw.cold.root or not os.path.isdir(gw.cold.root):
         log.warning("lifecycle rule %r of bucket %s has transitions but the capacity tier (%s) is not "
                     "available; skipped", rule["id"], bucket.name, gw.cold.root)
@@ -215,9 +215,6 @@ async def _transition(gw, bucket: Bucket, rule: dict, now: float, day: float, st
 
 async def lifecycle_loop(gw, interval: float) -> None:
     """Run :func:`apply_lifecycle` every ``interval`` seconds."""
-    import asyncio
-    import logging
-    log = logging.getLogger("strata.s3.lifecycle")
     while True:
         await asyncio.sleep(interval)
         try:

@@ -14,6 +14,8 @@ import shutil
 import time
 import uuid
 
+from plumbing.atomic import fsync_dir, write_json_atomic
+
 from .bucket_ops import iso_time, owner_xml
 from .buckets import Bucket
 from .core import Gateway, Stored
@@ -23,7 +25,6 @@ from .checksums import ALGORITHMS, composite
 from .object_ops import copy_source, meta_from_headers, parse_range
 from .tiers import check_write_class
 from .request import Request, Response, xml_response
-from .storage import fsync_dir, write_json_atomic
 
 MIN_PART_SIZE = 5 * 1024 * 1024
 MAX_PARTS = 10000
@@ -73,7 +74,7 @@ async def create(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     def make():
         path = os.path.join(bucket.uploads_dir, upload_id)
         os.makedirs(path)
-        write_json_atomic(os.path.join(path, "upload.json"), info)
+        write_json_atomic(os.path.join(path, "upload.json"), info, make_dirs=False)
         fsync_dir(bucket.uploads_dir)
 
     await gw.run(make)
@@ -100,7 +101,7 @@ def _record_part(path: str, number: int, part: dict) -> None:
     if os.path.exists(meta_path):
         with open(meta_path) as fh:
             old = json.load(fh).get("file")
-    write_json_atomic(meta_path, part)
+    write_json_atomic(meta_path, part, make_dirs=False)  # an aborted upload stays gone
     if old and old != part["file"]:
         try:
             os.unlink(old)

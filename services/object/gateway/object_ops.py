@@ -11,7 +11,6 @@ from .errors import S3Error, child_text, el, parse_xml, xml_doc
 from .index import Op, Record
 from .policy import is_allowed
 from .request import Request, Response, xml_response
-from .snapshots import deleting_version
 from .tiers import check_readable, check_write_class, parse_restore_days, part_sizes, storage_class
 
 MAX_TAGS = 10
@@ -234,33 +233,9 @@ async def get_object(gw: Gateway, req: Request, bucket: Bucket, retry: bool = Tr
     return Response(status, headers, stream)
 
 
-async def delete_version_or_key(gw: Gateway, bucket: Bucket, key: str, version_id: str | None) -> dict:
-    """Delete one version, or add a delete marker / drop the null version; returns result fields."""
-    if version_id is not None:
-        if version_id != "null":
-            existing = bucket.index.get(key, version_id)
-            if existing is None and not _valid_version_id(version_id):
-                raise S3Error("InvalidArgument", "Invalid version id specified", ArgumentName="versionId")
-        async with deleting_version(gw, bucket, key, version_id):  # a snapshot's versions stay
-            res = await gw.commit(bucket, Op("delete_version", key=key, version_id=version_id))
-        was_marker = bool(res.removed and res.removed[0].marker)
-        return {"VersionId": version_id, "DeleteMarker": was_marker}
-    if not bucket.versioning:
-        await gw.commit(bucket, Op("delete_version", key=key, version_id="null"))
-        return {}
-    rec = gw.make_record(bucket, key, None, "", {}, marker=True)
-    await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled"))
-    return {"DeleteMarker": True, "DeleteMarkerVersionId": rec.version_id}
-
-
-def _valid_version_id(vid: str) -> bool:
-    head, _, tail = vid.partition(".")
-    return head.isdigit() and len(tail) == 8
-
-
 async def delete_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """DeleteObject (204 whether or not the key existed)."""
-    result = await delete_version_or_key(gw, bucket, req.key, _version_query(req))
+    result = await gw.delete_version_or_key(bucket, req.key, _version_query(req))
     headers = {}
     if result.get("DeleteMarker"):
         headers["x-amz-delete-marker"] = "true"
@@ -286,7 +261,7 @@ async def delete_objects(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         if not key:
             raise S3Error("MalformedXML", "Every Object needs a Key")
         try:
-            result = await delete_version_or_key(gw, bucket, key, vid)
+            result = await gw.delete_version_or_key(bucket, key, vid)
         except S3Error as err:
             out.append(f"<Error>{el('Key', key)}{el('Code', err.code)}{el('Message', err.message)}</Error>")
             continue

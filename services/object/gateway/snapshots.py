@@ -17,7 +17,7 @@ and none that was not committed when the cut was taken; it is written in one tra
 before the answer.
 
 Holds: every removal of one version (DeleteObject and DeleteObjects with a version id, and
-lifecycle noncurrent-version expiration, all through ``object_ops.delete_version_or_key``)
+lifecycle noncurrent-version expiration, all through ``Gateway.delete_version_or_key``)
 passes :func:`deleting_version`, which refuses a version a snapshot names with S3
 ``AccessDenied`` "... held by snapshot X ...". While a snapshot is being recorded, such
 removals in that bucket wait, so none can remove a version the snapshot is about to name.
@@ -41,7 +41,7 @@ import threading
 import time
 
 from .errors import S3Error
-from .index import Op
+from .index import Op, next_seq
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS snapshots (
@@ -262,8 +262,6 @@ async def delete(gw, bucket, name: str) -> None:
 async def restore_page(gw, bucket, name: str, target_name: str, after: str = "",
                        max_keys: int = PAGE_KEYS, max_bytes: int = PAGE_BYTES) -> dict:
     """Copy the next page of snapshot ``name`` (keys after ``after``) into ``target_name``."""
-    from .bucket_ops import set_setting
-
     store = bucket.snapshots
     info = store.get(name)
     target = gw.buckets.get(target_name)
@@ -273,7 +271,7 @@ async def restore_page(gw, bucket, name: str, target_name: str, after: str = "",
     if target.settings.get("restoring") != marker:
         if not await gw.run(target.index.is_empty):
             raise S3Error("BucketNotEmpty", f"Bucket {target_name} is not empty; restore into a new bucket")
-        await gw.run(set_setting, target, "restoring", marker)
+        await gw.run(target.set_setting, "restoring", marker)
     limit = max(1, min(int(max_keys), 5000))
     entries = await gw.run(store.entries, name, after, limit)
     copied = skipped = size = processed = 0
@@ -300,7 +298,7 @@ async def restore_page(gw, bucket, name: str, target_name: str, after: str = "",
         size += src.size
     done = processed == len(entries) < limit
     if done:
-        await gw.run(set_setting, target, "restoring", None)
+        await gw.run(target.set_setting, "restoring", None)
     return {"snapshot": name, "target": target_name, "copied": copied, "skipped": skipped, "bytes": size,
             "next": None if done else last, "done": done, "total": info["objects"]}
 
@@ -312,8 +310,6 @@ async def changes(gw, bucket, after: int, limit: int) -> dict:
     already has its sequence number (a record gets one just before it is queued, with no
     await in between). ``horizon`` is where the next call starts: ``upto``, or the last
     change listed when ``truncated``."""
-    from .index import next_seq
-
     horizon = next_seq()
     await gw.commit(bucket, Op("set_meta", key="", version_id="", meta={}))
     limit = max(1, min(int(limit), 5000))

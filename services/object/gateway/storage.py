@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import collections
 import fcntl
-import json
 import mmap
 import os
 import shutil
@@ -25,29 +24,11 @@ import threading
 import uuid
 from typing import Iterator
 
+from plumbing.atomic import fsync_dir
+
 SMALL_OBJECT_LIMIT = 128 * 1024
 SEGMENT_SIZE = 256 * 1024 * 1024
 READ_BLOCK = 1024 * 1024
-
-
-def fsync_dir(path: str) -> None:
-    """Make directory entries (creates, renames) in ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_json_atomic(path: str, data: dict) -> None:
-    """Write ``data`` to ``path`` via a temporary file, fsync and rename."""
-    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-    with open(tmp, "w") as fh:
-        json.dump(data, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fsync_dir(os.path.dirname(path))
 
 
 class SegmentStore:

@@ -55,9 +55,13 @@ import time
 import uuid
 from email.utils import formatdate
 
-from .errors import S3Error
+from plumbing.atomic import fsync_dir
+from plumbing.iobudget import BudgetConfig, IOBudget
+from plumbing.redisurl import redis_from_url
+
+from .errors import S3Error, child_text
 from .index import Op, Record
-from .storage import fsync_dir, remove_location
+from .storage import LargeFileWriter, file_ranges, remove_location
 
 log = logging.getLogger("strata.s3.tiers")
 
@@ -180,8 +184,6 @@ class ColdTier:
             return None
         key = json.dumps([url, cfg], sort_keys=True)
         if key != self._budget_key:
-            from plumbing.iobudget import BudgetConfig, IOBudget
-            from plumbing.redisurl import redis_from_url
             client = redis_from_url(url, timeout=5.0)
             config = BudgetConfig(rate=int(cfg.get("rate") or 0), burst=int(cfg.get("burst") or 0),
                                   classes={k: int(v) for k, v in (cfg.get("classes") or {}).items()},
@@ -207,7 +209,6 @@ class ColdTier:
         loc = rec.loc
         if "seg" in loc:
             return [(os.path.join(self.gw.segments.dir, f"{loc['seg']:08d}.seg"), loc["off"], rec.size)]
-        from .storage import file_ranges
         return file_ranges(loc, rec.size, 0, rec.size)
 
     def _copy_verified(self, root: str, bucket_name: str, rec: Record, budget) -> dict:
@@ -363,7 +364,6 @@ class ColdTier:
         return 202
 
     def _copy_back(self, bucket, rec: Record, budget) -> str:
-        from .storage import LargeFileWriter
         writer = LargeFileWriter(self.gw.root, os.path.join(bucket.dir, "restored"))
         md5 = hashlib.md5()
         try:
@@ -427,7 +427,6 @@ def file_md5(path: str, drop_cache: bool = False) -> str:
 
 def parse_restore_days(root) -> int:
     """``Days`` of a RestoreRequest (1 when absent, as a simple default)."""
-    from .errors import child_text
     raw = child_text(root, "Days")
     if raw is None:
         return 1

@@ -11,7 +11,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
 MIB = 1024 * 1024
-LARGE_UPLOAD_BYTES = 1024 * MIB  # issue 3: "a 1 GiB multipart upload read back by hash"
+LARGE_UPLOAD_BYTES = 1024 * MIB  # a 1 GiB multipart upload, read back by hash
 
 
 def code_of(exc_info) -> str:
