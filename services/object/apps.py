@@ -7,4 +7,5 @@ class ObjectConfig(AppConfig):
     verbose_name = "S3 buckets and access keys"
 
     def ready(self):
+        # Django: receivers connect once the app registry is ready, so not at module level
         from services.object import signals  # noqa: F401 - registers the receivers

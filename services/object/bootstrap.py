@@ -4,15 +4,16 @@ of media ``capacity``, its cold root for lifecycle transitions (a file system
 ``s3-cold-<pool>`` on the first such pool by name, made once), make sure the admin has an S3 key,
 write the gateway's config, open the launcher's gate, wait for the gateway, and reconcile
 buckets. Returns the admin's S3 credentials for credentials.json."""
-import json
 import logging
 import os
 import secrets
 
 from django.conf import settings
 
+from plumbing.atomic import write_json_atomic
 from services.object import gatewayconf, service
 from services.object.models import Gateway, S3Key
+from services.storage import service as storage
 from services.storage.models import FileSystem, Pool
 
 log = logging.getLogger(__name__)
@@ -26,8 +27,6 @@ def _pick_pool() -> Pool | None:
 
 def ensure_gateway() -> Gateway | None:
     """The gateway row and its file system (created on the first start); None without a pool."""
-    from services.storage import service as storage
-
     gw = Gateway.objects.select_related("filesystem", "filesystem__pool").first()
     if gw is not None:
         return gw
@@ -43,8 +42,6 @@ def ensure_gateway() -> Gateway | None:
 def ensure_cold_filesystem() -> str | None:
     """The gateway's cold root, making its file system on the first usable capacity pool (by
     name) when there is none yet; None without a capacity pool."""
-    from services.storage import service as storage
-
     fs = service.cold_filesystem()
     if fs is None:
         pool = (Pool.objects.filter(media="capacity", state__in=service.USABLE_POOL_STATES)
@@ -73,10 +70,7 @@ def open_gate(gw: Gateway) -> None:
     """Let the launcher start the gateway on the (now mounted) data root."""
     root = service.data_root(gw)
     os.makedirs(root, exist_ok=True)
-    gate = gatewayconf.gate_path(settings.DATA_DIR)
-    tmp = gate.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"data_root": root}))
-    os.replace(tmp, gate)
+    write_json_atomic(gatewayconf.gate_path(settings.DATA_DIR), {"data_root": root})
 
 
 def bootstrap(creds: dict) -> dict:

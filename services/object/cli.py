@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import argparse
 
+from plane.cli.jobs import parse_size, watch_job
+
 BUCKET_COLS = ["name", "owner", "pool", "versioning", "used_bytes", "used_objects", "quota_bytes",
                "quota_objects"]
 KEY_COLS = ["access_key", "user", "admin", "description", "created_by", "created_at"]
 
 
 def _size_or_none(text: str):
-    from plane.cli.jobs import parse_size as _size
-
-    return None if text.lower() in ("none", "unlimited") else _size(text)
+    return None if text.lower() in ("none", "unlimited") else parse_size(text)
 
 
 def _count_or_none(text: str):
@@ -79,8 +79,6 @@ def bucket(c, args, out):
     elif args.action == "delete":
         c.delete(f"buckets/{args.name}/")
     elif args.action == "lifecycle-run":
-        from plane.cli.jobs import watch_job
-
         return watch_job(c, c.post("s3-lifecycle-runs/")["id"], args.json)
 
 

@@ -2,10 +2,11 @@
 
 The plane builds the document as a plain dict (:func:`render_config`) and installs it with
 :func:`write_config`: under an exclusive ``flock`` (the web server and the Celery worker are
-separate processes and both rewrite it), only when the content changed, written to a
-temporary file in the same directory, fsynced, mode 0600 (it holds secret keys), renamed over
-the old one. The gateway re-reads the file when its mtime moves (see
-``services.object.gateway``), so a new or revoked key takes effect on the next request.
+separate processes and both rewrite it), only when the content (or mode) changed, through
+``plumbing.atomic`` (a temporary file in the same directory, mode 0600 as it holds secret
+keys, fsynced, renamed over the old one, directory fsynced). The gateway re-reads the file
+when its mtime moves (see ``services/object/README.md``), so a new or revoked key takes
+effect on the next request.
 
 Files under ``<data_dir>/run/s3/``:
 
@@ -21,6 +22,8 @@ import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
+
+from plumbing.atomic import write_if_changed
 
 DEFAULT_REGION = "us-east-1"
 
@@ -100,28 +103,4 @@ def write_config(path: Path, config: dict) -> bool:
 
     Call it inside :func:`locked` when several processes may write.
     """
-    path = Path(path)
-    text = json.dumps(config, indent=2, sort_keys=True) + "\n"
-    try:
-        if path.read_text() == text:
-            return False
-    except OSError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-    return True
+    return write_if_changed(path, json.dumps(config, indent=2, sort_keys=True) + "\n", mode=0o600)

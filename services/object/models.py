@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
+from plumbing.errors import Conflict
 from services.storage.models import FileSystem
 
 BUCKET_NAME_RE = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
@@ -22,8 +23,6 @@ S3_USER_RE = r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,62}$"
 def refuse_filesystem_delete(collector, field, sub_objs, using):
     """``on_delete`` of the file system holding S3 data: refuse with a 409 the user can act on
     (PROTECT would surface as a 500)."""
-    from plumbing.errors import Conflict
-
     fs = getattr(sub_objs[0], field.name)
     if field.model is Gateway:
         raise Conflict(f"File system {fs.name} holds the S3 gateway's data; it cannot be deleted.")

@@ -1,12 +1,11 @@
 """Console pages of the object service: buckets and S3 access keys."""
 from plane.pages import Action, Column, FormField, Page
 from services.object.models import Bucket, S3Key
+from services.object.service import sync_for_listing
 
 
 def buckets():
     """Rows as the gateway has them now (buckets made or deleted over S3, usage)."""
-    from services.object.service import sync_for_listing
-
     sync_for_listing()
     return Bucket.objects.select_related("filesystem", "filesystem__pool")
 

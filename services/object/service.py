@@ -16,33 +16,39 @@ import time
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from rest_framework import exceptions, status
 
-from plumbing.errors import Conflict
+from plane.models import IOBudgetSetting
+from plane.secrets import seal, unseal
+from plumbing.errors import Conflict, Invalid, NotFound, Unavailable
 from services.object import gatewayconf
 from services.object.admin_client import GatewayAdminClient, GatewayAdminError
 from services.object.models import Bucket, Gateway, S3Key
-from plane.secrets import seal, unseal
 from services.object.up import s3_address
+from services.storage.models import FileSystem
 
 log = logging.getLogger(__name__)
 DATA_SUBDIR = "gateway"  # the gateway's data root inside its file system
 KEY_ALPHABET = string.ascii_uppercase + string.digits
 
 
-class GatewayUnavailable(exceptions.APIException):
+class GatewayUnavailable(Unavailable):
     """The S3 gateway does not answer (not started, or still starting)."""
 
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-    default_code = "gateway_unavailable"
-    default_detail = "The S3 gateway is not running; start it with `strata up`."
+    code = "gateway_unavailable"
+
+    def __init__(self, message: str = "The S3 gateway is not running; start it with `strata up`.",
+                 code: str | None = None):
+        super().__init__(message, code)
 
 
-class GatewayRefused(exceptions.APIException):
-    """The gateway answered an admin call with an error this module does not map."""
+class GatewayRefused(Unavailable):
+    """The gateway failed an admin call (a server error, or it refused the plane's token)."""
 
-    status_code = status.HTTP_502_BAD_GATEWAY
-    default_code = "gateway_error"
+    code = "gateway_error"
+
+
+# a refusal of the request itself, by the gateway's HTTP status (other 4xx: Invalid)
+_REFUSAL_BY_STATUS = {404: NotFound, 409: Conflict}
 
 
 # -- where the gateway is --------------------------------------------------------------------
@@ -88,7 +94,8 @@ def admin_client(timeout: float = 10.0) -> GatewayAdminClient:
 
 
 def admin_call(fn, *args, **kwargs):
-    """Call the admin interface; map its refusals to API errors a user can act on."""
+    """Call the admin interface; map its refusals to domain errors a user can act on
+    (``plumbing.errors``: 400 Invalid, 404 NotFound, 409 Conflict, 503 Unavailable)."""
     try:
         return fn(*args, **kwargs)
     except GatewayAdminError as err:
@@ -97,13 +104,13 @@ def admin_call(fn, *args, **kwargs):
         if err.code in ("BucketNotEmpty", "BucketAlreadyExists", "BucketAlreadyOwnedByYou"):
             raise Conflict(err.message or err.code, code=err.code) from None
         if err.code == "InvalidBucketName":
-            raise exceptions.ValidationError({"name": [err.message]}) from None
+            raise Invalid(f"name: {err.message}") from None
         if err.code == "NoSuchBucket":
-            raise exceptions.NotFound(err.message) from None
-        exc = GatewayRefused(f"The S3 gateway refused: {err.code}: {err.message}", code=err.code)
+            raise NotFound(err.message) from None
+        message = f"The S3 gateway refused: {err.code}: {err.message}"
         if 400 <= err.status < 500 and err.status not in (401, 403):
-            exc.status_code = err.status
-        raise exc from None
+            raise _REFUSAL_BY_STATUS.get(err.status, Invalid)(message, code=err.code) from None
+        raise GatewayRefused(message, code=err.code) from None
 
 
 # -- the config file (keys) ------------------------------------------------------------------
@@ -131,8 +138,6 @@ USABLE_POOL_STATES = ("online", "degraded")
 def cold_filesystem():
     """The file system on a capacity pool that holds the gateway's cold bytes, if made
     (``s3-cold-<pool>``, by the bootstrap: see ``bootstrap.ensure_cold_filesystem``)."""
-    from services.storage.models import FileSystem
-
     return (FileSystem.objects.select_related("pool")
             .filter(name__startswith=COLD_PREFIX, pool__media="capacity").order_by("name").first())
 
@@ -150,8 +155,6 @@ def cold_root() -> str | None:
 def io_budget_rates() -> dict:
     """The appliance I/O budget's rates in bytes (``services.tiering``), for transitions.
     A change through the API reaches the gateway with its next config write."""
-    from plane.models import IOBudgetSetting
-
     # read, never create, the row here: a save would rewrite this config (signals.py) while
     # write_gateway_config holds its lock
     row = IOBudgetSetting.objects.filter(pk=1).first() or IOBudgetSetting()
@@ -279,10 +282,10 @@ def delete_bucket(bucket: Bucket) -> None:
         bucket.delete()
         try:
             admin_call(admin_client().delete_bucket, bucket.name)
-        except exceptions.NotFound:
+        except NotFound:
             pass  # already gone from the gateway (deleted over S3)
         except Conflict as exc:
-            if exc.get_codes() == "BucketNotEmpty":
+            if exc.code == "BucketNotEmpty":
                 raise Conflict(f"Bucket {bucket.name} is not empty: delete its objects (and their "
                                "versions) first.", code="BucketNotEmpty") from None
             raise
@@ -352,7 +355,7 @@ def sync_for_listing() -> None:
     try:
         reconcile_buckets(push_quotas=False)
     except GatewayUnavailable as exc:
-        log.info("bucket list not refreshed: %s", exc.detail)
+        log.info("bucket list not refreshed: %s", exc.message)
 
 
 def wait_until_serving(timeout: float = 30.0) -> dict:

@@ -16,22 +16,23 @@ from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_delete, pre_save
 from django.dispatch import receiver
 
-from plumbing.errors import Conflict
-from services.storage.models import FileSystem, Pool
 from plane.models import IOBudgetSetting
+from plumbing.errors import Conflict
+from services.object import bootstrap
+from services.object.models import Gateway
+from services.object.service import COLD_PREFIX, DATA_SUBDIR, USABLE_POOL_STATES, write_gateway_config
+from services.storage.models import FileSystem, Pool
 
 log = logging.getLogger(__name__)
 
 
 def _cold_files(fs: FileSystem) -> int:
-    from services.object.service import DATA_SUBDIR
     root = os.path.join(fs.path, DATA_SUBDIR, "buckets")
     return sum(len(files) for _, _, files in os.walk(root))
 
 
 @receiver(pre_delete, sender=FileSystem)
 def refuse_holding_cold_objects(sender, instance, **kwargs):
-    from services.object.service import COLD_PREFIX
     if not instance.name.startswith(COLD_PREFIX) or not instance.path:
         return
     count = _cold_files(instance)
@@ -42,14 +43,12 @@ def refuse_holding_cold_objects(sender, instance, **kwargs):
 
 @receiver(post_delete, sender=FileSystem)
 def drop_cold_root(sender, instance, **kwargs):
-    from services.object.service import COLD_PREFIX, write_gateway_config
     if instance.name.startswith(COLD_PREFIX):
         transaction.on_commit(write_gateway_config)
 
 
 @receiver(post_save, sender=IOBudgetSetting)
 def budget_changed(sender, instance, **kwargs):
-    from services.object.service import write_gateway_config
     transaction.on_commit(write_gateway_config)
 
 
@@ -64,7 +63,6 @@ def remember_pool_state(sender, instance, **kwargs):
 
 @receiver(post_save, sender=Pool)
 def capacity_pool_changed(sender, instance, created, **kwargs):
-    from services.object.service import USABLE_POOL_STATES
     if instance.media != Pool.Media.CAPACITY:
         return
     before = getattr(instance, "_state_before_save", None)
@@ -77,9 +75,6 @@ def capacity_pool_changed(sender, instance, created, **kwargs):
 def sync_cold_root() -> None:
     """Make the cold file system if a usable capacity pool has none yet, then re-render the
     gateway's config (only once the object bootstrap made the gateway)."""
-    from services.object import bootstrap
-    from services.object.models import Gateway
-    from services.object.service import write_gateway_config
     if not Gateway.objects.exists():
         return  # `strata up` has not bootstrapped S3 yet; its bootstrap does this
     try:

@@ -13,7 +13,7 @@ def reconcile_buckets():
     try:
         return service.reconcile_buckets()
     except service.GatewayUnavailable as exc:
-        return {"skipped": str(exc.detail)}
+        return {"skipped": exc.message}
 
 
 @job_task("object.lifecycle_pass")

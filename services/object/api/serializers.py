@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from plane.roles import ADMIN, role_of
 from services.object.models import Bucket, S3Key
 
 
@@ -64,8 +65,6 @@ class S3KeyCreateSerializer(S3KeySerializer):
         return value
 
     def validate(self, attrs):
-        from plane.roles import ADMIN, role_of
-
         request = self.context["request"]
         attrs.setdefault("user", request.user.username)
         if role_of(request.user) != ADMIN and (attrs.get("admin") or attrs["user"] != request.user.username):

@@ -77,7 +77,7 @@ def test_bucket_made_through_rest_is_served_with_usage_and_versioning(plane, api
     bad = api.post("/api/v1/buckets/", {"name": "Bad_Name"}, format="json")
     assert bad.status_code == 400 and "name" in bad.json()["fields"]
     dup = api.post("/api/v1/buckets/", {"name": "ckpt-a"}, format="json")
-    assert dup.status_code == 400
+    assert dup.status_code == 409 and dup.json()["error"] == "exists"  # a name already taken
 
     # the console pages
     from django.contrib.auth.models import User
