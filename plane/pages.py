@@ -5,6 +5,7 @@ import json
 from dataclasses import dataclass, field
 
 from plane.discovery import service_modules
+from plane.roles import can_change, role_of
 
 
 @dataclass
@@ -77,3 +78,28 @@ def _get(obj, path: str):
 def all_pages() -> list:
     """Pages of every installed service app, in app order."""
     return [page for _app, module in service_modules("pages") for page in module.PAGES]
+
+
+_frame = None  # fn(request) -> dict, set by the console: see `frame`
+
+
+def frame(fn):
+    """Register ``fn(request) -> dict``: what every page in the console's frame needs (the
+    navigation, the user's role, whether they may change things). The console registers it
+    (it knows its own pages too); a service renders its own pages (`console_urls.py`) with
+    :func:`page_context` and so never imports the console."""
+    global _frame
+    _frame = fn
+    return fn
+
+
+def page_context(request, **extra):
+    """The template context of a page in the console's frame, plus `extra`. Until the console
+    registered its frame (see :func:`frame`), the navigation holds the services' pages."""
+    if _frame is not None:
+        return {**_frame(request), **extra}
+    nav: dict = {}
+    for page in all_pages():
+        nav.setdefault(page.group, []).append(page)
+    return {"nav": nav, "role": role_of(request.user), "can_change": can_change(request.user),
+            **extra}

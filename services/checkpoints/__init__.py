@@ -1,4 +1,4 @@
-"""Checkpoint service (issue 5): the checkpoint path of ARCHITECTURE.md.
+"""Checkpoint service: the checkpoint path of ARCHITECTURE.md.
 
 REST (all under /api/v1/, token auth; viewers read, operators and admins write):
 
@@ -28,9 +28,12 @@ release the hot copy (tierdown.py). Pre-warm brings a cold version back (prewarm
 keeps the cold copy; the next tier-down switches back to it without copying while it is
 whole. CLI: `strata checkpoint list|versions JOB|tier-down JOB ID|prewarm JOB ID` (cli.py).
 
-Modules: models (catalog), service (begin/commit/abort/leases/pins), retention, tierdown
-and prewarm (cold and back), access (NFS/SMB paths), signals (the cold file system is
-not deleted under cold versions), scanner (commit without the API), verify and formats and s3source (bytes, no Django),
-tasks (Celery), sdk (the training-script client, no Django) and dcp (its PyTorch DCP
-writer/reader through the version's directory or its S3 prefix; imports torch, boto3).
+Modules, each importing only those below it: tasks (Celery: periodic upkeep, retention
+jobs) on top; scanner (commit without the API) and retention; tierdown (to the capacity
+pool); service (begin/commit/abort/leases/pins); prewarm (back to the hot pool); models
+(catalog), verify, formats and s3source (bytes, no Django) at the bottom. Beside them:
+access (NFS/SMB paths), signals (the cold file system is not deleted under cold versions),
+and the training-script side without Django: sdk (the client, on plumbing's RestClient),
+dcp (its PyTorch DCP writer/reader through the version's directory or its S3 prefix;
+imports torch, boto3; the SDK imports it only when used) and sdkerrors (the SDK's errors).
 """

@@ -11,6 +11,7 @@ on (`strata up --file-bind`), else `--host`, else this machine's fully qualified
 import os
 import socket
 
+from django.apps import apps
 from django.conf import settings
 
 WILDCARDS = ("", "0.0.0.0", "::", "*")
@@ -50,12 +51,10 @@ def _deepest(rows, rel: str):
 
 def network_paths(version) -> dict:
     """{"nfs_path"?, "smb_path"?} of a version's directory (see the module doc)."""
-    from django.apps import apps
-
     fs = version.job.filesystem
     if not version.path or fs is None or not fs.path or not apps.is_installed("services.file"):
         return {}
-    from services.file.models import ApplyState, NfsExport, SmbShare
+    from services.file.public import ApplyState, NfsExport, SmbShare  # only when installed
 
     rel = os.path.relpath(os.path.realpath(version.path), os.path.realpath(fs.path))
     if rel.startswith(".."):

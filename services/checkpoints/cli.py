@@ -2,6 +2,9 @@
 the hot and the capacity pool by hand (a thin REST client; no Django, light imports)."""
 from __future__ import annotations
 
+from plane.cli.jobs import JOB_COLS as JOB_TABLE
+from plane.cli.jobs import watch_job
+
 JOB_COLS = ["name", "tenant", "filesystem", "bucket", "keep_last", "tier_after",
             "capacity_pool"]
 VERSION_COLS = ["id", "step", "state", "tier", "size_bytes", "pinned", "committed_at"]
@@ -29,9 +32,6 @@ def checkpoint(c, args, out):
     elif args.action == "versions":
         out(c.list(f"checkpoint-jobs/{args.job}/versions/"), VERSION_COLS)
     elif args.action in ("tier-down", "prewarm"):
-        from plane.cli.jobs import JOB_COLS as JOB_TABLE
-        from plane.cli.jobs import watch_job
-
         answer = c.post(f"checkpoint-jobs/{args.job}/versions/{args.version}/{args.action}/")
         if "kind" not in answer:  # pre-warm of a hot version: nothing to do
             out(answer, VERSION_COLS)

@@ -2,7 +2,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
 from django.urls import path
 
-from console.pages.views import page_context
+from plane.pages import page_context
 from services.checkpoints import retention
 from services.checkpoints.models import CheckpointJob
 

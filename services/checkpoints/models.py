@@ -10,8 +10,11 @@ from datetime import timedelta
 from django.db import models
 from django.utils import timezone
 
+from plane.models import Job
 from plumbing.errors import Conflict
 from services.storage.models import FileSystem, NameField, Pool
+
+ACTIVE_JOB = (Job.State.PENDING, Job.State.RUNNING)
 
 
 def refuse_while_used(collector, field, sub_objs, using):
@@ -122,3 +125,9 @@ class CheckpointLease(models.Model):
     @property
     def active(self) -> bool:
         return self.expires_at > timezone.now()
+
+
+def active_job(kind: str, version_id: int) -> Job | None:
+    """The pending or running Job of `kind` (a pre-warm, a tier-down) on a version, if any."""
+    return (Job.objects.filter(kind=kind, state__in=ACTIVE_JOB, params__version=version_id)
+            .order_by("-id").first())

@@ -19,10 +19,11 @@ import shutil
 
 from django.db import transaction
 
-from plane.jobs import start_job
+from plane import iobudget
+from plane.jobs import job_task, start_job
 from plane.models import Job
 from services.checkpoints import verify
-from services.checkpoints.models import CheckpointVersion
+from services.checkpoints.models import CheckpointVersion, active_job
 
 T = CheckpointVersion.Tier
 COPY_CHUNK = 4 << 20
@@ -38,9 +39,6 @@ JOB_KIND = "checkpoint-prewarm"
 def request_prewarm(version: CheckpointVersion, user=None) -> Job | None:
     """The pre-warm Job of a version that is not hot: the one already pending or running,
     else a new one (for a cold version, or a warming one whose Job died); None when hot."""
-    from services.checkpoints import tasks
-    from services.checkpoints.tierdown import active_job
-
     with transaction.atomic():
         version = CheckpointVersion.objects.select_for_update().get(pk=version.pk)
         if version.tier == T.HOT:
@@ -50,7 +48,7 @@ def request_prewarm(version: CheckpointVersion, user=None) -> Job | None:
             if running is not None:
                 return running
         CheckpointVersion.objects.filter(pk=version.pk).update(tier=T.WARMING)
-        return start_job(JOB_KIND, tasks.prewarm_version, user=user,
+        return start_job(JOB_KIND, prewarm_version, user=user,
                          target=("checkpoint-version", str(version)),
                          params={"version": version.pk})
 
@@ -67,8 +65,6 @@ def _chunks(path: str):
 def _stream(src: str, waited_for: bool):
     """The file's chunks: a restore waiting on them is foreground work (it pre-empts the
     background budget and is not throttled); otherwise drawn from the budget as `prewarm`."""
-    from plane import iobudget
-
     if not waited_for:
         yield from iobudget.throttle(_chunks(src), "prewarm")
         return
@@ -126,6 +122,12 @@ def warm(version: CheckpointVersion, progress=lambda pct, msg="", **counts: None
         raise
     CheckpointVersion.objects.filter(pk=version.pk).update(tier=T.HOT, error="")
     return {"copied_bytes": done, "files": len(files), "foreground": foreground}
+
+
+@job_task("checkpoints.prewarm_version")
+def prewarm_version(ctx, version: int):
+    """Copy a cold version back to the hot pool and verify it (with progress)."""
+    return warm(CheckpointVersion.objects.get(pk=version), progress=ctx.progress)
 
 
 def _back_to_cold(version: CheckpointVersion, error: str) -> None:

@@ -14,8 +14,9 @@ import shutil
 from django.db import transaction
 from django.utils import timezone
 
-from services.checkpoints.models import CheckpointJob, CheckpointVersion
-from services.checkpoints.tierdown import JOB_KIND, active_job
+from services.checkpoints import service
+from services.checkpoints.models import CheckpointJob, CheckpointVersion, active_job
+from services.checkpoints.tierdown import JOB_KIND
 
 log = logging.getLogger(__name__)
 V = CheckpointVersion.State
@@ -122,8 +123,6 @@ def apply(job: CheckpointJob, progress=lambda pct, msg="": None) -> dict:
             _remove(version.cold_path, job)
             # a version never committed may have shards (or unfinished uploads) in S3 too
             if version.s3_prefix and (version.location == "s3" or version.committed_at is None):
-                from services.checkpoints import service
-
                 service.shard_source(version, "s3").delete_all()
         except Exception as exc:  # recorded on the version, then the job fails with it
             CheckpointVersion.objects.filter(pk=vid).update(

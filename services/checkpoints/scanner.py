@@ -91,7 +91,7 @@ def _settle(version, det, location: str, summary: dict) -> None:
         service.commit_version(version, det.manifest, fmt=det.format, location=location)
     except service.IncompleteCheckpoint as exc:
         CheckpointVersion.objects.filter(pk=version.pk, state=V.WRITING).update(
-            error=str(exc.detail)[:1000])
+            error=str(exc)[:1000])
         summary["incomplete"][str(step)] = [p.as_dict() for p in exc.problems]
     except service.BadManifest as exc:
         summary["incomplete"][str(step)] = [{"problem": "manifest", "detail": str(exc)}]
@@ -102,9 +102,7 @@ def _settle(version, det, location: str, summary: dict) -> None:
 def _scan_s3(job: CheckpointJob, summary: dict) -> None:
     """The same for step prefixes under `s3://<bucket>/<job>/` (no renames on S3: a DCP
     `.metadata` or Orbax's `commit_success.txt` is what marks a finished step)."""
-    from services.checkpoints.service import s3_config
-
-    config = s3_config() if job.bucket else None
+    config = service.s3_config() if job.bucket else None
     if not config:
         return
     root = s3source.source_for(f"s3://{job.bucket}/{job.name}/", config)
@@ -141,7 +139,6 @@ def scan_all() -> list:
         try:
             out.append(scan_job(job))
         except Exception as exc:  # one job's broken storage must not stop the others
-            log.warning("scanning checkpoint job %s failed: %s", job.name, exc)
             log.warning("scanning checkpoint job %s failed: %s", job.name, exc)
             out.append({"job": job.name, "error": str(exc)})
     return out

@@ -13,33 +13,51 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
-from rest_framework import exceptions, status
 
-from plumbing.errors import Conflict
-from services.checkpoints import verify
+from plumbing.errors import Conflict, Invalid
+from services.checkpoints import prewarm, s3source, verify
 from services.checkpoints.models import (
     CheckpointJob,
     CheckpointLease,
     CheckpointVersion,
 )
+from services.object.public import plane_s3_config
 
 log = logging.getLogger(__name__)
 V = CheckpointVersion.State
 
 
-class IncompleteCheckpoint(exceptions.APIException):
-    """A commit was refused because shards are missing, short, long or fail their checksum."""
+class IncompleteCheckpoint(Conflict):
+    """A commit was refused because shards are missing, short, long or fail their checksum
+    (409 `{"error": "incomplete", "detail", "shards": [...]}` naming every bad shard)."""
 
-    status_code = status.HTTP_409_CONFLICT
-    default_code = "incomplete"
+    code = "incomplete"
 
     def __init__(self, problems: list):
         self.problems = problems
         super().__init__(verify.describe(problems))
 
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "shards": [p.as_dict() for p in self.problems]}
 
-class BadManifest(exceptions.ValidationError):
+
+class FieldInvalid(Invalid):
+    """One field of the request is wrong (400 with `fields`, as a serializer's error)."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(message)
+
+    def to_dict(self) -> dict:
+        return {"error": self.code, "detail": f"{self.field}: {self.message}",
+                "fields": {self.field: [self.message]}}
+
+
+class BadManifest(FieldInvalid):
     """The manifest is malformed (400)."""
+
+    def __init__(self, message: str):
+        super().__init__("manifest", message)
 
 
 def step_dirname(step: int) -> str:
@@ -115,8 +133,6 @@ def begin_version(job: CheckpointJob, step: int) -> tuple:
 def s3_config() -> dict | None:
     """Where the plane reads checkpoints on S3: STRATA_CHECKPOINT_S3 when set, else the
     object service's own gateway with the plane's system key."""
-    from services.object.service import plane_s3_config
-
     return getattr(settings, "STRATA_CHECKPOINT_S3", None) or plane_s3_config()
 
 
@@ -128,8 +144,6 @@ def shard_source(version: CheckpointVersion, location: str = ""):
         if not version.path:
             raise Conflict(f"Version {version} has no directory: its job has no file system.")
         return verify.DirectorySource(version.path)
-    from services.checkpoints import s3source
-
     if not version.s3_prefix:
         raise Conflict(f"Version {version} has no S3 prefix: its job has no bucket.")
 
@@ -153,7 +167,7 @@ def commit_version(version: CheckpointVersion, manifest, *, fmt: str = "",
     try:
         clean = verify.validate_manifest(manifest)
     except verify.ManifestError as exc:
-        raise BadManifest({"manifest": [str(exc)]}) from exc
+        raise BadManifest(str(exc)) from exc
     source = shard_source(version, location)
     problems = verify.check_manifest(source, clean)
     if problems:
@@ -218,8 +232,6 @@ def take_lease(version: CheckpointVersion, *, ttl_seconds: int, holder: str = ""
     """(lease, prewarm job or None): hold a restorable version; a cold one starts pre-warm
     (a warming one answers the pre-warm already running). The version's row lock orders
     this against a tier-down's switch: a lease taken first keeps the hot copy."""
-    from services.checkpoints import prewarm  # prewarm imports this module
-
     with transaction.atomic():
         version = CheckpointVersion.objects.select_for_update().get(pk=version.pk)
         if not version.restorable:

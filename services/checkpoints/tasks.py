@@ -1,9 +1,18 @@
-"""Celery tasks of the checkpoint service: periodic upkeep and the jobs users start."""
+"""Celery tasks of the checkpoint service: periodic upkeep and the jobs users start.
+
+The Job tasks that move a version between the pools are declared next to the code that
+starts them (`prewarm.prewarm_version`, `tierdown.tier_down_version`) and are importable
+here too; this module sits on top of the others and nothing of the service imports it."""
 from celery import shared_task
 
-from plane.jobs import job_task
-from services.checkpoints import prewarm, retention, scanner, service, tierdown
-from services.checkpoints.models import CheckpointJob, CheckpointVersion
+from plane.jobs import job_task, start_job
+from services.checkpoints import retention, scanner, service, tierdown
+from services.checkpoints.models import CheckpointJob
+from services.checkpoints.prewarm import prewarm_version
+from services.checkpoints.tierdown import tier_down_version
+
+__all__ = ["abort_stale", "apply_retention", "prewarm_version", "retention_all", "scan_all",
+           "start_retention", "tier_all", "tier_down_version"]
 
 
 @shared_task(name="checkpoints.abort_stale")
@@ -30,8 +39,6 @@ def retention_all():
 
 
 def start_retention(job: CheckpointJob, user=None):
-    from plane.jobs import start_job
-
     return start_job("checkpoint-retention", apply_retention, user=user,
                      target=("checkpoint-job", job.name), params={"job": job.name})
 
@@ -42,22 +49,8 @@ def apply_retention(ctx, job: str):
     return retention.apply(CheckpointJob.objects.get(name=job), progress=ctx.progress)
 
 
-@job_task("checkpoints.prewarm_version")
-def prewarm_version(ctx, version: int):
-    """Copy a cold version back to the hot pool and verify it (with progress)."""
-    return prewarm.warm(CheckpointVersion.objects.get(pk=version), progress=ctx.progress)
-
-
 @shared_task(name="checkpoints.tier_all")
 def tier_all():
     """Start a tier-down job for every superseded version due for its job's capacity pool
     (every minute; see tierdown.py)."""
     return {"jobs": tierdown.start_due()}
-
-
-@job_task("checkpoints.tier_down_version")
-def tier_down_version(ctx, version: int):
-    """Copy a superseded version to the capacity pool, verify it, switch, release the hot
-    copy (with progress)."""
-    return tierdown.move_version(CheckpointVersion.objects.get(pk=version),
-                                 progress=ctx.progress)

@@ -50,19 +50,25 @@ from django.db.models import BigIntegerField, Exists, F, OuterRef
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 from django.utils import timezone
-from rest_framework.exceptions import ValidationError
 
-from plumbing.errors import Conflict
+from plane import iobudget
+from plane.jobs import job_task, start_job
 from plane.models import Job
-from services.checkpoints import verify
-from services.checkpoints.models import CheckpointLease, CheckpointVersion
+from plumbing.errors import Conflict
+from services.checkpoints import prewarm, service, verify
+from services.checkpoints.models import (
+    ACTIVE_JOB,
+    CheckpointLease,
+    CheckpointVersion,
+    active_job,
+)
+from services.storage import service as storage
 from services.storage.models import FileSystem, Pool
 
 log = logging.getLogger(__name__)
 V, T = CheckpointVersion.State, CheckpointVersion.Tier
 JOB_KIND = "checkpoint-tier-down"
 COPY_CHUNK = 4 << 20
-ACTIVE_JOB = (Job.State.PENDING, Job.State.RUNNING)
 
 
 class TierDownFailed(RuntimeError):
@@ -75,8 +81,6 @@ def cold_filesystem_name(pool: Pool) -> str:
 
 def cold_filesystem(pool: Pool) -> FileSystem:
     """The file system of `pool` that holds cold checkpoint copies, made on first use."""
-    from services.storage import service as storage
-
     name = cold_filesystem_name(pool)
     fs = FileSystem.objects.select_related("pool").filter(name=name).first()
     if fs is None:
@@ -91,12 +95,6 @@ def cold_filesystem(pool: Pool) -> FileSystem:
     if not fs.path:
         raise Conflict(f"File system {name} has no directory (state {fs.state}).")
     return fs
-
-
-def active_job(kind: str, version_id: int) -> Job | None:
-    """The pending or running Job of `kind` on a version, if any."""
-    return (Job.objects.filter(kind=kind, state__in=ACTIVE_JOB, params__version=version_id)
-            .order_by("-id").first())
 
 
 def due(now=None):
@@ -136,8 +134,6 @@ def _sha256_of(path: str) -> str:
 
 def _copy_file(src: str, dst: str, on_bytes) -> str:
     """Copy through the budget (class `migration`); fsync; the sha256 of the bytes read."""
-    from plane import iobudget
-
     os.makedirs(os.path.dirname(dst), exist_ok=True)
     sha = hashlib.sha256()
     with open(dst, "wb") as out:
@@ -166,8 +162,6 @@ def _remove(path: str) -> None:
 def move_version(version: CheckpointVersion,
                  progress=lambda pct, msg="", **counts: None) -> dict:
     """Copy, verify, switch, release (see the module doc); the outcome as a dict."""
-    from services.checkpoints import prewarm, service
-
     version = CheckpointVersion.objects.select_related(
         "job__capacity_pool", "job__filesystem").get(pk=version.pk)
     job = version.job
@@ -258,8 +252,6 @@ def reusable_problems(version: CheckpointVersion, cold: str, files: list) -> lis
 
 def _switch_to_kept_copy(version: CheckpointVersion, cold: str, files: list) -> dict:
     """Switch to a whole cold copy (kept by pre-warm) without writing it again."""
-    from services.checkpoints import prewarm
-
     job = version.job
     if not prewarm.mark_cold(version, cold, verified=True):
         # leased, deleted or changed meanwhile: the kept copy stays, as pre-warm left it
@@ -271,10 +263,7 @@ def _switch_to_kept_copy(version: CheckpointVersion, cold: str, files: list) -> 
 
 def start_tier_down(version: CheckpointVersion, user=None) -> Job:
     """Queue a tier-down Job for one version."""
-    from plane.jobs import start_job
-    from services.checkpoints import tasks
-
-    return start_job(JOB_KIND, tasks.tier_down_version, user=user,
+    return start_job(JOB_KIND, tier_down_version, user=user,
                      target=("checkpoint-version", str(version)),
                      params={"version": version.pk})
 
@@ -282,18 +271,16 @@ def start_tier_down(version: CheckpointVersion, user=None) -> Job:
 def request_tier_down(version: CheckpointVersion, user=None) -> Job:
     """Start the tier-down of one version now, whatever its job's `tier_after` (the manual
     trigger, `POST .../versions/{id}/tier-down/`); the Job already pending or running for
-    it, if any. ValidationError (400) when the job has no capacity pool; Conflict (409)
-    with the reason for the latest, a leased, a writing, aborted or deleted, an S3 or an
-    already cold (or warming) version."""
-    from services.checkpoints import service
-
+    it, if any. Invalid (400, naming the field `capacity_pool`) when the job has no capacity
+    pool; Conflict (409) with the reason for the latest, a leased, a writing, aborted or
+    deleted, an S3 or an already cold (or warming) version."""
     with transaction.atomic():
         version = CheckpointVersion.objects.select_for_update().get(pk=version.pk)
         job = version.job
         if job.capacity_pool is None:
-            raise ValidationError({"capacity_pool": [
-                f"Checkpoint job {job.name} has no capacity pool; set one to move its "
-                "versions there."]})
+            raise service.FieldInvalid(
+                "capacity_pool", f"Checkpoint job {job.name} has no capacity pool; set one "
+                "to move its versions there.")
         if version.state not in CheckpointVersion.RESTORABLE:
             raise Conflict(f"Version {version} is {version.state}; only a committed version "
                            "that a newer one superseded moves to the capacity pool.")
@@ -323,3 +310,10 @@ def start_due(now=None) -> list:
         with transaction.atomic():
             started.append(start_tier_down(version).pk)
     return started
+
+
+@job_task("checkpoints.tier_down_version")
+def tier_down_version(ctx, version: int):
+    """Copy a superseded version to the capacity pool, verify it, switch, release the hot
+    copy (with progress)."""
+    return move_version(CheckpointVersion.objects.get(pk=version), progress=ctx.progress)

@@ -1,10 +1,12 @@
 from rest_framework import serializers
 
+from services.checkpoints.access import network_paths
 from services.checkpoints.models import (
     CheckpointJob,
     CheckpointLease,
     CheckpointVersion,
 )
+from services.checkpoints.service import job_directory, latest_version
 from services.storage.models import FileSystem, Pool
 
 
@@ -27,14 +29,10 @@ class CheckpointJobSerializer(serializers.ModelSerializer):
         read_only_fields = ["directory", "latest", "created_at", "updated_at"]
 
     def get_latest(self, job) -> dict | None:
-        from services.checkpoints.service import latest_version
-
         v = latest_version(job)
         return None if v is None else {"id": v.pk, "step": v.step, "state": v.state}
 
     def get_directory(self, job) -> str | None:
-        from services.checkpoints.service import job_directory
-
         return job_directory(job)
 
     def validate(self, attrs):
@@ -94,8 +92,6 @@ class CheckpointVersionSerializer(serializers.ModelSerializer):
     def to_representation(self, v):
         """Plus `nfs_path` and `smb_path` where the job's file system is exported or
         shared (absent otherwise; see services/checkpoints/access.py)."""
-        from services.checkpoints.access import network_paths
-
         data = super().to_representation(v)
         if self.with_network_paths:
             data.update(network_paths(v))

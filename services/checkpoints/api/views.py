@@ -4,8 +4,10 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from plane import iobudget
 from plane.api.responses import job_accepted
 from plane.api.serializers import JobSerializer
+from plumbing.errors import Conflict
 from services.checkpoints import prewarm, retention, scanner, service, tasks, tierdown
 from services.checkpoints.api import serializers as s
 from services.checkpoints.models import (
@@ -13,7 +15,6 @@ from services.checkpoints.models import (
     CheckpointLease,
     CheckpointVersion,
 )
-from plane import iobudget
 
 
 class CheckpointJobViewSet(viewsets.ModelViewSet):
@@ -98,17 +99,13 @@ class CheckpointVersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     @extend_schema(request=s.CommitSerializer, responses=s.CheckpointVersionSerializer)
     @action(detail=True, methods=["post"])
     def commit(self, request, job_name=None, pk=None):
-        """Verify every shard of the manifest, then commit and move the job's latest."""
+        """Verify every shard of the manifest, then commit and move the job's latest; 409
+        `{"error": "incomplete", "shards": [...]}` naming every bad shard (nothing changes)."""
         version = self.get_object()
         body = s.CommitSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            version = service.commit_version(version, body.validated_data["manifest"],
-                                             location=body.validated_data["location"])
-        except service.IncompleteCheckpoint as exc:
-            return Response({"error": "incomplete", "detail": str(exc.detail),
-                             "shards": [p.as_dict() for p in exc.problems]},
-                            status=status.HTTP_409_CONFLICT)
+        version = service.commit_version(version, body.validated_data["manifest"],
+                                         location=body.validated_data["location"])
         return Response(self.get_serializer(version).data)
 
     @extend_schema(request=None, responses=s.CheckpointVersionSerializer)
@@ -119,7 +116,7 @@ class CheckpointVersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         if not service.abort_version(version):
             version.refresh_from_db()
             if version.state != CheckpointVersion.State.ABORTED:
-                raise service.Conflict(f"Version {version} is {version.state}; "
+                raise Conflict(f"Version {version} is {version.state}; "
                                        "only a writing version can be aborted.")
         version.refresh_from_db()
         return Response(self.get_serializer(version).data)

@@ -8,11 +8,13 @@ import pytest
 from django.utils import timezone
 
 from services.checkpoints import service
+from services.checkpoints.verify import crc32c_update
 from services.checkpoints.models import CheckpointVersion
 from services.checkpoints.tests.conftest import (
     begin,
     commit,
     latest_step,
+    make_job,
     save,
     write_shards,
 )
@@ -78,8 +80,6 @@ def test_checksum_mismatch_is_refused(api, job):
     assert latest_step(api, "llm") is None
 
     # the right checksums (crc32c as 8 hex digits or S3's base64) commit
-    from services.checkpoints.verify import crc32c_update
-
     manifest = write_shards(v, {"x.bin": b"x" * 4096, "y.bin": b"y" * 4096})
     manifest[0] = {"name": "x.bin", "size": 4096,
                    "crc32c": f"{crc32c_update(0, b'x' * 4096):08x}"}
@@ -100,8 +100,6 @@ def test_malformed_manifest_is_a_400(api, job, manifest, needle):
 
 
 def test_version_left_writing_past_timeout_is_aborted_and_never_latest(api):
-    from services.checkpoints.tests.conftest import make_job
-
     make_job(api, writing_timeout="00:10:00")
     save(api, "llm", 1)
     v = begin(api, "llm", 2)

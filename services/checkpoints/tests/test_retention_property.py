@@ -8,6 +8,7 @@ import pytest
 
 from services.checkpoints import retention, service
 from services.checkpoints.models import CheckpointLease, CheckpointVersion
+from services.storage.models import FileSystem
 
 hypothesis = pytest.importorskip("hypothesis", reason="property tests need hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -27,8 +28,6 @@ def filesystem(api):
     assert r.status_code == 201, r.json()
     r = api.post("/api/v1/filesystems/", {"name": "train", "pool": "dp"}, format="json")
     assert r.status_code == 201, r.json()
-    from services.storage.models import FileSystem
-
     return FileSystem.objects.get(name="train")
 
 

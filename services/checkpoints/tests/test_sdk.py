@@ -3,11 +3,13 @@ save/commit/abort, refusals naming bad shards, restore under a lease (of a cold 
 waiting for its pre-warm with a progress bar), and PyTorch DCP save/async_save/load through
 the Strata writer and reader on the job's directory (the S3 path: test_sdk_s3.py)."""
 import os
+import shutil
 import warnings
 
 import pytest
 from rest_framework.authtoken.models import Token
 
+from services.checkpoints import prewarm
 from services.checkpoints.models import CheckpointLease, CheckpointVersion
 from services.checkpoints.sdk import (
     CheckpointClient,
@@ -104,10 +106,6 @@ def test_dcp_writer_async_save_and_reader(client):
 
 def test_restore_of_a_cold_version_waits_for_prewarm_with_a_progress_bar(client, api, worker,
                                                                          capfd):
-    import shutil
-
-    from services.checkpoints import prewarm
-
     job = client.job("llm")
     shards = {f"rank{i}.bin": os.urandom(2 << 20) for i in range(3)}
     with job.begin(7) as v:
