@@ -11,10 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-try:  # a C implementation when installed; the table below otherwise
-    import crc32c as _crc32c_mod
-except ImportError:  # pragma: no cover - depends on the environment
-    _crc32c_mod = None
+import crc32c
 
 CHUNK = 1 << 20
 
@@ -35,30 +32,9 @@ class ShardProblem:
         return {"name": self.name, "problem": self.problem, "detail": self.detail}
 
 
-def _crc32c_table() -> list:
-    table = []
-    for i in range(256):
-        crc = i
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-        table.append(crc)
-    return table
-
-
-_TABLE = None
-
-
 def crc32c_update(crc: int, data: bytes) -> int:
     """CRC-32C (Castagnoli) of `data` continuing from `crc` (start with 0)."""
-    if _crc32c_mod is not None:
-        return _crc32c_mod.crc32c(data, crc)
-    global _TABLE
-    if _TABLE is None:
-        _TABLE = _crc32c_table()
-    crc ^= 0xFFFFFFFF
-    for b in data:
-        crc = _TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
+    return crc32c.crc32c(data, crc)
 
 
 def _normalise_crc32c(value) -> int:

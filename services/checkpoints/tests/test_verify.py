@@ -7,9 +7,7 @@ import pytest
 from services.checkpoints import formats, verify
 
 
-def test_crc32c_matches_the_reference_in_both_implementations(monkeypatch):
-    assert verify.crc32c_update(0, b"123456789") == 0xE3069283
-    monkeypatch.setattr(verify, "_crc32c_mod", None)
+def test_crc32c_matches_the_reference():
     assert verify.crc32c_update(0, b"123456789") == 0xE3069283
     assert verify.crc32c_update(verify.crc32c_update(0, b"1234"), b"56789") == 0xE3069283
 
