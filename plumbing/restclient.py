@@ -100,11 +100,13 @@ class RestClient:
         return self.request("DELETE", path)
 
     def wait_job(self, job, timeout: float = 3600.0, poll: float = 0.5, on_update=None,
-                 raise_on_failure: bool = True) -> dict:
+                 raise_on_failure: bool = True, max_poll: float | None = None) -> dict:
         """Poll a Job (its id, URL, or an answer holding ``id``/``job``) until it finishes.
         ``on_update(job)`` sees every poll. Returns the final Job; raises :class:`JobFailed`
         when it failed or was cancelled (unless ``raise_on_failure`` is False) and
-        TimeoutError after ``timeout`` seconds."""
+        TimeoutError after ``timeout`` seconds. Polls every ``poll`` seconds; with
+        ``max_poll``, the wait doubles after each poll up to that (a short job is seen at
+        once, a long one costs few requests)."""
         if isinstance(job, dict):
             job = job.get("job") or job.get("url") or job["id"]
         path = job if isinstance(job, str) and not job.isdigit() else f"jobs/{job}/"
@@ -120,3 +122,5 @@ class RestClient:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"job {state['id']} still {state['state']} after {timeout} s")
             time.sleep(poll)
+            if max_poll is not None:
+                poll = min(poll * 2, max_poll)

@@ -45,6 +45,8 @@ from torch.distributed.checkpoint.planner import LoadItemType
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
+from services.checkpoints.sdkerrors import StrataError
+
 MiB = 1 << 20
 METADATA = ".metadata"
 
@@ -459,8 +461,6 @@ class _LeasedReader:
     stderr unless `progress` is False or a callable); `close()` (or `with`) releases it."""
 
     def _take_lease(self, client, job: str, version, ttl_seconds: int, progress):
-        from services.checkpoints.sdk import StrataError
-
         self.strata = client
         version = version or client.latest(job)
         if version is None:

@@ -28,10 +28,12 @@ import hashlib
 import json
 import os
 import sys
-import time
 from dataclasses import dataclass, field
 
 import requests
+
+from plumbing.restclient import JobFailed, RestClient
+from services.checkpoints.sdkerrors import IncompleteCheckpointError, StrataError, error_for
 
 # The DCP classes (StrataStorageWriter, StrataS3StorageWriter, StrataStorageReader,
 # StrataS3StorageReader) live in .dcp and are imported on first use (see __getattr__).
@@ -41,22 +43,19 @@ DCP_CLASSES = ("StrataStorageWriter", "StrataS3StorageWriter", "StrataStorageRea
                "StrataS3StorageReader")
 
 
-class StrataError(Exception):
-    """The plane refused a request: `status`, `code` and `detail` say why."""
+class _PlaneClient(RestClient):
+    """The REST client of the SDK: refusals raise the SDK's errors; a plane that cannot be
+    reached raises requests' own error, as the SDK always did."""
 
-    def __init__(self, status: int, body: dict):
-        self.status, self.body = status, body
-        self.code = body.get("error", "error")
-        self.detail = body.get("detail", str(body))
-        super().__init__(f"{status} {self.code}: {self.detail}")
+    error = staticmethod(error_for)
 
-
-class IncompleteCheckpointError(StrataError):
-    """A commit was refused: `shards` lists every missing, short or corrupt shard."""
-
-    @property
-    def shards(self) -> list:
-        return self.body.get("shards", [])
+    def request(self, method: str, path: str, ok=None, **kwargs):
+        try:
+            return super().request(method, path, ok=ok, **kwargs)
+        except StrataError as exc:
+            if exc.status is None and isinstance(exc.__cause__, requests.RequestException):
+                raise exc.__cause__ from None
+            raise
 
 
 @dataclass
@@ -166,12 +165,10 @@ class CheckpointClient:
 
     def __init__(self, url: str, token: str, timeout: float = 60.0, max_workers: int = 2,
                  s3: dict | None = None):
-        self.url = url.rstrip("/")
-        if self.url.endswith("/api/v1"):
-            self.url = self.url[:-len("/api/v1")]
+        self.rest = _PlaneClient(url, token, timeout)
+        self.url = self.rest.root  # without /api/v1
         self.timeout = timeout
-        self.session = requests.Session()
-        self.session.headers["Authorization"] = f"Token {token}"
+        self.session = self.rest.session
         self._max_workers = max_workers
         self._executor = None
         self._s3 = dict(s3) if s3 else None
@@ -205,13 +202,11 @@ class CheckpointClient:
 
     # -- plumbing --------------------------------------------------------------------------
     def _call(self, method: str, path: str, body=None, allow=(200, 201, 202, 204)):
-        url = path if path.startswith("http") else f"{self.url}/api/v1/{path.lstrip('/')}"
-        r = self.session.request(method, url, json=body, timeout=self.timeout)
-        data = r.json() if r.content and "json" in r.headers.get("content-type", "") else {}
-        if r.status_code not in allow:
-            cls = IncompleteCheckpointError if data.get("error") == "incomplete" else StrataError
-            raise cls(r.status_code, data if isinstance(data, dict) else {"detail": str(data)})
-        return r.status_code, data
+        """(status, JSON answer or {}); StrataError for a status not in `allow`."""
+        seen = []  # the status, which RestClient.request does not return
+        data = self.rest.request(method, path, ok=allow, json=body, hooks={
+            "response": lambda r, *args, **kwargs: seen.append(r.status_code)})
+        return seen[-1], {} if data is None else data
 
     def _versions(self, job: str) -> str:
         return f"checkpoint-jobs/{job}/versions/"
@@ -310,21 +305,14 @@ class CheckpointClient:
 
         The first poll comes after `poll` seconds, then the wait doubles up to `max_poll`
         (a short pre-warm is seen at once, a long one costs few requests)."""
-        deadline = time.monotonic() + timeout
-        delay = poll
-        while True:
-            _, job = self._call("GET", job_url)
-            if progress:
-                progress(job.get("progress", 0), job.get("message", ""))
-            if job["state"] == "succeeded":
-                return job
-            if job["state"] in ("failed", "cancelled"):
-                raise StrataError(409, {"error": f"job_{job['state']}",
-                                        "detail": job.get("error") or job.get("message")})
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"plane job {job_url} did not finish in {timeout}s")
-            time.sleep(delay)
-            delay = min(delay * 2, max_poll)
+        def on_update(job):
+            progress(job.get("progress", 0), job.get("message", ""))
+
+        try:
+            return self.rest.wait_job(job_url, timeout=timeout, poll=poll, max_poll=max_poll,
+                                      on_update=on_update if progress else None)
+        except JobFailed as exc:
+            raise StrataError(409, exc.body) from exc
 
     @contextlib.contextmanager
     def restore(self, job: str, version: Version | None = None, ttl_seconds: int = 3600,
@@ -348,16 +336,12 @@ class CheckpointClient:
         """A DCP StorageWriter on version (job, step) that commits in finish(): through the
         version's directory, or its S3 prefix when the job has no file system (or
         `via="s3"`; then `thread_count`, `part_size`, `max_concurrency`, `sha256`)."""
-        from services.checkpoints import dcp
-
-        return dcp.storage_writer(self, job, step, via=via, **kwargs)
+        return _dcp().storage_writer(self, job, step, via=via, **kwargs)
 
     def dcp_reader(self, job: str, version: Version | None = None, via: str = "", **kwargs):
         """A DCP StorageReader on a leased version (latest by default), from where it was
         committed (directory or S3); close() (or `with`) releases the lease."""
-        from services.checkpoints import dcp
-
-        return dcp.storage_reader(self, job, version, via=via, **kwargs)
+        return _dcp().storage_reader(self, job, version, via=via, **kwargs)
 
     def async_save(self, job: str, step: int, state_dict: dict,
                    **writer) -> concurrent.futures.Future:
@@ -431,9 +415,14 @@ class ProgressBar:
             self.stream.flush()
 
 
+def _dcp():
+    """The DCP helpers (dcp.py), imported on first use."""
+    from services.checkpoints import dcp  # imports torch, which the SDK does not need
+
+    return dcp
+
+
 def __getattr__(name):  # `from sdk import StrataStorageWriter` imports torch only then
     if name in DCP_CLASSES:
-        from services.checkpoints import dcp
-
-        return getattr(dcp, name)
+        return getattr(_dcp(), name)
     raise AttributeError(name)
