@@ -8,24 +8,24 @@ import json
 from celery.schedules import crontab
 from django.db import transaction
 from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
-from rest_framework.exceptions import ValidationError
+
+from plumbing.errors import Invalid
 
 CRON_FIELDS = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
 
 
 def parse_cron(expr: str) -> dict:
     """Split a 5-field cron expression (``m h dom mon dow``) into crontab fields, checking
-    each with Celery's own parser; ValidationError with the reason otherwise."""
+    each with Celery's own parser; Invalid (400) with the reason otherwise."""
     parts = expr.split()
     if len(parts) != 5:
-        raise ValidationError({"cron": (
-            f"'{expr}' has {len(parts)} fields; use five: minute hour day-of-month month "
-            "day-of-week, e.g. '0 * * * *' for hourly.")})
+        raise Invalid(f"cron: '{expr}' has {len(parts)} fields; use five: minute hour "
+                      "day-of-month month day-of-week, e.g. '0 * * * *' for hourly.")
     fields = dict(zip(CRON_FIELDS, parts))
     try:
         crontab(**fields)
     except Exception as exc:
-        raise ValidationError({"cron": f"'{expr}' is not a valid cron expression: {exc}"})
+        raise Invalid(f"cron: '{expr}' is not a valid cron expression: {exc}") from None
     return fields
 
 

@@ -32,10 +32,10 @@ from django import db
 from django.db import transaction
 from django.utils import timezone
 
-from services.object import service as objects
+from services.object.public import admin_call, admin_client, plane_s3_config
 from services.protection import beat, objstore
 from services.protection.backup import s3_for
-from services.protection.bucket_snapshots import _call, _client, require_versioned
+from services.protection.bucket_snapshots import require_versioned
 from services.protection.locks import recorded_run
 from services.protection.models import BucketReplication
 from plane import iobudget
@@ -93,7 +93,7 @@ class _Reader:
 
 
 def _source_client():
-    cfg = objects.plane_s3_config()
+    cfg = plane_s3_config()
     if cfg is None:
         raise BucketReplicationFailed("the object service has no S3 key of its own yet "
                                       "(`strata up` makes it); nothing can be read")
@@ -144,7 +144,8 @@ def _copy_version(rep, src, dst, change: dict) -> int:
     return change["size"]
 
 
-def run_replication(rep: BucketReplication, progress=lambda pct, msg, **counts: None) -> dict:
+def run_bucket_replication(rep: BucketReplication,
+                           progress=lambda pct, msg, **counts: None) -> dict:
     """One run (see the module doc); the outcome is recorded on the row."""
     return recorded_run(f"bucket-replication:{rep.name}", rep, _run, progress)
 
@@ -172,7 +173,7 @@ def _apply(rep, src, dst, changes: list) -> tuple[int, int, int]:
 
 
 def _run(rep: BucketReplication, progress) -> dict:
-    admin = _client(timeout=60)
+    admin = admin_client(timeout=60)
     src, dst = _source_client(), s3_for(rep.target)
     start = watermark = BucketReplication.objects.get(pk=rep.pk).watermark
     totals = [0, 0, 0]  # versions, deletes, bytes
@@ -181,7 +182,7 @@ def _run(rep: BucketReplication, progress) -> dict:
     with ThreadPoolExecutor(PARALLEL, thread_name_prefix=f"bucket-repl-{rep.name}") as pool:
         try:
             while True:
-                feed = _call(admin.changes, rep.bucket, watermark, limit=PAGE)
+                feed = admin_call(admin.changes, rep.bucket, watermark, limit=PAGE)
                 end = end or feed.get("upto", feed["horizon"])
                 watermark = _apply_page(rep, src, dst, pool, feed["changes"], watermark,
                                         totals, lambda w: progress(

@@ -17,25 +17,19 @@ resumes (keys already copied are skipped).
 import logging
 from datetime import UTC, datetime
 
-from rest_framework.exceptions import NotFound, ValidationError
-
-from plumbing.errors import Conflict
-from services.object import service as objects
-from services.object.models import Bucket
-from services.protection.models import SnapshotSchedule
+from plumbing.errors import Conflict, Invalid, NotFound
 from plumbing.progress import Meter
+from services.object.public import Bucket, admin_call, admin_client, create_bucket, refresh_usage
+from services.protection.models import SnapshotSchedule
 from services.protection.retention import Retention, snapshots_to_prune
 
 log = logging.getLogger(__name__)
 
 
 def _client(timeout: float = 30.0):
-    return objects.admin_client(timeout=timeout)
-
-
-def _call(fn, *args, **kwargs):
-    """An admin call with the object service's mapping of gateway refusals to API errors."""
-    return objects.admin_call(fn, *args, **kwargs)
+    """The gateway's admin interface; calls go through ``admin_call``, which maps its
+    refusals to domain errors."""
+    return admin_client(timeout=timeout)
 
 
 def _when(epoch: float) -> str:
@@ -44,7 +38,7 @@ def _when(epoch: float) -> str:
 
 def bucket_info(name: str) -> dict:
     """The gateway's view of bucket ``name`` (404 if it has none)."""
-    return _call(_client().get_bucket, name)
+    return admin_call(_client().get_bucket, name)
 
 
 def require_versioned(name: str) -> dict:
@@ -52,7 +46,7 @@ def require_versioned(name: str) -> dict:
     try:
         info = bucket_info(name)
     except NotFound:
-        raise ValidationError({"bucket": f"There is no bucket {name}."}) from None
+        raise Invalid(f"bucket: There is no bucket {name}.") from None
     if info["versioning"] != "Enabled":
         raise Conflict(
             f"Bucket {name} has versioning {info['versioning']}; a bucket snapshot holds object "
@@ -71,34 +65,34 @@ def _view(bucket: str, snap: dict) -> dict:
 def list_snapshots(bucket: str | None = None) -> list[dict]:
     """Snapshots of ``bucket`` (or of every bucket that has some), oldest first."""
     client = _client()
-    names = [bucket] if bucket else [b["name"] for b in _call(client.list_buckets)
+    names = [bucket] if bucket else [b["name"] for b in admin_call(client.list_buckets)
                                      if b.get("snapshots")]
     out = []
     for name in names:
-        out += [_view(name, s) for s in _call(client.list_snapshots, name)]
+        out += [_view(name, s) for s in admin_call(client.list_snapshots, name)]
     return sorted(out, key=lambda s: (s["created_at"], s["id"]))
 
 
 def get_snapshot(bucket: str, name: str) -> dict:
-    return _view(bucket, _call(_client().get_snapshot, bucket, name))
+    return _view(bucket, admin_call(_client().get_snapshot, bucket, name))
 
 
 def take(bucket: str, name: str) -> dict:
     """Take snapshot ``name`` of ``bucket`` now (409 unless versioning is Enabled)."""
     require_versioned(bucket)
-    return _view(bucket, _call(_client(timeout=300).create_snapshot, bucket, name))
+    return _view(bucket, admin_call(_client(timeout=300).create_snapshot, bucket, name))
 
 
 def delete(bucket: str, name: str) -> None:
     """Delete a snapshot; the versions it held may be deleted again (409 while a restore
     reads from it)."""
-    _call(_client().delete_snapshot, bucket, name)
+    admin_call(_client().delete_snapshot, bucket, name)
 
 
 def in_restore() -> set:
     """(bucket, snapshot) pairs a restore is still copying from."""
     return {(b["restoring"]["bucket"], b["restoring"]["snapshot"])
-            for b in _call(_client().list_buckets) if b.get("restoring")}
+            for b in admin_call(_client().list_buckets) if b.get("restoring")}
 
 
 # -- schedules -----------------------------------------------------------------------------
@@ -106,7 +100,7 @@ def in_restore() -> set:
 def unique_name(bucket: str, prefix: str, now) -> str:
     """``<prefix><UTC time to the second>``, or with ``-2``, ``-3``... when the bucket has a
     snapshot of that name already (two in one second)."""
-    taken = {s["name"] for s in _call(_client().list_snapshots, bucket)}
+    taken = {s["name"] for s in admin_call(_client().list_snapshots, bucket)}
     base = f"{prefix}{now.strftime('%Y%m%d-%H%M%S')}"[:63]
     name, n = base, 1
     while name in taken:
@@ -122,7 +116,7 @@ def prune(schedule: SnapshotSchedule) -> list[str]:
     if not policy.keeps_anything():
         return []
     client = _client()
-    mine = [s for s in _call(client.list_snapshots, schedule.bucket)
+    mine = [s for s in admin_call(client.list_snapshots, schedule.bucket)
             if s["name"].startswith(schedule.snapshot_prefix)]
     busy = {snap for bucket, snap in in_restore() if bucket == schedule.bucket}
     doomed = snapshots_to_prune(
@@ -131,7 +125,7 @@ def prune(schedule: SnapshotSchedule) -> list[str]:
     pruned = []
     for name in doomed:
         try:
-            _call(client.delete_snapshot, schedule.bucket, name)
+            admin_call(client.delete_snapshot, schedule.bucket, name)
         except Exception as exc:  # one that cannot go must not stop the others
             log.warning("schedule %s: could not prune %s: %s", schedule.name, name, exc)
             continue
@@ -139,13 +133,14 @@ def prune(schedule: SnapshotSchedule) -> list[str]:
     return pruned
 
 
-def run_schedule(schedule: SnapshotSchedule, now, progress=lambda pct, msg: None) -> dict:
+def take_scheduled_snapshot(schedule: SnapshotSchedule, now,
+                            progress=lambda pct, msg: None) -> dict:
     """Snapshot the schedule's bucket and prune by its retention."""
     progress(10, f"snapshot of bucket {schedule.bucket}")
     snap = take(schedule.bucket, unique_name(schedule.bucket, schedule.snapshot_prefix, now))
     progress(60, "pruning")
     pruned = prune(schedule)
-    kept = [s["name"] for s in _call(_client().list_snapshots, schedule.bucket)
+    kept = [s["name"] for s in admin_call(_client().list_snapshots, schedule.bucket)
             if s["name"].startswith(schedule.snapshot_prefix)]
     return {"snapshot": snap["name"], "bucket": schedule.bucket, "objects": snap["objects"],
             "pruned": pruned, "kept": kept}
@@ -155,9 +150,9 @@ def run_schedule(schedule: SnapshotSchedule, now, progress=lambda pct, msg: None
 
 def check_restore_target(bucket: str, name: str, target: str) -> None:
     """Refuse (409) a target that exists, unless it is a cut-short restore of this snapshot."""
-    _call(_client().get_snapshot, bucket, name)  # 404 if there is no such snapshot
+    admin_call(_client().get_snapshot, bucket, name)  # 404 if there is no such snapshot
     if target == bucket:
-        raise ValidationError({"bucket": "Restore into a new bucket, not into the source."})
+        raise Invalid("bucket: Restore into a new bucket, not into the source.")
     if Bucket.objects.filter(name=target).exists():
         try:
             info = bucket_info(target)
@@ -172,15 +167,15 @@ def restore(bucket: str, name: str, target: str,
             progress=lambda pct, msg, **counts: None) -> dict:
     """Copy snapshot ``name`` of ``bucket`` into the new bucket ``target`` (see module doc)."""
     client = _client(timeout=600)
-    snap = _call(client.get_snapshot, bucket, name)
+    snap = admin_call(client.get_snapshot, bucket, name)
     if not Bucket.objects.filter(name=target).exists():
         owner = bucket_info(bucket)["owner"]
-        objects.create_bucket(name=target, owner=owner, versioning=Bucket.Versioning.ENABLED)
+        create_bucket(name=target, owner=owner, versioning=Bucket.Versioning.ENABLED)
     meter = Meter("restored", snap["bytes"])
     after, copied, skipped, done_bytes = "", 0, 0, 0
     progress(1, f"restoring {bucket}@{name} ({snap['objects']} objects) into {target}")
     while True:
-        page = _call(client.restore_snapshot_page, bucket, name, target, after=after)
+        page = admin_call(client.restore_snapshot_page, bucket, name, target, after=after)
         copied += page["copied"]
         skipped += page["skipped"]
         done_bytes += page["bytes"]
@@ -190,6 +185,6 @@ def restore(bucket: str, name: str, target: str,
         if page["done"]:
             break
         after = page["next"]
-    objects.refresh_usage(Bucket.objects.filter(name=target))
+    refresh_usage(Bucket.objects.filter(name=target))
     return {"bucket": target, "source": f"{bucket}/{name}", "objects": snap["objects"],
             "copied": copied, "skipped": skipped, "bytes": done_bytes}

@@ -5,6 +5,8 @@ No Django here: a thin client of /api/v1/snapshot-schedules/, replication-peers/
 replications/, replicas/, backup-targets/, backups/, restore-points/, bucket-snapshots/
 and bucket-replications/.
 """
+from plane.cli.jobs import watch_job
+
 SCHEDULE_COLS = ["name", "filesystem", "volume", "bucket", "cron", "every_minutes",
                  "keep_last", "enabled", "last_snapshot", "last_error"]
 PEER_COLS = ["name", "url", "state", "remote_user", "error"]
@@ -120,8 +122,6 @@ def _body(args, *keys) -> dict:
 
 
 def _watch(client, job, args) -> int:
-    from plane.cli.jobs import watch_job
-
     return watch_job(client, job["id"], args.json)
 
 

@@ -28,16 +28,15 @@ killed worker) is completed by running it again:
 The next forward run (sync) is incremental on the pulled snapshot.
 
 Refused with 409 before the Job starts: no failover on the peer, no common snapshot, a run
-of this replication under way. An unreachable peer is 502. ``{"abandon": true}`` forgets a
+of this replication under way. An unreachable peer is 503. ``{"abandon": true}`` forgets a
 failback that cannot complete (the peer's promoted copy was deleted, ...) so that syncs are
 allowed again; what it already did stays.
 """
 import logging
 
 from django.utils import timezone
-from rest_framework import exceptions, status
 
-from plumbing.errors import Conflict
+from plumbing.errors import Conflict, Unavailable
 from plane.jobs import job_task, start_job
 from dataplane.errors import NotFound
 from services.protection import receiver
@@ -58,11 +57,10 @@ log = logging.getLogger(__name__)
 SPOOL_BATCH = 4 << 20  # bytes gathered before each fsynced append to the spool
 
 
-class PeerUnavailable(exceptions.APIException):
+class PeerUnavailable(Unavailable):
     """The peer did not answer (or refused our token): nothing was changed."""
 
-    status_code = status.HTTP_502_BAD_GATEWAY
-    default_code = "peer_unreachable"
+    code = "peer_unreachable"
 
 
 def plan(rep: Replication, remote=None) -> dict:
@@ -92,7 +90,7 @@ def plan(rep: Replication, remote=None) -> dict:
 
 
 def check_can_start(rep: Replication) -> None:
-    """The 409s (and 502) a failback request gets before a Job is queued."""
+    """The 409s (and 503) a failback request gets before a Job is queued."""
     with run_lock(f"replication:{rep.name}"):
         pass  # Conflict if a sync or failback of this replication is running
     if rep.failback:

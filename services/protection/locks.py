@@ -15,17 +15,12 @@ from django.conf import settings
 from django.utils import timezone
 
 from plumbing.errors import Conflict
+from plumbing.redisurl import redis_from_url
 
 log = logging.getLogger(__name__)
 
 
-@functools.cache
-def _client(url: str) -> redis.Redis:
-    if url.startswith("redis+socket://"):  # kombu's spelling of a unix socket (strata up)
-        path, _, query = url[len("redis+socket://"):].partition("?")
-        db = dict(p.split("=", 1) for p in query.split("&") if "=" in p).get("virtual_host")
-        return redis.Redis(unix_socket_path=path, db=int(db or 0))
-    return redis.Redis.from_url(url)
+_client = functools.cache(redis_from_url)  # one client (and connection pool) per URL
 
 
 def redis_client() -> redis.Redis:

@@ -4,6 +4,8 @@ import logging
 from types import SimpleNamespace
 
 from plane.pages import Action, Column, FormField, Page
+from services.object.public import Bucket
+from services.protection import bucket_snapshots as snaps
 from services.protection.models import (
     Backup,
     BackupTarget,
@@ -40,13 +42,11 @@ def pools() -> list[str]:
 
 
 def buckets() -> list[str]:
-    from services.object.models import Bucket
     return list(Bucket.objects.values_list("name", flat=True))
 
 
 def bucket_snapshots() -> list:
     """The gateway's bucket snapshots as rows (none while the gateway does not answer)."""
-    from services.protection import bucket_snapshots as snaps
     try:
         return [SimpleNamespace(**s) for s in reversed(snaps.list_snapshots())]
     except Exception as exc:  # the page still renders; the API says what is wrong

@@ -1,4 +1,5 @@
-"""HTTP client of a peer appliance's replica-transfer API (no Django; `requests` only).
+"""HTTP client of a peer appliance's replica-transfer API (no Django: `requests` and
+``plumbing.restclient``).
 
 A transfer is a session on the peer: ``begin`` opens it, ``put`` appends the next chunk of
 the send stream at the offset the peer has (so a cut link resumes where it stopped),
@@ -8,6 +9,8 @@ with ``receive_snapshot``, so a replica never sees half a stream.
 import hashlib
 
 import requests
+
+from plumbing.restclient import ApiError, RestClient
 
 TIMEOUT = (10, 600)  # connect, read (a commit applies the whole stream before answering)
 # A failback stream ends with this and the SHA-256 (hex) of the whole send stream, so the
@@ -34,47 +37,43 @@ def with_trailer(stream, offset: int = 0):
     yield TRAILER_MAGIC + digest.hexdigest().encode()
 
 
-class PeerError(Exception):
+class PeerError(ApiError):
     """The peer could not be reached or refused a request; ``status`` is its HTTP status
-    (None when it was not reached)."""
-
-    def __init__(self, message: str, status=None, body=None):
-        super().__init__(message)
-        self.status = status
-        self.body = body or {}
+    (None when it was not reached), ``body`` its answer."""
 
 
-class PeerClient:
-    """Calls ``<url>/api/v1/...`` on a peer with ``Authorization: Token <token>``."""
+class PeerClient(RestClient):
+    """Calls ``<url>/api/v1/...`` on a peer with ``Authorization: Token <token>``: Strata's
+    REST client, raising :class:`PeerError` with the peer named in the message."""
 
-    def __init__(self, url: str, token: str):
-        self.base = url.rstrip("/") + "/api/v1"
-        self.session = requests.Session()
-        self.session.headers["Authorization"] = f"Token {token}"
+    error = PeerError
 
-    def _call(self, method: str, path: str, ok=(200, 201, 204), **kwargs):
+    def __init__(self, url: str, token: str, session=None):
+        super().__init__(url, token, timeout=TIMEOUT, session=session)
+        self.base = self.url.rstrip("/")
+
+    def request(self, method: str, path: str, ok=(200, 201, 204), **kwargs):
+        """The decoded JSON answer (``{}`` for an empty one); PeerError for a status outside
+        ``ok`` or when the peer cannot be reached."""
         try:
-            r = self.session.request(method, self.base + path, timeout=TIMEOUT, **kwargs)
-        except requests.RequestException as exc:
-            raise PeerError(f"peer {self.base} unreachable: {exc}") from exc
-        try:
-            body = r.json() if r.content else {}
-        except ValueError:
-            body = {"detail": r.text[:300]}
-        if r.status_code not in ok:
-            detail = body.get("detail", body) if isinstance(body, dict) else body
-            raise PeerError(f"peer answered {r.status_code} to {method} {path}: {detail}",
-                            r.status_code, body)
-        return body
+            body = super().request(method, path, ok=ok, **kwargs)
+        except PeerError as exc:
+            if exc.status is None:
+                raise PeerError(f"peer {self.base} unreachable: {exc.__cause__ or exc}"
+                                ) from exc.__cause__
+            detail = exc.body.get("detail", exc.body)
+            raise PeerError(f"peer answered {exc.status} to {method} {path}: {detail}",
+                            exc.status, exc.body) from None
+        return {} if body is None else body
 
     def whoami(self) -> dict:
         """The peer's view of our token: ``{"username", "role", ...}``."""
-        return self._call("GET", "/me/")
+        return self.request("GET", "/me/")
 
     def replica(self, name: str):
         """The peer's replica ``name`` (its snapshots, oldest first), or None."""
         try:
-            return self._call("GET", f"/replicas/{name}/")
+            return self.request("GET", f"/replicas/{name}/")
         except PeerError as exc:
             if exc.status == 404:
                 return None
@@ -82,12 +81,12 @@ class PeerClient:
 
     def begin(self, **fields) -> dict:
         """Open a transfer: kind, pool, name, snapshot, parent, source."""
-        return self._call("POST", "/replica-transfers/", json=fields)
+        return self.request("POST", "/replica-transfers/", json=fields)
 
     def transfer(self, transfer_id: str):
         """A transfer's state (``received`` bytes) or None if the peer dropped it."""
         try:
-            return self._call("GET", f"/replica-transfers/{transfer_id}/")
+            return self.request("GET", f"/replica-transfers/{transfer_id}/")
         except PeerError as exc:
             if exc.status == 404:
                 return None
@@ -95,31 +94,31 @@ class PeerClient:
 
     def put(self, transfer_id: str, offset: int, data: bytes) -> dict:
         """Append ``data`` at ``offset`` (must be what the peer has received so far)."""
-        return self._call("PUT", f"/replica-transfers/{transfer_id}/data/",
+        return self.request("PUT", f"/replica-transfers/{transfer_id}/data/",
                           params={"offset": offset}, data=data,
                           headers={"Content-Type": "application/octet-stream"})
 
     def commit(self, transfer_id: str, *, size: int, sha256: str) -> dict:
         """Ask the peer to check the stream and apply it; returns the received snapshot."""
-        return self._call("POST", f"/replica-transfers/{transfer_id}/commit/",
+        return self.request("POST", f"/replica-transfers/{transfer_id}/commit/",
                           json={"bytes": size, "sha256": sha256})
 
     def discard(self, transfer_id: str) -> None:
-        self._call("DELETE", f"/replica-transfers/{transfer_id}/", ok=(204, 404))
+        self.request("DELETE", f"/replica-transfers/{transfer_id}/", ok=(204, 404))
 
     # -- failback (this side pulls from the peer, where the replica was promoted) --------
 
     def failback_snapshot(self, name: str, snapshot: str) -> dict:
         """Have the peer snapshot the file system or volume replica ``name`` was promoted
         to, as ``snapshot`` (the same name again is fine: nothing new is taken)."""
-        return self._call("POST", f"/replicas/{name}/failback-snapshot/",
+        return self.request("POST", f"/replicas/{name}/failback-snapshot/",
                           json={"snapshot": snapshot})
 
     def failback_stream(self, name: str, snapshot: str, parent: str, offset: int):
         """Yield the peer's send stream of ``snapshot`` (incremental on ``parent``) from
         byte ``offset`` on, followed by the trailer (see :data:`TRAILER_MAGIC`)."""
         try:
-            r = self.session.get(self.base + f"/replicas/{name}/failback-stream/",
+            r = self.session.get(self._url(f"/replicas/{name}/failback-stream/"),
                                  params={"snapshot": snapshot, "parent": parent,
                                          "offset": offset}, timeout=TIMEOUT, stream=True)
         except requests.RequestException as exc:
@@ -141,4 +140,4 @@ class PeerClient:
     def rebase(self, name: str, snapshot: str) -> dict:
         """After failback: the peer's replica ``name`` takes ``snapshot`` (a copy of the one
         this side applied) as its newest, and accepts forward replication again."""
-        return self._call("POST", f"/replicas/{name}/rebase/", json={"snapshot": snapshot})
+        return self.request("POST", f"/replicas/{name}/rebase/", json={"snapshot": snapshot})

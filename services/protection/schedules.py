@@ -87,12 +87,13 @@ def prune(schedule: SnapshotSchedule) -> list[str]:
     return pruned
 
 
-def run_schedule(schedule: SnapshotSchedule, progress=lambda pct, msg: None) -> dict:
+def take_scheduled_snapshot(schedule: SnapshotSchedule,
+                            progress=lambda pct, msg: None) -> dict:
     """Take the schedule's snapshot now and prune; record the outcome on the row."""
     now = timezone.now()
     if schedule.bucket:
         try:
-            result = bucket_snapshots.run_schedule(schedule, now, progress)
+            result = bucket_snapshots.take_scheduled_snapshot(schedule, now, progress)
         except Exception as exc:
             SnapshotSchedule.objects.filter(pk=schedule.pk).update(
                 last_run_at=now, last_error=str(exc))

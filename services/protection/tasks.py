@@ -1,5 +1,6 @@
-"""Celery tasks of data protection. Beat sends ``protection.run_*`` with a row id; each
-starts a Job (so every run, scheduled or manual, has a Job row with progress)."""
+"""Celery tasks of data protection. Beat sends ``protection.run_*`` (the tasks at the end,
+named as their rows' PeriodicTasks name them) with a row id; each starts a Job (so every
+run, scheduled or manual, has a Job row with progress)."""
 from celery import shared_task
 
 from plane.jobs import job_task, start_job
@@ -21,7 +22,7 @@ from services.storage.models import Pool
 @job_task("protection.schedule_job")
 def schedule_job(ctx, schedule: int):
     """Take a scheduled snapshot and prune by retention."""
-    return schedules.run_schedule(SnapshotSchedule.objects.get(pk=schedule), ctx.progress)
+    return schedules.take_scheduled_snapshot(SnapshotSchedule.objects.get(pk=schedule), ctx.progress)
 
 
 @job_task("protection.replication_job")
@@ -48,8 +49,8 @@ def restore_job(ctx, restore_point: int, name: str, pool: str):
 @job_task("protection.bucket_replication_job")
 def bucket_replication_job(ctx, replication: int):
     """Copy the bucket's versions written since the watermark to the target."""
-    return bucket_repl.run_replication(BucketReplication.objects.get(pk=replication),
-                                       ctx.progress)
+    return bucket_repl.run_bucket_replication(
+        BucketReplication.objects.get(pk=replication), ctx.progress)
 
 
 @job_task("protection.bucket_restore_job")
@@ -94,6 +95,7 @@ def start_bucket_restore(bucket: str, snapshot: str, target: str, user=None):
 
 @shared_task(name=schedules.TASK)
 def run_schedule(schedule_id: int):
+    """Beat: the schedule is due; start its run (a Job) unless it was disabled."""
     schedule = SnapshotSchedule.objects.filter(pk=schedule_id, enabled=True).first()
     if schedule is not None:
         start_schedule_run(schedule)
@@ -101,6 +103,7 @@ def run_schedule(schedule_id: int):
 
 @shared_task(name=repl.TASK)
 def run_replication(replication_id: int):
+    """Beat: the replication is due; start its run (a Job) unless it was disabled."""
     rep = Replication.objects.filter(pk=replication_id, enabled=True).first()
     if rep is not None:
         start_replication_run(rep)
@@ -108,6 +111,7 @@ def run_replication(replication_id: int):
 
 @shared_task(name=backups.TASK)
 def run_backup(backup_id: int):
+    """Beat: the backup is due; start its run (a Job)."""
     backup = Backup.objects.filter(pk=backup_id).first()
     if backup is not None:
         start_backup_run(backup)
@@ -115,6 +119,7 @@ def run_backup(backup_id: int):
 
 @shared_task(name=bucket_repl.TASK)
 def run_bucket_replication(replication_id: int):
+    """Beat: the bucket replication is due; start its run (a Job) unless it was disabled."""
     rep = BucketReplication.objects.filter(pk=replication_id, enabled=True).first()
     if rep is not None:
         start_bucket_replication_run(rep)

@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from services.object.models import BUCKET_NAME_RE
+from services.object.public import BUCKET_NAME_RE, admin_endpoint, public_endpoint
 from services.protection import beat, bucket_snapshots
 from services.protection.models import (
     Backup,
@@ -279,9 +279,8 @@ class BucketReplicationSerializer(serializers.ModelSerializer):
                     raise serializers.ValidationError({k: "Cannot change; delete and create "
                                                           "the replication anew."})
             return attrs
-        from services.object import service as objects
         target = attrs["target"]
-        ours = {objects.admin_endpoint().rstrip("/"), objects.public_endpoint().rstrip("/")}
+        ours = {admin_endpoint().rstrip("/"), public_endpoint().rstrip("/")}
         if (target.endpoint_url.rstrip("/") in ours and target.bucket == attrs["bucket"]
                 and not target.prefix.strip("/")):
             raise serializers.ValidationError({"target": (
