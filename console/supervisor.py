@@ -13,10 +13,11 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+import urllib.request
 from pathlib import Path
 
 from plane.discovery import modules_named
+from plumbing.process import Child, ChildFailed, DaemonSpec, wait_for_socket
 
 STOP_TIMEOUT = 20.0
 ONE_SHOT_TIMEOUT = 900.0  # migrate / bootstrap: minutes at most, even on a slow disk
@@ -33,15 +34,6 @@ def add_service_arguments(parser) -> None:
         module.add_arguments(parser)
 
 
-@dataclass
-class Child:
-    name: str
-    argv: list
-    log: Path
-    proc: subprocess.Popen | None = field(default=None, repr=False)
-    stop: object = None  # callable(proc) for daemons that ignore SIGTERM
-
-
 class Supervisor:
     def __init__(self, data_dir: Path, env: dict):
         self.data_dir, self.env = data_dir, env
@@ -49,13 +41,8 @@ class Supervisor:
         self.stopping = False
 
     def start(self, name: str, argv: list, env: dict | None = None, stop=None) -> Child:
-        child = Child(name, argv, self.data_dir / "log" / f"{name}.log", stop=stop)
-        out = open(child.log, "ab")
-        child.proc = subprocess.Popen(argv, env={**self.env, **(env or {})}, stdout=out,
-                                      stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, start_new_session=True,
-                                      cwd=self.data_dir)
-        out.close()
+        child = Child(name, argv, self.data_dir / "log" / f"{name}.log",
+                      env={**self.env, **(env or {})}, cwd=self.data_dir, stop=stop).start()
         self.children.append(child)
         return child
 
@@ -87,26 +74,17 @@ class Supervisor:
     def stop_all(self) -> None:
         self.stopping = True
         for child in reversed(self.children):
-            if child.proc and child.proc.poll() is None:
-                if child.stop:
-                    try:
-                        child.stop(child.proc)
-                    except Exception as exc:
-                        print(f"strata: stopping {child.name}: {exc}", flush=True)
-                if child.proc.poll() is None:
-                    child.proc.send_signal(signal.SIGTERM)
-                try:
-                    child.proc.wait(STOP_TIMEOUT)
-                except subprocess.TimeoutExpired:
-                    print(f"strata: {child.name} did not stop in {STOP_TIMEOUT:.0f}s; killing",
-                          flush=True)
-                    child.proc.kill()
-                    child.proc.wait()
+            def report(exc, name=child.name):
+                print(f"strata: stopping {name}: {exc}", flush=True)
+
+            if child.stop(STOP_TIMEOUT, on_error=report):
+                print(f"strata: {child.name} did not stop in {STOP_TIMEOUT:.0f}s; killed",
+                      flush=True)
 
     def watch(self) -> int:
         while not self.stopping:
             for child in self.children:
-                code = child.proc.poll()
+                code = child.returncode
                 if code is not None:
                     print(f"strata: {child.name} exited with code {code}; see {child.log}",
                           flush=True)
@@ -115,58 +93,31 @@ class Supervisor:
         return 0
 
 
-def _wait_for_socket(path: Path, child: Child, timeout=10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists():
-            return
-        if child.proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    raise SystemExit(f"strata up: {child.name} did not start; see {child.log}")
-
-
-def _wait_for_http(url: str, child: Child, timeout=60.0) -> None:
-    import urllib.request
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if child.proc.poll() is not None:
-            break
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except OSError:
-            time.sleep(0.2)
-    raise SystemExit(f"strata up: {child.name} did not answer at {url}; see {child.log}")
-
-
-def _log_tail(child: Child, lines: int = 8) -> str:
-    try:
-        tail = child.log.read_text(errors="replace").strip().splitlines()[-lines:]
-    except OSError:
-        return ""
+def _indented(tail: str, lines: int = 8) -> str:
+    tail = tail.strip().splitlines()[-lines:]
     return ("\n  " + "\n  ".join(tail)) if tail else ""
 
 
-def _start_daemon(sup: Supervisor, spec) -> None:
+def _wait(child: Child, ready, timeout: float, what: str) -> None:
+    """Return once ``ready()``; else stop `strata up` saying why, with the child's log."""
+    try:
+        child.wait_ready(ready, timeout, what, poll=0.1)
+    except ChildFailed as exc:
+        raise SystemExit(f"strata up: {exc}; see {child.log}" + _indented(exc.tail)) from None
+
+
+def _wait_for_http(url: str, child: Child, timeout=60.0) -> None:
+    def answers() -> bool:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+
+    _wait(child, answers, timeout, f"waiting for {url}")
+
+
+def _start_daemon(sup: Supervisor, spec: DaemonSpec) -> None:
     child = sup.start(spec.name, spec.argv, env=spec.env, stop=spec.stop)
-    if spec.ready is None:
-        return
-    deadline = time.monotonic() + DAEMON_START_TIMEOUT
-    while time.monotonic() < deadline:
-        if child.proc.poll() is not None:
-            break
-        try:
-            if spec.ready():
-                return
-        except Exception:
-            pass
-        time.sleep(0.1)
-    state = ("exited" if child.proc.poll() is not None
-             else f"not ready after {DAEMON_START_TIMEOUT:.0f} s")
-    raise SystemExit(f"strata up: {spec.name} did not start ({state}); see {child.log}"
-                     + _log_tail(child))
+    if spec.ready is not None:
+        _wait(child, spec.ready, DAEMON_START_TIMEOUT, "starting")
 
 
 def up(data_dir: str, host: str, port: int, default_pool_size: str,
@@ -197,7 +148,9 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
                 redis, "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
                 "--dir", str(data / "run"), "--appendonly", "yes", "--save", "",
                 "--daemonize", "no"])
-            _wait_for_socket(sock, child)
+            if not wait_for_socket(sock, 10.0, child):
+                raise SystemExit(f"strata up: redis did not start; see {child.log}"
+                                 + _indented(child.tail(8)))
         manage = [py, str(Path(__file__).resolve().parent.parent / "manage.py")]
         sup.run_once("migrate", manage + ["migrate", "--noinput"])
         for module in service_up_modules():

@@ -10,12 +10,10 @@ and the bootstrap reconciles every export into them.
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
-from services.runtime import DaemonSpec
+from plumbing.process import DaemonSpec, port_open
 
 DEFAULT_ISCSI_PORT = 3260
 DEFAULT_NBD_PORT = 10809
@@ -60,16 +58,8 @@ def runtime_kwargs(data_dir: Path, options: dict) -> dict:
             "nvmf_port": int(options.get("nvmf_port") or DEFAULT_NVMF_PORT)}
 
 
-def _port_open(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.3):
-            return True
-    except OSError:
-        return False
-
-
 def _tgtd_spec(kw: dict) -> DaemonSpec:
-    from services.block.transports.iscsi import TgtdTarget, pick_control_port
+    from services.block.transports.iscsi import TgtdTarget, pick_control_port, shutdown_tgtd
     from services.block.transports.tgtadm import Tgtadm
 
     target = TgtdTarget(kw["state_dir"] / "tgtd", portal_host=kw["host"],
@@ -83,13 +73,10 @@ def _tgtd_spec(kw: dict) -> DaemonSpec:
     tgtadm = target.tgtadm
 
     def ready() -> bool:
-        return target._answers() and _port_open(kw["host"], kw["iscsi_port"])
+        return target._answers() and port_open(kw["host"], kw["iscsi_port"], 0.3)
 
-    def stop(proc: subprocess.Popen) -> None:
-        # tgtd ignores SIGTERM: drop the targets (forcing sessions off), then the system
-        for t in tgtadm.show_targets().values():
-            tgtadm.run("--op", "delete", "--mode", "target", "--tid", str(t.tid), "--force")
-        tgtadm.run("--op", "delete", "--mode", "system")
+    def stop(proc) -> None:
+        shutdown_tgtd(tgtadm)        # tgtd ignores SIGTERM
 
     argv = ["tgtd", "-f", "-C", str(target.control_port),
             "--iscsi", f"portal={kw['host']}:{kw['iscsi_port']}"]
@@ -107,7 +94,7 @@ def _qsd_spec(kw: dict) -> DaemonSpec:
             "--nbd-server", f"addr.type=inet,addr.host={kw['host']},addr.port={kw['nbd_port']}"]
 
     def ready() -> bool:
-        return qmp.exists() and _port_open(kw["host"], kw["nbd_port"])
+        return qmp.exists() and port_open(kw["host"], kw["nbd_port"], 0.3)
 
     # qemu-storage-daemon quits cleanly on SIGTERM (the supervisor's default stop)
     return DaemonSpec(name="qemu-storage-daemon", argv=argv, ready=ready)
@@ -117,7 +104,7 @@ def daemons(data_dir: Path, options: dict) -> list[DaemonSpec]:
     """tgtd and qemu-storage-daemon; the bootstrap then re-applies every export into them.
 
     A daemon whose program is not installed is left out with a warning (the rest of the
-    appliance still runs; block exports of that protocol answer 502 saying what is missing).
+    appliance still runs; block exports of that protocol answer 503 saying what is missing).
     """
     kw = runtime_kwargs(data_dir, options)
     kw["state_dir"].mkdir(parents=True, exist_ok=True)

@@ -20,11 +20,11 @@ import contextlib
 import fcntl
 import json
 import os
-import signal
 import socket
-import subprocess
 from pathlib import Path
 
+from plumbing.atomic import write_if_changed
+from plumbing.process import port_open
 from services.file.runtime import (
     CommandError,
     DaemonStartError,
@@ -39,10 +39,9 @@ from services.file.runtime import (
     nfs_null_ping,
     render_ganesha_conf,
     render_smb_conf,
-    write_if_changed,
 )
 from services.file.runtime.btrfs_mounts import bind_mount_self, is_mount_point, unmount
-from services.file.runtime.process import port_open, probe_address, require_binary
+from services.file.runtime.process import probe_address, require_binary
 from services.file.runtime.samba import STATE_SUBDIRS
 
 DEFAULT_NFS_PORT = 2049
@@ -259,17 +258,6 @@ class PlaneSmbServer(SmbServer):
     def ready(self) -> bool:
         """True when smbd accepts TCP connections on its port."""
         return port_open(self.probe_host(), self.settings.port)
-
-
-def stop_process(proc: subprocess.Popen, timeout: float = 15.0) -> None:
-    """SIGTERM a daemon `strata up` started and wait for it (SIGKILL after ``timeout``)."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
 
 
 def nfs_server(data_dir, options: dict) -> PlaneNfsServer:

@@ -8,7 +8,9 @@ installed is left out with a message (its rows stay ``pending``) so the rest of 
 """
 from pathlib import Path
 
-from services.runtime import DaemonSpec
+from plumbing.process import DaemonSpec, terminate
+
+STOP_TIMEOUT = 15.0      # SIGTERM, then SIGKILL
 
 
 def add_arguments(parser) -> None:
@@ -25,17 +27,20 @@ def daemons(data_dir: Path, options: dict) -> list:
     """ganesha.nfsd and smbd, each with a ready check, state under ``<data_dir>/run/``."""
     import sys
 
-    from services.file.daemons import nfs_server, smb_server, stop_process
+    from services.file.daemons import nfs_server, smb_server
     from services.file.runtime import DaemonStartError
 
     nfs, smb = nfs_server(data_dir, options), smb_server(data_dir, options)
 
+    def stop_smb(proc):
+        terminate(proc, STOP_TIMEOUT)
+
     def stop_nfs(proc):
-        stop_process(proc)
+        terminate(proc, STOP_TIMEOUT)
         nfs.unbind_all()     # the btrfs binds made for Ganesha would keep pools busy
 
     specs = []
-    for server, name, stop in ((nfs, "ganesha", stop_nfs), (smb, "smbd", stop_process)):
+    for server, name, stop in ((nfs, "ganesha", stop_nfs), (smb, "smbd", stop_smb)):
         try:
             argv = server.argv()
         except DaemonStartError as exc:   # not installed: the rest of Strata still runs

@@ -10,8 +10,8 @@ import os
 import sys
 from pathlib import Path
 
+from plumbing.process import DaemonSpec
 from services.object import gatewayconf
-from services.runtime import DaemonSpec
 
 DEFAULT_S3_PORT = 9000
 REPO = Path(__file__).resolve().parent.parent.parent

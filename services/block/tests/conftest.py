@@ -6,7 +6,7 @@ import tempfile
 
 import pytest
 
-from services.block.transports.base import free_port
+from plumbing.process import free_port
 
 
 def need(*binaries):

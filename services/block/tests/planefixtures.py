@@ -1,15 +1,13 @@
 """Fixtures for the block plane tests: the daemons `strata up` would start (from
 services/block/up.py), at free ports, stopped by PID after the test; helpers for REST."""
 import os
-import signal
 import subprocess
-import time
 
 import pytest
 
+from plumbing.process import Child, free_port
 from services.block import up
 from services.block.tests.conftest import need
-from services.block.transports.base import free_port
 
 MiB = 1 << 20
 CLIENT = "iqn.2026-01.io.strata.test:client1"
@@ -18,20 +16,14 @@ SECRET = "s3cret-chap-01"
 
 
 def start_specs(specs, log_dir):
-    """Start DaemonSpecs the way `strata up` does; returns [(spec, Popen)]."""
+    """Start DaemonSpecs the way `strata up` does; returns the started Children."""
     started = []
     try:
         for spec in specs:
-            with open(os.path.join(log_dir, f"{spec.name}.log"), "ab") as log:
-                proc = subprocess.Popen(spec.argv, stdout=log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True,
-                                        env={**os.environ, **spec.env})
-            started.append((spec, proc))
-            deadline = time.monotonic() + 20
-            while not spec.ready():
-                assert proc.poll() is None, f"{spec.name} exited; see {log_dir}"
-                assert time.monotonic() < deadline, f"{spec.name} did not become ready"
-                time.sleep(0.05)
+            child = Child(spec.name, spec.argv, os.path.join(log_dir, f"{spec.name}.log"),
+                          env={**os.environ, **spec.env}, stop=spec.stop).start()
+            started.append(child)
+            child.wait_ready(spec.ready, 20)
     except BaseException:
         stop_specs(started)
         raise
@@ -40,25 +32,14 @@ def start_specs(specs, log_dir):
 
 def stop_specs(started):
     """Stop in reverse order: the spec's stop(), then SIGTERM, then SIGKILL, by PID."""
-    for spec, proc in reversed(started):
-        if proc.poll() is None and spec.stop:
-            try:
-                spec.stop(proc)
-            except Exception as exc:      # still stopped below by PID
-                print(f"stopping {spec.name}: {exc}")
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    for child in reversed(started):
+        child.stop(10, on_error=lambda exc, name=child.name: print(f"stopping {name}: {exc}"))
 
 
 @pytest.fixture(name="block")
 def block_daemons(data_dir, settings):
     """tgtd and qemu-storage-daemon from up.daemons() at free ports; the plane's options
-    (``options["started"]`` lists the running (spec, process) pairs)."""
+    (``options["started"]`` lists the running Children)."""
     need("tgtd", "tgtadm", "qemu-storage-daemon", "iscsi-inq", "iscsi-readcapacity16",
          "qemu-img", "nbdcopy")
     options = {"host": "127.0.0.1", "port": 8080, "iscsi_port": free_port(),

@@ -20,7 +20,7 @@ from services.block.transports import (
     InvalidExport,
     QosLimits,
 )
-from services.block.transports.base import free_port, wait_for_port
+from plumbing.process import free_port, wait_for_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from tests.fakes.spdk_server import FakeSpdkServer  # noqa: E402

@@ -18,12 +18,11 @@ from __future__ import annotations
 import abc
 import os
 import re
-import signal
-import socket
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from plumbing.process import Child, free_port, wait_for_port  # noqa: F401 (bench/ uses these)
 
 EXPORT_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
@@ -168,81 +167,12 @@ def check_volume_file(volume_path: str) -> Path:
     return path.resolve()
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (for tests and defaults)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(host: str, port: int, timeout: float = 10.0) -> bool:
-    """True once something accepts TCP connections on host:port."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
-
-class Supervised:
-    """A child daemon started in the foreground, logging to a file, stopped by PID."""
-
-    def __init__(self, argv: list[str], log_path: Path, name: str):
-        self.argv = argv
-        self.log_path = Path(log_path)
-        self.name = name
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        """Spawn the process (its own session, so it never gets our terminal's signals)."""
-        if self.running():
-            return
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
-        try:
-            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
-        except FileNotFoundError as exc:
-            raise DaemonError(f"{self.name}: {self.argv[0]} is not installed") from exc
-        finally:
-            log.close()
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log_tail(self, n: int = 2000) -> str:
-        try:
-            return self.log_path.read_bytes()[-n:].decode(errors="replace")
-        except OSError:
-            return ""
-
-    def wait_exit(self, timeout: float) -> bool:
-        if self.proc is None:
-            return True
-        try:
-            self.proc.wait(timeout)
-            return True
-        except subprocess.TimeoutExpired:
-            return False
-
-    def kill(self, grace: float = 5.0) -> None:
-        """SIGTERM then SIGKILL this PID only (after a polite stop was tried)."""
-        if not self.running():
-            return
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-            try:
-                os.kill(self.proc.pid, sig)
-            except ProcessLookupError:
-                return
-            if self.wait_exit(wait):
-                return
+def start_child(name: str, argv: list[str], log_path: Path) -> Child:
+    """Start a transport's daemon in its own session, logging to ``log_path``."""
+    try:
+        return Child(name, argv, log_path).start()
+    except FileNotFoundError as exc:
+        raise DaemonError(f"{name}: {argv[0]} is not installed") from exc
 
 
 def run_tool(argv: list[str], *, input: bytes | None = None, timeout: float = 60.0,

@@ -36,6 +36,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from plumbing.atomic import write_json_atomic
+from plumbing.process import Child, ChildFailed, wait_for_port
+
 from .base import (
     DaemonError,
     ExportExists,
@@ -44,17 +47,24 @@ from .base import (
     HostGroup,
     InvalidExport,
     QosLimits,
-    Supervised,
     Transport,
     check_export_id,
     check_volume_file,
+    start_child,
     volume_size,
-    wait_for_port,
 )
 from .tgtadm import LiveTarget, Tgtadm
 
 DEFAULT_IQN_BASE = "iqn.2026-01.io.strata"
 OPEN_GROUP = "any"           # target name for exports without a host group (ACL ALL)
+
+
+def shutdown_tgtd(tgtadm: Tgtadm) -> None:
+    """Stop a tgtd (it ignores SIGTERM): delete its targets, forcing sessions off, then the
+    system; tgtd then exits."""
+    for t in tgtadm.show_targets().values():
+        tgtadm.run("--op", "delete", "--mode", "target", "--tid", str(t.tid), "--force")
+    tgtadm.run("--op", "delete", "--mode", "system")
 
 
 def pick_control_port() -> int:
@@ -114,7 +124,7 @@ class TgtdTarget(Transport):
         self.portal_port = portal_port
         self.iqn_base = iqn_base
         self.record_path = self.state_dir / "iscsi.json"
-        self._proc: Supervised | None = None
+        self._proc: Child | None = None
         self._adopted = False                    # a tgtd of ours that outlived our process
         self._secrets: dict[str, str] = {}      # CHAP secrets tgtd currently holds
         rec = self._load_record()
@@ -146,21 +156,13 @@ class TgtdTarget(Transport):
             return
         argv = ["tgtd", "-f", "-C", str(self.control_port),
                 "--iscsi", f"portal={self.portal_host}:{self.portal_port}"]
-        self._proc = Supervised(argv, self.state_dir / "tgtd.log", "tgtd")
-        self._proc.start()
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                self.tgtadm.run("--op", "show", "--mode", "sys")
-                break
-            except DaemonError:
-                if not self._proc.running() or time.monotonic() > deadline:
-                    tail = self._proc.log_tail()
-                    self._proc.kill()
-                    raise DaemonError(f"tgtd did not start (control port "
-                                      f"{self.control_port}): {tail}") from None
-                time.sleep(0.05)
-        if not wait_for_port(self.portal_host, self.portal_port, 5):
+        self._proc = start_child("tgtd", argv, self.state_dir / "tgtd.log")
+        try:
+            self._proc.wait_ready(self._answers, 10, f"control port {self.control_port}")
+        except ChildFailed as exc:
+            self._proc.stop(timeout=5.0)
+            raise DaemonError(f"tgtd did not start: {exc}: {exc.tail}") from None
+        if not wait_for_port(self.portal_host, self.portal_port, 5, self._proc):
             self.stop()
             raise DaemonError(f"tgtd is not listening on {self.portal_host}:{self.portal_port}")
         self._secrets = {}
@@ -172,14 +174,11 @@ class TgtdTarget(Transport):
             return
         if self._adopted or self._proc.running():
             try:
-                for t in self.tgtadm.show_targets().values():
-                    self.tgtadm.run("--op", "delete", "--mode", "target", "--tid", str(t.tid),
-                                    "--force")
-                self.tgtadm.run("--op", "delete", "--mode", "system")
+                shutdown_tgtd(self.tgtadm)
             except DaemonError:
                 pass
             if self._proc is not None and not self._proc.wait_exit(5.0):
-                self._proc.kill(grace=0.5)
+                self._proc.stop(timeout=0.5)
             deadline = time.monotonic() + 5        # an adopted tgtd is not our child
             while self._proc is None and self._answers() and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -515,10 +514,6 @@ class TgtdTarget(Transport):
             return {}
 
     def _save_record(self) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.record_path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)   # holds CHAP secrets
-        with os.fdopen(fd, "w") as f:
-            json.dump({"exports": self._exports, "groups": self._groups,
-                       "control_port": self.control_port}, f, indent=1, sort_keys=True)
-        os.replace(tmp, self.record_path)
+        write_json_atomic(self.record_path, {"exports": self._exports, "groups": self._groups,
+                                             "control_port": self.control_port},
+                          mode=0o600, indent=1, sort_keys=True)     # holds CHAP secrets

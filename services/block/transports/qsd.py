@@ -21,10 +21,12 @@ carry a generation (``f-<id>-g<n>``) because both pairs exist during the swap.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict
 from pathlib import Path
+
+from plumbing.atomic import write_json_atomic
+from plumbing.process import Child, wait_for_port
 
 from .base import (
     DaemonError,
@@ -33,12 +35,11 @@ from .base import (
     HostGroup,
     InvalidExport,
     QosLimits,
-    Supervised,
     Transport,
     check_export_id,
     check_volume_file,
+    start_child,
     volume_size,
-    wait_for_port,
 )
 from .qmp import QMPClient, QMPError
 
@@ -74,7 +75,7 @@ class QemuStorageDaemon(Transport):
         self.qmp_path = self.state_dir / "qsd-qmp.sock"
         self.record_path = self.state_dir / "qsd-exports.json"
         self.socket_dir = self.state_dir / "vhost"
-        self._proc: Supervised | None = None
+        self._proc: Child | None = None
         self._adopted = False
         self._qmp: QMPClient | None = None
         self._exports: dict[str, dict] = self._load_record()
@@ -105,16 +106,15 @@ class QemuStorageDaemon(Transport):
                 "--monitor", "chardev=qmp0",
                 "--nbd-server",
                 f"addr.type=inet,addr.host={self.nbd_host},addr.port={self.nbd_port}"]
-        self._proc = Supervised(argv, self.state_dir / "qsd.log", "qemu-storage-daemon")
-        self._proc.start()
+        self._proc = start_child("qemu-storage-daemon", argv, self.state_dir / "qsd.log")
         self._qmp = QMPClient(str(self.qmp_path))
         try:
             self._qmp.connect(retry_for=10.0)
         except DaemonError as exc:
-            tail = self._proc.log_tail()
-            self._proc.kill()
+            tail = self._proc.tail()
+            self._proc.stop(timeout=5.0)
             raise DaemonError(f"qemu-storage-daemon did not start: {exc}; log: {tail}") from exc
-        if not wait_for_port(self.nbd_host, self.nbd_port, 5.0):
+        if not wait_for_port(self.nbd_host, self.nbd_port, 5.0, self._proc):
             self.stop()
             raise DaemonError(f"qemu-storage-daemon is not listening on "
                               f"{self.nbd_host}:{self.nbd_port} (port in use?)")
@@ -133,7 +133,7 @@ class QemuStorageDaemon(Transport):
             self._qmp.close()
             self._qmp = None
         if self._proc is not None and not self._proc.wait_exit(5.0):
-            self._proc.kill()
+            self._proc.stop(timeout=5.0)
         elif self._proc is None:                   # adopted: not our child, watch the port
             deadline = time.monotonic() + 5
             while wait_for_port(self.nbd_host, self.nbd_port, 0.05) and \
@@ -394,7 +394,4 @@ class QemuStorageDaemon(Transport):
             return {}
 
     def _save_record(self) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.record_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self._exports, indent=1, sort_keys=True))
-        os.replace(tmp, self.record_path)
+        write_json_atomic(self.record_path, self._exports, indent=1, sort_keys=True)

@@ -15,7 +15,6 @@ from .errors import (
                      PathOutsideFilesystem,
                      ReloadError,
 )
-from .files import write_if_changed
 from .ganesha import build_ganesha_config, render_ganesha_conf
 from .nfs_server import NfsServer, nfs_null_ping
 from .paths import resolve_share_path
@@ -67,5 +66,4 @@ __all__ = [
                      "set_smb_password",
                      "unix_user_exists",
                      "validate_smb_conf",
-                     "write_if_changed",
 ]

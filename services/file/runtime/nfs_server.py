@@ -11,8 +11,9 @@ import threading
 import time
 from dataclasses import replace
 
+from plumbing.atomic import write_if_changed
+
 from .errors import DaemonStartError, FilesystemMissing, InvalidShareSpec, ReloadError
-from .files import write_if_changed
 from .ganesha import build_ganesha_config, render_ganesha_conf
 from .process import ChildDaemon, probe_address, require_binary
 from .specs import SNAPSHOT_DIR, NfsExport, NfsSettings

@@ -1,13 +1,10 @@
-"""What both supervisors share: one child process, its log, and waiting for a TCP port."""
+"""What both supervisors share: one child process (see :mod:`plumbing.process`)."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import socket
-import subprocess
-import time
+
+from plumbing.process import Child, ChildFailed, free_port, log_tail  # noqa: F401 (bench/)
 
 from .errors import DaemonStartError
 
@@ -22,13 +19,6 @@ def require_binary(name: str) -> str:
     return found
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """Return a TCP port that is free on ``host`` right now (for tests and benchmarks)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 def probe_address(bind_address: str) -> str:
     """The address to health-check a daemon bound to ``bind_address`` (0.0.0.0 -> loopback)."""
     return "127.0.0.1" if bind_address in ("0.0.0.0", "", "*") else bind_address
@@ -40,63 +30,41 @@ class ChildDaemon:
     name = "daemon"
 
     def __init__(self) -> None:
-        self._proc: subprocess.Popen | None = None
-        self._log = None
+        self._child: Child | None = None
 
     @property
     def pid(self) -> int | None:
         """PID of the child we started, or None."""
-        return self._proc.pid if self._proc else None
+        return self._child.pid if self._child else None
 
     def is_running(self) -> bool:
         """True while the child we started is alive."""
-        return self._proc is not None and self._proc.poll() is None
+        return self._child is not None and self._child.running()
 
     def _spawn(self, argv: list[str], log_path: str, env: dict | None = None) -> None:
         if self.is_running():
             raise DaemonStartError(f"{self.name} is already running (pid {self.pid})")
-        # stays open while the child runs; closed in stop()
-        self._log = open(log_path, "ab")  # noqa: SIM115
         # Own session: smbd signals its whole process group on shutdown, which must be its
         # own children, never the caller.
-        self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._log,
-                                      stderr=subprocess.STDOUT, env=env, close_fds=True,
-                                      start_new_session=True)
+        self._child = Child(self.name, argv, log_path, env=env).start()
 
     def _wait_until(self, ready, timeout: float, what: str, log_path: str) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.is_running():
-                code = self._proc.returncode if self._proc else None
-                raise DaemonStartError(f"{self.name} exited with status {code} while {what}; "
-                                       f"see {log_path}:\n{tail(log_path)}")
-            if ready():
-                return
-            time.sleep(0.05)
-        raise DaemonStartError(f"{self.name} not ready after {timeout:.0f}s ({what}); "
-                               f"see {log_path}:\n{tail(log_path)}")
+        try:
+            self._child.wait_ready(ready, timeout, what)
+        except ChildFailed as exc:
+            raise DaemonStartError(f"{exc}; see {log_path}:\n{log_tail(log_path)}") from None
 
     def signal(self, signum: int) -> None:
         """Send ``signum`` to our child (never to anything else)."""
         if not self.is_running():
             raise DaemonStartError(f"{self.name} is not running")
-        self._proc.send_signal(signum)
+        self._child.send_signal(signum)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the child we started: SIGTERM, then SIGKILL after ``timeout`` seconds."""
-        proc, self._proc = self._proc, None
-        try:
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
-        finally:
-            if self._log:
-                self._log.close()
-                self._log = None
+        child, self._child = self._child, None
+        if child is not None:
+            child.stop(timeout)
 
     def __enter__(self):
         return self
@@ -104,22 +72,3 @@ class ChildDaemon:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-
-def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
-    """True if a TCP connection to ``host:port`` succeeds."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def tail(path: str, lines: int = 15) -> str:
-    """Last ``lines`` lines of a log file ('' if it does not exist)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 8192))
-            return b"\n".join(f.read().splitlines()[-lines:]).decode("utf-8", "replace")
-    except OSError:
-        return ""

@@ -8,14 +8,16 @@ import subprocess
 import tempfile
 import threading
 
+from plumbing.atomic import write_if_changed
+from plumbing.process import port_open
+
 from .errors import (
     ConfigValidationError,
     DaemonStartError,
     FilesystemMissing,
     ReloadError,
 )
-from .files import write_if_changed
-from .process import ChildDaemon, port_open, require_binary
+from .process import ChildDaemon, require_binary
 from .samba import (
     STATE_SUBDIRS,
     build_smb_config,

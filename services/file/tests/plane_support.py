@@ -5,10 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import subprocess
-import time
 
-from services.file.runtime.process import free_port
+from plumbing.process import Child, free_port
 from services.file.runtime.smb_users import delete_unix_user, unix_user_exists
 
 
@@ -17,23 +15,17 @@ class PlaneDaemons:
 
     def __init__(self, data_dir, options: dict):
         self.data_dir, self.options = data_dir, options
-        self.running: list = []          # (spec, Popen)
+        self.running: list[Child] = []
 
     def start(self) -> PlaneDaemons:
         from services.file import up
 
         (self.data_dir / "log").mkdir(exist_ok=True)
         for spec in up.daemons(self.data_dir, self.options):
-            with open(self.data_dir / "log" / f"{spec.name}.log", "ab") as log:
-                proc = subprocess.Popen(spec.argv, env={**os.environ, **spec.env}, stdout=log,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True, cwd=self.data_dir)
-            self.running.append((spec, proc))
-            deadline = time.monotonic() + 30
-            while not spec.ready():
-                assert proc.poll() is None, f"{spec.name} exited: {self.log(spec.name)}"
-                assert time.monotonic() < deadline, f"{spec.name} not ready: {self.log(spec.name)}"
-                time.sleep(0.05)
+            child = Child(spec.name, spec.argv, self.data_dir / "log" / f"{spec.name}.log",
+                          env={**os.environ, **spec.env}, cwd=self.data_dir, stop=spec.stop)
+            self.running.append(child.start())
+            child.wait_ready(spec.ready, 30)
         return self
 
     def log(self, name: str) -> str:
@@ -42,13 +34,8 @@ class PlaneDaemons:
 
     def stop(self) -> None:
         """Stop what we started (by PID), newest first; the NFS stop also drops btrfs binds."""
-        for spec, proc in reversed(self.running):
-            try:
-                spec.stop(proc)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait(5)
+        for child in reversed(self.running):
+            child.stop(timeout=15)
         self.running = []
 
 

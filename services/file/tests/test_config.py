@@ -7,6 +7,7 @@ import stat
 
 import pytest
 
+from plumbing.atomic import write_if_changed
 from services.file.runtime import (
     DEFAULT_SNAPSHOT_FORMAT,
     FilesystemMissing,
@@ -23,7 +24,6 @@ from services.file.runtime import (
     render_ganesha_conf,
     render_smb_conf,
     resolve_share_path,
-    write_if_changed,
 )
 
 
