@@ -2,7 +2,6 @@
 file, then each service's own bootstrap (storage first: the default pool, pools brought back
 online after a restart)."""
 import json
-import os
 import secrets
 from pathlib import Path
 
@@ -12,19 +11,12 @@ from rest_framework.authtoken.models import Token
 
 from plane.discovery import service_modules
 from plane.roles import ROLES
+from plumbing.atomic import write_atomic
 
 
 def write_private_json(path: Path, data: dict) -> None:
-    """Write JSON atomically with mode 0600 (it holds secrets)."""
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    """Write JSON atomically and durably with mode 0600 (it holds secrets)."""
+    write_atomic(path, json.dumps(data, indent=2) + "\n", mode=0o600)
 
 
 def credentials_path() -> Path:

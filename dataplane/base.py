@@ -14,9 +14,10 @@ and its record at ``<state_dir>/pools/<pool>.json``.
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Optional
+
+from plumbing.atomic import write_json_atomic
 
 from .driver import (MEDIA, REDUNDANCY_MIN_DEVICES, SNAPSHOTS_DIR, DeviceSpec, Driver, VolumeInfo,
                      validate_bytes, validate_kind, validate_name)
@@ -51,18 +52,8 @@ class BaseDriver(Driver):
         return record
 
     def _save_record(self, pool: str, record: dict) -> None:
-        """Write the record atomically (temp file + rename)."""
-        self.pools_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.pools_dir, prefix=f".{pool}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(record, f, indent=2, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self._record_path(pool))
-        except BaseException:
-            _unlink(tmp)
-            raise
+        """Write the record atomically and durably."""
+        write_json_atomic(self._record_path(pool), record, mode=0o600, indent=2, sort_keys=True)
 
     def list_pools(self) -> list:
         """Names of the pools this driver has records for, sorted."""

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from pathlib import Path
 from typing import Optional
+
+from plumbing.atomic import write_json_atomic
 
 from .driver import (
     MEDIA,
@@ -116,10 +117,7 @@ class SpdkDriver(SpdkDevicesMixin, SpdkNvmfMixin, Driver):
             raise NotFound(f"pool {pool!r} does not exist") from None
 
     def _save(self, pool: str, rec: dict) -> None:
-        self.pools_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.pools_dir / f".{pool}.json.tmp"
-        tmp.write_text(json.dumps(rec, indent=2, sort_keys=True))
-        os.replace(tmp, self._record_path(pool))
+        write_json_atomic(self._record_path(pool), rec, indent=2, sort_keys=True)
 
     def list_pools(self) -> list:
         """Names of the pools this driver has records for."""

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from typing import Optional
+
+from plumbing.atomic import write_json_atomic
 
 from .errors import InUse, InvalidArgument, NotFound
 
@@ -39,10 +40,7 @@ class SpdkNvmfMixin:
             return {}
 
     def _nvmf_save(self, exports: dict) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_dir / ".nvmf.json.tmp"
-        tmp.write_text(json.dumps(exports, indent=2, sort_keys=True))
-        os.replace(tmp, self._nvmf_path())
+        write_json_atomic(self._nvmf_path(), exports, indent=2, sort_keys=True)
 
     def _refuse_if_exported(self, pool: str, name: Optional[str]) -> None:
         for nqn, e in self._nvmf_load().items():

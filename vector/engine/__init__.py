@@ -10,7 +10,7 @@ import logging
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)
 
 from . import errors  # noqa: E402
-from .budget import MemoryBudget
+from .memory import MemoryBudget
 from .collection import Collection
 from .errors import (BuildCancelled, BuildInProgress, CollectionClosed, CollectionExists,
                      CollectionLocked, CollectionNotFound, CorruptCollection, DimensionMismatch,

@@ -13,8 +13,9 @@ import zlib
 import faiss
 import numpy as np
 
+from plumbing.atomic import fsync_dir
+
 from .errors import CorruptCollection
-from .wal import fsync_dir
 
 MAGIC = b"STRATAVC1\n"
 FILENAME = "checkpoint.bin"

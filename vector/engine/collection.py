@@ -21,8 +21,10 @@ import time
 import faiss
 import numpy as np
 
+from plumbing.atomic import write_json_atomic
+
 from . import records
-from .budget import MemoryBudget, budget_check
+from .memory import MemoryBudget, budget_check
 from .build import build_index
 from .checkpoint import FILENAME as CHECKPOINT_FILE
 from .checkpoint import read_checkpoint, write_checkpoint
@@ -35,7 +37,7 @@ from .spec import CollectionSpec, estimate_memory, index_memory
 from .store import VectorStore
 from .validate import (check_ids, check_items, check_k, check_matrix, check_metadata,
                        check_search_params)
-from .wal import WriteAheadLog, fsync_dir, list_segments, read_segment, segment_path
+from .wal import WriteAheadLog, list_segments, read_segment, segment_path
 
 SPEC_FILE = "collection.json"
 WAL_DIR = "wal"
@@ -98,13 +100,7 @@ class Collection:
         if os.path.exists(os.path.join(path, SPEC_FILE)):
             raise CollectionExists(f"a collection already exists in {path}")
         os.makedirs(os.path.join(path, WAL_DIR), exist_ok=True)
-        tmp = os.path.join(path, SPEC_FILE + ".tmp")
-        with open(tmp, "w") as f:
-            json.dump(spec.to_json(), f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, os.path.join(path, SPEC_FILE))
-        fsync_dir(path)
+        write_json_atomic(os.path.join(path, SPEC_FILE), spec.to_json(), indent=1)
         return cls.open(path, **kwargs)
 
     @classmethod

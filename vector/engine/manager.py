@@ -4,7 +4,7 @@ import os
 import shutil
 import threading
 
-from .budget import MemoryBudget
+from .memory import MemoryBudget
 from .collection import SPEC_FILE, Collection
 from .errors import CollectionExists, CollectionNotFound
 from .spec import validate_name

@@ -4,10 +4,12 @@ import json
 import os
 import shutil
 
+from plumbing.atomic import fsync_dir, write_json_atomic
+
 from .checkpoint import FILENAME as CHECKPOINT_FILE
 from .errors import CollectionExists, CollectionNotFound
 from .spec import validate_name
-from .wal import fsync_dir, list_segments, segment_path
+from .wal import list_segments, segment_path
 
 SPEC_FILE = "collection.json"
 WAL_DIR = "wal"
@@ -66,7 +68,4 @@ def copy_snapshot(snapshot_dir, path, name=None):
         with open(spec_path) as f:
             data = json.load(f)
         data["name"] = validate_name(name)
-        with open(spec_path, "w") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
+        write_json_atomic(spec_path, data, indent=1)

@@ -15,19 +15,12 @@ import struct
 import threading
 import zlib
 
+from plumbing.atomic import fsync_dir
+
 from .errors import CorruptCollection
 
 _HEADER = struct.Struct("<II")
 MAX_RECORD = 1 << 31
-
-
-def fsync_dir(path):
-    """fsync a directory so a rename or create inside it is durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def segment_path(wal_dir, number):

@@ -9,8 +9,9 @@ itself runs as a system service in production; ``start``/``stop`` do not manage 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from plumbing.atomic import write_json_atomic
 
 from .base import (
     DaemonError,
@@ -141,7 +142,4 @@ class NvmfTarget(Transport):
             raise ExportNotFound(f"no NVMe-oF export {export_id}") from None
 
     def _save(self) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.record_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self._exports, indent=1, sort_keys=True))
-        os.replace(tmp, self.record_path)
+        write_json_atomic(self.record_path, self._exports, indent=1, sort_keys=True)
