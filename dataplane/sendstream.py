@@ -9,6 +9,8 @@ CRC32C), and tells whether the stream ended with the END command.
 
 import struct
 
+import crc32c as _crc32c
+
 from .errors import InvalidArgument
 
 MAGIC = b"btrfs-stream\x00"
@@ -21,24 +23,10 @@ ATTR_PATH = 15
 MAX_COMMAND = 1 << 26  # far above any real command (v2 encoded writes are <= 128 KiB + header)
 
 
-def _crc32c_table():
-    table = []
-    for i in range(256):
-        crc = i
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-        table.append(crc)
-    return table
-
-
-_TABLE = _crc32c_table()
-
-
 def crc32c(data: bytes, crc: int = 0) -> int:
-    """Raw CRC32C (seed 0, no final xor) as btrfs send uses it."""
-    for b in data:
-        crc = _TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc
+    """Raw CRC32C (seed 0, no final xor) as btrfs send uses it; the ``crc32c`` package
+    computes the standard one (inverted seed and result)."""
+    return _crc32c.crc32c(data, crc ^ 0xFFFFFFFF) ^ 0xFFFFFFFF
 
 
 def _rename_command(cmd: int, payload: bytes, new_name: str) -> bytes:
