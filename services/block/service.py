@@ -2,7 +2,7 @@
 
 Every change goes through here. A request's row change and its daemon change happen inside
 one database transaction: a daemon error rolls the row back and answers with the daemon's
-message (400/404/409/502 by the error's ``code``). Work that has no request to answer
+message (400/404/409/503 by the error's ``code``). Work that has no request to answer
 (the bootstrap's reconcile, a volume grown under its exports) records errors on the export
 rows (``state="error"``, ``error=<message>``) and in the log.
 
@@ -17,10 +17,7 @@ import os
 
 from django.conf import settings
 from django.db import transaction
-from rest_framework import exceptions, status
-
-from plumbing.errors import Conflict
-from dataplane.errors import DataplaneError
+from plumbing.errors import Conflict, Invalid, NotFound, StrataError, Unavailable
 from services.block import up
 from services.block.models import BlockExport, Host, HostGroup
 from services.block.transports import BlockRuntime, ExportNotFound, QosLimits, TransportError
@@ -30,26 +27,20 @@ from services.storage.models import Volume
 
 log = logging.getLogger(__name__)
 
-CODE_STATUS = {"invalid": status.HTTP_400_BAD_REQUEST, "not_found": status.HTTP_404_NOT_FOUND,
-               "exists": status.HTTP_409_CONFLICT, "in_use": status.HTTP_409_CONFLICT,
-               "command_failed": status.HTTP_502_BAD_GATEWAY}
+# a transport error's code -> the domain error it becomes (a daemon that failed: Unavailable)
+CODE_ERROR = {"invalid": Invalid, "not_found": NotFound, "exists": Conflict, "in_use": Conflict}
 
 
-class BlockError(exceptions.APIException):
-    """A transport error as an API answer: {"error": code, "detail": message}."""
-
-    status_code = status.HTTP_502_BAD_GATEWAY
-    default_code = "command_failed"
-
-    def __init__(self, exc: TransportError):
-        code = getattr(exc, "code", "command_failed")
-        super().__init__(detail=str(exc), code=code)
-        self.status_code = CODE_STATUS.get(code, status.HTTP_502_BAD_GATEWAY)
+def block_error(exc: TransportError) -> StrataError:
+    """A transport error as a domain error, keeping its code and message."""
+    code = getattr(exc, "code", None) or "command_failed"
+    return CODE_ERROR.get(code, Unavailable)(str(exc), code=code)
 
 
 @contextlib.contextmanager
 def runtime(spdk: bool = False):
-    """A BlockRuntime session on the daemons `strata up` started; TransportError -> BlockError.
+    """A BlockRuntime session on the daemons `strata up` started; a TransportError is raised
+    as the domain error of its code (see :func:`block_error`).
 
     ``spdk=True`` adds the NVMe-oF transport (needs spdk_tgt at STRATA_SPDK_SOCKET).
     """
@@ -61,7 +52,7 @@ def runtime(spdk: bool = False):
         with BlockRuntime.session(**kw) as rt:
             yield rt
     except TransportError as exc:
-        raise BlockError(exc) from exc
+        raise block_error(exc) from exc
 
 
 def uses_spdk(exports) -> bool:
@@ -267,7 +258,7 @@ def follow_volume(volume: Volume, old_path: str, undo: bool = False) -> None:
                 except ExportNotFound:       # not in the daemons' record: export it anew
                     _set_online(e, _export_into(rt, e))
                 done.append(e)
-    except (TransportError, DataplaneError, exceptions.APIException) as exc:
+    except (TransportError, StrataError) as exc:
         failed = next((e for e in exports if e not in done), None)
         what = f"{failed.export_id} ({failed.protocol})" if failed else "its exports"
         raise FollowFailed(f"block export {what} of volume {volume.name} could not follow it "
@@ -296,7 +287,7 @@ def volume_resized(volume: Volume) -> dict:
             sizes = rt.volume_resized(volume.path)
             for e in exports:
                 _set_online(e, rt.connection_info(e.export_id))
-    except (TransportError, DataplaneError, exceptions.APIException) as exc:
+    except (TransportError, StrataError) as exc:
         log.error("block: volume %s grew but its exports could not follow: %s", volume.name, exc)
         for e in exports:
             e.state, e.error = BlockExport.State.ERROR, f"resize not applied: {exc}"
@@ -328,7 +319,7 @@ def reconcile_all() -> dict:
                 rt.set_host_group(group_spec(g))
             for e in exports:
                 _reconcile_one(rt, e, summary)
-    except (TransportError, DataplaneError, exceptions.APIException) as exc:
+    except (TransportError, StrataError) as exc:
         log.error("block: the daemons could not be reconciled: %s", exc)
         for e in exports:
             e.state, e.error = BlockExport.State.ERROR, f"not applied: {exc}"
@@ -349,7 +340,7 @@ def _reconcile_one(rt: BlockRuntime, export: BlockExport, summary: dict) -> None
             info = _export_into(rt, export)
         _set_online(export, info)
         summary["online"] += 1
-    except (TransportError, DataplaneError) as exc:
+    except (TransportError, StrataError) as exc:
         export.state, export.error = BlockExport.State.ERROR, str(exc)
         summary["error"] += 1
         log.error("block: export %s of volume %s: %s", export.export_id, export.volume.name, exc)

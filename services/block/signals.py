@@ -11,7 +11,7 @@ from django.db.models.signals import post_save, pre_delete, pre_save
 from django.dispatch import receiver
 
 from services.storage.models import Volume
-from services.tiering.signals import check_move, moved
+from services.tiering.public import check_move, moved
 
 
 @receiver(pre_delete, sender=Volume)

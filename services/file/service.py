@@ -6,7 +6,7 @@ is turned into runtime specs and applied (render -> validate -> write -> reload 
 health-check, in `services.file.runtime`). When the daemon refuses the new list, the old one
 is put back and each changed row is tried alone on top of what is served: the ones refused
 get ``state=error`` and the daemon's message in ``error`` while the previous config keeps
-serving; the API answers 422 (refused config) or 503 (reload failed) for the row the
+serving; the API answers 400 (refused config) or 503 (reload failed) for the row the
 request changed. Nothing is swallowed.
 """
 import logging
@@ -16,9 +16,7 @@ import subprocess
 
 from django.conf import settings
 from django.db import transaction
-from rest_framework import exceptions, status
-
-from plumbing.errors import Conflict
+from plumbing.errors import Conflict, Invalid, StrataError, Unavailable
 from services.file import daemons
 from services.file.models import ApplyState, NfsExport, SmbShare, SmbUser
 from services.file.runtime import (
@@ -40,22 +38,24 @@ from services.file.runtime.smb_users import delete_unix_user
 log = logging.getLogger(__name__)
 
 
-class ApplyFailed(exceptions.APIException):
-    """The row is saved (state error) but the daemon refused it; the old config keeps serving."""
+class ApplyFailed(Unavailable):
+    """The row is saved (state error) but the daemon could not apply it; the old config keeps
+    serving."""
 
-    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
-    default_code = "apply_failed"
-
-    def __init__(self, detail: str, status_code: int = status.HTTP_422_UNPROCESSABLE_ENTITY):
-        super().__init__(detail)
-        self.status_code = status_code
+    code = "apply_failed"
 
 
-class CommandFailed(exceptions.APIException):
+class ApplyRefused(Invalid, ApplyFailed):
+    """The row is saved (state error) but the daemon refused its config (the request is
+    wrong); the old config keeps serving."""
+
+    code = "apply_failed"
+
+
+class CommandFailed(StrataError):
     """A system command (useradd, smbpasswd) failed; its stderr is in the message."""
 
-    status_code = status.HTTP_500_INTERNAL_SERVER_ERROR
-    default_code = "command_failed"
+    code = "command_failed"
 
 
 def _options() -> dict:
@@ -226,16 +226,15 @@ def _apply(kind, server, target: dict) -> None:
     daemons.save_served(server.settings.state_dir, specs)
 
 
-def _status_of(exc: Exception) -> int:
-    if isinstance(exc, (ConfigValidationError, ValueError)):
-        return status.HTTP_422_UNPROCESSABLE_ENTITY
-    return status.HTTP_503_SERVICE_UNAVAILABLE
+def _failure_of(exc: Exception) -> type[ApplyFailed]:
+    """A refused config is the request's fault (Invalid); anything else the daemon's."""
+    return ApplyRefused if isinstance(exc, (ConfigValidationError, ValueError)) else ApplyFailed
 
 
 def _sync(kind) -> dict:
     """Apply every row of ``kind``; returns {row pk: exception} for the rows refused.
 
-    Raises ApplyFailed (503) when even the rows already served cannot be applied (the
+    Raises ApplyFailed (Unavailable) when even the rows already served cannot be applied (the
     daemon itself is in trouble); the rows changed are marked with the error first.
     """
     server = kind.server()
@@ -268,8 +267,8 @@ def _sync(kind) -> dict:
                     if spec != served.get(pk):
                         errors[pk] = exc
                 _record(kind, rows, desired, errors, target, server)
-                raise ApplyFailed(f"{server.name} cannot apply even the current config: {exc}",
-                                  status.HTTP_503_SERVICE_UNAVAILABLE) from exc
+                raise ApplyFailed(f"{server.name} cannot apply even the current config: "
+                                  f"{exc}") from exc
             for pk in sorted(desired):
                 if desired[pk] == target.get(pk):
                     continue
@@ -309,8 +308,8 @@ def sync_smb() -> dict:
 def _raise_for(row, errors: dict, what: str) -> None:
     exc = errors.get(row.pk)
     if exc is not None:
-        raise ApplyFailed(f"{what} was saved but not applied (state error; the previous config "
-                          f"keeps serving): {exc}", _status_of(exc))
+        raise _failure_of(exc)(f"{what} was saved but not applied (state error; the previous "
+                               f"config keeps serving): {exc}")
 
 
 # -- exports and shares --------------------------------------------------------------------
@@ -490,7 +489,7 @@ def reconcile_all(force_reload: bool = False) -> dict:
             errors = sync()
             summary[name] = {"errors": {pk: str(e) for pk, e in errors.items()}}
         except ApplyFailed as exc:
-            summary[name] = {"failed": str(exc.detail)}
+            summary[name] = {"failed": str(exc)}
     if force_reload:
         # an export whose directory appeared since Ganesha started (pools mounted by the
         # bootstrap, btrfs binds made just now) is only picked up by a reload

@@ -18,7 +18,7 @@ from plumbing.errors import Conflict
 from services.file.models import NfsExport, SmbShare
 from services.file.runtime import CommandError, FileServiceError
 from services.storage.models import FileSystem, Snapshot
-from services.tiering.signals import moved
+from services.tiering.public import moved
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def resize_shares(sender, instance, created, update_fields=None, **kwargs):
         sync_smb()
     except ApplyFailed as exc:
         log.warning("file: re-rendering shares after a quota change of %s: %s",
-                    instance.name, exc.detail)
+                    instance.name, exc)
 
 
 def _exported_btrfs(snap) -> bool:

@@ -245,7 +245,7 @@ def test_btrfs_snapshots_over_nfs_quota_as_share_size_and_a_refused_export(
     before = conf.read_text()
     bad = api.post("/api/v1/nfs-exports/", {"filesystem": "fs1", "path": "nested",
                                             "pseudo": "/nested", "clients": RW}, format="json")
-    assert bad.status_code in (422, 503), bad.content
+    assert bad.status_code in (400, 503), bad.content
     assert bad.json()["error"] == "apply_failed", bad.content
     assert "saved but not applied" in bad.json()["detail"]
     rows = {r["pseudo"]: r for r in _rows(api.get("/api/v1/nfs-exports/").json())}
