@@ -11,22 +11,20 @@ vectors are; batch searches and `upsert_arrays` send base64 float32 rows)::
     client.delete("docs", ["a1"])
     job = client.build("docs", wait=True)          # train/rebuild as a Job, waits for it
 """
-import time
-
 import requests
+
+from plumbing.restclient import ApiError, JobFailed, RestClient
 
 __all__ = ["VectorClient", "VectorError"]
 
 
-class VectorError(Exception):
-    """The plane refused a request: `status`, `code` (e.g. "dimension_mismatch"), `detail`."""
+class VectorError(ApiError):
+    """The plane refused a request, or could not be reached (`status` None): `status`, `code`
+    (e.g. "dimension_mismatch"), `detail`, `body`."""
 
-    def __init__(self, status: int, body):
-        body = body if isinstance(body, dict) else {"detail": str(body)}
-        self.status, self.body = status, body
-        self.code = body.get("error", "error")
-        self.detail = body.get("detail", str(body))
-        super().__init__(f"{status} {self.code}: {self.detail}")
+
+class _Rest(RestClient):
+    error = VectorError
 
 
 # Django refuses request bodies above DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB unless raised).
@@ -59,22 +57,13 @@ class VectorClient:
     """A client for /api/v1/vector-collections/ authenticated with an API token."""
 
     def __init__(self, url: str, token: str, timeout: float = 60.0, session=None):
-        self.base = url.rstrip("/") + "/api/v1/vector-collections/"
-        self.root = url.rstrip("/")
-        self.timeout = timeout
-        self.session = session or requests.Session()
-        self.session.headers["Authorization"] = f"Token {token}"
+        self.api = _Rest(url, token, timeout, session)
+        self.root = self.api.root
+        self.base = self.api.url + "vector-collections/"
+        self.timeout, self.session = timeout, self.api.session
 
-    def _call(self, method, path, body=None, base=None):
-        r = self.session.request(method, (base or self.base) + path, json=body,
-                                 timeout=self.timeout)
-        if r.status_code >= 400:
-            try:
-                data = r.json()
-            except ValueError:
-                data = {"error": "http_error", "detail": r.text[:500]}
-            raise VectorError(r.status_code, data)
-        return r.json() if r.content else None
+    def _call(self, method, path, body=None):
+        return self.api.request(method, self.base + path, json=body)
 
     # -- collections -------------------------------------------------------------------
     def create_collection(self, name, dimension, metric="l2", index_type="flat", params=None,
@@ -196,20 +185,12 @@ class VectorClient:
         return self.wait_job(job["job"], timeout)
 
     def wait_job(self, url: str, timeout: float = 3600.0) -> dict:
-        """Poll a job URL until it finishes; raises VectorError if it failed."""
-        deadline = time.monotonic() + timeout
-        while True:
-            r = self.session.get(url, timeout=self.timeout)
-            r.raise_for_status()
-            job = r.json()
-            if job["state"] == "succeeded":
-                return job
-            if job["state"] in ("failed", "cancelled"):
-                raise VectorError(409, {"error": f"job_{job['state']}",
-                                        "detail": job.get("error") or job.get("message")})
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"job {url} still {job['state']} after {timeout} s")
-            time.sleep(0.5)
+        """Poll a job URL until it finishes; raises VectorError if it failed or was
+        cancelled (``code`` "job_failed" / "job_cancelled", status 409)."""
+        try:
+            return self.api.wait_job(url, timeout)
+        except JobFailed as exc:
+            raise VectorError(str(exc), exc.status, exc.body) from exc
 
     def snapshot(self, name, snapshot) -> dict:
         """Take a consistent snapshot of the collection."""
