@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import boto3
 from botocore.config import Config
 
+from services.object import bootstrap, up
 from tests.kit import free_port
 
 
@@ -24,8 +25,6 @@ def s3_client(endpoint: str, access: str, secret: str):
 def start_plane_gateway(api, data_dir, settings):
     """Start what `strata up` starts for the object service; returns a namespace with
     ``creds``, ``endpoint``, ``procs`` (stop them with :func:`stop_procs`)."""
-    from services.object import bootstrap, up
-
     port = free_port()
     settings.SERVICE_OPTIONS = {"s3_port": port, "host": "127.0.0.1"}
     made = api.post("/api/v1/pools/", {"name": "default", "driver": "directory"}, format="json")

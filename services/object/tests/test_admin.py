@@ -1,13 +1,16 @@
 """The admin interface through services.object.admin_client, and per-bucket quotas."""
 from __future__ import annotations
 
+import json
+import os
+import time
 import uuid
 
 import pytest
 from botocore.exceptions import ClientError
 
 from services.object.admin_client import GatewayAdminClient, GatewayAdminError
-from services.object.tests.gatewayproc import ADMIN_TOKEN, USER_ACCESS, USER_SECRET
+from services.object.tests.gatewayproc import ADMIN_TOKEN, USER_ACCESS, USER_SECRET, GatewayProcess
 
 
 @pytest.fixture
@@ -75,9 +78,6 @@ def test_quota_bytes_and_objects(gateway, admin, s3):
 
 def test_segment_compaction_keeps_live_objects(tmp_path):
     """Small objects in closed segments survive compaction; dead segments are deleted."""
-    import os
-
-    from services.object.tests.gatewayproc import GatewayProcess
     gw = GatewayProcess(str(tmp_path), segment_bytes=256 * 1024, compaction_interval=3600)
     try:
         gw.start()
@@ -114,7 +114,6 @@ def test_segment_compaction_keeps_live_objects(tmp_path):
 
 
 def test_bucket_policy_grants_and_denies(gateway, s3):
-    import json
     name = f"pol-{uuid.uuid4().hex[:8]}"
     s3.create_bucket(Bucket=name)
     s3.put_object(Bucket=name, Key="public/a", Body=b"a")
@@ -155,8 +154,6 @@ def test_bucket_policy_grants_and_denies(gateway, s3):
 
 
 def test_orphaned_large_files_are_collected(gateway, admin, s3):
-    import os
-    import time
     name = f"orph-{uuid.uuid4().hex[:8]}"
     s3.create_bucket(Bucket=name)
     data = os.urandom(300_000)

@@ -9,12 +9,17 @@ import uuid
 
 import pytest
 from botocore.exceptions import ClientError
+from django.contrib.auth.models import User
 
+from services.object import bootstrap, gatewayconf, service
+from services.object.models import Gateway, S3Key
+from services.object.tasks import reconcile_buckets
 from services.object.tests.planefixture import (
     s3_client,
     start_plane_gateway,
     stop_procs,
 )
+from services.storage.models import Pool
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,7 +38,6 @@ def _code(exc_info) -> str:
 
 
 def test_bootstrap_gives_admin_credentials_and_a_data_root_on_the_pool(plane, api, data_dir):
-    from services.object.models import Gateway
 
     gw = Gateway.objects.get()
     assert gw.filesystem.name == "s3" and gw.filesystem.pool.name == "default"
@@ -46,14 +50,12 @@ def test_bootstrap_gives_admin_credentials_and_a_data_root_on_the_pool(plane, ap
     refused = api.delete("/api/v1/filesystems/s3/")
     assert refused.status_code == 409 and "S3 gateway" in refused.json()["detail"]
     # the plane's own key (checkpoint verification over S3) works and cannot be deleted
-    from services.object import service
 
     own = service.plane_s3_config()
     assert s3_client(own["endpoint"], own["access_key"], own["secret_key"]).list_buckets()
     refused = api.delete(f"/api/v1/s3-keys/{own['access_key']}/")
     assert refused.status_code == 409
     # a second bootstrap (next `strata up`) keeps the same key
-    from services.object import bootstrap
 
     again = bootstrap.bootstrap({"username": "admin", **plane.creds})
     assert again["s3_access_key"] == plane.creds["s3_access_key"]
@@ -80,7 +82,6 @@ def test_bucket_made_through_rest_is_served_with_usage_and_versioning(plane, api
     assert dup.status_code == 409 and dup.json()["error"] == "exists"  # a name already taken
 
     # the console pages
-    from django.contrib.auth.models import User
 
     assert api.post("/api/v1/buckets/", {"name": "shown-bkt"}, format="json").status_code == 201
     made = api.post("/api/v1/s3-keys/", {"description": "for the page"}, format="json").json()
@@ -105,11 +106,9 @@ def test_key_works_secret_never_listed_and_revocation(plane, api, operator_api, 
         got = api.get(url)
         assert got.status_code == 200 and secret not in got.content.decode()
         assert "secret" not in got.content.decode()
-    from services.object.models import S3Key
 
     assert secret not in S3Key.objects.get(access_key=access).sealed_secret
     # buckets made over S3 are imported by the reconcile task (and by listings)
-    from services.object.tasks import reconcile_buckets
 
     assert reconcile_buckets()["imported"] == ["alice-bkt"]
     alice.create_bucket(Bucket="alice-two")
@@ -170,8 +169,6 @@ def test_quota_set_through_rest_is_enforced(plane, api):
 
 def test_gateway_not_started_while_its_pool_is_offline(api, data_dir, settings):
     """An unmounted pool must not give the gateway an empty data root (buckets would vanish)."""
-    from services.object import bootstrap, gatewayconf
-    from services.storage.models import Pool
 
     settings.SERVICE_OPTIONS = {"s3_port": 1, "host": "127.0.0.1"}
     made = api.post("/api/v1/pools/", {"name": "default", "driver": "directory"}, format="json")

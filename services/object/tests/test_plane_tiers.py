@@ -9,7 +9,11 @@ import os
 import pytest
 from botocore.exceptions import ClientError
 
+from services.object import tasks
 from services.object.tests.planefixture import start_plane_gateway, stop_procs
+from services.storage import tasks as storage_tasks
+from services.storage.models import FileSystem, Pool
+from tests.kit import wait_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,8 +30,6 @@ def test_capacity_pool_gives_the_gateway_a_cold_root(api, data_dir, settings):
     assert made.status_code == 201, made.content
     plane = start_plane_gateway(api, data_dir, settings)
     try:
-        from services.storage.models import FileSystem
-
         fs = FileSystem.objects.get(name="s3-cold-slow")
         assert fs.pool.name == "slow"
         config = _config(data_dir)
@@ -75,8 +77,6 @@ def test_a_capacity_pool_made_while_the_gateway_runs_gives_it_a_cold_root_at_onc
     """No restart: the pool's creation re-renders the config the running gateway re-reads;
     the pool going away (its directory lost, as the periodic reconcile records it) takes the
     cold root out again, and its return puts it back."""
-    from services.storage import tasks as storage_tasks
-    from services.storage.models import FileSystem, Pool
 
     plane = start_plane_gateway(api, data_dir, settings)
     try:
@@ -125,8 +125,6 @@ def test_lifecycle_passes_are_jobs_that_move_versions_to_the_capacity_tier(
     """The plane runs the lifecycle passes (the gateway it starts runs none of its own):
     each is a Job, on request or from beat, whose result counts the versions moved and whose
     byte count is their bytes; the moved versions still read back (GLACIER_IR)."""
-    from services.object import tasks
-    from tests.kit import wait_job
 
     made = api.post("/api/v1/pools/", {"name": "slow", "driver": "directory",
                                        "media": "capacity"}, format="json")

@@ -9,6 +9,7 @@ import time
 import pytest
 from botocore.exceptions import ClientError
 
+from plumbing.redisurl import redis_from_url
 from services.object.admin_client import GatewayAdminClient
 from services.object.tests.gatewayproc import ADMIN_TOKEN, GatewayProcess
 
@@ -56,7 +57,6 @@ def tiered(tmp_path):
 
 def budget_redis():
     """(client, URL) of the Redis the I/O budget tests use (the suite's STRATA_REDIS_URL)."""
-    from plumbing.redisurl import redis_from_url
     url = os.environ.get("STRATA_REDIS_URL")
     if not url:
         pytest.skip("set STRATA_REDIS_URL to test the I/O budget")

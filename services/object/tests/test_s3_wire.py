@@ -17,7 +17,7 @@ import requests
 from botocore.exceptions import ClientError
 
 from services.object.tests import s3raw
-from services.object.tests.gatewayproc import ACCESS, SECRET
+from services.object.tests.gatewayproc import ACCESS, SECRET, USER_ACCESS, USER_SECRET
 
 
 def code_of(exc_info) -> str:
@@ -67,7 +67,6 @@ def test_wrong_key_wrong_signature_and_skew(gateway, s3, bucket, monkeypatch):
 
 
 def test_new_users_take_effect_without_restart(gateway, bucket):
-    from services.object.tests.gatewayproc import USER_ACCESS, USER_SECRET
     gateway.write_config({ACCESS: {"secret_key": SECRET, "user": "admin", "admin": True},
                           USER_ACCESS: {"secret_key": USER_SECRET, "user": "alice"},
                           "BOBKEY": {"secret_key": "bob-secret", "user": "bob"}})
