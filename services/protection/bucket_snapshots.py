@@ -133,8 +133,8 @@ def prune(schedule: SnapshotSchedule) -> list[str]:
     return pruned
 
 
-def take_scheduled_snapshot(schedule: SnapshotSchedule, now,
-                            progress=lambda pct, msg: None) -> dict:
+def take_scheduled_bucket_snapshot(schedule: SnapshotSchedule, now,
+                                   progress=lambda pct, msg: None) -> dict:
     """Snapshot the schedule's bucket and prune by its retention."""
     progress(10, f"snapshot of bucket {schedule.bucket}")
     snap = take(schedule.bucket, unique_name(schedule.bucket, schedule.snapshot_prefix, now))

@@ -93,7 +93,7 @@ def take_scheduled_snapshot(schedule: SnapshotSchedule,
     now = timezone.now()
     if schedule.bucket:
         try:
-            result = bucket_snapshots.take_scheduled_snapshot(schedule, now, progress)
+            result = bucket_snapshots.take_scheduled_bucket_snapshot(schedule, now, progress)
         except Exception as exc:
             SnapshotSchedule.objects.filter(pk=schedule.pk).update(
                 last_run_at=now, last_error=str(exc))

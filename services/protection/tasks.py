@@ -22,7 +22,8 @@ from services.storage.models import Pool
 @job_task("protection.schedule_job")
 def schedule_job(ctx, schedule: int):
     """Take a scheduled snapshot and prune by retention."""
-    return schedules.take_scheduled_snapshot(SnapshotSchedule.objects.get(pk=schedule), ctx.progress)
+    return schedules.take_scheduled_snapshot(SnapshotSchedule.objects.get(pk=schedule),
+                                             ctx.progress)
 
 
 @job_task("protection.replication_job")
