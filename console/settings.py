@@ -159,6 +159,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "plane.api.schema.document_errors"],
     # Several models have a field named "state" with different choices: name each set.
     "ENUM_NAME_OVERRIDES": {
         "JobStateEnum": "plane.models.Job.State",

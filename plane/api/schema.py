@@ -1,0 +1,43 @@
+"""The OpenAPI schema tells the truth about errors: every operation documents the JSON error
+body of the statuses it can answer (see plane/errors.py for the rule)."""
+
+ERROR = {
+    "type": "object",
+    "properties": {
+        "error": {"type": "string", "description": "A short machine-readable code."},
+        "detail": {"type": "string", "description": "What went wrong, for a person."},
+        "fields": {"type": "object", "additionalProperties": True,
+                   "description": "Per-field messages of a validation error."},
+    },
+    "required": ["error", "detail"],
+}
+WHY = {
+    "400": "The request is wrong whatever the state: a bad value, size or combination.",
+    "401": "No valid token or session.",
+    "403": "The caller's role does not allow this.",
+    "404": "What the path names does not exist.",
+    "409": "Well-formed, but it conflicts with the current state (name taken, in use, busy).",
+    "503": "Something the request needs is not running or not reachable.",
+}
+
+
+def document_errors(result, generator, request, public):
+    """drf-spectacular postprocessing hook: add the `Error` schema and the error responses."""
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR
+    ref = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    for path, operations in result.get("paths", {}).items():
+        for method, operation in operations.items():
+            if method not in ("get", "post", "put", "patch", "delete"):
+                continue
+            public_op = not operation.get("security") or {} in operation["security"]
+            codes = ["400"]
+            if not public_op:
+                codes += ["401", "403"]
+            if "{" in path:
+                codes.append("404")
+            if method != "get":
+                codes += ["409", "503"]
+            responses = operation.setdefault("responses", {})
+            for code in codes:
+                responses.setdefault(code, {"description": WHY[code], "content": ref})
+    return result
