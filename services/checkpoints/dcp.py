@@ -45,17 +45,11 @@ from torch.distributed.checkpoint.planner import LoadItemType
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
+from services.checkpoints.s3source import parse_prefix
 from services.checkpoints.sdkerrors import StrataError
 
 MiB = 1 << 20
 METADATA = ".metadata"
-
-
-def _parse_prefix(s3_prefix: str) -> tuple:
-    if not s3_prefix.startswith("s3://"):
-        raise ValueError(f"{s3_prefix!r} is not an s3:// prefix")
-    bucket, _, key = s3_prefix[5:].partition("/")
-    return bucket, key
 
 
 def s3_client(s3: dict, pool: int):
@@ -392,7 +386,7 @@ class StrataS3StorageWriter(_S3Version, FileSystemWriter):
         self.strata = client
         self.version = version or client.begin(job, step)  # every rank joins one version
         s3 = _require_s3(client, self.version)
-        bucket, prefix = _parse_prefix(self.version.s3_prefix)
+        bucket, prefix = parse_prefix(self.version.s3_prefix)
         kwargs.setdefault("sync_files", False)  # a completed upload is durable; no fsync
         super().__init__(prefix, thread_count=thread_count, **kwargs)
         self.fs = S3FileSystem(s3, bucket, part_size=part_size, max_concurrency=max_concurrency,
@@ -507,7 +501,7 @@ class StrataS3StorageReader(_S3Version, _LeasedReader, FileSystemReader):
         except BaseException:
             _LeasedReader.close(self)
             raise
-        bucket, prefix = _parse_prefix(self.version.s3_prefix)
+        bucket, prefix = parse_prefix(self.version.s3_prefix)
         FileSystemReader.__init__(self, prefix, **kwargs)
         self.fs = S3FileSystem(s3, bucket, part_size=part_size, max_concurrency=max_concurrency)
         self.fs.s3  # noqa: B018 - the client now, before the load starts

@@ -10,7 +10,9 @@ import shutil
 import subprocess
 
 import pytest
+from rest_framework.authtoken.models import Token
 
+from services.checkpoints.sdk import CheckpointClient
 from services.checkpoints.tests.conftest import begin, commit
 
 pytestmark = [pytest.mark.root]
@@ -30,9 +32,6 @@ def daemons(api, data_dir, settings):
 
 
 def test_version_paths_through_nfs_and_smb(api, daemons, settings, tmp_path, live_server):
-    from rest_framework.authtoken.models import Token
-
-    from services.checkpoints.sdk import CheckpointClient
     from services.file.tests.nfs_client import connect, write_file
     from services.file.tests.plane_support import drop_unix_user, make_filesystem, new_user_name
 

@@ -27,7 +27,7 @@ def test_prewarm_hot_is_a_noop_and_cold_comes_back_verified(api, worker):
     r = api.post(f"{url}/prewarm/")
     assert r.status_code == 200 and r.json()["tier"] == "hot"
 
-    # what issue 7's tier-down will do: copy, verify, then release the hot copy
+    # what tier-down does: copy, verify, then release the hot copy
     cold = os.path.join(cold_root, "llm", "step-50")
     shutil.copytree(v["path"], cold)
     with open(os.path.join(cold, "rank1.bin"), "r+b") as f:

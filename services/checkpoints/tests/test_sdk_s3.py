@@ -14,7 +14,9 @@ import warnings
 import pytest
 from rest_framework.authtoken.models import Token
 
+from services.checkpoints import retention, service
 from services.checkpoints.models import CheckpointLease, CheckpointVersion
+from services.checkpoints.s3source import parse_prefix
 from services.checkpoints.sdk import CheckpointClient, StrataError
 from tests.kit import free_port
 
@@ -22,6 +24,7 @@ torch = pytest.importorskip("torch", reason="the DCP helpers need torch==2.13.0"
 pytest.importorskip("boto3", reason="the S3 path needs boto3")
 import torch.distributed.checkpoint as dcp  # noqa: E402
 
+from services.checkpoints.tests.dcp_s3_ranks import SMALL, expected_big  # noqa: E402
 from services.object.tests.gatewayproc import ACCESS, SECRET, GatewayProcess  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
@@ -167,8 +170,6 @@ def run_ranks(client, gateway, mode, world, step=0, *extra) -> str:
 
 @pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 def test_two_ranks_save_and_async_save_through_s3_load_with_one_and_three(client, gateway):
-    from services.checkpoints.tests.dcp_s3_ranks import SMALL
-
     # dcp.save at step 10, then dcp.async_save of the same state at step 11
     run_ranks(client, gateway, "save", 2, 10, "--also-async")
     assert client.latest("llm").step == 11
@@ -185,8 +186,6 @@ def test_two_ranks_save_and_async_save_through_s3_load_with_one_and_three(client
             n: o["Size"] for n, o in objects(gateway, version).items()}
 
     # one process (no process group) loads the sharded tensor whole, from both ranks' objects
-    from services.checkpoints.tests.dcp_s3_ranks import expected_big
-
     for version in (first, None):  # step 10, then the latest (11)
         target = {"big": torch.zeros(expected_big().numel()),
                   **{f"small.{i}": torch.zeros(16) for i in range(SMALL)},
@@ -253,9 +252,6 @@ def test_s3_save_killed_mid_upload_never_becomes_latest(client, gateway, api):
         dcp.load(target, storage_reader=reader)
     assert_equal(target, want)
     # once aborted (the stale timeout), retention deletes it with its unfinished uploads
-    from services.checkpoints import retention, service
-    from services.checkpoints.s3source import parse_prefix
-
     assert service.abort_version(killed, "its saver was killed")
     retention.apply(killed.job)
     killed.refresh_from_db()
