@@ -6,7 +6,7 @@ import tempfile
 
 import pytest
 
-from plumbing.process import free_port
+from tests.kit import free_port
 
 
 def need(*binaries):

@@ -5,9 +5,10 @@ import subprocess
 
 import pytest
 
-from plumbing.process import Child, free_port
+from plumbing.process import Child
 from services.block import up
 from services.block.tests.conftest import need
+from tests.kit import free_port
 
 MiB = 1 << 20
 CLIENT = "iqn.2026-01.io.strata.test:client1"

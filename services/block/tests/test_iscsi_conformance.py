@@ -9,8 +9,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from services.block.tests.conftest import make_volume, need
-from plumbing.process import free_port, wait_for_port
+from plumbing.process import wait_for_port
 from services.block.transports.base import Host, HostGroup
+from tests.kit import free_port
 
 MiB = 1 << 20
 INIT1 = "iqn.2026-01.io.strata.test:cu1"

@@ -20,7 +20,8 @@ from services.block.transports import (
     InvalidExport,
     QosLimits,
 )
-from plumbing.process import free_port, wait_for_port
+from plumbing.process import wait_for_port
+from tests.kit import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from tests.fakes.spdk_server import FakeSpdkServer  # noqa: E402

@@ -24,7 +24,7 @@ from services.file.runtime import (
     set_smb_password,
 )
 from services.file.runtime.btrfs_mounts import bind_mount_self
-from plumbing.process import free_port
+from tests.kit import free_port
 
 
 def need(*binaries: str) -> None:

@@ -6,8 +6,9 @@ import contextlib
 import os
 import secrets
 
-from plumbing.process import Child, free_port
+from plumbing.process import Child
 from services.file.runtime.smb_users import delete_unix_user, unix_user_exists
+from tests.kit import free_port
 
 
 class PlaneDaemons:
