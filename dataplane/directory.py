@@ -16,9 +16,9 @@ from pathlib import Path
 
 from .base import DATA_FILE, BaseDriver, remove_tree, tree_usage
 from .devices import IMAGE_PREFIX, is_image
-from .driver import (SNAPSHOTS_DIR, FileSystemInfo, PoolInfo, SnapshotInfo, VolumeInfo,
-                     parse_size, validate_bytes, validate_kind, validate_name)
-from .errors import AlreadyExists, InvalidArgument, NotFound, Unsupported
+from .driver import (SNAPSHOTS_DIR, DeviceInfo, FileSystemInfo, PoolInfo, SnapshotInfo,
+                     VolumeInfo, parse_size, validate_bytes, validate_kind, validate_name)
+from .errors import AlreadyExists, InUse, InvalidArgument, NotFound, Unsupported
 
 FICLONE = 0x40049409
 FS_IOC_GETFLAGS = 0x80086601
@@ -152,7 +152,6 @@ class DirectoryDriver(BaseDriver):
 
     def destroy_pool(self, name) -> None:
         """Delete an empty pool (InUse if it holds file systems or volumes)."""
-        from .errors import InUse
         self._load_record(name)
         held = [f"file system {n!r}" for n in self._list_names(name, "filesystem")]
         held += [f"volume {n!r}" for n in self._list_names(name, "volume")]
@@ -177,7 +176,6 @@ class DirectoryDriver(BaseDriver):
         devices = [{"path": None, "backing": None, "fault_domain": d["fault_domain"],
                     "size_bytes": parse_size(d["spec"][len(IMAGE_PREFIX):]),
                     "state": "online", "errors": 0} for d in rec["devices"]]
-        from .driver import DeviceInfo
         return PoolInfo(name=name, driver=self.name, mountpoint=str(root),
                         redundancy=rec["redundancy"], media=rec["media"], size_bytes=size,
                         used_bytes=used, free_bytes=free, health="online",

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from plane.cli.jobs import JOB_COLS, watch_job
+
 COLS = ["name", "pool", "dimension", "metric", "index_type", "index_state", "vector_count",
         "memory_bytes"]
 HIT_COLS = ["id", "score", "metadata"]
@@ -64,8 +66,6 @@ def vector(c, args, out):
     elif args.action == "delete":
         c.delete(f"{base}{args.name}/")
     elif args.action == "build":
-        from plane.cli.jobs import JOB_COLS, watch_job
-
         job = c.post(f"{base}{args.name}/build/")
         if args.no_wait:
             out(job, JOB_COLS)

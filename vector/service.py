@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from plumbing.errors import Conflict
 from plane.jobs import start_job
+from plane.models import Job
 from services.storage import service as storage
 from services.storage.drivers import driver_for
 from services.storage.models import FileSystem
@@ -32,6 +33,7 @@ from vector.engine import (
     VectorError,
     VectorNotFound,
 )
+from vector import tasks
 from vector.models import IndexBuild, VectorCollection, VectorSnapshot
 from vector.registry import registry
 
@@ -340,8 +342,6 @@ def import_collection(*, name, path, pool) -> VectorCollection:
 
 def start_build(row, *, user=None, kind="build"):
     """Start training/rebuilding the index in this process; returns the watching Job."""
-    from vector import tasks
-
     coll = engine(row)
     if coll.stats()["building"]:
         raise BuildInProgress(f"an index build is already running on {row.name!r}")
@@ -391,8 +391,6 @@ class _Reporter:
         """True once the build or its Job was cancelled (a pending Job never reaches the
         watcher, so the Job row is checked too)."""
         if not self._cancel:
-            from plane.models import Job
-
             build = IndexBuild.objects.filter(pk=self.build_id).values(
                 "cancel_requested", "job_id").first()
             self._cancel = build is None or build["cancel_requested"] or Job.objects.filter(

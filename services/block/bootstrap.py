@@ -2,15 +2,15 @@
 tgtd and qemu-storage-daemon that `strata up` just started (errors go on the export rows)."""
 import logging
 
+from django.conf import settings
+
+from services.block import service, up
+
 log = logging.getLogger(__name__)
 
 
 def bootstrap(creds: dict) -> dict:
     """Reconcile the exports; add the block endpoints to credentials.json."""
-    from django.conf import settings
-
-    from services.block import service, up
-
     summary = service.reconcile_all()
     if summary.get("error"):
         log.error("block: %s export(s) could not be applied; see their error field",

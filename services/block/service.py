@@ -23,6 +23,7 @@ from services.block.models import BlockExport, Host, HostGroup
 from services.block.transports import BlockRuntime, ExportNotFound, QosLimits, TransportError
 from services.block.transports import Host as RtHost
 from services.block.transports import HostGroup as RtHostGroup
+from services.storage.drivers import driver_for
 from services.storage.models import Volume
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,6 @@ def runtime(spdk: bool = False):
     """
     kw = up.runtime_kwargs(settings.DATA_DIR, settings.SERVICE_OPTIONS)
     if spdk:
-        from services.storage.drivers import driver_for
         kw["spdk_driver"] = driver_for("spdk")
     try:
         with BlockRuntime.session(**kw) as rt:

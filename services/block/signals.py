@@ -10,13 +10,14 @@
 from django.db.models.signals import post_save, pre_delete, pre_save
 from django.dispatch import receiver
 
+from services.block.service import (follow_volume, refuse_volume_delete, refuse_volume_move,
+                                    volume_resized)
 from services.storage.models import Volume
 from services.tiering.public import check_move, moved
 
 
 @receiver(pre_delete, sender=Volume)
 def refuse_exported_volume_delete(sender, instance, **kwargs):
-    from services.block.service import refuse_volume_delete
     refuse_volume_delete(instance)
 
 
@@ -32,13 +33,11 @@ def remember_old_size(sender, instance, update_fields=None, **kwargs):
 def grow_exports(sender, instance, created, **kwargs):
     old = getattr(instance, "_block_old_size", None)
     if not created and old is not None and instance.size_bytes != old:
-        from services.block.service import volume_resized
         volume_resized(instance)
 
 
 @receiver(check_move, sender=Volume)
 def refuse_exported_volume_move(sender, instance, pool, **kwargs):
-    from services.block.service import refuse_volume_move
     refuse_volume_move(instance, pool)
 
 
@@ -46,5 +45,4 @@ def refuse_exported_volume_move(sender, instance, pool, **kwargs):
 def follow_moved_volume(sender, instance, old_path, undo=False, **kwargs):
     """Serve a moved volume's exports from its new path; raising tells the move to put it
     back (see ``services.tiering.moves``)."""
-    from services.block.service import follow_volume
     follow_volume(instance, old_path, undo=undo)

@@ -59,8 +59,9 @@ def runtime_kwargs(data_dir: Path, options: dict) -> dict:
 
 
 def _tgtd_spec(kw: dict) -> DaemonSpec:
+    # not at the top: up.py is imported by every `strata` command and needs them only here
     from services.block.transports.iscsi import TgtdTarget, pick_control_port, shutdown_tgtd
-    from services.block.transports.tgtadm import Tgtadm
+    from services.block.transports.tgtadm import Tgtadm  # (same reason)
 
     target = TgtdTarget(kw["state_dir"] / "tgtd", portal_host=kw["host"],
                         portal_port=kw["iscsi_port"])

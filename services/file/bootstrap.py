@@ -4,13 +4,13 @@ import logging
 
 from django.conf import settings
 
+from services.file import service
+
 log = logging.getLogger(__name__)
 
 
 def bootstrap(creds: dict) -> dict:
     """Apply all rows to the fresh daemons; returns the NFS and SMB ports for credentials."""
-    from services.file import service
-
     summary = service.reconcile_all(force_reload=True)
     for key, value in summary.items():
         if isinstance(value, dict) and (value.get("errors") or value.get("failed")):

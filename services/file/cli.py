@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from plane.cli.jobs import watch_job
+
 EXPORT_COLS = ["id", "pseudo", "filesystem", "path", "clients", "state", "error"]
 SHARE_COLS = ["name", "filesystem", "path", "read_only", "valid_users", "encrypt", "state",
               "error"]
@@ -68,8 +70,6 @@ def nfs_export(c, args, out):
     elif args.action == "delete":
         c.delete(f"nfs-exports/{args.id}/")
     elif args.action == "reconcile":
-        from plane.cli.jobs import watch_job
-
         return watch_job(c, c.post("nfs-exports/reconcile/")["id"], args.json)
     return 0
 

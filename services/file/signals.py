@@ -17,6 +17,8 @@ from django.dispatch import receiver
 from plumbing.errors import Conflict
 from services.file.models import NfsExport, SmbShare
 from services.file.runtime import CommandError, FileServiceError
+from services.file.service import (ApplyFailed, follow_filesystem, nfs_server,
+                                   refresh_nfs_snapshots, sync_smb)
 from services.storage.models import FileSystem, Snapshot
 from services.tiering.public import moved
 
@@ -33,8 +35,6 @@ def refuse_exported_filesystem(sender, instance, **kwargs):
         raise Conflict(f"File system {instance.name} is in use by {', '.join(users)}; "
                        "delete them first.")
     if instance.path:
-        from services.file.service import nfs_server
-
         server = nfs_server()
         real = os.path.realpath(instance.path)
         mine = [p for p in server.binds() if p == real or p.startswith(real + "/")]
@@ -55,8 +55,6 @@ def resize_shares(sender, instance, created, update_fields=None, **kwargs):
     shares = SmbShare.objects.filter(filesystem=instance, path="")
     if all((s.applied or {}).get("quota_bytes") == instance.quota_bytes for s in shares):
         return
-    from services.file.service import ApplyFailed, sync_smb
-
     try:
         sync_smb()
     except ApplyFailed as exc:
@@ -75,8 +73,6 @@ def show_snapshot_over_nfs(sender, instance, created, **kwargs):
     (the snapshot exists); a failure is logged and the snapshot stays hidden over NFS."""
     if not _exported_btrfs(instance) or not os.path.isdir(instance.path):
         return
-    from services.file.service import refresh_nfs_snapshots
-
     try:
         refresh_nfs_snapshots(instance.filesystem, bind=instance.path)
     except FileServiceError as exc:
@@ -88,8 +84,6 @@ def release_snapshot_from_nfs(sender, instance, **kwargs):
     """Unmount a snapshot's bind before the dataplane deletes it (btrfs refuses a mount)."""
     if not instance.filesystem_id or not instance.path:
         return
-    from services.file.service import nfs_server, refresh_nfs_snapshots
-
     if os.path.realpath(instance.path) not in nfs_server().binds():
         return
     try:
@@ -103,6 +97,4 @@ def release_snapshot_from_nfs(sender, instance, **kwargs):
 def follow_moved_filesystem(sender, instance, old_path, **kwargs):
     """Serve a moved file system's exports and shares from its new path; raising tells the
     move to put it back (see ``services.tiering.moves``)."""
-    from services.file.service import follow_filesystem
-
     follow_filesystem(instance, old_path)

@@ -27,8 +27,9 @@ def daemons(data_dir: Path, options: dict) -> list:
     """ganesha.nfsd and smbd, each with a ready check, state under ``<data_dir>/run/``."""
     import sys
 
+    # not at the top: up.py is imported by every `strata` command and needs them only here
     from services.file.daemons import nfs_server, smb_server
-    from services.file.runtime import DaemonStartError
+    from services.file.runtime import DaemonStartError  # (same reason)
 
     nfs, smb = nfs_server(data_dir, options), smb_server(data_dir, options)
 

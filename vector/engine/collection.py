@@ -33,7 +33,8 @@ from .errors import (BuildInProgress, CollectionClosed, CollectionExists, Collec
 from .filters import compile_filter, evaluate
 from .rwlock import RWLock
 from .search import run_search
-from .spec import CollectionSpec, estimate_memory, index_memory
+from .snapshot import copy_snapshot, snapshot_collection
+from .spec import CollectionSpec, estimate_memory, index_memory, new_index
 from .store import VectorStore
 from .validate import (check_ids, check_items, check_k, check_matrix, check_metadata,
                        check_search_params)
@@ -449,13 +450,11 @@ class Collection:
 
         Open it with :meth:`restore` (copies it) or :meth:`open` (uses it in place).
         """
-        from .snapshot import snapshot_collection
         return snapshot_collection(self, dest)
 
     @classmethod
     def restore(cls, snapshot_dir, path, name=None, **kwargs):
         """Copy snapshot ``snapshot_dir`` into new directory ``path`` and open it there."""
-        from .snapshot import copy_snapshot
         copy_snapshot(snapshot_dir, path, name)
         return cls.open(path, **kwargs)
 
@@ -495,7 +494,6 @@ class Collection:
 
 
 def _new_serving_index(spec):
-    from .spec import new_index
     return new_index(spec), ("hnsw" if spec.index_type == "hnsw" else "flat")
 
 

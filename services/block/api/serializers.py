@@ -1,6 +1,7 @@
 from rest_framework import serializers
 
 from services.block.models import BlockExport, Host, HostGroup
+from services.block.transports.iscsi import DEFAULT_IQN_BASE
 from services.storage.models import Volume
 
 IQN_PREFIXES = ("iqn.", "eui.", "naa.")
@@ -75,7 +76,6 @@ class HostGroupSerializer(serializers.ModelSerializer):
         read_only_fields = ["created_at", "updated_at"]
 
     def get_target_iqn(self, group) -> str:
-        from services.block.transports.iscsi import DEFAULT_IQN_BASE
         return f"{DEFAULT_IQN_BASE}:{group.name}"
 
     def validate_name(self, name):
