@@ -21,6 +21,7 @@ import requests
 
 from services.protection.tests.helpers import CutProxy, file_hashes, write_files
 from tests.appliance import Appliance
+from tests.kit import wait_job
 
 pytestmark = pytest.mark.root
 MiB = 1 << 20
@@ -28,6 +29,7 @@ MiB = 1 << 20
 
 class Api:
     def __init__(self, app: Appliance):
+        self.base = app.url
         self.url = app.url + "/api/v1"
         self.token = app.credentials["token"]
         self.s = requests.Session()
@@ -39,13 +41,7 @@ class Api:
     def job(self, path, body=None, timeout=120):
         r = self("POST", path, json=body or {})
         assert r.status_code == 202, r.text
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            job = self("GET", f"/jobs/{r.json()['id']}/").json()
-            if job["state"] in ("succeeded", "failed", "cancelled"):
-                return job
-            time.sleep(0.3)
-        raise AssertionError(f"job did not finish: {job}")
+        return wait_job(self.base, r.json()["id"], timeout, token=self.token, interval=0.3)
 
 
 @pytest.fixture
