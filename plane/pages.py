@@ -4,8 +4,11 @@ browser talks to the REST API, so validation, roles and audit are the API's own.
 import json
 from dataclasses import dataclass, field
 
+from django.contrib.auth.models import User
+
 from plane.discovery import service_modules
-from plane.roles import can_change, role_of
+from plane.models import AuditEvent, Job
+from plane.roles import ADMIN, ROLES, can_change, role_of
 
 
 @dataclass
@@ -76,30 +79,47 @@ def _get(obj, path: str):
 
 
 def all_pages() -> list:
-    """Pages of every installed service app, in app order."""
-    return [page for _app, module in service_modules("pages") for page in module.PAGES]
+    """Pages of every installed service app, in app order, then the plane's own."""
+    return [page for _app, module in service_modules("pages") for page in module.PAGES] + \
+        SYSTEM_PAGES
 
 
-_frame = None  # fn(request) -> dict, set by the console: see `frame`
-
-
-def frame(fn):
-    """Register ``fn(request) -> dict``: what every page in the console's frame needs (the
-    navigation, the user's role, whether they may change things). The console registers it
-    (it knows its own pages too); a service renders its own pages (`console_urls.py`) with
-    :func:`page_context` and so never imports the console."""
-    global _frame
-    _frame = fn
-    return fn
+def nav(user) -> dict:
+    """The console's navigation for ``user``: pages by group."""
+    groups: dict = {}
+    for page in all_pages():
+        if page.slug in ADMIN_ONLY and role_of(user) != ADMIN:
+            continue
+        groups.setdefault(page.group, []).append(page)
+    return groups
 
 
 def page_context(request, **extra):
-    """The template context of a page in the console's frame, plus `extra`. Until the console
-    registered its frame (see :func:`frame`), the navigation holds the services' pages."""
-    if _frame is not None:
-        return {**_frame(request), **extra}
-    nav: dict = {}
-    for page in all_pages():
-        nav.setdefault(page.group, []).append(page)
-    return {"nav": nav, "role": role_of(request.user), "can_change": can_change(request.user),
-            **extra}
+    """What every console page needs (the navigation, the role, whether it may change),
+    plus ``extra``. Services render their own pages (`console_urls.py`) with it too."""
+    return {"nav": nav(request.user), "role": role_of(request.user),
+            "can_change": can_change(request.user), **extra}
+
+
+SYSTEM_PAGES = [  # the plane's own: jobs, audit log, users
+    Page(slug="jobs", title="Jobs", group="System", api="/api/v1/jobs/", lookup="id",
+         queryset=lambda: Job.objects.all()[:200], deletable=False,
+         columns=[Column("id", "ID"), Column("kind", "Kind"), Column("target_name", "Target"),
+                  Column("state", "State", "state"), Column("progress", "Progress", "progress"),
+                  Column("transfer_line", "Transferred"), Column("message", "Message"), Column("error", "Error"),
+                  Column("created_at", "Created", "time")],
+         actions=[Action("Cancel", "/api/v1/jobs/{key}/cancel/")]),
+    Page(slug="audit", title="Audit log", group="System", api="/api/v1/audit/", lookup="id",
+         queryset=lambda: AuditEvent.objects.all()[:200], deletable=False,
+         columns=[Column("time", "When", "time"), Column("username", "Who"),
+                  Column("action", "What"), Column("status_code", "Status"),
+                  Column("result", "Result", "state")]),
+    Page(slug="users", title="Users and roles", group="System", api="/api/v1/users/",
+         lookup="username", queryset=lambda: User.objects.prefetch_related("groups").order_by("id"),
+         columns=[Column("username", "User"), Column("groups", "Role", "list"),
+                  Column("is_superuser", "Admin"), Column("last_login", "Last login", "time")],
+         form=[FormField("username", "User name", required=True),
+               FormField("password", "Password", "password", required=True),
+               FormField("role", "Role", "select", choices=list(ROLES), default="viewer")]),
+]
+ADMIN_ONLY = {"users"}  # pages only admins see

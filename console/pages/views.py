@@ -4,28 +4,8 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 
 from console.dashboard import dashboard_context
-from console.pages import core
-from plane.pages import all_pages
-from plane.roles import ADMIN, can_change, role_of
-
-
-def _pages():
-    return all_pages() + core.PAGES
-
-
-def _nav(user):
-    groups: dict = {}
-    for page in _pages():
-        if page.slug in core.ADMIN_ONLY and role_of(user) != ADMIN:
-            continue
-        groups.setdefault(page.group, []).append(page)
-    return groups
-
-
-def page_context(request, **extra):
-    """What every console template needs: the navigation, the role, whether it may change."""
-    return {"nav": _nav(request.user), "role": role_of(request.user),
-            "can_change": can_change(request.user), **extra}
+from plane.pages import ADMIN_ONLY, all_pages, page_context
+from plane.roles import ADMIN, role_of
 
 
 @login_required
@@ -35,9 +15,9 @@ def dashboard(request):
 
 @login_required
 def resource(request, slug):
-    page = next((p for p in _pages() if p.slug == slug), None)
+    page = next((p for p in all_pages() if p.slug == slug), None)
     if page is None:
         raise Http404(slug)
-    if page.slug in core.ADMIN_ONLY and role_of(request.user) != ADMIN:
+    if page.slug in ADMIN_ONLY and role_of(request.user) != ADMIN:
         return redirect("console-dashboard")
     return render(request, "console/resource.html", page_context(request, page=page))

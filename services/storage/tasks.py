@@ -3,6 +3,7 @@ import logging
 
 from celery import shared_task
 
+from plane import iobudget
 from plane.jobs import job_task, on_interrupted
 from services.storage import service
 from services.storage.drivers import driver_for
@@ -28,8 +29,6 @@ def scrub_pool(ctx, pool: str):
     foreground traffic is on (a scrub the kernel held to 10 or 1 MiB/s still slowed an
     fsync-heavy writer by about a fifth here; bench/protection.py measures the writer beside
     a paced and an unpaced scrub)."""
-    from plane import iobudget
-
     row = Pool.objects.get(name=pool)
     ctx.progress(0, f"scrubbing {pool}")
     result = driver_for(row.driver).scrub_pool(
