@@ -13,7 +13,7 @@ from dataplane.runner import Runner
 from services.protection.tests.helpers import write_files
 from services.storage.models import Pool
 from plane import iobudget
-from tests.kit import wait_for
+from tests.kit import wait_for, wait_job
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]
 MiB = 1 << 20
@@ -109,8 +109,7 @@ def test_a_killed_workers_scrub_is_stopped_by_the_next_worker(api, data_dir, tmp
         assert all(f.read_text().strip() == "0" for f in limits)
         r = api.post("/api/v1/pools/p/scrub/")
         assert r.status_code == 202, r.json()
-        again = wait_for(lambda: (lambda j: j["state"] not in ("pending", "running") and j)(
-            api.get(f"/api/v1/jobs/{r.json()['id']}/").json()), 120, "a new scrub to end")
+        again = wait_job(api, r.json()["id"], 120, interval=0.1)
     finally:
         proc.kill9()
     assert again["state"] == "succeeded", again
