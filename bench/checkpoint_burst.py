@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checkpoint burst benchmark (issue 5, the seed's scenario) on a real appliance.
+"""Checkpoint burst benchmark (the scenario Strata exists for) on a real appliance.
 
 One `strata up` (tests/appliance.py, destroyed at the end even on failure), then:
 
@@ -19,7 +19,7 @@ One `strata up` (tests/appliance.py, destroyed at the end even on failure), then
 - restore: hot (lease, read every shard back, release); cold without pre-warm (read from
   the capacity copy); restore that starts on a cold version (lease -> pre-warm job ->
   read); restore after an ahead-of-time pre-warm. Versions are made cold the way the
-  tier-down of issue 7 will: copy to a file system on a `capacity` pool (made through the
+  tier-down does: copy to a file system on a `capacity` pool (made through the
   API), then `prewarm.mark_cold()` (run in the appliance's Django environment).
 - save throughput at 1, 8 (and with --full, 64) concurrent jobs of R ranks.
 

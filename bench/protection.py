@@ -13,7 +13,7 @@ run as root):
    ``foreground()`` as the checkpoint path would) alone, then while a migration copies the
    file system to the capacity pool (send → receive, as a tier move) through the budget
    (``--budget-mbps``, background keeps 10% while foreground is busy), then while it is read
-   with no budget; interleaved ``--rounds`` times, medians; the issue asks for >= 0.8;
+   with no budget; interleaved ``--rounds`` times, medians; the aim is >= 0.8;
 5. the same writer while the flash pool is scrubbed (``btrfs scrub`` paced by the budget's
    ``scrub`` class through ``iobudget.Pacer`` as the scrub task does: the kernel's scrub
    limit follows the rate, foreground traffic and long waits pause the scrub), and while

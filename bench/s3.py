@@ -3,7 +3,7 @@
     .venv/bin/python bench/s3.py [--quick] [--moto PATH] [--weed PATH] [--repeat N]
                                  [--targets raw,strata,moto,weed]
 
-Workloads (issue 3): PUT and GET of 200 x 1 MiB (8 connections); 4 x 256 MiB multipart
+Workloads: PUT and GET of 200 x 1 MiB (8 connections); 4 x 256 MiB multipart
 (8 MiB parts, 8 parts in flight); 4 KiB PUT and GET with 32 concurrent clients. Baselines:
 raw disk for the same bytes (a new file, write + fsync per object, as many writers in
 parallel as the servers get connections; cold read after dropping the page cache), moto's server (PyPI ``moto[server]``, in memory: no durability at all) and SeaweedFS

@@ -1,6 +1,6 @@
 """Vector search benchmark: Strata's engine against faiss called directly, and hnswlib.
 
-One run, per issue 8: QPS and recall@10 on N x D clustered vectors (default 200,000 x 128)
+One run: QPS and recall@10 on N x D clustered vectors (default 200,000 x 128)
 for Flat, IVF-Flat and HNSW. Every index is built once through the engine
 (``vector.engine.Collection``); the same faiss index object is then searched
 

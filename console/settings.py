@@ -185,7 +185,7 @@ CELERY_BEAT_SCHEDULE = {name: task for module in modules_named("periodic")
                         for name, task in module.PERIODIC_TASKS.items()}
 
 STRATA_DATAPLANE = os.environ.get("STRATA_DATAPLANE", "auto")
-# Options of `strata up` for the services (ports and such), see services/runtime.py.
+# Options of `strata up` for the services (ports and such), see plumbing.process.DaemonSpec.
 SERVICE_OPTIONS = json.loads(os.environ.get("STRATA_SERVICE_OPTIONS") or "{}")
 # A job row is updated at most this often while it reports progress.
 STRATA_JOB_PROGRESS_INTERVAL = 0.5

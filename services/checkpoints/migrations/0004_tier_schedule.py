@@ -1,19 +1,6 @@
-"""The periodic tier-down of superseded versions, in django-celery-beat's schedule."""
+"""Once made a django-celery-beat row; the checkpoints service now declares its periodic tasks in
+services/checkpoints/periodic.py (beat keeps rows of those names up to date). Kept for the history."""
 from django.db import migrations
-
-NAME = "checkpoints: tier superseded versions down to the capacity pool"
-
-
-def add_schedule(apps, schema_editor):
-    Interval = apps.get_model("django_celery_beat", "IntervalSchedule")
-    Task = apps.get_model("django_celery_beat", "PeriodicTask")
-    interval, _ = Interval.objects.get_or_create(every=60, period="seconds")
-    Task.objects.get_or_create(name=NAME, defaults={"task": "checkpoints.tier_all",
-                                                    "interval": interval})
-
-
-def remove_schedule(apps, schema_editor):
-    apps.get_model("django_celery_beat", "PeriodicTask").objects.filter(name=NAME).delete()
 
 
 class Migration(migrations.Migration):
@@ -21,4 +8,4 @@ class Migration(migrations.Migration):
         ("checkpoints", "0003_version_location"),
         ("django_celery_beat", "0019_alter_periodictasks_options"),
     ]
-    operations = [migrations.RunPython(add_schedule, remove_schedule)]
+    operations = []

@@ -10,7 +10,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
+from django_celery_beat.schedulers import DatabaseScheduler
 
+from plane.celery import app as celery_app
 from services.checkpoints import service, tasks, tierdown
 from services.checkpoints.models import CheckpointVersion
 from services.checkpoints.tests.conftest import begin, commit, save, write_shards
@@ -51,7 +53,8 @@ def age(version_id: int, seconds: int = 60) -> None:
         superseded_at=timezone.now() - timedelta(seconds=seconds))
 
 
-def test_tier_all_is_in_the_beat_schedule(db):
+def test_tier_all_is_in_the_beat_schedule(transactional_db):  # beat closes its connections
+    DatabaseScheduler(app=celery_app)  # what `celery beat` does at start
     task = PeriodicTask.objects.get(task="checkpoints.tier_all")
     assert task.enabled and task.interval.every == 60
 
