@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from services.block.transports import BlockRuntime, Host, HostGroup  # noqa: E402
-from services.block.transports.base import free_port, wait_for_port  # noqa: E402
+from plumbing.process import free_port, wait_for_port  # noqa: E402
 
 MiB = 1 << 20
 WORKLOADS = [("seq-write 1M", "write", "1M"), ("seq-read 1M", "read", "1M"),

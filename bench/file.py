@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from services.file.runtime import NfsClientRule, NfsExport, NfsServer, NfsSettings
 from services.file.runtime.nfs_server import nfs_null_ping
-from services.file.runtime.process import free_port
+from plumbing.process import free_port
 
 MiB = 1 << 20
 CALL = 16 * MiB

@@ -40,6 +40,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+from plumbing.process import free_port, port_open, wait_until  # noqa: E402
 MIB = 1024 * 1024
 ACCESS, SECRET, REGION = "BENCHKEY", "bench-secret", "us-east-1"
 
@@ -207,12 +209,6 @@ async def _get_all(port: int, paths: list[str], concurrency: int) -> float:
 
 # -- servers -----------------------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def low_free_port() -> int:
     """A free port whose +10000 (SeaweedFS's gRPC port) is free too."""
     import random
@@ -228,16 +224,9 @@ def low_free_port() -> int:
 
 
 def wait_port(port: int, proc: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on {port} after {timeout}s")
+    if not wait_until(lambda: port_open("127.0.0.1", port), timeout,
+                      alive=lambda: proc.poll() is None):
+        raise RuntimeError(f"server on port {port} did not start (exit code {proc.poll()})")
 
 
 def start_strata(workdir: str, launcher: list[str] | None = None) -> tuple[subprocess.Popen, int, str]:

@@ -22,7 +22,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from plumbing.process import Child, free_port, wait_for_port  # noqa: F401 (bench/ uses these)
+from plumbing.process import Child
 
 EXPORT_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 

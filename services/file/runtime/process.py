@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 
-from plumbing.process import Child, ChildFailed, free_port, log_tail  # noqa: F401 (bench/)
+from plumbing.process import Child, ChildFailed, log_tail
 
 from .errors import DaemonStartError
 
