@@ -89,3 +89,22 @@ def test_cli_sizes_mean_what_their_unit_says():
     for bad in ("5XB", "-1G", "ten", "1.5.2G"):
         with pytest.raises(argparse.ArgumentTypeError):
             parse_size(bad)
+
+
+@pytest.mark.parametrize("path,body,field", [
+    ("/api/v1/buckets/", {"name": "q1", "quota_bytes": 99999999999999999999}, "quota_bytes"),
+    ("/api/v1/buckets/", {"name": "q1", "quota_objects": 2**63}, "quota_objects"),
+    ("/api/v1/volumes/", {"name": "v1", "size_bytes": 2**64}, "size_bytes"),
+    ("/api/v1/filesystems/", {"name": "f1", "quota_bytes": 2**63}, "quota_bytes"),
+    ("/api/v1/checkpoint-jobs/", {"name": "j1", "keep_last": 2**31}, "keep_last"),
+])
+def test_a_number_too_large_for_its_column_is_a_400_naming_the_field(api, path, body, field):
+    r = api.post(path, body, format="json")
+    assert r.status_code == 400, r.content
+    assert field in r.json()["fields"], r.json()
+
+
+def test_the_schema_declares_integer_bounds(api):
+    schema = api.get("/api/v1/schema/?format=json").json()["components"]["schemas"]
+    assert schema["BucketRequest"]["properties"]["quota_bytes"]["maximum"] == 2**63 - 1
+    assert schema["VolumeRequest"]["properties"]["size_bytes"]["maximum"] == 2**63 - 1

@@ -3,8 +3,9 @@ import json
 
 from rest_framework import serializers
 
+from plane.api.limits import INT64
 from services.storage.models import Pool
-from vector.engine import INDEX_TYPES, METRICS
+from vector.engine import INDEX_TYPES, MAX_K, METRICS
 from vector.models import NAME_HELP, NAME_RE, VectorCollection, VectorSnapshot
 
 
@@ -42,7 +43,8 @@ class VectorCollectionSerializer(serializers.ModelSerializer):
     params = JSONObjectField(required=False, default=dict)
     pool = serializers.SlugRelatedField(slug_field="name", queryset=Pool.objects.all(),
                                         required=False)
-    expected_count = serializers.IntegerField(min_value=0, required=False, default=0,
+    expected_count = serializers.IntegerField(min_value=0, max_value=INT64, required=False,
+                                              default=0,
                                               write_only=True)
     filesystem = serializers.SlugRelatedField(slug_field="name", read_only=True)
     path = serializers.CharField(source="data_path", read_only=True)
@@ -106,7 +108,9 @@ class SearchSerializer(serializers.Serializer):
     vector = serializers.ListField(child=serializers.FloatField(), required=False)
     vectors = serializers.ListField(child=serializers.ListField(child=serializers.FloatField()),
                                     required=False)
-    k = serializers.IntegerField(required=False, default=10)
+    k = serializers.IntegerField(required=False, default=10, min_value=1, max_value=MAX_K)
     filter = serializers.JSONField(required=False)
-    nprobe = serializers.IntegerField(required=False)
-    ef_search = serializers.IntegerField(required=False)
+    nprobe = serializers.IntegerField(required=False, min_value=1,
+                                      max_value=1 << 20)
+    ef_search = serializers.IntegerField(required=False, min_value=1,
+                                         max_value=1 << 16)

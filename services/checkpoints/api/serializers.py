@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from plane.api.limits import INT32, INT64
 from services.checkpoints.access import network_paths
 from services.checkpoints.models import (
     CheckpointJob,
@@ -16,8 +17,9 @@ class CheckpointJobSerializer(serializers.ModelSerializer):
                                               queryset=FileSystem.objects.all())
     capacity_pool = serializers.SlugRelatedField(slug_field="name", required=False,
                                                  allow_null=True, queryset=Pool.objects.all())
-    keep_last = serializers.IntegerField(min_value=1, required=False)
-    keep_every = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    keep_last = serializers.IntegerField(min_value=1, max_value=INT32, required=False)
+    keep_every = serializers.IntegerField(min_value=1, max_value=INT32, required=False,
+                                          allow_null=True)
     latest = serializers.SerializerMethodField()
     directory = serializers.SerializerMethodField()
 
@@ -119,7 +121,7 @@ class VersionBriefSerializer(serializers.ModelSerializer):
 
 
 class BeginSerializer(serializers.Serializer):
-    step = serializers.IntegerField(min_value=0)
+    step = serializers.IntegerField(min_value=0, max_value=INT64)
 
 
 class CommitSerializer(serializers.Serializer):

@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from plane.api.limits import INT64
 from plane.roles import ADMIN, role_of
 from services.object.models import Bucket, S3Key
 
@@ -9,8 +10,10 @@ class BucketSerializer(serializers.ModelSerializer):
                                   help_text="S3 user owning the bucket (default: you).")
     filesystem = serializers.SlugRelatedField(slug_field="name", read_only=True)
     pool = serializers.CharField(source="filesystem.pool.name", read_only=True)
-    quota_bytes = serializers.IntegerField(min_value=1, required=False, allow_null=True)
-    quota_objects = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    quota_bytes = serializers.IntegerField(min_value=1, max_value=INT64, required=False,
+                                           allow_null=True)
+    quota_objects = serializers.IntegerField(min_value=1, max_value=INT64, required=False,
+                                             allow_null=True)
     versioning = serializers.ChoiceField(choices=Bucket.Versioning.choices, required=False)
 
     class Meta:

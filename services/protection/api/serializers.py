@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from plane.api.limits import INT64
 from services.object.public import BUCKET_NAME_RE, admin_endpoint, public_endpoint
 from services.protection import beat, bucket_snapshots
 from services.protection.models import (
@@ -161,7 +162,7 @@ class ReplicaSnapshotSerializer(serializers.Serializer):
 class FailbackStreamSerializer(serializers.Serializer):
     snapshot = serializers.RegexField(NAME_RE, max_length=63)
     parent = serializers.RegexField(NAME_RE, max_length=63)
-    offset = serializers.IntegerField(min_value=0, default=0)
+    offset = serializers.IntegerField(min_value=0, max_value=INT64, default=0)
 
 
 class TransferBeginSerializer(serializers.Serializer):
@@ -175,7 +176,7 @@ class TransferBeginSerializer(serializers.Serializer):
 
 
 class TransferCommitSerializer(serializers.Serializer):
-    bytes = serializers.IntegerField(min_value=0)
+    bytes = serializers.IntegerField(min_value=0, max_value=INT64)
     sha256 = serializers.RegexField(r"^[0-9a-f]{64}$")
 
 

@@ -1,6 +1,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from plane.api.limits import INT64
 from services.storage.drivers import default_driver_kind
 from services.storage.models import FileSystem, Pool, Snapshot, Volume
 
@@ -76,7 +77,8 @@ class FileSystemSerializer(serializers.ModelSerializer):
     pool = serializers.SlugRelatedField(slug_field="name", queryset=Pool.objects.all(),
                                         required=False)
     origin = serializers.StringRelatedField(read_only=True, allow_null=True)
-    quota_bytes = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    quota_bytes = serializers.IntegerField(min_value=1, max_value=INT64, required=False,
+                                           allow_null=True)
 
     class Meta:
         model = FileSystem
@@ -107,7 +109,7 @@ class VolumeSerializer(serializers.ModelSerializer):
     pool = serializers.SlugRelatedField(slug_field="name", queryset=Pool.objects.all(),
                                         required=False)
     origin = serializers.StringRelatedField(read_only=True, allow_null=True)
-    size_bytes = serializers.IntegerField(min_value=1)
+    size_bytes = serializers.IntegerField(min_value=1, max_value=INT64)
 
     class Meta:
         model = Volume
@@ -125,7 +127,7 @@ class VolumeSerializer(serializers.ModelSerializer):
 
 
 class ResizeSerializer(serializers.Serializer):
-    size_bytes = serializers.IntegerField(min_value=1)
+    size_bytes = serializers.IntegerField(min_value=1, max_value=INT64)
 
 
 class SnapshotSerializer(serializers.ModelSerializer):
@@ -162,8 +164,8 @@ class SnapshotSerializer(serializers.ModelSerializer):
 
 class CloneSerializer(serializers.Serializer):
     name = serializers.RegexField(r"^[a-z0-9][a-z0-9._-]{0,62}$", max_length=63)
-    size_bytes = serializers.IntegerField(min_value=1, required=False)
-    quota_bytes = serializers.IntegerField(min_value=1, required=False)
+    size_bytes = serializers.IntegerField(min_value=1, max_value=INT64, required=False)
+    quota_bytes = serializers.IntegerField(min_value=1, max_value=INT64, required=False)
 
     def validate_name(self, name):
         snap = self.context["snapshot"]
