@@ -10,6 +10,8 @@ configuration (`client_for`); until the object service's Django app exists that 
 import base64
 import contextlib
 
+from plumbing.errors import Conflict, Invalid, Unavailable
+
 
 class S3NotConfigured(RuntimeError):
     """No S3 endpoint is known for checkpoint buckets yet."""
@@ -43,7 +45,8 @@ class S3Source:
             head = self.client.head_object(Bucket=self.bucket, Key=self.prefix + name,
                                            ChecksumMode="ENABLED")
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            code = exc.response.get("Error", {}).get("Code")
+            if code in ("404", "NoSuchKey", "NotFound") and not self._bucket_gone():
                 return None
             raise
         stored = {}
@@ -54,6 +57,18 @@ class S3Source:
         if sha:
             stored["sha256"] = sha
         return head["ContentLength"], stored
+
+    def _bucket_gone(self) -> bool:
+        """A HEAD of a missing key and of a missing bucket both answer a bare 404."""
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in MISSING_BUCKET:
+                return True
+            raise
+        return False
 
     def open(self, name: str):
         return self.client.get_object(Bucket=self.bucket, Key=self.prefix + name)["Body"]
@@ -105,6 +120,33 @@ class S3Source:
                 self.client.abort_multipart_upload(Bucket=self.bucket, Key=upload["Key"],
                                                    UploadId=upload["UploadId"])
         return len(keys)
+
+
+MISSING_BUCKET = ("NoSuchBucket", "404", "NotFound")
+
+
+@contextlib.contextmanager
+def plain_errors(bucket: str, missing=Conflict):
+    """botocore's errors inside as domain errors a user can act on: a bucket that does not
+    exist is ``missing`` (Conflict by default: it vanished under the job), a name S3 cannot
+    take is Invalid, a gateway that does not answer or refuses the plane's key Unavailable."""
+    from botocore import exceptions as bx  # boto3 is loaded only where S3 is used
+
+    try:
+        yield
+    except bx.ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in MISSING_BUCKET:
+            raise missing(f"There is no bucket {bucket}: create it, or give the job another.",
+                          code="no_such_bucket") from None
+        raise Unavailable(f"The S3 gateway refused the plane's request on bucket {bucket}: "
+                          f"{code or exc}", code="s3_refused") from None
+    except bx.ParamValidationError as exc:
+        raise Invalid(f"{bucket!r} is not a bucket name S3 takes: {exc}") from None
+    except (bx.EndpointConnectionError, bx.ConnectionClosedError, bx.ReadTimeoutError,
+            bx.ConnectTimeoutError) as exc:
+        raise Unavailable(f"The S3 gateway does not answer: {exc}",
+                          code="s3_unreachable") from None
 
 
 def make_client(endpoint: str, access_key: str, secret_key: str, region: str = "us-east-1"):

@@ -105,7 +105,12 @@ def _scan_s3(job: CheckpointJob, summary: dict) -> None:
     config = service.s3_config() if job.bucket else None
     if not config:
         return
-    root = s3source.source_for(f"s3://{job.bucket}/{job.name}/", config)
+    with s3source.plain_errors(job.bucket):
+        _scan_s3_steps(job, s3source.source_for(f"s3://{job.bucket}/{job.name}/", config),
+                       summary)
+
+
+def _scan_s3_steps(job: CheckpointJob, root, summary: dict) -> None:
     for name in sorted(root.subdirs()):
         parsed = formats.step_of(name)
         if parsed is None:

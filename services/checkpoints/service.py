@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from plumbing.errors import Conflict, Invalid
+from plumbing.errors import Conflict, Invalid, Unavailable
 from services.checkpoints import prewarm, s3source, verify
 from services.checkpoints.models import (
     CheckpointJob,
@@ -136,6 +136,17 @@ def s3_config() -> dict | None:
     return getattr(settings, "STRATA_CHECKPOINT_S3", None) or plane_s3_config()
 
 
+def require_bucket(name: str) -> None:
+    """Refuse a bucket the plane cannot keep checkpoints in: one that does not exist or a
+    name S3 cannot take (Invalid), no S3 gateway running or answering (Unavailable)."""
+    try:
+        client = s3source.source_for(f"s3://{name}/", s3_config()).client
+    except s3source.S3NotConfigured as exc:
+        raise Unavailable(str(exc), code="s3_not_configured") from None
+    with s3source.plain_errors(name, missing=Invalid):
+        client.head_bucket(Bucket=name)
+
+
 def shard_source(version: CheckpointVersion, location: str = ""):
     """Where a version's shards are: its directory (`path`) or the objects under its S3
     prefix (`s3`); by default the directory when the job has a file system."""
@@ -168,8 +179,9 @@ def commit_version(version: CheckpointVersion, manifest, *, fmt: str = "",
         clean = verify.validate_manifest(manifest)
     except verify.ManifestError as exc:
         raise BadManifest(str(exc)) from exc
-    source = shard_source(version, location)
-    problems = verify.check_manifest(source, clean)
+    with s3source.plain_errors(version.job.bucket):
+        source = shard_source(version, location)
+        problems = verify.check_manifest(source, clean)
     if problems:
         raise IncompleteCheckpoint(problems)
     with transaction.atomic():

@@ -7,7 +7,7 @@ from services.checkpoints.models import (
     CheckpointLease,
     CheckpointVersion,
 )
-from services.checkpoints.service import job_directory, latest_version
+from services.checkpoints.service import job_directory, latest_version, require_bucket
 from services.storage.models import FileSystem, Pool
 
 
@@ -36,6 +36,11 @@ class CheckpointJobSerializer(serializers.ModelSerializer):
 
     def get_directory(self, job) -> str | None:
         return job_directory(job)
+
+    def validate_bucket(self, bucket):
+        if bucket and (self.instance is None or bucket != self.instance.bucket):
+            require_bucket(bucket)  # 400 when it does not exist, 503 without a gateway
+        return bucket
 
     def validate(self, attrs):
         if self.instance is not None:

@@ -96,9 +96,38 @@ def test_commit_through_s3_is_verified_and_retention_deletes_objects(api, gatewa
     assert keys(s3, v2["s3_prefix"]) == ["llm/step-2/rank0.distcp"]
 
 
-def test_s3_commit_without_an_endpoint_is_a_clear_409(api, settings):
+def test_a_job_on_a_bucket_needs_the_bucket_and_an_endpoint(api, gateway, settings):
     settings.STRATA_CHECKPOINT_S3 = None
+    r = api.post("/api/v1/checkpoint-jobs/", {"name": "llm", "bucket": "ckpt"}, format="json")
+    assert r.status_code == 503 and "STRATA_CHECKPOINT_S3" in r.json()["detail"], r.json()
+    settings.STRATA_CHECKPOINT_S3 = gateway
+    for bucket, why in (("nope", "no bucket nope"), ("Not_A-Bucket!", "not a bucket name")):
+        r = api.post("/api/v1/checkpoint-jobs/", {"name": "llm", "bucket": bucket},
+                     format="json")
+        assert r.status_code == 400 and why in r.json()["detail"], r.json()
+    assert api.get("/api/v1/checkpoint-jobs/").json()["count"] == 0
+
+
+def test_scan_and_commit_on_a_bucket_that_vanished_are_a_clear_409(api, gateway, settings):
+    settings.STRATA_CHECKPOINT_S3 = gateway
+    s3 = make_client(gateway["endpoint"], ACCESS, SECRET)
+    s3.create_bucket(Bucket="brief")
+    assert api.post("/api/v1/checkpoint-jobs/", {"name": "llm", "bucket": "brief"},
+                    format="json").status_code == 201
+    v = api.post("/api/v1/checkpoint-jobs/llm/versions/", {"step": 1}, format="json").json()
+    s3.delete_bucket(Bucket="brief")
+    r = api.post("/api/v1/checkpoint-jobs/llm/scan/", format="json")
+    assert r.status_code == 409 and r.json()["error"] == "no_such_bucket", r.content
+    r = api.post(f"/api/v1/checkpoint-jobs/llm/versions/{v['id']}/commit/",
+                 {"manifest": [{"name": "a", "size": 1}]}, format="json")
+    assert r.status_code == 409 and "no bucket brief" in r.json()["detail"], r.content
+
+
+def test_s3_commit_without_an_endpoint_is_a_clear_409(api, gateway, settings):
+    settings.STRATA_CHECKPOINT_S3 = gateway
+    make_client(gateway["endpoint"], ACCESS, SECRET).create_bucket(Bucket="ckpt")
     api.post("/api/v1/checkpoint-jobs/", {"name": "llm", "bucket": "ckpt"}, format="json")
+    settings.STRATA_CHECKPOINT_S3 = None  # the gateway went away after the job was made
     v = api.post("/api/v1/checkpoint-jobs/llm/versions/", {"step": 1}, format="json").json()
     r = api.post(f"/api/v1/checkpoint-jobs/llm/versions/{v['id']}/commit/",
                  {"manifest": [{"name": "a", "size": 1}]}, format="json")

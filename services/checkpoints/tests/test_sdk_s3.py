@@ -128,9 +128,14 @@ def test_dcp_save_async_save_and_load_through_s3(client, gateway):
         dcp.load(target, storage_reader=reader)
     assert_equal(target, want)
 
-    # errors surface on the future; the version is aborted, latest stays
-    r = client._call("POST", "checkpoint-jobs/", {"name": "nobucket", "bucket": "missing"})
-    assert r[0] == 201
+    # a job on a bucket that does not exist is refused; on one that vanished later, the
+    # error surfaces on the future, the version is aborted and latest stays
+    with pytest.raises(StrataError) as refused:
+        client._call("POST", "checkpoint-jobs/", {"name": "nobucket", "bucket": "missing"})
+    assert refused.value.status == 400 and "no bucket missing" in refused.value.detail
+    gateway.client().create_bucket(Bucket="gone")
+    assert client._call("POST", "checkpoint-jobs/", {"name": "nobucket", "bucket": "gone"})[0] == 201
+    gateway.client().delete_bucket(Bucket="gone")
     bad = client.async_save("nobucket", 1, {"x": torch.ones(4)})
     err = bad.exception(timeout=60)
     assert err is not None and "NoSuchBucket" in str(err), err
