@@ -137,6 +137,12 @@ class BlockExportSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError({"read_only": (
                 "Read-only NVMe-oF namespaces are not supported; export a clone of a "
                 "snapshot instead.")})
+        for kind in ("iops", "bps"):
+            if qos[f"{kind}_total"] and (qos[f"{kind}_read"] or qos[f"{kind}_write"]):
+                raise serializers.ValidationError({f"{kind}_total": (
+                    f"{kind}_total limits reads and writes together; it cannot be combined "
+                    f"with {kind}_read or {kind}_write. Give the total, or the read and write "
+                    "limits (0 clears one).")})
         if protocol == "iscsi" and any(qos.values()):
             raise serializers.ValidationError({"protocol": (
                 "tgtd has no per-LUN QoS; export over nbd or vhost-user-blk "
