@@ -108,3 +108,10 @@ def test_the_schema_declares_integer_bounds(api):
     schema = api.get("/api/v1/schema/?format=json").json()["components"]["schemas"]
     assert schema["BucketRequest"]["properties"]["quota_bytes"]["maximum"] == 2**63 - 1
     assert schema["VolumeRequest"]["properties"]["size_bytes"]["maximum"] == 2**63 - 1
+
+
+def test_the_schema_types_the_checkpoint_manifest(api):
+    schema = api.get("/api/v1/schema/?format=json").json()["components"]["schemas"]
+    shard = schema["CommitRequest"]["properties"]["manifest"]["items"]
+    assert shard["required"] == ["name", "size"]
+    assert set(shard["properties"]) == {"name", "size", "sha256", "crc32c"}

@@ -1,3 +1,4 @@
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from plane.api.limits import INT32, INT64
@@ -9,6 +10,32 @@ from services.checkpoints.models import (
 )
 from services.checkpoints.service import job_directory, latest_version, require_bucket
 from services.storage.models import FileSystem, Pool
+
+
+SHARD_SCHEMA = {
+    "type": "object",
+    "required": ["name", "size"],
+    "properties": {
+        "name": {"type": "string", "minLength": 1,
+                 "description": "Path of the shard relative to the version, without '..'."},
+        "size": {"type": "integer", "minimum": 0, "maximum": INT64},
+        "sha256": {"type": "string", "pattern": "^[0-9a-fA-F]{64}$", "nullable": True},
+        "crc32c": {"oneOf": [{"type": "string"}, {"type": "integer", "minimum": 0}],
+                   "nullable": True,
+                   "description": "CRC-32C as 8 hex digits, base64 (as S3 sends it) or a number."},
+    },
+}
+
+
+@extend_schema_field({"type": "array", "items": SHARD_SCHEMA})
+class StoredManifestField(serializers.JSONField):
+    """The manifest a version was committed with (empty until then)."""
+
+
+@extend_schema_field({"type": "array", "minItems": 1, "items": SHARD_SCHEMA})
+class ManifestField(serializers.JSONField):
+    """Every shard of a version: `[{name, size, sha256?, crc32c?}]` (checked by
+    verify.validate_manifest, whose messages name the bad entry)."""
 
 
 class CheckpointJobSerializer(serializers.ModelSerializer):
@@ -75,6 +102,7 @@ class CheckpointJobSerializer(serializers.ModelSerializer):
 
 class CheckpointVersionSerializer(serializers.ModelSerializer):
     job = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    manifest = StoredManifestField(read_only=True)
     relative_path = serializers.SerializerMethodField()
     leases = serializers.SerializerMethodField()
 
@@ -130,7 +158,7 @@ class BeginSerializer(serializers.Serializer):
 
 
 class CommitSerializer(serializers.Serializer):
-    manifest = serializers.JSONField()
+    manifest = ManifestField()
     location = serializers.ChoiceField(
         choices=["path", "s3"], required=False, default="",
         help_text="Where the shards were written; default: the directory if the job has a "
