@@ -40,6 +40,13 @@ def test_up_serves_cli_and_survives_restart(appliance):
         assert [(p["name"], p["driver"], p["state"]) for p in pools] == [
             ("default", "local", "online")]
 
+        # every daemon strata up started is in the health answer, with its address
+        daemons = {name: d for s in json.loads(app.cli("health").stdout)["services"].values()
+                   for name, d in s.items()}
+        assert {"s3", "nfs", "smb", "iscsi", "nbd"} <= set(daemons), daemons
+        assert all(daemons[n]["state"] == "ok" for n in ("s3", "nfs", "smb", "iscsi", "nbd"))
+        assert daemons["s3"]["endpoint"].endswith(f":{app.s3_port}")
+
         r = app.cli("fs", "create", "ckpt", "--quota", "100M")
         assert r.returncode == 0, r.stderr
         fs = json.loads(app.cli("--json", "fs", "show", "ckpt").stdout)
