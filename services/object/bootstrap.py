@@ -35,7 +35,7 @@ def ensure_gateway() -> Gateway | None:
         pool = _pick_pool()
         if pool is None:
             return None
-        fs = storage.create_filesystem(name=FILESYSTEM, pool=pool)
+        fs = storage.create_filesystem(name=FILESYSTEM, pool=pool, owner="object")
     return Gateway.objects.create(filesystem=fs, admin_token=secrets.token_urlsafe(32))
 
 
@@ -48,7 +48,8 @@ def ensure_cold_filesystem() -> str | None:
                 .order_by("name").first())
         if pool is None:
             return None
-        fs = storage.create_filesystem(name=f"{service.COLD_PREFIX}{pool.name}"[:63], pool=pool)
+        fs = storage.create_filesystem(name=f"{service.COLD_PREFIX}{pool.name}"[:63], pool=pool,
+                                       owner="object")
     if fs.pool.state not in service.USABLE_POOL_STATES or not fs.path or not os.path.isdir(fs.path):
         log.error("object service: the S3 cold file system %s (pool %s, %s) is not available at %s; "
                   "lifecycle transitions wait until it is back", fs.name, fs.pool.name, fs.pool.state, fs.path)

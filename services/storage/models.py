@@ -90,6 +90,9 @@ class FileSystem(PoolObject):
     """A directory tree with a quota (a btrfs subvolume on the local driver)."""
 
     quota_bytes = models.BigIntegerField(null=True, blank=True)
+    # The service that made it for its own use ("object": the S3 gateway's data or cold
+    # tier; "checkpoints": cold checkpoint versions); empty for a user's file system.
+    owner = models.CharField(max_length=32, blank=True, default="")
 
 
 class Volume(PoolObject):

@@ -83,9 +83,12 @@ class FileSystemSerializer(serializers.ModelSerializer):
     class Meta:
         model = FileSystem
         fields = ["id", "name", "pool", "quota_bytes", "path", "used_bytes", "origin",
-                  "state", "error", "created_at", "updated_at"]
-        read_only_fields = ["path", "used_bytes", "origin", "state", "error",
+                  "owner", "state", "error", "created_at", "updated_at"]
+        read_only_fields = ["path", "used_bytes", "origin", "owner", "state", "error",
                             "created_at", "updated_at"]
+        extra_kwargs = {"owner": {"help_text": (
+            "The service that made this file system for its own use (object: the S3 "
+            "gateway's data or cold tier; checkpoints: cold versions); empty for yours.")}}
 
     def validate_pool(self, pool):
         if self.instance is not None and pool != self.instance.pool:

@@ -181,3 +181,20 @@ def test_a_spdk_pool_without_a_running_spdk_tgt_is_a_503_and_creates_nothing(api
     assert r.status_code == 503, r.content
     assert r.json()["error"] == "unavailable" and "spdk_tgt" in r.json()["detail"]
     assert api.get("/api/v1/pools/fast/").status_code == 404
+
+
+def test_a_file_system_a_service_keeps_for_itself_is_marked_and_not_offered(api):
+    from services.storage import service
+
+    api.post("/api/v1/pools/", {"name": "d1", "driver": "directory"}, format="json")
+    service.create_filesystem(name="s3", pool=Pool.objects.get(name="d1"), owner="object")
+    api.post("/api/v1/filesystems/", {"name": "mine", "pool": "d1"}, format="json")
+    rows = {f["name"]: f["owner"] for f in api.get("/api/v1/filesystems/").json()["results"]}
+    assert rows == {"s3": "object", "mine": ""}
+    assert [f["name"] for f in api.get("/api/v1/filesystems/?owner=object").json()[
+        "results"]] == ["s3"]
+    for path, body in (("/api/v1/nfs-exports/", {"filesystem": "s3", "pseudo": "/s3"}),
+                       ("/api/v1/smb-shares/", {"name": "s3", "filesystem": "s3"}),
+                       ("/api/v1/checkpoint-jobs/", {"name": "j", "filesystem": "s3"})):
+        r = api.post(path, body, format="json")
+        assert r.status_code == 400 and "filesystem" in r.json()["fields"], (path, r.json())
