@@ -45,6 +45,14 @@ def ensure_admin(api_url: str, console_url: str) -> dict:
     return creds
 
 
+def run_service_shutdowns() -> None:
+    """Each service's `bootstrap.py` `shutdown()`, in reverse order (storage, which releases
+    the pools the others' data lives on, last), once `strata up` stopped every daemon."""
+    for _app, module in reversed(service_modules("bootstrap")):
+        if hasattr(module, "shutdown"):
+            module.shutdown()
+
+
 def run_service_bootstraps(creds: dict) -> list[str]:
     """Each service app's `bootstrap.py` `bootstrap(creds) -> dict` (e.g. the admin's S3 keys,
     exports reconciled into the daemons `strata up` just started); its answer is added to

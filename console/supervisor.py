@@ -120,6 +120,24 @@ def _start_daemon(sup: Supervisor, spec: DaemonSpec) -> None:
         _wait(child, spec.ready, DAEMON_START_TIMEOUT, "starting")
 
 
+def _release(manage: list, env: dict, data: Path) -> None:
+    """The services' shutdown once every daemon stopped: pools unmounted and their loop
+    devices detached, so nothing of the data directory stays attached to the machine."""
+    try:
+        done = subprocess.run(manage + ["strata_shutdown"], env=env, cwd=data, timeout=120,
+                              capture_output=True, text=True)
+    except subprocess.TimeoutExpired:
+        print("strata up: releasing the pools did not finish in 120 s", flush=True)
+        return
+    with open(data / "log" / "shutdown.log", "a") as f:
+        f.write(done.stdout + done.stderr)
+    if done.stdout.strip():
+        print(done.stdout.strip(), flush=True)
+    if done.returncode != 0:
+        print("strata up: releasing the pools failed:\n" + done.stderr.strip()[-2000:],
+              flush=True)
+
+
 def up(data_dir: str, host: str, port: int, default_pool_size: str,
        options: dict | None = None) -> int:
     data = Path(data_dir).resolve()
@@ -136,6 +154,8 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    manage = [py, str(Path(__file__).resolve().parent.parent / "manage.py")]
+    migrated = False
     try:
         if not env.get("STRATA_REDIS_URL"):
             sock = data / "run" / "redis.sock"
@@ -151,8 +171,8 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
             if not wait_for_socket(sock, 10.0, child):
                 raise SystemExit(f"strata up: redis did not start; see {child.log}"
                                  + _indented(child.tail(8)))
-        manage = [py, str(Path(__file__).resolve().parent.parent / "manage.py")]
         sup.run_once("migrate", manage + ["migrate", "--noinput"])
+        migrated = True
         for module in service_up_modules():
             for spec in module.daemons(data, options):
                 _start_daemon(sup, spec)
@@ -175,5 +195,7 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
         code = sup.watch()
     finally:
         sup.stop_all()
+        if migrated:
+            _release(manage, sup.env, data)
     print("Strata stopped.", flush=True)
     return code

@@ -1,10 +1,13 @@
 """Every start of `strata up`: the pool named `default` on first start, and every pool brought
 back online (mounted again after a reboot). Runs before the other services' bootstraps,
-whose exports and shares live on these pools."""
+whose exports and shares live on these pools. At stop, once every daemon has stopped, the
+pools are released: unmounted, and the loop devices of their image files detached."""
 from django.conf import settings
 
+from dataplane.errors import DataplaneError
+
 from services.storage import service
-from services.storage.drivers import default_driver_kind
+from services.storage.drivers import default_driver_kind, driver_for
 from services.storage.models import Pool
 
 
@@ -31,3 +34,13 @@ def bootstrap(creds: dict) -> dict:
     for name, state in bring_pools_online().items():
         print(f"pool {name}: {state}")
     return {}
+
+
+def shutdown() -> None:
+    """Release every pool this machine mounts (spdk pools live in spdk_tgt: left alone)."""
+    for pool in Pool.objects.exclude(driver="spdk"):
+        try:
+            driver_for(pool.driver).deactivate_pool(pool.name)
+            print(f"pool {pool.name}: released")
+        except DataplaneError as exc:
+            print(f"pool {pool.name}: still mounted: {exc}")
