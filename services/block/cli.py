@@ -7,10 +7,12 @@ No Django here (a thin REST client, see console/cli/main.py)::
     strata block-export create vol1 --protocol iscsi --host-group dbs
     strata block-export qos 3 --bps-write 10000000      # live, nbd/vhost-user-blk/nvmf
 """
+import sys
+
 HOST_COLS = ["name", "iqn", "nqn", "address", "chap_user", "groups"]
 GROUP_COLS = ["name", "hosts", "target_iqn", "mutual_chap_user"]
-EXPORT_COLS = ["id", "volume", "protocol", "host_group", "read_only", "state", "connection",
-               "error"]
+EXPORT_COLS = ["id", "volume", "protocol", "host_group", "allow_any", "read_only", "state",
+               "connection", "error"]
 QOS = ("iops_read", "iops_write", "iops_total", "bps_read", "bps_write", "bps_total")
 
 
@@ -57,7 +59,9 @@ def register(subparsers) -> dict:
     x.add_argument("volume")
     x.add_argument("--protocol", default="iscsi",
                    choices=["iscsi", "nbd", "vhost-user-blk", "nvmf"])
-    x.add_argument("--host-group")
+    x.add_argument("--host-group", help="only these hosts may attach")
+    x.add_argument("--allow-any", action="store_true",
+                   help="every initiator that reaches the address may attach (NBD needs it)")
     x.add_argument("--read-only", action="store_true")
     _qos_args(x)
     x = exp.add_parser("qos", help="change an export's limits live")
@@ -107,7 +111,13 @@ def _export(client, args, out):
                 **qos}
         if args.host_group:
             body["host_group"] = args.host_group
-        out(client.post("block-exports/", body), EXPORT_COLS)
+        if args.allow_any:
+            body["allow_any"] = True
+        made = client.post("block-exports/", body)
+        out(made, EXPORT_COLS)
+        if made.get("allow_any"):
+            print(f"warning: export {made['id']} is open to every initiator that reaches "
+                  "the appliance's block address", file=sys.stderr)
     elif args.action == "qos":
         out(client.patch(f"block-exports/{args.id}/", qos), EXPORT_COLS + list(QOS))
     elif args.action == "delete":

@@ -68,6 +68,9 @@ class BlockExport(models.Model):
     host_group = models.ForeignKey(HostGroup, null=True, blank=True, on_delete=models.PROTECT,
                                    related_name="exports")
     read_only = models.BooleanField(default=False)
+    # Open to every initiator that reaches the address: an explicit choice (iSCSI and NVMe-oF
+    # exports otherwise need a host group; NBD has no per-host control at all).
+    allow_any = models.BooleanField(default=False)
     iops_read = models.PositiveBigIntegerField(default=0)
     iops_write = models.PositiveBigIntegerField(default=0)
     iops_total = models.PositiveBigIntegerField(default=0)

@@ -89,11 +89,12 @@ def _set_online(export: BlockExport, info: dict) -> None:
 # -- exports -------------------------------------------------------------------------------
 
 def create_export(*, volume: Volume, protocol: str, host_group: HostGroup | None = None,
-                  read_only: bool = False, **qos) -> BlockExport:
+                  read_only: bool = False, allow_any: bool = False, **qos) -> BlockExport:
     """Record the export and make it live; answers the daemon's error if it cannot be."""
     with transaction.atomic():
         export = BlockExport.objects.create(volume=volume, protocol=protocol,
-                                            host_group=host_group, read_only=read_only, **qos)
+                                            host_group=host_group, read_only=read_only,
+                                            allow_any=allow_any, **qos)
         with runtime(spdk=protocol == "nvmf") as rt:
             _set_online(export, _export_into(rt, export))
         export.save()

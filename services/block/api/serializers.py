@@ -100,9 +100,13 @@ class BlockExportSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = BlockExport
-        fields = ["id", "export_id", "volume", "protocol", "host_group", "read_only",
-                  *BlockExport.QOS_FIELDS, "connection", "state", "error",
+        fields = ["id", "export_id", "volume", "protocol", "host_group", "allow_any",
+                  "read_only", *BlockExport.QOS_FIELDS, "connection", "state", "error",
                   "created_at", "updated_at"]
+        extra_kwargs = {"allow_any": {"help_text": (
+            "Open to every initiator that reaches the address. iSCSI and NVMe-oF exports "
+            "need a host_group unless this is true; NBD has no per-host access control, so "
+            "an NBD export needs it true; vhost-user-blk (a local socket) ignores it.")}}
         read_only_fields = ["connection", "state", "error", "created_at", "updated_at"]
 
     def to_representation(self, export):
@@ -151,4 +155,17 @@ class BlockExportSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError({"host_group": (
                 f"{protocol} exports have no per-host access control in qemu-storage-daemon; "
                 "leave host_group empty (NBD listens on the appliance's block address only).")})
+        allow_any = attrs.get("allow_any", inst.allow_any if inst else False)
+        if allow_any and group is not None:
+            raise serializers.ValidationError({"allow_any": (
+                "Give a host_group (only its hosts) or allow_any (every initiator), not both.")})
+        if protocol in ("iscsi", "nvmf") and group is None and not allow_any:
+            raise serializers.ValidationError({"host_group": (
+                f"An {protocol} export needs a host_group naming who may attach; to open it "
+                "to every initiator that reaches the address, say so with allow_any: true.")})
+        if protocol == "nbd" and not allow_any:
+            raise serializers.ValidationError({"allow_any": (
+                "NBD has no per-host access control: every client that reaches the block "
+                "address can attach. Say so with allow_any: true, or use iSCSI with a host "
+                "group, or vhost-user-blk for a VM on this machine.")})
         return attrs

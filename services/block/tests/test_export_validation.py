@@ -15,7 +15,21 @@ pytestmark = pytest.mark.django_db
 ])
 def test_a_total_limit_with_a_read_or_write_limit_is_a_400(api, qos, field):
     make_volume(api, "v1", 8 * MiB)
-    r = api.post("/api/v1/block-exports/", {"volume": "v1", "protocol": "nbd", **qos},
+    r = api.post("/api/v1/block-exports/", {"volume": "v1", "protocol": "nbd", **qos,
+                                            "allow_any": True},
                  format="json")
+    assert r.status_code == 400 and field in r.json()["fields"], r.content
+    assert not BlockExport.objects.exists()
+
+
+@pytest.mark.parametrize("body,field", [
+    ({"protocol": "nbd"}, "allow_any"),                         # NBD cannot limit by host
+    ({"protocol": "iscsi"}, "host_group"),                      # who may attach, or say any
+    ({"protocol": "iscsi", "host_group": "hg1", "allow_any": True}, "allow_any"),
+])
+def test_open_to_any_initiator_is_an_explicit_choice(api, body, field):
+    make_volume(api, "v1", 8 * MiB)
+    api.post("/api/v1/host-groups/", {"name": "hg1"}, format="json")
+    r = api.post("/api/v1/block-exports/", {"volume": "v1", **body}, format="json")
     assert r.status_code == 400 and field in r.json()["fields"], r.content
     assert not BlockExport.objects.exists()

@@ -39,7 +39,8 @@ def limits(export_id):
 
 def test_nbd_export_bytes_qos_resize(api, block, tmp_path):
     make_volume(api, "v1", 32 * MiB)
-    exp = post(api, "/api/v1/block-exports/", {"volume": "v1", "protocol": "nbd"})
+    exp = post(api, "/api/v1/block-exports/", {"volume": "v1", "protocol": "nbd",
+                                               "allow_any": True})
     assert exp["state"] == "online"
     assert exp["port"] == block["nbd_port"] and exp["name"] == exp["export_id"]
     assert exp["uri"] == f"nbd://127.0.0.1:{block['nbd_port']}/{exp['name']}"
@@ -84,7 +85,7 @@ def test_vhost_user_blk_and_read_only_nbd(api, block, tmp_path):
     vh = post(api, "/api/v1/block-exports/", {"volume": "v2", "protocol": "vhost-user-blk"})
     assert vh["socket"].endswith(f"{vh['export_id']}.sock") and os.path.exists(vh["socket"])
     ro = post(api, "/api/v1/block-exports/", {"volume": "v2", "protocol": "nbd",
-                                              "read_only": True})
+                                              "read_only": True, "allow_any": True})
     src = tmp_path / "src.bin"
     src.write_bytes(os.urandom(MiB))
     assert nbdcopy(src, ro["uri"]).returncode != 0           # read-only refuses writes

@@ -28,7 +28,7 @@ def test_bootstrap_reapplies_exports_into_fresh_daemons(api, block, data_dir):
     iscsi = post(api, "/api/v1/block-exports/", {"volume": "v1", "protocol": "iscsi",
                                                  "host_group": "hg1"})
     nbd = post(api, "/api/v1/block-exports/", {"volume": "v1", "protocol": "nbd",
-                                               "read_only": True})
+                                               "read_only": True, "allow_any": True})
     # a second `strata up`: new daemons with nothing in them (the fixture's ones are stopped
     # first, and the fixture's teardown then finds them gone)
     stop_specs(block["started"])
@@ -47,7 +47,8 @@ def test_bootstrap_reapplies_exports_into_fresh_daemons(api, block, data_dir):
 
 def test_bootstrap_records_an_export_that_cannot_be_applied(api, block):
     vol = make_volume(api, "v2", 16 * MiB)
-    exp = post(api, "/api/v1/block-exports/", {"volume": "v2", "protocol": "nbd"})
+    exp = post(api, "/api/v1/block-exports/", {"volume": "v2", "protocol": "nbd",
+                                               "allow_any": True})
     # the volume's file vanished behind the plane's back: the error lands on the row
     BlockExport.objects.filter(pk=exp["id"]).update(read_only=True)   # forces a re-export
     os.rename(vol["path"], vol["path"] + ".gone")

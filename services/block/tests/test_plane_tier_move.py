@@ -44,7 +44,8 @@ def exported_volume(api):
     post(api, "/api/v1/host-groups/", {"name": "hg1", "hosts": ["client1"]})
     iscsi = post(api, "/api/v1/block-exports/", {"volume": "vm", "protocol": "iscsi",
                                                  "host_group": "hg1"})
-    nbd = post(api, "/api/v1/block-exports/", {"volume": "vm", "protocol": "nbd"})
+    nbd = post(api, "/api/v1/block-exports/", {"volume": "vm", "protocol": "nbd",
+                                               "allow_any": True})
     assert iscsi["state"] == nbd["state"] == "online", (iscsi, nbd)
     return vol, iscsi, nbd
 
@@ -247,7 +248,8 @@ def test_move_of_a_volume_with_an_export_that_cannot_follow_is_refused(api, bloc
 
     make_volume(api, "v1", 16 * MiB, pool="p1")
     post(api, "/api/v1/pools/", {"name": "p2", "driver": "directory"})
-    nbd = post(api, "/api/v1/block-exports/", {"volume": "v1", "protocol": "nbd"})
+    nbd = post(api, "/api/v1/block-exports/", {"volume": "v1", "protocol": "nbd",
+                                               "allow_any": True})
     row = BlockExport.objects.create(volume=Volume.objects.get(name="v1"), protocol="nvmf")
     r = api.post("/api/v1/tier-moves/", {"volume": "v1", "pool": "p2"}, format="json")
     assert r.status_code == 409, r.json()
