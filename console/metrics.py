@@ -9,7 +9,7 @@ from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.decorators import api_view, permission_classes
+from rest_framework.decorators import api_view, authentication_classes, permission_classes
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
@@ -94,6 +94,7 @@ def exposition() -> str:
     OpenApiTypes.STR, description="Prometheus text exposition format 0.0.4.")})
 @api_view(["GET"])
 @permission_classes([AllowAny])
+@authentication_classes([])  # public: a stale token sent along is not an error
 def prometheus(request):
     """Prometheus text exposition (no secrets; no auth, like most exporters)."""
     return HttpResponse(exposition(), content_type="text/plain; version=0.0.4")

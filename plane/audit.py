@@ -2,6 +2,8 @@
 import json
 import math
 
+from rest_framework.exceptions import APIException
+
 from plane.models import AuditEvent
 
 SECRET_WORDS = ("password", "secret", "token", "key")
@@ -16,15 +18,17 @@ def _redact(value, depth=0):
         if depth > 2:
             return f"{{{len(value)} keys}}"
         return {
-            k: "***" if any(w in k.lower() for w in SECRET_WORDS) else _redact(v, depth + 1)
+            k.replace("\x00", "\\0"): "***" if any(w in k.lower() for w in SECRET_WORDS)
+            else _redact(v, depth + 1)
             for k, v in value.items()
         }
     if isinstance(value, list):
         if len(value) <= 8 and all(isinstance(v, (str, int, bool)) for v in value):
             return [_redact(v, depth + 1) for v in value]
         return f"[{len(value)} items]"
-    if isinstance(value, str) and len(value) > 200:
-        return value[:200] + "..."
+    if isinstance(value, str):
+        value = value.replace("\x00", "\\0")  # the database's JSON cannot hold NUL
+        return value[:200] + "..." if len(value) > 200 else value
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     return value
@@ -53,15 +57,14 @@ class AuditMiddleware:
         body = _body(request)  # read before the view consumes the stream
         response = self.get_response(request)
         user = getattr(request, "user", None)
-        # DRF authenticates inside the view: the token user is on the DRF request.
-        drf_user = getattr(getattr(response, "renderer_context", {}).get("request"), "user", None)
+        drf_user = _drf_user(response)
         user = drf_user if drf_user is not None and drf_user.is_authenticated else user
         code = response.status_code
         AuditEvent.objects.create(
             username=user.get_username() if user and user.is_authenticated else "",
             method=request.method,
-            path=request.path[:500],
-            action=f"{request.method} {request.path}"[:200],
+            path=_text(request.path)[:500],
+            action=_text(f"{request.method} {request.path}")[:200],
             status_code=code,
             result="ok" if code < 400 else ("denied" if code in (401, 403) else "error"),
             detail={"request": body, "response": _response_summary(response)},
@@ -70,10 +73,25 @@ class AuditMiddleware:
         return response
 
 
+def _text(value: str) -> str:
+    return value.replace("\x00", "\\0")  # the database cannot hold NUL characters
+
+
+def _drf_user(response):
+    """The user DRF authenticated inside the view (the token's), if it got that far: a
+    request refused before authentication (a bad format suffix, a bad token) has none."""
+    drf_request = getattr(response, "renderer_context", {}).get("request")
+    try:
+        return getattr(drf_request, "user", None)
+    except APIException:  # reading .user would authenticate now, and fail again
+        return None
+
+
 def _response_summary(response):
     data = getattr(response, "data", None)
     if isinstance(data, dict):
         if "error" in data:
-            return {"error": data.get("error"), "detail": str(data.get("detail"))[:500]}
+            return {"error": _text(str(data.get("error"))),
+                    "detail": _text(str(data.get("detail")))[:500]}
         return _redact({k: data[k] for k in ("id", "name", "state", "job") if k in data})
     return {}

@@ -42,7 +42,8 @@ def _one_source(self, attrs, allow_bucket=False):
     return attrs
 
 
-SNAPSHOT_NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+# "restore" is the name of the restore action under a bucket snapshot's URL, not a name.
+SNAPSHOT_NAME_RE = r"^(?!restore$)[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
 
 
 def _bucket_field(**kw):

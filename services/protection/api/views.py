@@ -325,7 +325,8 @@ class BucketSnapshotViewSet(viewsets.ViewSet):
     """Bucket snapshots (kept by the S3 gateway): list (``?bucket=``), take, show, delete,
     and restore into a new bucket; a snapshot is addressed as ``<bucket>/<name>``."""
 
-    lookup_value_regex = r"[a-z0-9.-]+/[A-Za-z0-9][A-Za-z0-9._-]*"
+    # BUCKET/NAME; a NAME of "restore" would be the restore action of BUCKET
+    lookup_value_regex = r"[a-z0-9.-]+/(?!restore/)[A-Za-z0-9][A-Za-z0-9._-]*"
     serializer_class = s.BucketSnapshotSerializer
 
     @staticmethod
