@@ -17,7 +17,8 @@ import os
 
 from django.conf import settings
 from django.db import transaction
-from plumbing.errors import Conflict, Invalid, NotFound, StrataError, Unavailable
+
+from plumbing.errors import Conflict, StrataError
 from services.block import up
 from services.block.models import BlockExport, Host, HostGroup
 from services.block.transports import BlockRuntime, ExportNotFound, QosLimits, TransportError
@@ -28,31 +29,18 @@ from services.storage.models import Volume
 
 log = logging.getLogger(__name__)
 
-# a transport error's code -> the domain error it becomes (a daemon that failed: Unavailable)
-CODE_ERROR = {"invalid": Invalid, "not_found": NotFound, "exists": Conflict, "in_use": Conflict}
-
-
-def block_error(exc: TransportError) -> StrataError:
-    """A transport error as a domain error, keeping its code and message."""
-    code = getattr(exc, "code", None) or "command_failed"
-    return CODE_ERROR.get(code, Unavailable)(str(exc), code=code)
-
-
 @contextlib.contextmanager
 def runtime(spdk: bool = False):
-    """A BlockRuntime session on the daemons `strata up` started; a TransportError is raised
-    as the domain error of its code (see :func:`block_error`).
+    """A BlockRuntime session on the daemons `strata up` started (its errors are domain
+    errors: a refused export is Invalid/NotFound/Conflict, a failed daemon Unavailable).
 
     ``spdk=True`` adds the NVMe-oF transport (needs spdk_tgt at STRATA_SPDK_SOCKET).
     """
     kw = up.runtime_kwargs(settings.DATA_DIR, settings.SERVICE_OPTIONS)
     if spdk:
         kw["spdk_driver"] = driver_for("spdk")
-    try:
-        with BlockRuntime.session(**kw) as rt:
-            yield rt
-    except TransportError as exc:
-        raise block_error(exc) from exc
+    with BlockRuntime.session(**kw) as rt:
+        yield rt
 
 
 def uses_spdk(exports) -> bool:

@@ -22,42 +22,44 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from plumbing import errors
 from plumbing.process import Child
 
 EXPORT_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
 
-class TransportError(Exception):
-    """Base of every transport error; ``code`` is the machine-readable kind."""
+class TransportError(errors.StrataError):
+    """Base of every transport error; ``code`` is the machine-readable kind. Each is also the
+    domain error it is (`plumbing.errors`), which is how the plane picks the status."""
 
     code = "transport_error"
 
 
-class InvalidExport(TransportError):
+class InvalidExport(TransportError, errors.Invalid):
     """The request cannot be satisfied as given (bad name, missing file, conflicting CHAP user)."""
 
     code = "invalid"
 
 
-class ExportNotFound(TransportError):
+class ExportNotFound(TransportError, errors.NotFound):
     """No export (or target, or node) with that name exists."""
 
     code = "not_found"
 
 
-class ExportExists(TransportError):
+class ExportExists(TransportError, errors.Conflict):
     """An export with that id already exists with different settings."""
 
     code = "exists"
 
 
-class ExportInUse(TransportError):
+class ExportInUse(TransportError, errors.Conflict):
     """The volume is exported; unexport it before deleting it."""
 
     code = "in_use"
 
 
-class DaemonError(TransportError):
+class DaemonError(TransportError, errors.Unavailable):
     """The daemon is not running, did not start, or refused a command (message says which)."""
 
     code = "command_failed"

@@ -13,10 +13,12 @@ import socket
 import threading
 import time
 
+from plumbing.errors import Unavailable
+
 from .base import DaemonError, TransportError
 
 
-class QMPError(TransportError):
+class QMPError(TransportError, Unavailable):
     """QEMU refused a command; ``qmp_class`` is QEMU's error class (e.g. GenericError)."""
 
     code = "command_failed"
