@@ -20,8 +20,9 @@ RANK = {"plumbing": 0, "dataplane": 1, "plane": 2, "services.storage": 3, "servi
 BYTE_PATHS = ("plumbing", "dataplane", "services.object.gateway", "services.block.transports",
               "services.file.runtime", "vector.engine")
 DJANGO = ("django", "rest_framework", "celery", "drf_spectacular", "django_filters")
-# Modules that may use HTTP types: the API layer and the project on top.
-HTTP_OK = ("plane.errors", "plane.roles", "plane.signin", "console")
+# Modules that may use HTTP types: the API layer (with its error handler, permissions,
+# sign-in and audit middleware) and the project on top.
+HTTP_OK = ("plane.errors", "plane.roles", "plane.signin", "plane.audit", "console")
 # Named exceptions to the rules above, each with its reason.
 EXCEPTIONS: dict = {}
 
