@@ -2,6 +2,7 @@
 `strata` CLI as a user would: health, file systems, a scrub job with a progress bar, Ctrl-C,
 and a restart (as after a reboot) that finds the pool and its data again."""
 import json
+import re
 import stat
 import subprocess
 from pathlib import Path
@@ -26,6 +27,28 @@ def children_of(pid: int) -> list[int]:
     return [int(p) for p in out.split()]
 
 
+def descendants_of(pid: int) -> set[int]:
+    found, todo = set(), [pid]
+    while todo:
+        for child in children_of(todo.pop()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def listening_addresses(pids: set[int]) -> list[tuple[str, str]]:
+    """(local address, process) of every TCP socket the processes listen on."""
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
+    found = []
+    for line in out.splitlines():
+        fields = line.split()
+        owners = {int(p) for p in re.findall(r"pid=(\d+)", line)}
+        if owners & pids:
+            found.append((fields[3], re.findall(r'"([^"]+)"', line)[0]))
+    return found
+
+
 def test_up_serves_cli_and_survives_restart(appliance):
     app = appliance.start()
     data_dir = app.data_dir
@@ -45,6 +68,13 @@ def test_up_serves_cli_and_survives_restart(appliance):
         assert {"s3", "nfs", "smb", "iscsi", "nbd"} <= set(daemons), daemons
         assert all(daemons[n]["state"] == "ok" for n in ("s3", "nfs", "smb", "iscsi", "nbd"))
         assert daemons["s3"]["endpoint"].endswith(f":{app.s3_port}")
+        # with the default --host 127.0.0.1, nothing of Strata listens beyond loopback
+        listening = listening_addresses(descendants_of(app.proc.pid))
+        assert {str(p) for p in (app.port, app.s3_port, app.nfs_port, app.smb_port,
+                                 app.iscsi_port, app.nbd_port)} <= \
+            {addr.rpartition(":")[2] for addr, _ in listening}, listening
+        assert all(addr.startswith(("127.0.0.1:", "[::1]:", "[::ffff:127.0.0.1]:"))
+                   for addr, _ in listening), listening
 
         r = app.cli("fs", "create", "ckpt", "--quota", "100M")
         assert r.returncode == 0, r.stderr

@@ -49,15 +49,21 @@ DEFAULT_SMB_PORT = 445
 SERVED = "served.json"
 
 
+def file_bind(options: dict) -> str:
+    """The address NFS and SMB listen on: ``--file-bind``, else `strata up`'s ``--host``
+    (127.0.0.1 by default: nothing listens beyond what the operator chose)."""
+    return options.get("file_bind") or options.get("host") or "127.0.0.1"
+
+
 def nfs_settings(data_dir, options: dict) -> NfsSettings:
     """Ganesha's settings for a data directory and the options of `strata up`."""
     return NfsSettings(state_dir=str(Path(data_dir) / "run" / "nfs"),
                        port=int(options.get("nfs_port") or DEFAULT_NFS_PORT),
-                       bind_address=options.get("file_bind") or "0.0.0.0")
+                       bind_address=file_bind(options))
 
 
 def smb_interfaces(bind: str) -> list[str]:
-    """smbd binds only to the listed interfaces: every interface of the host by default."""
+    """smbd binds only to the listed interfaces: every interface of the host for a wildcard."""
     if bind and bind not in ("0.0.0.0", "*"):
         return [bind]
     names = [name for _, name in socket.if_nameindex()]
@@ -68,7 +74,7 @@ def smb_settings(data_dir, options: dict) -> SmbSettings:
     """smbd's settings for a data directory and the options of `strata up`."""
     return SmbSettings(state_dir=str(Path(data_dir) / "run" / "smb"),
                        port=int(options.get("smb_port") or DEFAULT_SMB_PORT),
-                       interfaces=smb_interfaces(options.get("file_bind") or ""))
+                       interfaces=smb_interfaces(file_bind(options)))
 
 
 def _pid_alive(pid_file: str, comm: str) -> int | None:

@@ -13,7 +13,7 @@ def _probe_host(bind: str) -> str:
 def service_health() -> dict:
     """{"nfs": {"state": "ok"|"down", "address"}, "smb": {...}} for each server configured."""
     options = getattr(settings, "SERVICE_OPTIONS", None) or {}
-    bind = options.get("file_bind") or ""
+    bind = options.get("file_bind") or options.get("host") or "127.0.0.1"
     out = {}
     for name, key in (("nfs", "nfs_port"), ("smb", "smb_port")):
         if options.get(key):

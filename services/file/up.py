@@ -1,7 +1,7 @@
 """What the file service adds to `strata up`: ganesha.nfsd and smbd (no Django here).
 
 Options: ``--nfs-port`` (default 2049), ``--smb-port`` (default 445), ``--file-bind`` (the
-address both listen on; default every interface). Both daemons start with the config the
+address both listen on; default `strata up`'s ``--host``; 0.0.0.0 for every interface). Both daemons start with the config the
 plane last applied (``<data_dir>/run/{nfs,smb}/served.json``; empty on first start), and the
 bootstrap then reconciles every export, share and user into them. A daemon that is not
 installed is left out with a message (its rows stay ``pending``) so the rest of Strata runs.
@@ -20,7 +20,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--smb-port", type=int, default=445,
                         help="TCP port of the SMB3 server (smbd); default 445")
     parser.add_argument("--file-bind", default="",
-                        help="address NFS and SMB listen on (default: every interface)")
+                        help="address NFS and SMB listen on (default: --host; 0.0.0.0 for "
+                             "every interface)")
 
 
 def daemons(data_dir: Path, options: dict) -> list:
