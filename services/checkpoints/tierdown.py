@@ -85,7 +85,7 @@ def cold_filesystem(pool: Pool) -> FileSystem:
     fs = FileSystem.objects.select_related("pool").filter(name=name).first()
     if fs is None:
         try:
-            fs = storage.create_filesystem(name=name, pool=pool, owner="checkpoints")
+            fs = storage.create_filesystem(name=name, pool=pool, kept_by="checkpoints")
         except IntegrityError:  # another worker made it first
             fs = FileSystem.objects.select_related("pool").get(name=name)
     if fs.pool_id != pool.pk:

@@ -35,7 +35,7 @@ def ensure_gateway() -> Gateway | None:
         pool = _pick_pool()
         if pool is None:
             return None
-        fs = storage.create_filesystem(name=FILESYSTEM, pool=pool, owner="object")
+        fs = storage.create_filesystem(name=FILESYSTEM, pool=pool, kept_by="object")
     return Gateway.objects.create(filesystem=fs, admin_token=secrets.token_urlsafe(32))
 
 
@@ -49,7 +49,7 @@ def ensure_cold_filesystem() -> str | None:
         if pool is None:
             return None
         fs = storage.create_filesystem(name=f"{service.COLD_PREFIX}{pool.name}"[:63], pool=pool,
-                                       owner="object")
+                                       kept_by="object")
     if fs.pool.state not in service.USABLE_POOL_STATES or not fs.path or not os.path.isdir(fs.path):
         log.error("object service: the S3 cold file system %s (pool %s, %s) is not available at %s; "
                   "lifecycle transitions wait until it is back", fs.name, fs.pool.name, fs.pool.state, fs.path)

@@ -92,7 +92,7 @@ class FileSystem(PoolObject):
     quota_bytes = models.BigIntegerField(null=True, blank=True)
     # The service that made it for its own use ("object": the S3 gateway's data or cold
     # tier; "checkpoints": cold checkpoint versions); empty for a user's file system.
-    owner = models.CharField(max_length=32, blank=True, default="")
+    kept_by = models.CharField(max_length=32, blank=True, default="")
 
 
 class Volume(PoolObject):

@@ -30,7 +30,7 @@ PAGES = [
          columns=[Column("name", "Name"), Column("pool.name", "Pool"),
                   Column("used_bytes", "Used", "bytes"), Column("quota_bytes", "Quota", "bytes"),
                   Column("state", "State", "state"), Column("path", "Path"),
-                  Column("owner", "Kept by service")],
+                  Column("kept_by", "Kept by service")],
          form=[FormField("name", "Name", required=True),
                FormField("pool", "Pool", "select",
                          choices=pool_names, help="Default: the pool named default."),

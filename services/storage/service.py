@@ -78,12 +78,12 @@ def refresh_pool(pool: Pool) -> Pool:
 # -- file systems --------------------------------------------------------------------------
 
 def create_filesystem(*, name, pool: Pool, quota_bytes=None, origin: Snapshot | None = None,
-                      owner: str = ""):
-    """A file system; ``owner`` names the service that makes it for its own use."""
+                      kept_by: str = ""):
+    """A file system; ``kept_by`` names the service that makes it for its own use."""
     drv = driver_for(pool.driver)
     with transaction.atomic():
         fs = FileSystem.objects.create(name=name, pool=pool, quota_bytes=quota_bytes,
-                                       origin=origin, owner=owner)
+                                       origin=origin, kept_by=kept_by)
         if origin is None:
             info = drv.create_filesystem(pool.name, name, quota_bytes)
         else:

@@ -41,7 +41,7 @@ class ManifestField(serializers.JSONField):
 class CheckpointJobSerializer(serializers.ModelSerializer):
     filesystem = serializers.SlugRelatedField(slug_field="name", required=False,
                                               allow_null=True,
-                                              queryset=FileSystem.objects.filter(owner=""))
+                                              queryset=FileSystem.objects.filter(kept_by=""))
     capacity_pool = serializers.SlugRelatedField(slug_field="name", required=False,
                                                  allow_null=True, queryset=Pool.objects.all())
     keep_last = serializers.IntegerField(min_value=1, max_value=INT32, required=False)

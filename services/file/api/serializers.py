@@ -70,7 +70,7 @@ def _filesystem(attrs, instance):
 
 class NfsExportSerializer(serializers.ModelSerializer):
     filesystem = serializers.SlugRelatedField(
-        slug_field="name", queryset=FileSystem.objects.filter(owner=""),
+        slug_field="name", queryset=FileSystem.objects.filter(kept_by=""),
         error_messages={"does_not_exist": "File system {value} does not exist "
                                           "(was it deleted?)."})
     path = serializers.CharField(required=False, allow_blank=True, default="")
@@ -108,7 +108,7 @@ class NfsExportSerializer(serializers.ModelSerializer):
 
 class SmbShareSerializer(serializers.ModelSerializer):
     filesystem = serializers.SlugRelatedField(
-        slug_field="name", queryset=FileSystem.objects.filter(owner=""),
+        slug_field="name", queryset=FileSystem.objects.filter(kept_by=""),
         error_messages={"does_not_exist": "File system {value} does not exist "
                                           "(was it deleted?)."})
     name = serializers.CharField(max_length=80, validators=[])

@@ -83,10 +83,10 @@ class FileSystemSerializer(serializers.ModelSerializer):
     class Meta:
         model = FileSystem
         fields = ["id", "name", "pool", "quota_bytes", "path", "used_bytes", "origin",
-                  "owner", "state", "error", "created_at", "updated_at"]
-        read_only_fields = ["path", "used_bytes", "origin", "owner", "state", "error",
+                  "kept_by", "state", "error", "created_at", "updated_at"]
+        read_only_fields = ["path", "used_bytes", "origin", "kept_by", "state", "error",
                             "created_at", "updated_at"]
-        extra_kwargs = {"owner": {"help_text": (
+        extra_kwargs = {"kept_by": {"help_text": (
             "The service that made this file system for its own use (object: the S3 "
             "gateway's data or cold tier; checkpoints: cold versions); empty for yours.")}}
 

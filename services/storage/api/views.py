@@ -41,7 +41,7 @@ class FileSystemViewSet(viewsets.ModelViewSet):
     queryset = FileSystem.objects.select_related("pool", "origin")
     serializer_class = s.FileSystemSerializer
     lookup_field = "name"
-    filterset_fields = ["pool__name", "state", "owner"]
+    filterset_fields = ["pool__name", "state", "kept_by"]
 
     def perform_create(self, serializer):
         serializer.instance = service.create_filesystem(**serializer.validated_data)

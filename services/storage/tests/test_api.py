@@ -187,11 +187,11 @@ def test_a_file_system_a_service_keeps_for_itself_is_marked_and_not_offered(api)
     from services.storage import service
 
     api.post("/api/v1/pools/", {"name": "d1", "driver": "directory"}, format="json")
-    service.create_filesystem(name="s3", pool=Pool.objects.get(name="d1"), owner="object")
+    service.create_filesystem(name="s3", pool=Pool.objects.get(name="d1"), kept_by="object")
     api.post("/api/v1/filesystems/", {"name": "mine", "pool": "d1"}, format="json")
-    rows = {f["name"]: f["owner"] for f in api.get("/api/v1/filesystems/").json()["results"]}
+    rows = {f["name"]: f["kept_by"] for f in api.get("/api/v1/filesystems/").json()["results"]}
     assert rows == {"s3": "object", "mine": ""}
-    assert [f["name"] for f in api.get("/api/v1/filesystems/?owner=object").json()[
+    assert [f["name"] for f in api.get("/api/v1/filesystems/?kept_by=object").json()[
         "results"]] == ["s3"]
     for path, body in (("/api/v1/nfs-exports/", {"filesystem": "s3", "pseudo": "/s3"}),
                        ("/api/v1/smb-shares/", {"name": "s3", "filesystem": "s3"}),

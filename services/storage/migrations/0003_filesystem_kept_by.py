@@ -6,9 +6,9 @@ from django.db import migrations, models
 def mark_owned(apps, schema_editor):
     """The file systems the object and checkpoint services made before this field existed."""
     FileSystem = apps.get_model("storage", "FileSystem")
-    FileSystem.objects.filter(name="s3").update(owner="object")
-    FileSystem.objects.filter(name__startswith="s3-cold-").update(owner="object")
-    FileSystem.objects.filter(name__startswith="ckpt-cold-").update(owner="checkpoints")
+    FileSystem.objects.filter(name="s3").update(kept_by="object")
+    FileSystem.objects.filter(name__startswith="s3-cold-").update(kept_by="object")
+    FileSystem.objects.filter(name__startswith="ckpt-cold-").update(kept_by="checkpoints")
 
 
 class Migration(migrations.Migration):
@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AddField(
             model_name='filesystem',
-            name='owner',
+            name='kept_by',
             field=models.CharField(blank=True, default='', max_length=32),
         ),
         migrations.RunPython(mark_owned, migrations.RunPython.noop),
