@@ -29,6 +29,16 @@ DATA_FILE = "data"
 class BaseDriver(Driver):
     """Record keeping and path helpers shared by the file-based drivers."""
 
+    # -- file systems' access ----------------------------------------------------------
+    def set_filesystem_access(self, pool, name, uid=None, gid=None, mode=None) -> None:
+        path = self.filesystem_info(pool, name).path
+        if uid is not None or gid is not None:
+            os.chown(path, -1 if uid is None else uid, -1 if gid is None else gid)
+        if mode is not None:
+            if not 0 <= mode <= 0o7777:
+                raise InvalidArgument(f"mode {mode:o} is not a permission mode (0000..7777)")
+            os.chmod(path, mode)
+
     # -- records -----------------------------------------------------------------------
     def _record_path(self, pool: str) -> Path:
         return self.pools_dir / f"{pool}.json"

@@ -227,6 +227,11 @@ class Driver(abc.ABC):
     def filesystem_info(self, pool: str, name: str) -> FileSystemInfo:
         """A file system's path, quota and usage."""
 
+    def set_filesystem_access(self, pool: str, name: str, uid: Optional[int] = None,
+                              gid: Optional[int] = None, mode: Optional[int] = None) -> None:
+        """Set the owner, group and permission bits of a file system's root (None: keep)."""
+        raise Unsupported("this driver has no file systems whose owner could be set")
+
     @abc.abstractmethod
     def list_filesystems(self, pool: str) -> list:
         """Names of the pool's file systems."""

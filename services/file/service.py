@@ -9,13 +9,16 @@ get ``state=error`` and the daemon's message in ``error`` while the previous con
 serving; the API answers 400 (refused config) or 503 (reload failed) for the row the
 request changed. Nothing is swallowed.
 """
+import grp
 import logging
 import os
+import pwd
 import stat
 import subprocess
 
 from django.conf import settings
 from django.db import transaction
+
 from plumbing.errors import Conflict, Invalid, StrataError, Unavailable
 from services.file import daemons
 from services.file.models import ApplyState, NfsExport, SmbShare, SmbUser
@@ -87,14 +90,30 @@ def relative_path(fs, path: str = "") -> str:
     return "" if rel == "." else rel
 
 
-def unreachable_by_users(path: str) -> str | None:
-    """The first directory on the way to ``path`` that SMB users (never root) cannot cross."""
+def _crosses(st: os.stat_result, user: str) -> bool:
+    """Whether Unix user ``user`` may enter a directory with this stat (not as root)."""
+    try:
+        account = pwd.getpwnam(user)
+    except KeyError:
+        return False
+    if st.st_uid == account.pw_uid:
+        return bool(st.st_mode & stat.S_IXUSR)
+    groups = {account.pw_gid} | {g.gr_gid for g in grp.getgrall() if user in g.gr_mem}
+    if st.st_gid in groups:
+        return bool(st.st_mode & stat.S_IXGRP)
+    return bool(st.st_mode & stat.S_IXOTH)
+
+
+def unreachable_by_users(path: str, users=()) -> str | None:
+    """The first directory on the way to ``path`` that the SMB ``users`` (never root; with
+    none named, any SMB user) cannot cross."""
     current = os.path.realpath(path)
     while True:
         try:
-            if not os.stat(current).st_mode & stat.S_IXOTH:
-                return current
+            st = os.stat(current)
         except OSError:
+            return current
+        if not (st.st_mode & stat.S_IXOTH or users and all(_crosses(st, u) for u in users)):
             return current
         if current == "/":
             return None

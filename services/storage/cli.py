@@ -20,6 +20,19 @@ def _device(text: str) -> dict:
     return {"path": path, "fault_domain": domain or "default"}
 
 
+ACCESS_COLS = ["owner", "group", "mode"]
+
+
+def _access_args(parser) -> None:
+    parser.add_argument("--owner", help="user (name or uid) who owns the root")
+    parser.add_argument("--group", help="group (name or gid) of the root")
+    parser.add_argument("--mode", help="permission bits of the root, octal (e.g. 0770)")
+
+
+def _access(args) -> dict:
+    return {k: getattr(args, k) for k in ACCESS_COLS if getattr(args, k) is not None}
+
+
 def register(subparsers) -> dict:
     """Add the subcommands; return {command: handler}."""
     pool = subparsers.add_parser("pool").add_subparsers(dest="action", required=True)
@@ -40,8 +53,12 @@ def register(subparsers) -> dict:
     x = fs.add_parser("show"); x.add_argument("name")
     x = fs.add_parser("create"); x.add_argument("name"); x.add_argument("--pool")
     x.add_argument("--quota", type=parse_size)
+    _access_args(x)
     x = fs.add_parser("set-quota"); x.add_argument("name")
     x.add_argument("quota", help="size, or 'none'")
+    x = fs.add_parser("set-access", help="owner, group and mode of the root")
+    x.add_argument("name")
+    _access_args(x)
     x = fs.add_parser("delete"); x.add_argument("name")
 
     vol = subparsers.add_parser("volume").add_subparsers(dest="action", required=True)
@@ -88,10 +105,12 @@ def run(c, args, out) -> int:
         elif args.action == "show":
             out(c.get(f"filesystems/{args.name}/"), FS_COLS + ["error"])
         elif args.action == "create":
-            body = {"name": args.name, "quota_bytes": args.quota}
+            body = {"name": args.name, "quota_bytes": args.quota, **_access(args)}
             if args.pool:
                 body["pool"] = args.pool
             out(c.post("filesystems/", body), FS_COLS)
+        elif args.action == "set-access":
+            out(c.patch(f"filesystems/{args.name}/", _access(args)), FS_COLS + ACCESS_COLS)
         elif args.action == "set-quota":
             quota = None if args.quota.lower() == "none" else parse_size(args.quota)
             out(c.patch(f"filesystems/{args.name}/", {"quota_bytes": quota}), FS_COLS)

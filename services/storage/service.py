@@ -4,13 +4,15 @@ Every change goes through here: the row and the dataplane change inside one data
 transaction, so a dataplane error rolls the row back and nothing changes; the periodic
 reconcile brings pools back after a restart and records usage, health and drift.
 """
+import grp
 import logging
+import pwd
 
 from django.db import transaction
 
-from plumbing.errors import Conflict
 from dataplane.driver import DeviceSpec
 from dataplane.errors import DataplaneError, NotFound
+from plumbing.errors import Conflict
 from services.storage.drivers import driver_for
 from services.storage.models import FileSystem, Pool, Snapshot, State, Volume
 
@@ -78,12 +80,14 @@ def refresh_pool(pool: Pool) -> Pool:
 # -- file systems --------------------------------------------------------------------------
 
 def create_filesystem(*, name, pool: Pool, quota_bytes=None, origin: Snapshot | None = None,
-                      kept_by: str = ""):
-    """A file system; ``kept_by`` names the service that makes it for its own use."""
+                      kept_by: str = "", owner: str = "", group: str = "", mode: str = ""):
+    """A file system; ``kept_by`` names the service that makes it for its own use; ``owner``,
+    ``group`` and ``mode`` (octal) are set on its root when given."""
     drv = driver_for(pool.driver)
     with transaction.atomic():
         fs = FileSystem.objects.create(name=name, pool=pool, quota_bytes=quota_bytes,
-                                       origin=origin, kept_by=kept_by)
+                                       origin=origin, kept_by=kept_by, owner=owner,
+                                       group=group, mode=mode)
         if origin is None:
             info = drv.create_filesystem(pool.name, name, quota_bytes)
         else:
@@ -92,7 +96,34 @@ def create_filesystem(*, name, pool: Pool, quota_bytes=None, origin: Snapshot | 
             if quota_bytes is not None:
                 drv.set_filesystem_quota(pool.name, name, quota_bytes)
         fs.path, fs.used_bytes = info.path, info.used_bytes
+        if owner or group or mode:
+            _apply_access(fs)
         fs.save()
+    return fs
+
+
+def uid_of(owner: str) -> int:
+    return int(owner) if owner.isdigit() else pwd.getpwnam(owner).pw_uid
+
+
+def gid_of(group: str) -> int:
+    return int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
+
+
+def _apply_access(fs: FileSystem) -> None:
+    driver_for(fs.pool.driver).set_filesystem_access(
+        fs.pool.name, fs.name, uid=uid_of(fs.owner) if fs.owner else None,
+        gid=gid_of(fs.group) if fs.group else None,
+        mode=int(fs.mode, 8) if fs.mode else None)
+
+
+def set_filesystem_access(fs: FileSystem, **access) -> FileSystem:
+    """Change the root's ``owner``, ``group`` and/or ``mode`` (the keys given)."""
+    with transaction.atomic():
+        for key, value in access.items():
+            setattr(fs, key, value)
+        fs.save()
+        _apply_access(fs)
     return fs
 
 

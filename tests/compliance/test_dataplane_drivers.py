@@ -142,6 +142,21 @@ def test_filesystem_bytes_round_trip(driver, pool):
     assert not path.exists()
 
 
+def test_filesystem_access_sets_owner_group_and_mode_of_the_root(driver, pool):
+    _need_filesystems(driver)
+    path = Path(driver.create_filesystem(pool, "shared").path)
+    driver.set_filesystem_access(pool, "shared", uid=65534, gid=65534, mode=0o2770)
+    st = path.stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (65534, 65534, 0o2770)
+    driver.set_filesystem_access(pool, "shared", mode=0o750)  # the rest is kept
+    st = path.stat()
+    assert (st.st_uid, st.st_mode & 0o7777) == (65534, 0o750)
+    with pytest.raises(InvalidArgument):
+        driver.set_filesystem_access(pool, "shared", mode=0o17777)
+    with pytest.raises(NotFound):
+        driver.set_filesystem_access(pool, "nope", mode=0o755)
+
+
 def test_filesystem_quota(driver, pool):
     if _off(driver, "quotas"):
         with pytest.raises(Unsupported) as exc:

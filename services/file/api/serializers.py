@@ -153,11 +153,13 @@ class SmbShareSerializer(serializers.ModelSerializer):
         if "path" in attrs or self.instance is None:
             attrs["path"] = _check_path(fs, attrs.get("path", ""))
         path = attrs.get("path", self.instance.path if self.instance else "")
-        blocked = service.unreachable_by_users(service.share_path(fs, path))
+        users = attrs.get("valid_users", self.instance.valid_users if self.instance else [])
+        blocked = service.unreachable_by_users(service.share_path(fs, path), users)
         if blocked:
             raise serializers.ValidationError({"path": (
                 f"SMB users cannot reach this directory: {blocked} is not searchable by "
-                "other users; allow it (chmod o+x) or choose a directory they can reach.")})
+                "them; give the file system to them (owner, group, mode), allow others "
+                "(chmod o+x), or choose a directory they can reach.")})
         return attrs
 
 

@@ -272,3 +272,42 @@ def test_btrfs_snapshots_over_nfs_quota_as_share_size_and_a_refused_export(
 
 def _rows(body):
     return body["results"] if isinstance(body, dict) else body
+
+
+def test_a_share_is_writable_by_the_user_its_file_system_belongs_to(api, daemons, settings,
+                                                                     tmp_path):
+    make_filesystem(api, "scratch")  # the pool
+    user = new_user_name()
+    try:
+        r = api.post("/api/v1/smb-users/", {"username": user, "password": "Strata-pw-1"},
+                     format="json")
+        assert r.status_code == 201, r.content
+        made = api.post("/api/v1/filesystems/", {"name": "theirs", "pool": "p1",
+                                                "owner": user, "mode": "0750"}, format="json")
+        assert made.status_code == 201, made.content
+        api.post("/api/v1/filesystems/", {"name": "roots", "pool": "p1"}, format="json")
+        for share in ("theirs", "roots"):
+            r = api.post("/api/v1/smb-shares/", {"name": share, "filesystem": share,
+                                                  "valid_users": [user]}, format="json")
+            assert r.status_code == 201, r.content
+        local = tmp_path / "shard.bin"
+        local.write_bytes(os.urandom(MiB))
+        done = smbclient(settings, "theirs", user, "Strata-pw-1", f"put {local} shard")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert Path(made.json()["path"], "shard").read_bytes() == local.read_bytes()
+        # a file system nobody gave the user stays root's (0755): the user cannot write
+        done = smbclient(settings, "roots", user, "Strata-pw-1", f"put {local} shard")
+        assert "NT_STATUS_ACCESS_DENIED" in done.stdout + done.stderr, done.stdout
+        # the operator gives it to the user later: then the user can
+        r = api.patch("/api/v1/filesystems/roots/", {"owner": user, "mode": "0700"},
+                      format="json")
+        assert r.status_code == 200 and r.json()["owner"] == user, r.content
+        done = smbclient(settings, "roots", user, "Strata-pw-1", f"put {local} shard")
+        assert done.returncode == 0, done.stdout + done.stderr
+        r = api.patch("/api/v1/filesystems/roots/", {"owner": "no-such-user-x"}, format="json")
+        assert r.status_code == 400 and "owner" in r.json()["fields"], r.content
+        for share in ("theirs", "roots"):
+            assert api.delete(f"/api/v1/smb-shares/{share}/").status_code == 204
+        assert api.delete(f"/api/v1/smb-users/{user}/").status_code == 204
+    finally:
+        drop_unix_user(user)

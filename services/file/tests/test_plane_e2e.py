@@ -73,7 +73,7 @@ def test_export_through_cli_and_rest_reachable_by_nfs_rs_and_after_restart(appli
         done = app.cli("smb-user", "create", user, "--password", "Strata-pw-1")
         assert done.returncode == 0, done.stdout + done.stderr
         done = app.cli("smb-share", "create", "ckpt", "ckpt", "--valid-user", user)
-        assert done.returncode != 0 and "not searchable by other users" in done.stderr, done
+        assert done.returncode != 0 and "not searchable by them" in done.stderr, done
         os.chmod(app.data_dir, 0o755)    # mkdtemp made it 0700: SMB users could not reach in
         done = app.cli("smb-share", "create", "ckpt", "ckpt", "--valid-user", user)
         assert done.returncode == 0, done.stdout + done.stderr

@@ -1,3 +1,6 @@
+import grp
+import pwd
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -74,6 +77,12 @@ class PoolSerializer(serializers.ModelSerializer):
 
 
 class FileSystemSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(max_length=32, required=False, allow_blank=True,
+                                  help_text="User (name or uid) who owns the root.")
+    group = serializers.CharField(max_length=32, required=False, allow_blank=True,
+                                  help_text="Group (name or gid) of the root.")
+    mode = serializers.RegexField(r"^[0-7]{3,4}$", required=False, allow_blank=True,
+                                  help_text="Permission bits of the root, octal (e.g. 0770).")
     pool = serializers.SlugRelatedField(slug_field="name", queryset=Pool.objects.all(),
                                         required=False)
     origin = serializers.StringRelatedField(read_only=True, allow_null=True)
@@ -82,8 +91,9 @@ class FileSystemSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = FileSystem
-        fields = ["id", "name", "pool", "quota_bytes", "path", "used_bytes", "origin",
-                  "kept_by", "state", "error", "created_at", "updated_at"]
+        fields = ["id", "name", "pool", "quota_bytes", "owner", "group", "mode", "path",
+                  "used_bytes", "origin", "kept_by", "state", "error", "created_at",
+                  "updated_at"]
         read_only_fields = ["path", "used_bytes", "origin", "kept_by", "state", "error",
                             "created_at", "updated_at"]
         extra_kwargs = {"kept_by": {"help_text": (
@@ -106,6 +116,22 @@ class FileSystemSerializer(serializers.ModelSerializer):
                 f"Quota {quota} bytes is larger than pool {pool.name} "
                 f"({pool.size_bytes} bytes).")})
         return attrs
+
+    def validate_owner(self, owner):
+        if owner and not owner.isdigit():
+            try:
+                pwd.getpwnam(owner)
+            except KeyError:
+                raise serializers.ValidationError(f"There is no user {owner} on this host.")
+        return owner
+
+    def validate_group(self, group):
+        if group and not group.isdigit():
+            try:
+                grp.getgrnam(group)
+            except KeyError:
+                raise serializers.ValidationError(f"There is no group {group} on this host.")
+        return group
 
 
 class VolumeSerializer(serializers.ModelSerializer):

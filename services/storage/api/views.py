@@ -47,9 +47,12 @@ class FileSystemViewSet(viewsets.ModelViewSet):
         serializer.instance = service.create_filesystem(**serializer.validated_data)
 
     def perform_update(self, serializer):
-        fs = serializer.instance
-        if "quota_bytes" in serializer.validated_data:
-            service.set_filesystem_quota(fs, serializer.validated_data["quota_bytes"])
+        fs, changes = serializer.instance, serializer.validated_data
+        if "quota_bytes" in changes:
+            service.set_filesystem_quota(fs, changes["quota_bytes"])
+        access = {k: changes[k] for k in ("owner", "group", "mode") if k in changes}
+        if access:
+            service.set_filesystem_access(fs, **access)
 
     def perform_destroy(self, fs):
         service.delete_filesystem(fs)
