@@ -1,7 +1,7 @@
 """A real Celery worker process killed with SIGKILL during a tier-down and during a
 pre-warm, each slowed by the shared I/O budget so the kill lands mid-copy: the version's
 bytes stay readable (the hot copy in the first case, the cold copy in the second), the
-next worker's start marks the cut-off Job failed (console/jobs.py reaper), and running it
+next worker's start marks the cut-off Job failed (plane/jobs.py reaper), and running it
 again (the periodic tier-down, a new pre-warm request) completes with the same bytes."""
 import os
 

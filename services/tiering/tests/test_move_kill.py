@@ -1,7 +1,7 @@
 """A real Celery worker process killed with SIGKILL mid-copy of a whole file system's tier
 move (slowed by the shared I/O budget so the kill lands mid-way): the file system stays in
 its old pool, readable with the same bytes; the next worker's start fails the cut-off Job
-(console/jobs.py reaper) and its move record; moving it again succeeds, with the bytes equal
+(plane/jobs.py reaper) and its move record; moving it again succeeds, with the bytes equal
 by hash in the new pool and nothing the dead run made left in either pool."""
 import os
 import subprocess
