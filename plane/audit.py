@@ -18,7 +18,7 @@ def _redact(value, depth=0):
         if depth > 2:
             return f"{{{len(value)} keys}}"
         return {
-            k.replace("\x00", "\\0"): "***" if any(w in k.lower() for w in SECRET_WORDS)
+            _text(k): "***" if any(w in k.lower() for w in SECRET_WORDS)
             else _redact(v, depth + 1)
             for k, v in value.items()
         }
@@ -27,7 +27,7 @@ def _redact(value, depth=0):
             return [_redact(v, depth + 1) for v in value]
         return f"[{len(value)} items]"
     if isinstance(value, str):
-        value = value.replace("\x00", "\\0")  # the database's JSON cannot hold NUL
+        value = _text(value)
         return value[:200] + "..." if len(value) > 200 else value
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)

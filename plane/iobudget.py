@@ -1,14 +1,11 @@
 """The appliance's I/O budget for background work: `plumbing.iobudget`'s token buckets,
 configured from the database (re-read every few seconds) on the broker's Redis, so every
 worker shares the same buckets."""
-import functools
 import time
 
-from django.conf import settings
-
+from plane.broker import redis_client
 from plane.models import IOBudgetSetting
 from plumbing.iobudget import BudgetConfig, ForegroundMarker, IOBudget, Pacer
-from plumbing.redisurl import redis_from_url
 
 MiB = 1 << 20
 _CACHE = {"at": 0.0, "budget": None, "marker": None}
@@ -23,17 +20,8 @@ def budget() -> IOBudget:
             rate=row.rate_mbps * MiB, burst=row.burst_mb * MiB,
             classes={k: int(v) * MiB for k, v in (row.class_rates_mbps or {}).items()},
             foreground_share=row.foreground_share)
-        _CACHE.update(at=time.monotonic(), budget=IOBudget(_redis(), config))
+        _CACHE.update(at=time.monotonic(), budget=IOBudget(redis_client(), config))
     return _CACHE["budget"]
-
-
-@functools.cache
-def _redis_at(url: str):
-    return redis_from_url(url)
-
-
-def _redis():
-    return _redis_at(settings.CELERY_BROKER_URL)
 
 
 def forget_cached() -> None:
@@ -65,5 +53,5 @@ def foreground() -> None:
     """Called by foreground paths (the checkpoint API's begin, commit and lease) to pre-empt
     background work; cheap enough for every request (one Redis write a second at most)."""
     if _CACHE["marker"] is None:
-        _CACHE["marker"] = ForegroundMarker(_redis())
+        _CACHE["marker"] = ForegroundMarker(redis_client())
     _CACHE["marker"]()

@@ -61,6 +61,15 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+WILDCARDS = ("", "0.0.0.0", "::", "*")  # "every interface"
+
+
+def probe_address(bind_address: str) -> str:
+    """The address to reach a server bound to ``bind_address`` on this machine (a wildcard:
+    loopback)."""
+    return "127.0.0.1" if bind_address in WILDCARDS else bind_address
+
+
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
     """True if a TCP connection to ``host:port`` succeeds."""
     try:

@@ -13,12 +13,11 @@ import shutil
 import sys
 from pathlib import Path
 
-from plumbing.process import DaemonSpec, port_open
+from plumbing.process import DaemonSpec, port_open, probe_address
 
 DEFAULT_ISCSI_PORT = 3260
 DEFAULT_NBD_PORT = 10809
 DEFAULT_NVMF_PORT = 4420
-WILDCARDS = ("0.0.0.0", "::", "")
 
 
 def add_arguments(parser) -> None:
@@ -37,8 +36,7 @@ def add_arguments(parser) -> None:
 
 def block_host(options: dict) -> str:
     """The address block daemons listen on and that clients are told to connect to."""
-    host = options.get("block_host") or options.get("host") or "127.0.0.1"
-    return "127.0.0.1" if host in WILDCARDS else host
+    return probe_address(options.get("block_host") or options.get("host") or "127.0.0.1")
 
 
 def state_dir(data_dir: Path) -> Path:

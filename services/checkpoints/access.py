@@ -14,7 +14,7 @@ import socket
 from django.apps import apps
 from django.conf import settings
 
-WILDCARDS = ("", "0.0.0.0", "::", "*")
+from plumbing.process import WILDCARDS
 
 
 def file_host() -> str:

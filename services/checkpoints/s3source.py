@@ -37,6 +37,7 @@ class S3Source:
 
     def __init__(self, client, bucket: str, prefix: str):
         self.client, self.bucket, self.prefix = client, bucket, prefix
+        self._gone = None  # whether the bucket is gone, once asked
 
     def stat(self, name: str):
         from botocore.exceptions import ClientError
@@ -59,16 +60,19 @@ class S3Source:
         return head["ContentLength"], stored
 
     def _bucket_gone(self) -> bool:
-        """A HEAD of a missing key and of a missing bucket both answer a bare 404."""
+        """A HEAD of a missing key and of a missing bucket both answer a bare 404: asked once
+        per source, not once per missing shard."""
         from botocore.exceptions import ClientError
 
-        try:
-            self.client.head_bucket(Bucket=self.bucket)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in MISSING_BUCKET:
-                return True
-            raise
-        return False
+        if self._gone is None:
+            try:
+                self.client.head_bucket(Bucket=self.bucket)
+                self._gone = False
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") not in MISSING_BUCKET:
+                    raise
+                self._gone = True
+        return self._gone
 
     def open(self, name: str):
         return self.client.get_object(Bucket=self.bucket, Key=self.prefix + name)["Body"]

@@ -24,7 +24,7 @@ import socket
 from pathlib import Path
 
 from plumbing.atomic import write_if_changed
-from plumbing.process import port_open
+from plumbing.process import port_open, probe_address
 from services.file.runtime import (
     CommandError,
     DaemonStartError,
@@ -41,7 +41,7 @@ from services.file.runtime import (
     render_smb_conf,
 )
 from services.file.runtime.btrfs_mounts import bind_mount_self, is_mount_point, unmount
-from services.file.runtime.process import probe_address, require_binary
+from services.file.runtime.process import require_binary
 from services.file.runtime.samba import STATE_SUBDIRS
 
 DEFAULT_NFS_PORT = 2049

@@ -2,7 +2,7 @@
 Nothing is reported when the plane runs without it (no S3 port in the service options)."""
 from django.conf import settings
 
-from plumbing.process import port_open
+from plumbing.process import port_open, probe_address
 from services.object.up import s3_address
 
 
@@ -12,6 +12,5 @@ def service_health() -> dict:
     if not options.get("s3_port"):
         return {}
     host, port = s3_address(options)
-    probe = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    return {"s3": {"state": "ok" if port_open(probe, port) else "down",
+    return {"s3": {"state": "ok" if port_open(probe_address(host), port) else "down",
                    "endpoint": f"http://{host}:{port}"}}

@@ -5,27 +5,17 @@ while the run is alive: a worker killed mid-run (``kill -9``) stops renewing, so
 run can start ``STRATA_PROTECTION_LOCK_TTL`` seconds (default 60) later at the latest.
 """
 import contextlib
-import functools
 import logging
 import os
 import threading
 
 import redis
-from django.conf import settings
 from django.utils import timezone
 
+from plane.broker import redis_client
 from plumbing.errors import Conflict
-from plumbing.redisurl import redis_from_url
 
 log = logging.getLogger(__name__)
-
-
-_client = functools.cache(redis_from_url)  # one client (and connection pool) per URL
-
-
-def redis_client() -> redis.Redis:
-    """The broker's Redis (shared by all workers)."""
-    return _client(settings.CELERY_BROKER_URL)
 
 
 def lock_ttl() -> int:

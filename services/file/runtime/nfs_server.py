@@ -12,10 +12,11 @@ import time
 from dataclasses import replace
 
 from plumbing.atomic import write_if_changed
+from plumbing.process import probe_address
 
 from .errors import DaemonStartError, FilesystemMissing, InvalidShareSpec, ReloadError
 from .ganesha import build_ganesha_config, render_ganesha_conf
-from .process import ChildDaemon, probe_address, require_binary
+from .process import ChildDaemon, require_binary
 from .specs import SNAPSHOT_DIR, NfsExport, NfsSettings
 
 _RELOAD_DONE = "Reread exports complete"

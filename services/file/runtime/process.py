@@ -19,11 +19,6 @@ def require_binary(name: str) -> str:
     return found
 
 
-def probe_address(bind_address: str) -> str:
-    """The address to health-check a daemon bound to ``bind_address`` (0.0.0.0 -> loopback)."""
-    return "127.0.0.1" if bind_address in ("0.0.0.0", "", "*") else bind_address
-
-
 class ChildDaemon:
     """A daemon started by us as a foreground child; ``stop`` only ever signals that child."""
 

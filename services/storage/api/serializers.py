@@ -1,10 +1,8 @@
-import grp
-import pwd
-
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from plane.api.limits import INT64
+from services.storage import service
 from services.storage.drivers import default_driver_kind
 from services.storage.models import FileSystem, Pool, Snapshot, Volume
 
@@ -118,17 +116,17 @@ class FileSystemSerializer(serializers.ModelSerializer):
         return attrs
 
     def validate_owner(self, owner):
-        if owner and not owner.isdigit():
+        if owner:
             try:
-                pwd.getpwnam(owner)
+                service.uid_of(owner)
             except KeyError:
                 raise serializers.ValidationError(f"There is no user {owner} on this host.")
         return owner
 
     def validate_group(self, group):
-        if group and not group.isdigit():
+        if group:
             try:
-                grp.getgrnam(group)
+                service.gid_of(group)
             except KeyError:
                 raise serializers.ValidationError(f"There is no group {group} on this host.")
         return group
