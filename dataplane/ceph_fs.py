@@ -314,7 +314,21 @@ class CephFileSystems:
         return self.filesystem_info(pool, name)
 
     def _set_quota(self, path: str, quota_bytes: Optional[int]) -> None:
-        self.fs.setxattr(_b(path), "ceph.quota.max_bytes", str(quota_bytes or 0).encode(), 0)
+        value = str(quota_bytes or 0).encode()
+        local = self._local_of(path)
+        if local is not None:
+            # through the mount when there is one: the client that writes the bytes knows
+            # the new limit at once (others learn it from the MDS within a second)
+            os.setxattr(local, "ceph.quota.max_bytes", value)
+        else:
+            self.fs.setxattr(_b(path), "ceph.quota.max_bytes", value, 0)
+
+    def _local_of(self, path: str) -> Optional[str]:
+        """The mounted local path of a CephFS path under a pool root, or None."""
+        parts = path[len(ROOT) + 1:].split("/", 1) if path.startswith(ROOT + "/") else []
+        if not parts or self.mount_dir is None or not self.is_mounted(parts[0]):
+            return None
+        return os.path.join(self.mount_dir(parts[0]), *parts[1:])
 
     def set_filesystem_quota(self, pool: str, name: str, quota_bytes: Optional[int]) -> None:
         """Set or (None) remove the quota."""
