@@ -4,38 +4,21 @@ different active MDS ranks once pinned round-robin.
 """
 import errno
 import os
-import secrets
 import time
 
 import pytest
 
-from dataplane.ceph_fs import CephFileSystems, mds_rank_for
+from dataplane.ceph_fs import mds_rank_for
+from tests.ceph_fs_support import cephfs_pool
 
 MiB = 1 << 20
 
 
 @pytest.fixture
 def cephfs(ceph_cluster, tmp_path):
-    """A CephFS-backed Strata pool ``p`` (its own RADOS data pool), mounted under tmp_path."""
-    data_pool = f"strata-test-fs-{secrets.token_hex(3)}"
-    ceph_cluster.command("osd pool create", pool=data_pool, pg_num=8)
-    files = CephFileSystems(ceph_cluster.conf, ceph_cluster.client, str(ceph_cluster.keyring),
-                            mount_dir=lambda pool: tmp_path / "pools" / pool,
-                            capacity=lambda pool: 8 << 30, run_dir=tmp_path / "run")
-    try:
-        files.attach_pool("p", data_pool)
-        files.mount("p")
+    """A CephFS-backed Strata pool ``p``, mounted under tmp_path."""
+    with cephfs_pool(ceph_cluster, tmp_path) as files:
         yield files
-    finally:
-        try:
-            for name in files.list_filesystems("p"):
-                files.delete_filesystem("p", name)
-            files.detach_pool("p", data_pool)
-        finally:
-            files.unmount("p")
-            files.close()
-            ceph_cluster.command("osd pool rm", pool=data_pool, pool2=data_pool,
-                                 yes_i_really_really_mean_it=True)
 
 
 def test_quota_refuses_writes_past_it_with_edquot(cephfs):
