@@ -127,6 +127,10 @@ class CephFileSystems:
             self.mon_command("osd pool create", pool=pool, pg_num=pgs)
             self.mon_command("osd pool application enable", pool=pool, app="cephfs")
         self.mon_command("fs new", fs_name=self.fs_name, metadata=meta, data=data)
+        # a client that dies holding capabilities (a killed NFS server) blocks others'
+        # access to those files until its session is closed: 300 s by default
+        for var, val in (("session_timeout", "20"), ("session_autoclose", "30")):
+            self.mon_command("fs set", fs_name=self.fs_name, var=var, val=val)
         self.set_max_mds(2)
         self._wait_active()
         return self.fs_name
@@ -186,6 +190,27 @@ class CephFileSystems:
             return True
         except cephfs.ObjectNotFound:
             return False
+
+    def evict_dead_local_clients(self) -> list:
+        """Close the sessions of clients of this host whose process is gone (an NFS server
+        that exited without unmounting its libcephfs): the capabilities they held are
+        released now rather than when the MDS gives up on them. Returns the client ids."""
+        host = os.uname().nodename
+        evicted = []
+        for rank in self.active_ranks():
+            rc, out, _err = self.fs.mds_command(str(rank), json.dumps(
+                {"prefix": "session ls", "format": "json"}), b"")
+            if rc != 0:
+                continue
+            for session in json.loads(out):
+                meta = session.get("client_metadata", {})
+                pid = meta.get("pid")
+                if meta.get("hostname") != host or not pid or os.path.exists(f"/proc/{pid}"):
+                    continue
+                self.fs.mds_command(str(rank), json.dumps(
+                    {"prefix": "session evict", "filters": [f"id={session['id']}"]}), b"")
+                evicted.append(session["id"])
+        return evicted
 
     # -- pools ---------------------------------------------------------------------------
     def pool_root(self, pool: str) -> str:

@@ -21,6 +21,7 @@ def cephfs_pool(cluster, workdir, pool: str = "p"):
         yield files
     finally:
         try:
+            files.evict_dead_local_clients()   # daemons the test stopped (Ganesha)
             for name in files.list_filesystems(pool):
                 files.delete_filesystem(pool, name)
             files.detach_pool(pool, data_pool)
