@@ -22,58 +22,82 @@ MAX_CONFIG_BYTES = 64 * 1024
 VARY = "Origin, Access-Control-Request-Headers, Access-Control-Request-Method"
 
 
+FIELDS = {"ID", "AllowedOrigins", "AllowedMethods", "AllowedHeaders", "ExposeHeaders", "MaxAgeSeconds"}
+
+
+def check_rules(rules) -> list[dict]:
+    """Validate rules shaped as S3's JSON (``AllowedOrigins``, ``AllowedMethods``, optional
+    ``AllowedHeaders``, ``ExposeHeaders``, ``MaxAgeSeconds``, ``ID``), as PutBucketCors does;
+    the rules, normalised (every list present)."""
+    if not isinstance(rules, list) or not 1 <= len(rules) <= MAX_RULES:
+        raise S3Error("MalformedXML", f"A CORS configuration has between 1 and {MAX_RULES} CORSRule elements")
+    out = []
+    for rule in rules:
+        if not isinstance(rule, dict) or set(rule) - FIELDS:
+            raise S3Error("MalformedXML", f"A CORSRule has only the fields {', '.join(sorted(FIELDS))}")
+        lists = {}
+        for name in ("AllowedOrigins", "AllowedMethods", "AllowedHeaders", "ExposeHeaders"):
+            value = rule.get(name, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise S3Error("MalformedXML", f"{name} must be a list of strings")
+            lists[name] = [v.strip() for v in value]
+        if not lists["AllowedOrigins"] or not lists["AllowedMethods"]:
+            raise S3Error("MalformedXML", "Every CORSRule needs AllowedOrigin and AllowedMethod")
+        for m in lists["AllowedMethods"]:
+            if m not in METHODS:
+                raise S3Error("InvalidRequest", f"Found unsupported HTTP method in CORS config. Unsupported method is {m}")
+        for o in lists["AllowedOrigins"]:
+            if o.count("*") > 1:
+                raise S3Error("InvalidRequest", f'AllowedOrigin "{o}" can not have more than one wildcard.')
+        for h in lists["AllowedHeaders"]:
+            if h.count("*") > 1:
+                raise S3Error("InvalidRequest", f'AllowedHeader "{h}" can not have more than one wildcard.')
+        if "ID" in rule:
+            if not isinstance(rule["ID"], str) or len(rule["ID"]) > 255:
+                raise S3Error("InvalidArgument", "A CORS rule ID is a string of at most 255 characters")
+            lists["ID"] = rule["ID"]
+        if "MaxAgeSeconds" in rule:
+            age = rule["MaxAgeSeconds"]
+            if isinstance(age, bool) or not isinstance(age, int) or not 0 <= age < 2 ** 31:
+                raise S3Error("MalformedXML", "MaxAgeSeconds must be a non-negative integer")
+            lists["MaxAgeSeconds"] = age
+        out.append(lists)
+    return out
+
+
 def parse_cors(body: bytes) -> list[dict]:
     """Rules of a CORSConfiguration document (``MalformedXML`` / ``InvalidRequest`` as S3)."""
     root = parse_xml(body)
     if root.tag != "CORSConfiguration":
         raise S3Error("MalformedXML")
-    nodes = root.findall("CORSRule")
-    if not nodes or len(nodes) > MAX_RULES:
-        raise S3Error("MalformedXML", f"A CORS configuration has between 1 and {MAX_RULES} CORSRule elements")
     rules = []
-    for node in nodes:
-        origins = [(o.text or "").strip() for o in node.findall("AllowedOrigin")]
-        methods = [(m.text or "").strip() for m in node.findall("AllowedMethod")]
-        if not origins or not methods:
-            raise S3Error("MalformedXML", "Every CORSRule needs AllowedOrigin and AllowedMethod")
-        for m in methods:
-            if m not in METHODS:
-                raise S3Error("InvalidRequest", f"Found unsupported HTTP method in CORS config. Unsupported method is {m}")
-        for o in origins:
-            if o.count("*") > 1:
-                raise S3Error("InvalidRequest", f'AllowedOrigin "{o}" can not have more than one wildcard.')
-        headers = [(h.text or "").strip() for h in node.findall("AllowedHeader")]
-        for h in headers:
-            if h.count("*") > 1:
-                raise S3Error("InvalidRequest", f'AllowedHeader "{h}" can not have more than one wildcard.')
-        rule = {"origins": origins, "methods": methods, "headers": headers,
-                "expose": [(e.text or "").strip() for e in node.findall("ExposeHeader")]}
+    for node in root.findall("CORSRule"):
+        rule = {name + "s": [(n.text or "").strip() for n in node.findall(name)]
+                for name in ("AllowedOrigin", "AllowedMethod", "AllowedHeader", "ExposeHeader")}
         rid = child_text(node, "ID")
         if rid is not None:
-            if len(rid) > 255:
-                raise S3Error("InvalidArgument", "CORS rule ID must not exceed 255 characters")
-            rule["id"] = rid
+            rule["ID"] = rid
         age = child_text(node, "MaxAgeSeconds")
         if age is not None:
             try:
-                rule["max_age"] = int(age)
+                rule["MaxAgeSeconds"] = int(age)
             except ValueError:
                 raise S3Error("MalformedXML", "MaxAgeSeconds must be an integer") from None
         rules.append(rule)
-    return rules
+    return check_rules(rules)
 
 
 def render(rules: list[dict]) -> bytes:
     """The GetBucketCors document of stored rules."""
     out = []
     for r in rules:
-        parts = [el("ID", r["id"])] if "id" in r else []
-        parts += [el("AllowedHeader", h) for h in r["headers"]]
-        parts += [el("AllowedMethod", m) for m in r["methods"]]
-        parts += [el("AllowedOrigin", o) for o in r["origins"]]
-        parts += [el("ExposeHeader", e) for e in r["expose"]]
-        if "max_age" in r:
-            parts.append(el("MaxAgeSeconds", r["max_age"]))
+        parts = [el("ID", r["ID"])] if "ID" in r else []
+        parts += [el("AllowedHeader", h) for h in r["AllowedHeaders"]]
+        parts += [el("AllowedMethod", m) for m in r["AllowedMethods"]]
+        parts += [el("AllowedOrigin", o) for o in r["AllowedOrigins"]]
+        parts += [el("ExposeHeader", e) for e in r["ExposeHeaders"]]
+        if "MaxAgeSeconds" in r:
+            parts.append(el("MaxAgeSeconds", r["MaxAgeSeconds"]))
         out.append("<CORSRule>" + "".join(parts) + "</CORSRule>")
     return xml_doc("CORSConfiguration", "".join(out))
 
@@ -84,31 +108,31 @@ def _pattern(value: str, ignore_case: bool) -> re.Pattern:
 
 
 def _origin_ok(rule: dict, origin: str) -> bool:
-    return any(o == "*" or _pattern(o, False).match(origin) for o in rule["origins"])
+    return any(o == "*" or _pattern(o, False).match(origin) for o in rule["AllowedOrigins"])
 
 
 def _headers_ok(rule: dict, wanted: list[str]) -> bool:
-    return all(any(_pattern(h, True).match(w) for h in rule["headers"]) for w in wanted)
+    return all(any(_pattern(h, True).match(w) for h in rule["AllowedHeaders"]) for w in wanted)
 
 
 def match(rules: list[dict], origin: str, method: str, headers: list[str] = ()) -> dict | None:
     """The first rule allowing ``origin`` to use ``method`` with request ``headers``."""
     for rule in rules:
-        if method in rule["methods"] and _origin_ok(rule, origin) and _headers_ok(rule, list(headers)):
+        if method in rule["AllowedMethods"] and _origin_ok(rule, origin) and _headers_ok(rule, list(headers)):
             return rule
     return None
 
 
 def _allow_headers(rule: dict, origin: str) -> dict[str, str]:
-    wildcard = rule["origins"] == ["*"] or (len(rule["origins"]) == 1 and rule["origins"][0] == "*")
+    wildcard = rule["AllowedOrigins"] == ["*"]
     h = {"access-control-allow-origin": "*" if wildcard else origin,
-         "access-control-allow-methods": ", ".join(rule["methods"]), "vary": VARY}
+         "access-control-allow-methods": ", ".join(rule["AllowedMethods"]), "vary": VARY}
     if not wildcard:
         h["access-control-allow-credentials"] = "true"
-    if rule["expose"]:
-        h["access-control-expose-headers"] = ", ".join(rule["expose"])
-    if "max_age" in rule:
-        h["access-control-max-age"] = str(rule["max_age"])
+    if rule["ExposeHeaders"]:
+        h["access-control-expose-headers"] = ", ".join(rule["ExposeHeaders"])
+    if "MaxAgeSeconds" in rule:
+        h["access-control-max-age"] = str(rule["MaxAgeSeconds"])
     return h
 
 
