@@ -350,9 +350,12 @@ class CephDriver(CephRbdMixin, Driver):
         """Wait until the new pools' PGs are active (images can be made at once)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            got = [self._mon(rec, "pg ls-by-pool", poolstr=pool) for pool in pools]
+            try:        # answered by the mgr, which may lag behind a new pool
+                got = [self._mon(rec, "pg ls-by-pool", poolstr=pool) for pool in pools]
+                in_df = {p["name"] for p in self._mon(rec, "df")["pools"]}
+            except Unreachable:
+                continue
             states = [pg["state"] for g in got for pg in g.get("pg_stats", [])]
-            in_df = {p["name"] for p in self._mon(rec, "df")["pools"]}
             if (all(g.get("pg_ready", True) for g in got) and states
                     and all("active" in s for s in states) and set(pools) <= in_df):
                 return

@@ -352,7 +352,8 @@ keyring = {r}/ceph.$name.keyring
         def ok():
             osd = self.command("osd stat") or {}
             return (osd.get("num_up_osds") == OSDS
-                    and (self.command("health") or {}).get("status") == "HEALTH_OK")
+                    and (self.command("health") or {}).get("status") == "HEALTH_OK"
+                    and self.command("pg stat", timeout=5) is not None)   # the mgr answers
         self._wait(ok, timeout, "HEALTH_OK")
 
     def _wait(self, check, timeout: float, what: str) -> None:
