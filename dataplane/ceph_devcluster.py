@@ -133,6 +133,10 @@ mon_warn_on_pool_no_redundancy = false
 mon_osd_min_down_reporters = 1
 mon_memory_target = 268435456
 mgr_initial_modules = iostat
+# a one-node cluster commits map changes (pool and snapshot creation) without batching them
+paxos_propose_interval = 0.05
+paxos_min_wait = 0.01
+mgr_stats_period = 1
 osd_memory_target = {self.osd_memory_target}
 osd_objectstore = bluestore
 bluestore_block_create = true
@@ -348,7 +352,8 @@ keyring = {r}/ceph.$name.keyring
         def ok():
             osd = self.command("osd stat") or {}
             return (osd.get("num_up_osds") == OSDS
-                    and (self.command("health") or {}).get("status") == "HEALTH_OK")
+                    and (self.command("health") or {}).get("status") == "HEALTH_OK"
+                    and self.command("pg stat", timeout=5) is not None)   # the mgr answers
         self._wait(ok, timeout, "HEALTH_OK")
 
     def _wait(self, check, timeout: float, what: str) -> None:
