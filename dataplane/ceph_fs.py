@@ -128,8 +128,9 @@ class CephFileSystems:
             self.mon_command("osd pool application enable", pool=pool, app="cephfs")
         self.mon_command("fs new", fs_name=self.fs_name, metadata=meta, data=data)
         # a client that dies holding capabilities (a killed NFS server) blocks others'
-        # access to those files until its session is closed: 300 s by default
-        for var, val in (("session_timeout", "20"), ("session_autoclose", "30")):
+        # access to those files until its session is closed: 300 s by default (the
+        # least Ceph allows is 30 s)
+        for var, val in (("session_timeout", "30"), ("session_autoclose", "45")):
             self.mon_command("fs set", fs_name=self.fs_name, var=var, val=val)
         self.set_max_mds(2)
         self._wait_active()
