@@ -74,10 +74,10 @@ def policy_context(req: Request, bucket: Bucket | None, key: str = "", action: s
 
 def check_access(req: Request, bucket: Bucket, action: str, key: str = "") -> None:
     """``AccessDenied`` unless the signer may do ``action`` on ``bucket`` (or its ``key``)."""
-    auth = req.auth
+    auth = req.auth  # None: an anonymous request
     resource = f"{bucket.name}/{key}" if key else bucket.name
     doc = bucket.settings.get("policy")
     ctx = policy_context(req, bucket, key, action) if doc else None
-    if not policy.is_allowed(doc, user=auth.user, admin=auth.admin, owner=bucket.owner, action=action,
-                             resource=resource, context=ctx):
+    if not policy.is_allowed(doc, user=auth.user if auth else None, admin=bool(auth and auth.admin),
+                             owner=bucket.owner, action=action, resource=resource, context=ctx):
         raise S3Error("AccessDenied", resource=f"/{resource}")

@@ -195,6 +195,8 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return await bucket_tagging.delete_tagging(gw, authorize(gw, req))
         authorize(gw, req)
         return await bucket_ops.delete_bucket(gw, req)
+    if m == "POST" and "delete" in q:  # each key is checked, as its own DeleteObject
+        return await object_ops.delete_objects(gw, req, gw.buckets.get(req.bucket))
     bucket = authorize(gw, req)
     if m == "HEAD":
         return Response(200, {"x-amz-bucket-region": gw.config["region"]})
@@ -219,8 +221,6 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
         if "tagging" in q:
             return bucket_tagging.get_tagging(bucket)
         return await bucket_ops.list_objects(gw, req, bucket)
-    if m == "POST" and "delete" in q:
-        return await object_ops.delete_objects(gw, req, bucket)
     raise S3Error("MethodNotAllowed")
 
 

@@ -314,6 +314,7 @@ async def delete_objects(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         if not key:
             raise S3Error("MalformedXML", "Every Object needs a Key")
         try:
+            check_access(req, bucket, "s3:DeleteObjectVersion" if vid else "s3:DeleteObject", key)
             result = await gw.delete_version_or_key(bucket, key, vid)
         except S3Error as err:
             out.append(f"<Error>{el('Key', key)}{el('Code', err.code)}{el('Message', err.message)}</Error>")

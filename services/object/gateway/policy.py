@@ -521,10 +521,11 @@ def evaluate(policy: dict | None, *, user: str | None, action: str, resource: st
     return decision
 
 
-def is_allowed(policy: dict | None, *, user: str, admin: bool, owner: str, action: str, resource: str,
+def is_allowed(policy: dict | None, *, user: str | None, admin: bool, owner: str, action: str, resource: str,
                context: Context | None = None) -> bool:
-    """Whether ``user`` may do ``action`` on ``resource`` without ACLs: admin keys always;
-    an explicit Deny refuses (the owner keeps the policy actions); then the owner, or an Allow."""
+    """Whether ``user`` (None: anonymous) may do ``action`` on ``resource`` without ACLs: admin
+    keys always; an explicit Deny refuses (the owner keeps the policy actions); then the owner,
+    or an Allow."""
     if admin:
         return True
     if user == owner and action in POLICY_ACTIONS:

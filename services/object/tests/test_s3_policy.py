@@ -272,3 +272,19 @@ def test_put_policy_validation(gw, alice, name):
     # a policy for every bucket (arn:aws:s3:::*) is a valid policy of this one
     put_policy(alice, name, allow({"AWS": "bob"}, "s3:*", "arn:aws:s3:::*"))
     assert json.loads(alice.get_bucket_policy(Bucket=name)["Policy"])["Statement"][0]["Resource"] == "arn:aws:s3:::*"
+
+
+def test_multi_delete_checks_every_key(alice, bob, carol, name):
+    for key in ("tmp/a", "keep/b"):
+        alice.put_object(Bucket=name, Key=key, Body=b"x")
+    put_policy(alice, name, allow({"AWS": "bob"}, "s3:DeleteObject", f"arn:aws:s3:::{name}/tmp/*"))
+    out = bob.delete_objects(Bucket=name, Delete={"Objects": [{"Key": "tmp/a"}, {"Key": "keep/b"}]})
+    assert [d["Key"] for d in out["Deleted"]] == ["tmp/a"]
+    assert [(e["Key"], e["Code"]) for e in out["Errors"]] == [("keep/b", "AccessDenied")]
+    # a Deny on the keys binds the owner's multi-delete too
+    put_policy(alice, name, allow("*", "s3:DeleteObject", f"arn:aws:s3:::{name}/keep/*", effect="Deny"))
+    out = alice.delete_objects(Bucket=name, Delete={"Objects": [{"Key": "keep/b"}]})
+    assert [(e["Key"], e["Code"]) for e in out["Errors"]] == [("keep/b", "AccessDenied")]
+    out = carol.delete_objects(Bucket=name, Delete={"Objects": [{"Key": "keep/b"}]})
+    assert [(e["Key"], e["Code"]) for e in out["Errors"]] == [("keep/b", "AccessDenied")]
+    assert alice.get_object(Bucket=name, Key="keep/b")["Body"].read() == b"x"
