@@ -148,3 +148,55 @@ def test_iscsi_guest_with_chap(guest_image, api, block, tmp_path):
         assert guest.marker("HOSTDATA") == sha(host_data)
     with open(path, "rb") as fh:
         assert sha(fh.read(MiB)) == sha(pattern)
+
+
+RECORD = 64 * 1024
+# Record i is "REC" and i on 8 digits, zero-padded to 64 KiB, written with O_DIRECT and a
+# flush one after the other: at any moment the volume holds records 0..n-1, then zeros.
+WRITE_RECORDS = """i=0
+while [ $i -lt {count} ]; do
+  printf 'REC%08d' $i | dd of=/dev/vda bs=64k seek=$i conv=sync,fsync oflag=direct 2>/dev/null
+  [ $i = 0 ] && echo WRITING
+  i=$((i + 1))
+done
+echo ALL-WRITTEN
+"""
+READ_CLONE = """k=$(cat /k)
+echo PREFIX $(dd if=/dev/vda bs=64k count=$k iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1)
+echo REST $(dd if=/dev/vda bs=64k skip=$k iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1)
+"""
+
+
+def record(i: int) -> bytes:
+    return b"REC%08d" % i + bytes(RECORD - 11)
+
+
+def test_snapshot_while_a_guest_writes_boots_as_a_consistent_clone(guest_image, api, block,
+                                                                   tmp_path):
+    count, size = 256, 16 * MiB
+    volume(api, "vm-src", size, pool="vmpool", driver="local", devices=["image:1G"])
+    exp = post(api, "/api/v1/block-exports/", {"volume": "vm-src", "protocol": "nbd",
+                                               "allow_any": True})
+    with boot(guest_image, attach_recipe(api, exp), WRITE_RECORDS.format(count=count),
+              tmp_path, tag="writer") as writer:
+        writer.wait_for("WRITING")
+        snap = post(api, "/api/v1/snapshots/", {"name": "mid-write", "volume": "vm-src"})
+        writer.kill()                 # a crash of the writer: the snapshot is what is left
+        assert "ALL-WRITTEN" not in writer.output(), "the guest finished before the snapshot"
+    post(api, f"/api/v1/snapshots/{snap['id']}/clone/", {"name": "vm-clone"}, expect=201)
+
+    with open(Volume.objects.get(name="vm-clone").path, "rb") as fh:
+        clone = fh.read()
+    k = 0
+    while k < count and clone[k * RECORD:(k + 1) * RECORD] == record(k):
+        k += 1
+    assert 0 < k < count
+    assert clone[k * RECORD:] == bytes(size - k * RECORD), "not a prefix: a later write is there"
+
+    exp2 = post(api, "/api/v1/block-exports/", {"volume": "vm-clone",
+                                                "protocol": "vhost-user-blk"})
+    with boot(guest_image, attach_recipe(api, exp2), READ_CLONE, tmp_path,
+              {"/k": str(k).encode()}, tag="clone") as reader:
+        reader.wait()
+        assert reader.marker("PREFIX") == sha(b"".join(record(i) for i in range(k)))
+        assert reader.marker("REST") == sha(bytes(size - k * RECORD))
