@@ -7,6 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.ceph import ceph_cluster, stop_shared_cluster  # noqa: F401  (the fixture, suite-wide)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    stop_shared_cluster()
+
 
 def _teardown_pools(state_dir: Path) -> None:
     import dataplane
