@@ -188,7 +188,8 @@ async def lookup(gw: Gateway, bucket: Bucket, key: str, version_id: str | None, 
             raise S3Error("NoSuchVersion", resource=f"/{bucket.name}/{key}", Key=key, VersionId=version_id)
         raise S3Error("NoSuchKey", resource=f"/{bucket.name}/{key}", Key=key)
     if rec.marker:
-        headers = {"x-amz-delete-marker": "true", "x-amz-version-id": rec.version_id}
+        headers = {"x-amz-delete-marker": "true", "x-amz-version-id": rec.version_id,
+                   "last-modified": http_date(rec.mtime)}
         if version_id is not None:
             raise S3Error("MethodNotAllowed", headers=headers)
         raise S3Error("NoSuchKey", resource=f"/{bucket.name}/{key}", headers=headers, Key=key)
