@@ -2,6 +2,7 @@
 contributes through its `health.py` (`service_alerts()`) and `metrics.py` (`capacity()`)."""
 from datetime import timedelta
 
+from django.conf import settings
 from django.utils import timezone
 
 from plane.discovery import service_modules
@@ -29,4 +30,14 @@ def dashboard_context() -> dict:
         **context,
         "running_jobs": Job.objects.filter(state__in=["pending", "running"])[:20],
         "alerts": alerts(),
+        "tls": tls_trust(),
     }
+
+
+def tls_trust() -> dict | None:
+    """With `strata up --tls`: the certificate clients must trust (file, fingerprint)."""
+    options = getattr(settings, "SERVICE_OPTIONS", None) or {}
+    if not options.get("tls_cert"):
+        return None
+    return {"cert": options["tls_cert"], "fingerprint": options.get("tls_fingerprint", ""),
+            "generated": bool(options.get("tls_generated"))}
