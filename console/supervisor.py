@@ -150,7 +150,7 @@ def _tls_options(data: Path, options: dict) -> dict:
         if options.get("tls_cert") or options.get("tls_key"):
             raise SystemExit("strata up: --tls-cert and --tls-key need --tls")
         return {}
-    hosts = [options.get("host"), options.get("s3_host"), options.get("file_bind")]
+    hosts = [options.get(k) for k in ("host", "data_host", "s3_host", "file_bind")]
     hosts += [f"*.{d}" for d in options.get("s3_domains") or ["localhost"]]
     try:
         cert = tls.certificate(data, options.get("tls_cert"), options.get("tls_key"),
