@@ -10,8 +10,10 @@ EXPORT_COLS = ["id", "pseudo", "filesystem", "path", "clients", "state", "error"
 SHARE_COLS = ["name", "filesystem", "path", "read_only", "valid_users", "encrypt", "state",
               "error"]
 USER_COLS = ["username", "state", "error", "created_at"]
-CLIENT_HELP = ("ADDRESS|CIDR|* [rw|ro] [root_squash|all_squash|no_root_squash], "
-               "e.g. '10.0.0.0/24 rw no_root_squash'; repeat")
+CLIENT_HELP = ("ADDRESS|CIDR|* [rw|ro] [root_squash|all_squash|no_root_squash] "
+               "[anonuid=USER|UID] [anongid=GROUP|GID], e.g. '10.0.0.0/24 rw no_root_squash' or "
+               "'10.0.0.0/24 rw root_squash anonuid=alice anongid=alice' (squashed clients "
+               "write as alice); repeat")
 
 
 def register(sub) -> dict:

@@ -25,7 +25,10 @@ PAGES = [
                FormField("pseudo", "Pseudo path", help="Default: /<file system>."),
                FormField("clients", "Clients", "lines", required=True,
                          help="One per line: ADDRESS|CIDR|* [rw|ro] "
-                              "[root_squash|all_squash|no_root_squash]")],
+                              "[root_squash|all_squash|no_root_squash] [anonuid=USER] "
+                              "[anongid=GROUP]. Squashed clients write as the anonymous ids "
+                              "(default nobody): give the file system to them, or name its "
+                              "owner here.")],
          actions=[Action("Set clients", "/api/v1/nfs-exports/{key}/", method="PATCH",
                          fields=[FormField("clients", "Clients", "lines", required=True)])]),
     Page(slug="smb-shares", title="SMB shares", group="File", api="/api/v1/smb-shares/",

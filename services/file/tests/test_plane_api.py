@@ -3,6 +3,7 @@ starts them (``services.file.up``) at free ports, and real clients (nfs-rs, smbc
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -311,3 +312,45 @@ def test_a_share_is_writable_by_the_user_its_file_system_belongs_to(api, daemons
         assert api.delete(f"/api/v1/smb-users/{user}/").status_code == 204
     finally:
         drop_unix_user(user)
+
+
+def test_root_squashed_clients_write_where_the_operator_meant(api, daemons, settings):
+    """A client that is root, squashed, writes as the rule's anonymous ids: into a file system
+    that belongs to them (the default nobody, or the owner the rule names), never into one
+    that is root's."""
+    make_filesystem(api, "scratch")  # the pool
+    nobody, daemon = pwd.getpwnam("nobody"), pwd.getpwnam("daemon")
+    layouts = {"roots": {}, "nobodys": {"owner": "nobody", "group": str(nobody.pw_gid)},
+               "daemons": {"owner": "daemon", "group": "daemon", "mode": "0750"}}
+    paths = {}
+    for name, access in layouts.items():
+        made = api.post("/api/v1/filesystems/", {"name": name, "pool": "p1", **access},
+                        format="json")
+        assert made.status_code == 201, made.content
+        paths[name] = made.json()["path"]
+    rules = {"roots": "127.0.0.1 rw root_squash", "nobodys": "127.0.0.1 rw root_squash",
+             "daemons": "127.0.0.1 rw root_squash anonuid=daemon anongid=daemon"}
+    for name, rule in rules.items():
+        made = api.post("/api/v1/nfs-exports/", {"filesystem": name, "clients": [rule]},
+                        format="json")
+        assert made.status_code == 201 and made.json()["state"] == "online", made.content
+    assert made.json()["clients"][0]["anonymous_uid"] == daemon.pw_uid
+
+    def write_as_root(name: str) -> None:
+        url = f"nfs://127.0.0.1:{nfs_port(settings)}/{name}?version=4.1"
+        with nfs_rs.Client.connect(url, uid=0, gid=0, connect_timeout=10,
+                                   operation_timeout=60) as client:
+            write_file(client, "from-root.bin", b"r" * MiB)
+
+    with pytest.raises(nfs_rs.NfsError) as refused:
+        write_as_root("roots")
+    assert "ACCES" in str(refused.value).upper() or "PERM" in str(refused.value).upper()
+    for name, owner in (("nobodys", nobody.pw_uid), ("daemons", daemon.pw_uid)):
+        write_as_root(name)
+        written = Path(paths[name], "from-root.bin")
+        assert written.read_bytes() == b"r" * MiB
+        assert written.stat().st_uid == owner  # squashed: it is not root's file
+    bad = api.post("/api/v1/nfs-exports/", {"filesystem": "roots", "pseudo": "/bad",
+                                           "clients": ["127.0.0.1 rw root_squash anonuid=nosuchuserx"]},
+                   format="json")
+    assert bad.status_code == 400 and "nosuchuserx" in bad.json()["detail"], bad.content
