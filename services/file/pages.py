@@ -45,9 +45,15 @@ PAGES = [
                FormField("read_only", "Read-only", "checkbox"),
                FormField("valid_users", "Valid users", "lines",
                          help="SMB user names, one per line; empty: every SMB user."),
-               FormField("encrypt", "Require encryption", "checkbox")],
+               FormField("encrypt", "Require encryption", "checkbox"),
+               FormField("grant_access", "Grant the valid users write access", "checkbox",
+                         help="Adds them to the directory's POSIX ACL (and its default ACL, "
+                              "for what they create); without it only its owner, group and "
+                              "mode decide.")],
          actions=[Action("Set valid users", "/api/v1/smb-shares/{key}/", method="PATCH",
-                         fields=[FormField("valid_users", "Valid users", "lines")])]),
+                         fields=[FormField("valid_users", "Valid users", "lines"),
+                                 FormField("grant_access", "Grant them write access",
+                                           "checkbox")])]),
     Page(slug="smb-users", title="SMB users", group="File", api="/api/v1/smb-users/",
          lookup="username", queryset=lambda: SmbUser.objects.all(),
          help="Each SMB user gets a Unix account (no home, no login shell) kept by Strata.",

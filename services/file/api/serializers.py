@@ -1,3 +1,4 @@
+import os
 from dataclasses import asdict
 
 from drf_spectacular.types import OpenApiTypes
@@ -151,11 +152,15 @@ class SmbShareSerializer(serializers.ModelSerializer):
     valid_users = serializers.ListField(child=serializers.CharField(), required=False,
                                         default=list,
                                         help_text="SMB users allowed; empty: every SMB user")
+    grant_access = serializers.BooleanField(
+        write_only=True, required=False, default=False,
+        help_text="give the valid users read and write on the share's directory (POSIX ACL, "
+                  "inherited by what they create); needs valid_users")
 
     class Meta:
         model = SmbShare
         fields = ["id", "name", "filesystem", "path", "read_only", "valid_users", "encrypt",
-                  "state", "error", "created_at", "updated_at"]
+                  "grant_access", "state", "error", "created_at", "updated_at"]
         read_only_fields = READ_ONLY
 
     def validate_name(self, name):
@@ -189,7 +194,13 @@ class SmbShareSerializer(serializers.ModelSerializer):
             attrs["path"] = _check_path(fs, attrs.get("path", ""))
         path = attrs.get("path", self.instance.path if self.instance else "")
         users = attrs.get("valid_users", self.instance.valid_users if self.instance else [])
-        blocked = service.unreachable_by_users(service.share_path(fs, path), users)
+        target = service.share_path(fs, path)
+        if attrs.get("grant_access"):
+            if not users:
+                raise serializers.ValidationError(
+                    {"grant_access": "Name the valid users to grant access to."})
+            target = os.path.dirname(target.rstrip("/")) or "/"  # the grant opens the last one
+        blocked = service.unreachable_by_users(target, users)
         if blocked:
             raise serializers.ValidationError({"path": (
                 f"SMB users cannot reach this directory: {blocked} is not searchable by "

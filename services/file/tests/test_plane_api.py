@@ -354,3 +354,38 @@ def test_root_squashed_clients_write_where_the_operator_meant(api, daemons, sett
                                            "clients": ["127.0.0.1 rw root_squash anonuid=nosuchuserx"]},
                    format="json")
     assert bad.status_code == 400 and "nosuchuserx" in bad.json()["detail"], bad.content
+
+
+def test_a_share_for_named_users_grants_them_access(api, daemons, settings, tmp_path):
+    """`grant_access` on a share of a root-owned 0755 file system: its valid user writes there
+    (and into directories it makes); the root stays root's; without users it is refused."""
+    make_filesystem(api, "scratch")  # the pool
+    user = new_user_name()
+    try:
+        r = api.post("/api/v1/smb-users/", {"username": user, "password": "Strata-pw-1"},
+                     format="json")
+        assert r.status_code == 201, r.content
+        fs = api.post("/api/v1/filesystems/", {"name": "team", "pool": "p1"}, format="json")
+        assert fs.status_code == 201, fs.content
+        root = Path(fs.json()["path"])
+        r = api.post("/api/v1/smb-shares/", {"name": "team", "filesystem": "team",
+                                              "valid_users": [user], "grant_access": True},
+                     format="json")
+        assert r.status_code == 201 and "grant_access" not in r.json(), r.content
+        local = tmp_path / "shard.bin"
+        local.write_bytes(os.urandom(MiB))
+        done = smbclient(settings, "team", user, "Strata-pw-1",
+                         f"put {local} shard; mkdir step-1; put {local} step-1/shard")
+        assert done.returncode == 0 and "NT_STATUS" not in done.stdout, done.stdout + done.stderr
+        for written in (root / "shard", root / "step-1" / "shard"):
+            assert written.read_bytes() == local.read_bytes()
+            assert written.stat().st_uid == pwd.getpwnam(user).pw_uid
+        assert root.stat().st_uid == 0  # the file system's owner did not change
+
+        r = api.post("/api/v1/smb-shares/", {"name": "nobody-named", "filesystem": "team",
+                                              "grant_access": True}, format="json")
+        assert r.status_code == 400 and "grant_access" in r.json()["fields"], r.content
+        assert api.delete("/api/v1/smb-shares/team/").status_code == 204
+        assert api.delete(f"/api/v1/smb-users/{user}/").status_code == 204
+    finally:
+        drop_unix_user(user)
