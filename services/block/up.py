@@ -79,7 +79,8 @@ def _tgtd_spec(kw: dict) -> DaemonSpec:
 
     argv = ["tgtd", "-f", "-C", str(target.control_port),
             "--iscsi", f"portal={kw['host']}:{kw['iscsi_port']}"]
-    return DaemonSpec(name="tgtd", argv=argv, ready=ready, stop=stop)
+    # a new tgtd has no targets: the block service re-applies every export after a restart
+    return DaemonSpec(name="tgtd", argv=argv, ready=ready, stop=stop, reconcile="block")
 
 
 def _qsd_spec(kw: dict) -> DaemonSpec:
@@ -95,8 +96,13 @@ def _qsd_spec(kw: dict) -> DaemonSpec:
     def ready() -> bool:
         return qmp.exists() and port_open(kw["host"], kw["nbd_port"], 0.3)
 
-    # qemu-storage-daemon quits cleanly on SIGTERM (the supervisor's default stop)
-    return DaemonSpec(name="qemu-storage-daemon", argv=argv, ready=ready)
+    def prepare() -> None:
+        qmp.unlink(missing_ok=True)  # left by the daemon that died: the ready check needs a new one
+
+    # qemu-storage-daemon quits cleanly on SIGTERM (the supervisor's default stop); a new one
+    # has no exports: the block service re-applies them after a restart
+    return DaemonSpec(name="qemu-storage-daemon", argv=argv, ready=ready, prepare=prepare,
+                      reconcile="block")
 
 
 def daemons(data_dir: Path, options: dict) -> list[DaemonSpec]:
