@@ -129,7 +129,8 @@ class Supervisor:
             if child.stop(STOP_TIMEOUT, on_error=report):
                 print(f"strata: {child.name} did not stop in {STOP_TIMEOUT:.0f}s; killed",
                       flush=True)
-            sup.state = "stopped"
+            if sup.state != "failed":
+                sup.state = "stopped"
         if self.children:
             self.save()
 
