@@ -267,7 +267,7 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
     data = Path(data_dir).resolve()
     for sub in ("run", "log"):
         (data / sub).mkdir(parents=True, exist_ok=True)
-    options = dict(options or {}, host=host, port=port)
+    options = dict(options or {}, host=host, port=port, supervised=True)
     env = dict(os.environ, STRATA_DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="console.settings",
                PYTHONUNBUFFERED="1", STRATA_SERVICE_OPTIONS=json.dumps(options))
     py = sys.executable

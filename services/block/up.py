@@ -53,7 +53,9 @@ def runtime_kwargs(data_dir: Path, options: dict) -> dict:
     return {"state_dir": state_dir(data_dir), "host": block_host(options),
             "iscsi_port": int(options.get("iscsi_port") or DEFAULT_ISCSI_PORT),
             "nbd_port": int(options.get("nbd_port") or DEFAULT_NBD_PORT),
-            "nvmf_port": int(options.get("nvmf_port") or DEFAULT_NVMF_PORT)}
+            "nvmf_port": int(options.get("nvmf_port") or DEFAULT_NVMF_PORT),
+            # under `strata up` the daemons are its children: sessions only adopt them
+            "adopt_only": bool(options.get("supervised"))}
 
 
 def _tgtd_spec(kw: dict) -> DaemonSpec:
