@@ -110,7 +110,8 @@ class Supervisor:
                 break
             except subprocess.TimeoutExpired:
                 if self.stopping or time.monotonic() > deadline:
-                    failure = "interrupted" if self.stopping else f"did not finish in {timeout:.0f} s"
+                    failure = ("interrupted" if self.stopping
+                               else f"did not finish in {timeout:.0f} s")
                     proc.kill()
                     out, err = proc.communicate()
                     break
