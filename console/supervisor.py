@@ -239,6 +239,27 @@ def _http_answers(url: str) -> bool:
         return True
 
 
+def _requeue_unacked(broker_url: str) -> None:
+    """Before the worker starts again: put back on their queues the tasks the dead worker
+    had taken but not finished (tasks are acknowledged once done; with one worker per
+    appliance every unacknowledged task was its). A job it was running is then recorded as
+    interrupted by the new worker; the others run."""
+    from kombu import Connection  # only for a restart: `strata` commands import this module
+
+    try:
+        with Connection(broker_url, connect_timeout=5) as conn:
+            channel = conn.default_channel
+            tags = channel.client.hkeys(channel.unacked_key)
+            for tag in tags:
+                channel.qos.restore_by_tag(tag)
+    except Exception as exc:       # the broker is down too: its own restart comes first
+        print(f"strata: the worker's unfinished tasks could not be queued again: {exc}",
+              flush=True)
+        return
+    if tags:
+        print(f"strata: {len(tags)} unfinished task(s) of the worker queued again", flush=True)
+
+
 def _start_daemon(sup: Supervisor, spec: DaemonSpec) -> None:
     child = sup.start(spec.name, spec.argv, env=spec.env, stop=spec.stop, spec=spec)
     if spec.ready is not None:
@@ -316,10 +337,9 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
             name="web", argv=argv, ready=lambda: _http_answers(health)))
         argv = [py, "-m", "celery", "-A", "plane", "worker", "-l", "info", "--concurrency",
                 "2", "-n", f"strata-{port}@%h"]
-        # tasks are acknowledged once done: those the killed worker held go back on the queue
-        # (a job it was running is then marked interrupted by the new worker)
-        sup.start("worker", argv, spec=DaemonSpec(name="worker", argv=argv, prepare=lambda: (
-            sup.run_quietly("requeue", manage + ["strata_requeue"]))))
+        broker = env.get("STRATA_REDIS_URL") or f"redis+socket://{data / 'run' / 'redis.sock'}"
+        sup.start("worker", argv, spec=DaemonSpec(
+            name="worker", argv=argv, prepare=lambda: _requeue_unacked(broker)))
         sup.start("beat", [py, "-m", "celery", "-A", "plane", "beat", "-l", "info",
                            "--schedule", str(data / "run" / "celerybeat-schedule"),
                            "--pidfile", ""])
