@@ -242,6 +242,9 @@ def test_beat_killed_is_started_again(app):
     with Load(lambda i: rest(app, "GET", "jobs/?limit=5", timeout=10)) as load:
         kill9_while(app, "beat", load)
     assert_restarted_once(app, "beat")
+    # `strata health` tells the operator the same
+    beat = json.loads(app.cli("health").stdout)["daemons"]["beat"]
+    assert (beat["restarts"], beat["last_exit"]["signal"]) == (1, "SIGKILL"), beat
 
 
 # --------------------------------------------------------------------------- block
