@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 from urllib.parse import parse_qsl, unquote
 
-from . import admin, bucket_ops, foreground, multipart, object_ops, policy
+from . import admin, bucket_ops, bucket_tagging, cors, foreground, multipart, object_ops, policy, unconfigured
+from .access import check_access
 from .core import Gateway
 from .errors import S3Error
 from .request import Request, Response
@@ -17,7 +18,7 @@ MAX_KEY_BYTES = 1024
 ADMIN_PREFIX = "/_strata/admin/"
 
 # Sub-resources S3 defines that this gateway does not implement (answered NotImplemented).
-UNSUPPORTED = {"acl", "cors", "website", "logging", "notification", "replication", "requestPayment",
+UNSUPPORTED = {"acl", "website", "logging", "notification", "replication", "requestPayment",
                "encryption", "object-lock", "legal-hold", "retention", "analytics", "inventory",
                "metrics", "intelligent-tiering", "ownershipControls", "publicAccessBlock",
                "accelerate", "torrent", "select", "policyStatus"}
@@ -89,7 +90,8 @@ class S3App:
                 state["done"] = True
             return message
 
-        req = Request(scope["method"], raw_path, raw_query, headers, query, receive=tracked_receive)
+        req = Request(scope["method"], raw_path, raw_query, headers, query, receive=tracked_receive,
+                      client=(scope.get("client") or ("", 0))[0], scheme=scope.get("scheme", "http"))
         try:
             path = unquote(raw_path)
             if path.startswith(ADMIN_PREFIX) or path == ADMIN_PREFIX.rstrip("/"):
@@ -102,6 +104,8 @@ class S3App:
         except Exception:  # noqa: BLE001 - the client gets InternalError, the log the traceback
             log.exception("unhandled error in %s %s", req.method, raw_path)
             resp = self._error(req, S3Error("InternalError"))
+        if "origin" in headers and req.bucket and self.gw is not None:
+            cors.decorate(self.gw.buckets.buckets.get(req.bucket), req, resp)
         if not state["done"]:
             # the body was not read (an early error): do not let its bytes be parsed as a request
             resp.headers["connection"] = "close"
@@ -138,10 +142,12 @@ class S3App:
     async def _s3(self, req: Request) -> Response:
         gw = self.gw
         cfg = gw.config
+        if req.method == "OPTIONS" and req.bucket:  # CORS preflight: browsers do not sign it
+            return cors.preflight(gw.buckets.get(req.bucket), req)
         req.auth = verify_request(req.method, req.raw_path, req.raw_query, req.headers,
                                   cfg["users"], cfg["region"])
         for name in req.query:
-            if name in UNSUPPORTED:
+            if name in UNSUPPORTED and not unconfigured.answers(req):
                 raise S3Error("NotImplemented", f"The '{name}' sub-resource is not implemented by Strata")
         if not req.bucket:
             if req.method == "GET":
@@ -157,11 +163,7 @@ class S3App:
 def authorize(gw: Gateway, req: Request):
     """The request's bucket, if the signer may do this request there (owner, admin or policy)."""
     bucket = gw.buckets.get(req.bucket)
-    action = policy.action_for(req.method, req.query, bool(req.key))
-    resource = f"{req.bucket}/{req.key}" if req.key else req.bucket
-    if not policy.is_allowed(bucket.settings.get("policy"), user=req.auth.user, admin=req.auth.admin,
-                             owner=bucket.owner, action=action, resource=resource):
-        raise S3Error("AccessDenied", resource=f"/{resource}")
+    check_access(req, bucket, policy.action_for(req.method, req.query, bool(req.key)), req.key)
     return bucket
 
 
@@ -175,8 +177,10 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return await bucket_ops.put_lifecycle(gw, req, authorize(gw, req))
         if "policy" in q:
             return await bucket_ops.put_policy(gw, req, authorize(gw, req))
+        if "cors" in q:
+            return await cors.put_cors(gw, req, authorize(gw, req))
         if "tagging" in q:
-            raise S3Error("NotImplemented", "Bucket tagging is not implemented yet")
+            return await bucket_tagging.put_tagging(gw, req, authorize(gw, req))
         return await bucket_ops.create_bucket(gw, req)
     if m == "DELETE":
         if "lifecycle" in q:
@@ -185,15 +189,19 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
         if "policy" in q:
             await gw.run(authorize(gw, req).set_setting, "policy", None)
             return Response(204)
+        if "cors" in q:
+            return await cors.delete_cors(gw, authorize(gw, req))
         if "tagging" in q:
-            authorize(gw, req)
-            return Response(204)
+            return await bucket_tagging.delete_tagging(gw, authorize(gw, req))
         authorize(gw, req)
         return await bucket_ops.delete_bucket(gw, req)
     bucket = authorize(gw, req)
     if m == "HEAD":
         return Response(200, {"x-amz-bucket-region": gw.config["region"]})
     if m == "GET":
+        answer = unconfigured.bucket_answer(bucket, req)
+        if answer is not None:
+            return answer
         if "location" in q:
             return bucket_ops.location(gw, req)
         if "versioning" in q:
@@ -206,8 +214,10 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return bucket_ops.get_lifecycle(bucket)
         if "policy" in q:
             return bucket_ops.get_policy(bucket)
+        if "cors" in q:
+            return cors.get_cors(bucket)
         if "tagging" in q:
-            raise S3Error("NoSuchTagSet")
+            return bucket_tagging.get_tagging(bucket)
         return await bucket_ops.list_objects(gw, req, bucket)
     if m == "POST" and "delete" in q:
         return await object_ops.delete_objects(gw, req, bucket)
@@ -231,6 +241,7 @@ async def object_dispatch(gw: Gateway, req: Request) -> Response:
             return await object_ops.copy_object(gw, req, bucket)
         return await object_ops.put_object(gw, req, bucket)
     if m in ("GET", "HEAD"):
+        unconfigured.object_answer(bucket, req)
         if "uploadId" in q and m == "GET":
             return await multipart.list_parts(gw, req, bucket)
         if "tagging" in q and m == "GET":
