@@ -6,6 +6,8 @@ import json
 import time
 from urllib.parse import quote
 
+from .access import check_policy_allowed
+from .acl_ops import apply_create_settings, create_settings
 from .buckets import Bucket
 from .core import Gateway
 from .errors import S3Error, child_text, el, parse_xml, xml_doc
@@ -49,7 +51,9 @@ async def create_bucket(gw: Gateway, req: Request) -> Response:
         if constraint and constraint != region:
             raise S3Error("InvalidLocationConstraint",
                           f"This gateway serves region {region!r}, not {constraint!r}")
-    await gw.run(gw.buckets.create, req.bucket, req.auth.user, region)
+    settings = create_settings(gw, req)  # ACL and object ownership headers, checked first
+    bucket = await gw.run(gw.buckets.create, req.bucket, req.auth.user, region)
+    await apply_create_settings(gw, bucket, settings)
     return Response(200, {"location": f"/{req.bucket}"})
 
 
@@ -100,6 +104,7 @@ def get_lifecycle(bucket: Bucket) -> Response:
 async def put_policy(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """PutBucketPolicy (the subset :mod:`.policy` evaluates)."""
     doc = parse_policy(await req.body().read_all(20 * 1024), bucket.name)
+    check_policy_allowed(bucket, doc)  # BlockPublicPolicy
     await gw.run(bucket.set_setting, "policy", doc)
     return Response(204)
 
@@ -164,7 +169,8 @@ def _contents(records: list[Record], enc, owner: str | None) -> str:
     for r in records:
         out.append("<Contents>" + el("Key", enc(r.key)) + el("LastModified", iso_time(r.mtime))
                    + el("ETag", f'"{r.etag}"') + el("Size", r.size)
-                   + el("StorageClass", r.meta.get("sc", "STANDARD")) + (owner_xml(owner) if owner else "") + "</Contents>")
+                   + el("StorageClass", r.meta.get("sc", "STANDARD"))
+                   + (owner_xml(r.meta.get("ow") or owner) if owner else "") + "</Contents>")
     return "".join(out)
 
 
@@ -251,9 +257,9 @@ async def list_versions(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         common = (el("Key", enc(r.key)) + el("VersionId", r.version_id) + el("IsLatest", r.latest)
                   + el("LastModified", iso_time(r.mtime)))
         if r.marker:
-            parts.append(f"<DeleteMarker>{common}{owner_xml(bucket.owner)}</DeleteMarker>")
+            parts.append(f"<DeleteMarker>{common}{owner_xml(r.meta.get('ow') or bucket.owner)}</DeleteMarker>")
         else:
             parts.append(f"<Version>{common}{el('ETag', chr(34) + r.etag + chr(34))}{el('Size', r.size)}"
-                         f"{el('StorageClass', r.meta.get('sc', 'STANDARD'))}{owner_xml(bucket.owner)}</Version>")
+                         f"{el('StorageClass', r.meta.get('sc', 'STANDARD'))}{owner_xml(r.meta.get('ow') or bucket.owner)}</Version>")
     parts.extend(f"<CommonPrefixes>{el('Prefix', enc(p))}</CommonPrefixes>" for p in prefixes)
     return xml_response(xml_doc("ListVersionsResult", "".join(parts)))

@@ -9,7 +9,7 @@ from .buckets import Bucket
 from .core import Gateway
 from .errors import S3Error, child_text, el, parse_xml, xml_doc
 from .index import Op, Record
-from .policy import is_allowed
+from .access import may_read_object, new_object_acl
 from .request import Request, Response, xml_response
 from .tiers import check_readable, check_write_class, parse_restore_days, part_sizes, storage_class
 
@@ -174,7 +174,7 @@ async def put_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
             raise S3Error("PreconditionFailed" if current else "NoSuchKey", Condition="If-Match")
     check_write_class(headers)
     bucket.check_quota(body.size)
-    meta = meta_from_headers(headers)
+    meta = new_object_acl(gw, req, bucket, meta_from_headers(headers))
     stored = await gw.store_body(bucket, body, headers)
     meta["ck"] = stored.checksums
     rec = gw.make_record(bucket, req.key, stored, stored.md5_hex, meta)
@@ -288,8 +288,7 @@ async def copy_source(gw: Gateway, req: Request) -> Record:
     """The source version of a copy, after the signer's access and copy-source conditions."""
     sb, sk, svid = parse_copy_source(req.headers["x-amz-copy-source"])
     src_bucket = gw.buckets.get(sb)
-    if not is_allowed(src_bucket.settings.get("policy"), user=req.auth.user, admin=req.auth.admin,
-                      owner=src_bucket.owner, action="s3:GetObject", resource=f"{sb}/{sk}"):
+    if not may_read_object(gw, req, src_bucket, sk, svid):
         raise S3Error("AccessDenied", resource=f"/{sb}/{sk}")
     rec = await lookup(gw, src_bucket, sk, svid)
     check_conditions(req.headers, rec, prefix="x-amz-copy-source-", copy=True)
@@ -317,6 +316,7 @@ async def copy_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         meta["tags"] = src.meta["tags"]
     elif tag_directive == "REPLACE" and "x-amz-tagging" in req.headers:
         meta["tags"] = parse_tag_header(req.headers["x-amz-tagging"])
+    new_object_acl(gw, req, bucket, meta)  # a copy gets its own owner and ACL, never the source's
     bucket.check_quota(src.size)
     stored = await gw.copy_data(bucket, src)
     # a multipart source's composite checksum does not describe the single-part copy
