@@ -143,6 +143,8 @@ class S3App:
                 raise S3Error("NotImplemented", f"The '{name}' sub-resource is not implemented by Strata")
         if not req.bucket:
             if req.method == "GET":
+                if not req.auth.user:
+                    raise S3Error("AccessDenied", "Anonymous users cannot list buckets")
                 return await bucket_ops.list_buckets(gw, req)
             raise S3Error("MethodNotAllowed")
         if len(req.key.encode()) > MAX_KEY_BYTES:

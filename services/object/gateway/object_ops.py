@@ -1,6 +1,7 @@
 """Object operations: put, get/head (ranges, conditions), delete, multi-delete, copy, tagging."""
 from __future__ import annotations
 
+import base64
 from email.utils import formatdate, parsedate_to_datetime
 from urllib.parse import parse_qsl, unquote
 
@@ -39,10 +40,21 @@ def meta_from_headers(headers: dict[str, str]) -> dict:
             meta["ce"] = ",".join(encs)
         else:
             del meta["ce"]
-    meta["um"] = {k[11:]: v for k, v in headers.items() if k.startswith("x-amz-meta-")}
+    meta["um"] = {k[11:]: _metadata_text(v) for k, v in headers.items() if k.startswith("x-amz-meta-")}
     if "x-amz-tagging" in headers:
         meta["tags"] = parse_tag_header(headers["x-amz-tagging"])
     return meta
+
+
+def _metadata_text(value: str) -> str:
+    """A metadata value as text: headers arrive as bytes read as latin-1, and clients send
+    non-ASCII text as UTF-8 (S3 stores it decoded and answers it RFC 2047-encoded)."""
+    if value.isascii():
+        return value
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return value
 
 
 def parse_tag_header(value: str) -> dict:
@@ -69,7 +81,7 @@ def object_headers(rec: Record, versioned: bool) -> dict[str, str]:
         if short in m and header != "content-type":
             h[header] = m[short]
     for k, v in m.get("um", {}).items():
-        h[f"x-amz-meta-{k}"] = v
+        h[f"x-amz-meta-{k}"] = v if v.isascii() else "=?UTF-8?B?" + base64.b64encode(v.encode()).decode() + "?="
     if m.get("tags"):
         h["x-amz-tagging-count"] = str(len(m["tags"]))
     if versioned or rec.version_id != "null":

@@ -29,10 +29,17 @@ SUBRESOURCES = frozenset([
     "versioning", "versions", "website", "attributes"])
 
 
-def sign(secret: str, string_to_sign: str) -> str:
+def sign(secret: str, string_to_sign: str, encoding: str = "utf-8") -> str:
     """Base64 HMAC-SHA1 of ``string_to_sign``."""
-    digest = hmac.new(secret.encode(), string_to_sign.encode("utf-8", "surrogateescape"), hashlib.sha1).digest()
+    digest = hmac.new(secret.encode(), string_to_sign.encode(encoding), hashlib.sha1).digest()
     return base64.b64encode(digest).decode()
+
+
+def _matches(secret: str, sts: str, signature: str) -> bool:
+    # header values arrive as bytes read as latin-1: clients sign the bytes they send (UTF-8),
+    # or the UTF-8 of text they sent as latin-1 (see sigv4._matching_sts)
+    encodings = ("utf-8",) if sts.isascii() else ("latin-1", "utf-8")
+    return any(hmac.compare_digest(sign(secret, sts, e), signature) for e in encodings)
 
 
 def canonical_resource(resource_path: str, raw_query: str) -> str:
@@ -49,7 +56,7 @@ def canonical_resource(resource_path: str, raw_query: str) -> str:
 
 
 def _amz_lines(headers: dict[str, str]) -> str:
-    lines = [f"{k}:{','.join(v.strip() for v in headers[k].split(','))}"
+    lines = [f"{k}:{headers[k].strip()}"
              for k in sorted(headers) if k.startswith("x-amz-")]
     return "".join(line + "\n" for line in lines)
 
@@ -87,13 +94,19 @@ def verify_header(method: str, resource_path: str, raw_query: str, headers: dict
         raise S3Error("RequestTimeTooSkewed", RequestTime=date,
                       ServerTime=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
                       MaxAllowedSkewMilliseconds=str(MAX_SKEW_SECONDS * 1000))
-    resource = canonical_resource(resource_path, raw_query)
-    sts = string_to_sign(method, headers, "" if amz_date else date, resource)
-    if not hmac.compare_digest(sign(user["secret_key"], sts), signature):
-        alt = string_to_sign(method, headers, headers.get("date", ""), resource) if amz_date else None
-        if alt is None or not hmac.compare_digest(sign(user["secret_key"], alt), signature):
-            raise S3Error("SignatureDoesNotMatch", AWSAccessKeyId=access_key, StringToSign=sts)
+    dates = ["", headers.get("date", "")] if amz_date else [date]
+    candidates = [string_to_sign(method, headers, d, canonical_resource(p, raw_query))
+                  for p in _resource_paths(resource_path) for d in dates]
+    if not any(_matches(user["secret_key"], sts, signature) for sts in candidates):
+        raise S3Error("SignatureDoesNotMatch", AWSAccessKeyId=access_key, StringToSign=candidates[0])
     return _context(access_key, user)
+
+
+def _resource_paths(resource_path: str) -> list[str]:
+    # a bucket alone is signed as "/bucket/" by some clients (botocore) and "/bucket" by others
+    if resource_path.count("/") == 1 and len(resource_path) > 1:
+        return [resource_path, resource_path + "/"]
+    return [resource_path]
 
 
 def verify_query(method: str, resource_path: str, raw_query: str, headers: dict[str, str],
@@ -133,7 +146,8 @@ def verify_query(method: str, resource_path: str, raw_query: str, headers: dict[
         name = unquote(name).lower()
         if name.startswith("x-amz-") or name in ("content-type", "content-md5"):
             signed_headers[name] = unquote(value.replace("+", "%20"))
-    sts = string_to_sign(method, signed_headers, expires, canonical_resource(resource_path, "&".join(kept)))
-    if not hmac.compare_digest(sign(user["secret_key"], sts), signature):
-        raise S3Error("SignatureDoesNotMatch", AWSAccessKeyId=access_key, StringToSign=sts)
+    candidates = [string_to_sign(method, signed_headers, expires, canonical_resource(p, "&".join(kept)))
+                  for p in _resource_paths(resource_path)]
+    if not any(_matches(user["secret_key"], sts, signature) for sts in candidates):
+        raise S3Error("SignatureDoesNotMatch", AWSAccessKeyId=access_key, StringToSign=candidates[0])
     return _context(access_key, user)

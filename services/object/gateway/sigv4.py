@@ -146,6 +146,18 @@ def verify_request(method: str, raw_path: str, raw_query: str, headers: dict[str
     return ANONYMOUS
 
 
+def _matching_sts(key: bytes, signature: str, amz_date: str, scope: str, creq: str) -> str | None:
+    """The string to sign whose signature is ``signature``, or None. Header values arrive as
+    bytes (read as latin-1): clients sign the bytes they send (UTF-8 for non-ASCII metadata),
+    and some sign the UTF-8 of text they sent as latin-1; both are tried."""
+    encodings = ("utf-8",) if creq.isascii() else ("latin-1", "utf-8")
+    for encoding in encodings:
+        sts = "\n".join([ALGORITHM, amz_date, scope, hashlib.sha256(creq.encode(encoding)).hexdigest()])
+        if hmac.compare_digest(hmac_hex(key, sts), signature):
+            return sts
+    return None
+
+
 def _verify_header(method, raw_path, raw_query, headers, auth, users, region, now) -> AuthContext:
     algo, _, rest = auth.partition(" ")
     if algo != ALGORITHM:
@@ -173,10 +185,10 @@ def _verify_header(method, raw_path, raw_query, headers, auth, users, region, no
     creq = "\n".join([method, raw_path, canonical_query(raw_query),
                       _canonical_headers(headers, signed_list), signed, payload_hash])
     scope = f"{date}/{cred_region}/s3/aws4_request"
-    sts = "\n".join([ALGORITHM, amz_date, scope, hashlib.sha256(creq.encode()).hexdigest()])
     key = signing_key(user["secret_key"], date, cred_region, "s3")
-    expected = hmac_hex(key, sts)
-    if not hmac.compare_digest(expected, signature):
+    sts = _matching_sts(key, signature, amz_date, scope, creq)
+    if sts is None:
+        sts = "\n".join([ALGORITHM, amz_date, scope, hashlib.sha256(creq.encode()).hexdigest()])
         raise S3Error("SignatureDoesNotMatch", AWSAccessKeyId=access_key, StringToSign=sts,
                       CanonicalRequest=creq)
     return AuthContext(access_key, user.get("user", access_key), bool(user.get("admin")),
@@ -215,9 +227,10 @@ def _verify_presigned(method, raw_path, raw_query, headers, users, region, now) 
                       _canonical_headers(headers, signed_list), signed, UNSIGNED
                       if "x-amz-content-sha256" not in signed_list else payload_hash])
     scope = f"{date}/{cred_region}/s3/aws4_request"
-    sts = "\n".join([ALGORITHM, amz_date, scope, hashlib.sha256(creq.encode()).hexdigest()])
     key = signing_key(user["secret_key"], date, cred_region, "s3")
-    if not hmac.compare_digest(hmac_hex(key, sts), signature):
+    sts = _matching_sts(key, signature, amz_date, scope, creq)
+    if sts is None:
+        sts = "\n".join([ALGORITHM, amz_date, scope, hashlib.sha256(creq.encode()).hexdigest()])
         raise S3Error("SignatureDoesNotMatch", AWSAccessKeyId=access_key, StringToSign=sts,
                       CanonicalRequest=creq)
     return AuthContext(access_key, user.get("user", access_key), bool(user.get("admin")),
