@@ -186,6 +186,16 @@ def to_xml(owner: str, grants: list) -> bytes:
                    + "</AccessControlList>")
 
 
+def canned_name(grants: list | None, owner: str) -> str:
+    """The canned ACL a bucket's grants amount to, or 'custom'."""
+    if grants is None:
+        return "private"
+    for name in ("private", "public-read", "public-read-write", "authenticated-read"):
+        if sorted(canned(name, owner, owner, False)) == sorted(grants):
+            return name
+    return "custom"
+
+
 def is_public(grants: list | None) -> bool:
     """Whether the ACL grants anything to everyone or to every signed-in user."""
     return any(kind == "uri" and who in PUBLIC_GROUPS for kind, who, _ in grants or ())

@@ -49,8 +49,17 @@ async def put_bucket_acl(gw: Gateway, req: Request, bucket: Bucket) -> Response:
 
 
 async def _version(gw: Gateway, req: Request, bucket: Bucket):
-    from .object_ops import lookup  # the object handlers sit beside these ones
-    return await lookup(gw, bucket, req.key, req.query.get("versionId") or None)
+    """The version ?acl is about (the current one unless ``versionId``), as GetObject finds it."""
+    vid = req.query.get("versionId") or None
+    rec = bucket.index.get(req.key, vid)
+    if rec is None:
+        if vid is not None:
+            raise S3Error("NoSuchVersion", Key=req.key, VersionId=vid)
+        raise S3Error("NoSuchKey", Key=req.key)
+    if rec.marker:
+        headers = {"x-amz-delete-marker": "true", "x-amz-version-id": rec.version_id}
+        raise S3Error("MethodNotAllowed" if vid else "NoSuchKey", headers=headers)
+    return rec
 
 
 async def get_object_acl(gw: Gateway, req: Request, bucket: Bucket) -> Response:
@@ -150,6 +159,47 @@ def get_policy_status(bucket: Bucket) -> Response:
     if not doc:
         raise S3Error("NoSuchBucketPolicy", BucketName=bucket.name)
     return xml_response(xml_doc("PolicyStatus", el("IsPublic", policy_is_public(doc))))
+
+
+def access_info(bucket: Bucket) -> dict:
+    """A bucket's access settings as the admin interface reports them."""
+    return {"acl": acl.canned_name(bucket.settings.get("acl"), bucket.owner),
+            "public_access_block": bucket.settings.get("public_access_block"),
+            "ownership": bucket.settings.get("ownership")}
+
+
+async def set_access(gw: Gateway, bucket: Bucket, data: dict) -> dict:
+    """Apply the admin interface's ``{"acl": CANNED, "public_access_block": {..}|null,
+    "ownership": NAME|null}`` (each optional), checked as the S3 operations check them."""
+    changes = {}
+    if "ownership" in data:
+        changes["ownership"] = None if data["ownership"] is None else _check_ownership(data["ownership"])
+    if "public_access_block" in data:
+        pab = data["public_access_block"]
+        if pab is not None and (not isinstance(pab, dict) or set(pab) - set(PAB_FIELDS)
+                                or not all(isinstance(v, bool) for v in pab.values())):
+            raise S3Error("InvalidArgument", "public_access_block maps " + ", ".join(PAB_FIELDS) + " to booleans")
+        changes["public_access_block"] = None if pab is None else {f: bool(pab.get(f)) for f in PAB_FIELDS}
+    if "acl" in data:
+        if data["acl"] not in acl.CANNED[:4]:
+            raise S3Error("InvalidArgument", "acl must be one of " + ", ".join(acl.CANNED[:4]))
+        grants = acl.canned(data["acl"], bucket.owner, bucket.owner, False)
+        changes["acl"] = None if grants == acl.owner_only(bucket.owner) else grants
+    enforced = changes.get("ownership", bucket.settings.get("ownership")) == "BucketOwnerEnforced"
+    if enforced and changes.get("acl", bucket.settings.get("acl")) is not None:
+        raise S3Error("InvalidBucketAclWithObjectOwnership")
+    blocks = changes.get("public_access_block", bucket.settings.get("public_access_block")) or {}
+    if blocks.get("BlockPublicAcls") and acl.is_public(changes.get("acl")):
+        raise S3Error("InvalidBucketState", "A public ACL is refused while the bucket's public access block "
+                      "has BlockPublicAcls")
+    if changes:
+        for name, value in changes.items():
+            if value is None:
+                bucket.settings.pop(name, None)
+            else:
+                bucket.settings[name] = value
+        await gw.run(bucket.save)
+    return access_info(bucket)
 
 
 def create_settings(gw: Gateway, req: Request) -> dict:
