@@ -44,9 +44,10 @@ class _DatedV1Auth(HmacV1Auth):
 
 
 def v2_headers(method: str, url: str, headers: dict | None = None, access=ACCESS, secret=SECRET,
-               date: str | None = None) -> dict:
-    """Headers signed by botocore's SigV2 signer (``date``: the Date it signs and sends)."""
-    req = AWSRequest(method=method, url=url, headers=dict(headers or {}))
+               date: str | None = None, auth_path: str | None = None) -> dict:
+    """Headers signed by botocore's SigV2 signer (``date``: the Date it signs and sends;
+    ``auth_path``: the /bucket/key it signs for a virtual-host URL)."""
+    req = AWSRequest(method=method, url=url, headers=dict(headers or {}), auth_path=auth_path)
     _DatedV1Auth(Credentials(access, secret), date).add_auth(req)
     return dict(req.headers.items())
 
@@ -123,6 +124,17 @@ def test_sigv2_header_errors_on_the_wire(gateway, bucket):
     stale = formatdate(time.time() - 3600, usegmt=True)
     r = requests.put(url, data=b"x", headers=v2_headers("PUT", url, date=stale))
     assert r.status_code == 403 and xml_code(r.text) == "RequestTimeTooSkewed"
+
+
+def test_sigv2_virtual_host_style(gateway, s3, bucket):
+    s3.put_object(Bucket=bucket, Key="vh/v2.txt", Body=b"virtual v2")
+    host = f"{bucket}.localhost:{gateway.port}"
+    headers = v2_headers("GET", f"http://{host}/vh/v2.txt", auth_path=f"/{bucket}/vh/v2.txt")
+    r = requests.get(f"{gateway.endpoint}/vh/v2.txt", headers={**headers, "Host": host})
+    assert r.status_code == 200 and r.content == b"virtual v2"
+    headers = v2_headers("GET", f"http://{host}/?acl", auth_path=f"/{bucket}/")
+    r = requests.get(f"{gateway.endpoint}/?acl", headers={**headers, "Host": host})
+    assert r.status_code == 200 and "<AccessControlPolicy" in r.text
 
 
 def test_date_and_x_amz_date_together(gateway, bucket):
