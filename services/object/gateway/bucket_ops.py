@@ -7,6 +7,7 @@ import time
 from urllib.parse import quote
 
 from .access import check_policy_allowed
+from .acl import owner_xml
 from .acl_ops import apply_create_settings, create_settings
 from .buckets import Bucket
 from .core import Gateway
@@ -22,11 +23,6 @@ MAX_KEYS = 1000
 def iso_time(ts: float) -> str:
     """S3's ISO 8601 timestamp with milliseconds."""
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}Z"
-
-
-def owner_xml(name: str) -> str:
-    """An <Owner> element for ``name``."""
-    return f"<Owner>{el('ID', name)}{el('DisplayName', name)}</Owner>"
 
 
 async def list_buckets(gw: Gateway, req: Request) -> Response:
@@ -260,6 +256,7 @@ async def list_versions(gw: Gateway, req: Request, bucket: Bucket) -> Response:
             parts.append(f"<DeleteMarker>{common}{owner_xml(r.meta.get('ow') or bucket.owner)}</DeleteMarker>")
         else:
             parts.append(f"<Version>{common}{el('ETag', chr(34) + r.etag + chr(34))}{el('Size', r.size)}"
-                         f"{el('StorageClass', r.meta.get('sc', 'STANDARD'))}{owner_xml(r.meta.get('ow') or bucket.owner)}</Version>")
+                         f"{el('StorageClass', r.meta.get('sc', 'STANDARD'))}"
+                         f"{owner_xml(r.meta.get('ow') or bucket.owner)}</Version>")
     parts.extend(f"<CommonPrefixes>{el('Prefix', enc(p))}</CommonPrefixes>" for p in prefixes)
     return xml_response(xml_doc("ListVersionsResult", "".join(parts)))
