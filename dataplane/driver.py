@@ -59,6 +59,9 @@ class PoolInfo:
     health: str  # "online" | "degraded" | "offline"
     devices: list = field(default_factory=list)
     features_off: dict = field(default_factory=dict)
+    # drivers with more to say (ceph: the cluster's status, reasons, failed failure domains,
+    # recovery progress) put it here
+    health_detail: dict = field(default_factory=dict)
 
 
 @dataclass

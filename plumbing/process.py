@@ -64,6 +64,14 @@ def free_port(host: str = "127.0.0.1") -> int:
 WILDCARDS = ("", "0.0.0.0", "::", "*")  # "every interface"
 
 
+def data_address(options: dict, own_key: str) -> str:
+    """The address a data service (S3, NFS/SMB, block) listens on, from `strata up`'s
+    options: its own option (``own_key``, e.g. ``block_host``), else ``--data-host`` (every
+    data service), else ``--host`` (the web server's too), else 127.0.0.1."""
+    return options.get(own_key) or options.get("data_host") or options.get("host") \
+        or "127.0.0.1"
+
+
 def probe_address(bind_address: str) -> str:
     """The address to reach a server bound to ``bind_address`` on this machine (a wildcard:
     loopback)."""

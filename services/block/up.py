@@ -13,7 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from plumbing.process import DaemonSpec, port_open, probe_address
+from plumbing.process import DaemonSpec, data_address, port_open, probe_address
 
 DEFAULT_ISCSI_PORT = 3260
 DEFAULT_NBD_PORT = 10809
@@ -30,13 +30,13 @@ def add_arguments(parser) -> None:
                         help=f"NVMe-oF/TCP port for spdk pools (default {DEFAULT_NVMF_PORT})")
     parser.add_argument("--block-host", default=None,
                         help="address the iSCSI portal and NBD server listen on and that "
-                             "connection info names (default: --host, or 127.0.0.1 when "
-                             "--host is a wildcard)")
+                             "connection info names (default: --data-host, else --host; "
+                             "127.0.0.1 for a wildcard)")
 
 
 def block_host(options: dict) -> str:
     """The address block daemons listen on and that clients are told to connect to."""
-    return probe_address(options.get("block_host") or options.get("host") or "127.0.0.1")
+    return probe_address(data_address(options, "block_host"))
 
 
 def state_dir(data_dir: Path) -> Path:

@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 
 from plane.cli.jobs import parse_size, watch_job
 
@@ -71,6 +73,12 @@ def register(sub) -> dict:
     x.add_argument("name"); x.add_argument("ownership", choices=OWNERSHIPS + ["none"])
     x = b.add_parser("delete"); x.add_argument("name")
     b.add_parser("lifecycle-run", help="apply every bucket's lifecycle rules now (a job)")
+    for setting, what in (("policy", "a bucket policy document (JSON)"),
+                          ("cors", "CORS rules (JSON: a list, or {\"CORSRules\": [...]} as the aws CLI takes)")):
+        x = b.add_parser(setting, help=f"show, set or delete the bucket's {setting}")
+        x.add_argument("op", choices=["get", "set", "delete"])
+        x.add_argument("name")
+        x.add_argument("file", nargs="?", help=f"for set: a file holding {what}; - reads stdin")
 
     k = sub.add_parser("s3-key", help="S3 access keys").add_subparsers(dest="action", required=True)
     k.add_parser("list")
@@ -113,6 +121,34 @@ def bucket(c, args, out):
         c.delete(f"buckets/{args.name}/")
     elif args.action == "lifecycle-run":
         return watch_job(c, c.post("s3-lifecycle-runs/")["id"], args.json)
+    elif args.action in ("policy", "cors"):
+        return _access_setting(c, args)
+
+
+def _access_setting(c, args):
+    """`strata bucket policy|cors get|set|delete NAME [FILE]`: the setting as JSON."""
+    path = f"buckets/{args.name}/{args.action}/"
+    field = "policy" if args.action == "policy" else "rules"
+    if args.op == "delete":
+        c.delete(path)
+        return None
+    if args.op == "get":
+        value = c.get(path)[field]
+    else:
+        if not args.file:
+            raise SystemExit(f"strata: bucket {args.action} set: name a JSON file (or - for stdin)")
+        try:
+            text = sys.stdin.read() if args.file == "-" else open(args.file).read()
+            value = json.loads(text)
+        except OSError as exc:
+            raise SystemExit(f"strata: cannot read {args.file}: {exc.strerror}") from None
+        except ValueError as exc:
+            raise SystemExit(f"strata: {args.file} is not JSON: {exc}") from None
+        if args.action == "cors" and isinstance(value, dict) and "CORSRules" in value:
+            value = value["CORSRules"]
+        value = c.request("PUT", path, json={field: value})[field]
+    print(json.dumps(value, indent=2))
+    return None
 
 
 def s3_key(c, args, out):

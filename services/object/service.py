@@ -297,6 +297,37 @@ def update_bucket(bucket: Bucket, changes: dict) -> Bucket:
     return bucket
 
 
+def bucket_access(bucket: Bucket) -> dict:
+    """``{"policy": DOC|None, "cors": [RULE]|None}`` as the gateway holds them (set over S3 or
+    through the plane); both None when the gateway does not answer."""
+    try:
+        client = admin_client(timeout=3)
+        return {"policy": admin_call(client.get_policy, bucket.name),
+                "cors": admin_call(client.get_cors, bucket.name)}
+    except (GatewayUnavailable, GatewayRefused, NotFound) as exc:
+        log.info("bucket %s: policy and CORS not read: %s", bucket.name, exc)
+        return {"policy": None, "cors": None}
+
+
+def set_bucket_policy(bucket: Bucket, policy: dict | None) -> dict | None:
+    """Replace (None: remove) the bucket policy; the gateway validates it as PutBucketPolicy
+    does (400 with its MalformedPolicy reason)."""
+    return admin_call(admin_client().set_policy, bucket.name, policy)
+
+
+def get_bucket_policy(bucket: Bucket) -> dict | None:
+    return admin_call(admin_client().get_policy, bucket.name)
+
+
+def set_bucket_cors(bucket: Bucket, rules: list | None) -> list | None:
+    """Replace (None: remove) the CORS rules (S3's JSON shape), validated as PutBucketCors."""
+    return admin_call(admin_client().set_cors, bucket.name, rules)
+
+
+def get_bucket_cors(bucket: Bucket) -> list | None:
+    return admin_call(admin_client().get_cors, bucket.name)
+
+
 def delete_bucket(bucket: Bucket) -> None:
     """Delete an empty bucket (409 BucketNotEmpty otherwise)."""
     with transaction.atomic():

@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from plumbing.process import DaemonSpec
+from plumbing.process import DaemonSpec, data_address
 from services.object import gatewayconf
 
 DEFAULT_S3_PORT = 9000
@@ -23,7 +23,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--s3-port", type=int, default=DEFAULT_S3_PORT,
                         help=f"port of the S3 gateway (default {DEFAULT_S3_PORT})")
     parser.add_argument("--s3-host", default=None,
-                        help="address the S3 gateway listens on (default: the same as --host)")
+                        help="address the S3 gateway listens on (default: --data-host, else --host)")
     parser.add_argument("--s3-endpoint", default=None,
                         help="S3 URL given to users in credentials.json and the API "
                              "(default: http://HOST:S3_PORT)")
@@ -34,7 +34,7 @@ def add_arguments(parser) -> None:
 
 def s3_address(options: dict) -> tuple[str, int]:
     """(host to listen on, port) of the gateway from `strata up`'s options."""
-    host = options.get("s3_host") or options.get("host") or "127.0.0.1"
+    host = data_address(options, "s3_host")
     return host, int(options.get("s3_port") or DEFAULT_S3_PORT)
 
 

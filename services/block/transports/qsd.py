@@ -38,6 +38,8 @@ from .base import (
     Transport,
     check_export_id,
     check_volume_file,
+    is_rbd,
+    parse_rbd_path,
     start_child,
     volume_size,
 )
@@ -204,9 +206,18 @@ class QemuStorageDaemon(Transport):
         return self.connection_info(export_id)
 
     def _add_file_nodes(self, f: str, r: str, path: str, ro: bool, steps: list) -> None:
-        """Open ``path`` as file node ``f`` under raw node ``r``; ``steps`` gets their undo."""
-        file_opts = {"driver": "file", "node-name": f, "filename": path, "read-only": ro}
-        if self.direct_io:
+        """Open ``path`` as file node ``f`` under raw node ``r``; ``steps`` gets their undo.
+        An RBD image (``rbd:`` path) is opened by qemu's rbd driver (librbd) instead."""
+        if is_rbd(path):
+            spec = parse_rbd_path(path)
+            file_opts = {"driver": "rbd", "node-name": f, "pool": spec["pool"],
+                         "image": spec["image"], "conf": spec["conf"], "user": spec["id"],
+                         "read-only": ro}
+            if spec["snap"]:
+                file_opts["snapshot"] = spec["snap"]
+        else:
+            file_opts = {"driver": "file", "node-name": f, "filename": path, "read-only": ro}
+        if self.direct_io and not is_rbd(path):
             file_opts.update({"aio": "native", "cache": {"direct": True}})
         self.qmp("blockdev-add", file_opts)
         steps.append(("blockdev-del", {"node-name": f}))

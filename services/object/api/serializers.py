@@ -60,6 +60,28 @@ class BucketSerializer(serializers.ModelSerializer):
         return attrs
 
 
+class BucketDetailSerializer(BucketSerializer):
+    """One bucket, with its policy and CORS rules as the gateway holds them."""
+
+    policy = serializers.JSONField(read_only=True, allow_null=True,
+                                   help_text="The bucket policy document (null: none).")
+    cors = serializers.JSONField(read_only=True, allow_null=True,
+                                 help_text="CORS rules as S3's JSON (AllowedOrigins, AllowedMethods, "
+                                           "AllowedHeaders, ExposeHeaders, MaxAgeSeconds, ID); null: none.")
+
+    class Meta(BucketSerializer.Meta):
+        fields = BucketSerializer.Meta.fields + ["policy", "cors"]
+
+
+class BucketPolicySerializer(serializers.Serializer):
+    policy = serializers.DictField(allow_null=True, help_text="An S3 bucket policy document (null: none).")
+
+
+class BucketCorsSerializer(serializers.Serializer):
+    rules = serializers.ListField(child=serializers.DictField(), allow_null=True, max_length=100,
+                                  help_text="CORS rules as S3's JSON (null: none).")
+
+
 class S3KeySerializer(serializers.ModelSerializer):
     """Lists and shows keys without their secrets."""
 

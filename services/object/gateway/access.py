@@ -4,7 +4,8 @@ combined as S3 documents it.
 For a request by ``user`` ('' when unsigned) doing ``action``:
 
 1. an admin key may do anything;
-2. a bucket policy statement that denies it refuses it (even to the owner);
+2. a bucket policy statement that denies it refuses it (even to the owner, who keeps only
+   the policy actions themselves, so a policy cannot lock the owner out);
 3. a policy statement that allows it allows it (unless the policy is public and the bucket's
    public access block has RestrictPublicBuckets: then only the owner's and signed-in users'
    own grants count);
@@ -17,12 +18,78 @@ For a request by ``user`` ('' when unsigned) doing ``action``:
 
 Everything read here is in memory (bucket settings) or one index point lookup (an object's
 ACL, only when a non-owner reads it), so no request waits on a database beyond its own.
+
+Policy conditions see the request's condition keys: :func:`policy_context` builds the
+:class:`.policy.Context` of a request (``aws:SourceIp``, ``aws:SecureTransport``,
+``aws:username``, ``aws:CurrentTime``, ``aws:Referer``,
+``aws:UserAgent``, ``s3:prefix``/``s3:delimiter``/``s3:max-keys`` of listings, the
+``s3:x-amz-*`` request headers, ``s3:VersionId``, ``s3:RequestObjectTag/<k>`` from
+``x-amz-tagging`` and ``s3:ExistingObjectTag/<k>`` read from the index only when a policy
+asks). It is built only for buckets that have a policy: requests to others cost nothing.
 """
 from __future__ import annotations
+
+import time
+from urllib.parse import parse_qsl
 
 from . import acl, policy
 from .buckets import Bucket
 from .errors import ERROR_CODES, S3Error
+from .request import Request
+
+HEADER_KEYS = ("x-amz-acl", "x-amz-server-side-encryption", "x-amz-server-side-encryption-aws-kms-key-id",
+               "x-amz-server-side-encryption-customer-algorithm", "x-amz-copy-source",
+               "x-amz-metadata-directive", "x-amz-storage-class", "x-amz-website-redirect-location",
+               "x-amz-content-sha256", "x-amz-grant-read", "x-amz-grant-write", "x-amz-grant-read-acp",
+               "x-amz-grant-write-acp", "x-amz-grant-full-control", "x-amz-object-lock-mode",
+               "x-amz-object-lock-retain-until-date", "x-amz-object-lock-legal-hold",
+               "x-amz-object-ownership", "x-amz-checksum-algorithm", "if-none-match", "if-match")
+LIST_ACTIONS = ("s3:ListBucket", "s3:ListBucketVersions")
+
+
+def policy_context(req: Request, bucket: Bucket | None, key: str = "", action: str = "") -> policy.Context:
+    """The condition keys of ``req`` (for ``action`` on ``key`` of ``bucket``)."""
+    h, q = req.headers, req.query
+    now = time.time()
+    user = req.auth.user if req.auth is not None and req.auth.user else None  # None: anonymous
+    values: dict = {
+        "aws:SourceIp": req.client or None,
+        "aws:SecureTransport": "true" if req.scheme == "https" else "false",
+        "aws:CurrentTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+        "aws:EpochTime": str(int(now)),
+        "aws:Referer": h.get("referer"),
+        "aws:UserAgent": h.get("user-agent"),
+        "aws:PrincipalType": "User" if user is not None else "Anonymous",
+    }
+    if user is not None:
+        values["aws:username"] = user
+        values["aws:userid"] = user
+        values["s3:signatureversion"] = "AWS4-HMAC-SHA256" if req.auth.scope else "AWS"
+        values["s3:authType"] = "REST-HEADER" if "authorization" in h else "REST-QUERY-STRING"
+    if action in LIST_ACTIONS:
+        values["s3:prefix"] = q.get("prefix", "")
+        for name in ("delimiter", "max-keys"):
+            if name in q:
+                values[f"s3:{name}"] = q[name]
+    for name in HEADER_KEYS:
+        if name in h:
+            values[f"s3:{name}"] = h[name]
+    if "versionId" in q:
+        values["s3:VersionId"] = q["versionId"]
+    if "x-amz-tagging" in h:
+        tags = parse_qsl(h["x-amz-tagging"], keep_blank_values=True)
+        for k, v in tags:
+            values[f"s3:RequestObjectTag/{k}"] = v
+        values["s3:RequestObjectTagKeys"] = [k for k, _ in tags]
+    lazy = {}
+    if bucket is not None and key:
+        def existing_tag(tag_key: str):
+            rec = bucket.index.get(key, q.get("versionId") or None)
+            if rec is None or rec.marker:
+                return None
+            return rec.meta.get("tags", {}).get(tag_key)
+        lazy["s3:ExistingObjectTag/"] = existing_tag
+    return policy.Context(values, lazy)
 
 ERROR_CODES.update({
     "OwnershipControlsNotFoundError": (404, "The bucket ownership controls were not found"),
@@ -45,32 +112,10 @@ OBJECT_PERMISSION = {
     "s3:GetObjectAcl": "READ_ACP", "s3:GetObjectVersionAcl": "READ_ACP",
     "s3:PutObjectAcl": "WRITE_ACP", "s3:PutObjectVersionAcl": "WRITE_ACP",
 }
-# sub-resources handled here -> (GET action, PUT action, DELETE action)
-CONFIG_ACTIONS = {
-    "ownershipControls": ("s3:GetBucketOwnershipControls", "s3:PutBucketOwnershipControls",
-                          "s3:PutBucketOwnershipControls"),
-    "publicAccessBlock": ("s3:GetBucketPublicAccessBlock", "s3:PutBucketPublicAccessBlock",
-                          "s3:PutBucketPublicAccessBlock"),
-    "policyStatus": ("s3:GetBucketPolicyStatus", "s3:GetBucketPolicyStatus", "s3:GetBucketPolicyStatus"),
-}
 # condition keys that tie a policy statement to known callers: such a statement is not public
 LIMITING_KEYS = {"aws:sourceip", "aws:sourcearn", "aws:sourcevpc", "aws:sourcevpce", "aws:sourceaccount",
                  "aws:sourceowner", "aws:principalaccount", "aws:principalarn", "aws:principalorgid",
                  "aws:userid", "aws:username", "s3:dataaccesspointarn", "s3:dataaccesspointaccount"}
-
-
-def action_of(method: str, query: dict, has_key: bool) -> str:
-    """The IAM action of a request (the ACL and settings sub-resources, then :mod:`.policy`'s)."""
-    if "acl" in query:
-        version = "Version" if has_key and query.get("versionId") else ""
-        kind = "Object" if has_key else "Bucket"
-        verb = "Get" if method in ("GET", "HEAD") else "Put"
-        return f"s3:{verb}{kind}{version}Acl"
-    if not has_key:
-        for name, actions in CONFIG_ACTIONS.items():
-            if name in query:
-                return actions[0] if method in ("GET", "HEAD") else actions[1 if method == "PUT" else 2]
-    return policy.action_for(method, query, has_key)
 
 
 def public_access_block(bucket: Bucket) -> dict:
@@ -125,75 +170,71 @@ def _statements(doc) -> list:
     return st if isinstance(st, list) else [st]
 
 
-def _policy_decision(bucket: Bucket, user: str, action: str, resource: str) -> str | None:
-    """'Deny', 'Allow' or None from the bucket policy (asked through :func:`policy.is_allowed`:
-    as its owner, only a Deny refuses; as a stranger, only an Allow allows)."""
-    doc = bucket.settings.get("policy")
-    if not doc:
-        return None
-    if not policy.is_allowed(doc, user=user, admin=False, owner=user, action=action, resource=resource):
-        return "Deny"
-    if policy.is_allowed(doc, user=user, admin=False, owner="\0", action=action, resource=resource):
-        if user != bucket.owner and public_access_block(bucket).get("RestrictPublicBuckets") \
-                and policy_is_public(doc):
-            return None
-        return "Allow"
-    return None
-
-
 def denied(resource: str, message: str | None = None) -> S3Error:
     return S3Error("AccessDenied", message, resource=f"/{resource}")
 
 
-def authorize(gw, req) -> Bucket:
-    """The request's bucket, if its signer (or an anonymous caller) may do this request."""
-    bucket = gw.buckets.get(req.bucket)
+def _policy_decision(req: Request, bucket: Bucket, action: str, key: str) -> str | None:
+    """DENY, ALLOW or None from the bucket policy (an Allow of a public policy does not count
+    for others than the owner under RestrictPublicBuckets)."""
+    doc = bucket.settings.get("policy")
+    if not doc:
+        return None
+    user = req.auth.user or None
+    resource = f"{bucket.name}/{key}" if key else bucket.name
+    decision = policy.evaluate(doc, user=user, action=action, resource=resource,
+                               context=policy_context(req, bucket, key, action))
+    if decision == policy.ALLOW and user != bucket.owner \
+            and public_access_block(bucket).get("RestrictPublicBuckets") and policy_is_public(doc):
+        return None
+    return decision
+
+
+def check_access(req: Request, bucket: Bucket, action: str, key: str = "", version_id: str | None = None) -> None:
+    """``AccessDenied`` unless the signer (or an anonymous caller) may do ``action`` on
+    ``bucket`` (or its ``key``, ``version_id``): policy, owner, then ACLs (see above)."""
     auth = req.auth
     if auth.admin:
-        return bucket
-    action = action_of(req.method, req.query, bool(req.key))
-    resource = f"{req.bucket}/{req.key}" if req.key else req.bucket
+        return
     user = auth.user
-    decision = _policy_decision(bucket, user, action, resource)
-    if decision == "Deny":
+    owner = bool(user) and user == bucket.owner
+    resource = f"{bucket.name}/{key}" if key else bucket.name
+    if owner and action in policy.POLICY_ACTIONS:
+        return  # a policy cannot lock its bucket's owner out of changing it
+    decision = _policy_decision(req, bucket, action, key)
+    if decision == policy.DENY:
         raise denied(resource)
-    if decision == "Allow" or (user and user == bucket.owner):
-        return bucket
+    if decision == policy.ALLOW or owner:
+        return
     if not acls_enabled(bucket):
         raise denied(resource)
     ignore_public = bool(public_access_block(bucket).get("IgnorePublicAcls"))
     perm = BUCKET_PERMISSION.get(action)
     if perm is not None:
         if acl.granted(bucket_grants(bucket), user, perm, ignore_public):
-            return bucket
+            return
         raise denied(resource)
     perm = OBJECT_PERMISSION.get(action)
-    if perm is not None:
-        rec = bucket.index.get(req.key, req.query.get("versionId") or None)
+    if perm is not None and key:
+        rec = bucket.index.get(key, version_id)
         if rec is None or rec.marker:
             # S3 answers 404 only to callers who may list the bucket
             if acl.granted(bucket_grants(bucket), user, "READ", ignore_public):
-                return bucket
+                return
             raise denied(resource)
         if perm in ("READ_ACP", "WRITE_ACP") and user and user == object_owner(bucket, rec.meta):
-            return bucket
+            return
         if acl.granted(object_grants(bucket, rec.meta), user, perm, ignore_public):
-            return bucket
+            return
     raise denied(resource)
 
 
-def may_read_object(gw, req, bucket: Bucket, key: str, version_id: str | None) -> bool:
-    """Whether the signer may read ``key`` of ``bucket`` (a copy's source)."""
-    saved = (req.bucket, req.key, req.method, req.query)
-    req.bucket, req.key, req.method = bucket.name, key, "GET"
-    req.query = {"versionId": version_id} if version_id else {}
-    try:
-        authorize(gw, req)
-        return True
-    except S3Error:
-        return False
-    finally:
-        req.bucket, req.key, req.method, req.query = saved
+def authorize(gw, req: Request) -> Bucket:
+    """The request's bucket, if its signer (or an anonymous caller) may do this request."""
+    bucket = gw.buckets.get(req.bucket)
+    check_access(req, bucket, policy.action_for(req.method, req.query, bool(req.key)), req.key,
+                 req.query.get("versionId") or None)
+    return bucket
 
 
 def check_acl_allowed(bucket: Bucket, grants: list | None, bucket_owner_full: bool = True) -> None:
@@ -215,7 +256,7 @@ def check_policy_allowed(bucket: Bucket, doc: dict) -> None:
                       "(BlockPublicPolicy)", resource=f"/{bucket.name}")
 
 
-def new_object_acl(gw, req, bucket: Bucket, meta: dict) -> dict:
+def new_object_acl(gw, req: Request, bucket: Bucket, meta: dict) -> dict:
     """Set the owner (``ow``) and ACL (``acl``) of an object a request writes into ``meta``
     (a copy starts from its source's metadata: those are replaced, never copied)."""
     meta.pop("ow", None)

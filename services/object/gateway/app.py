@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 from urllib.parse import parse_qsl, unquote
 
-from . import access, acl_ops, admin, bucket_ops, foreground, multipart, object_ops, post_object
+from . import access, acl_ops, admin, bucket_ops, bucket_tagging, cors, foreground, multipart, object_ops, \
+    post_object, unconfigured
 from .auth import authenticate
 from .core import Gateway
 from .errors import S3Error
@@ -17,7 +18,7 @@ MAX_KEY_BYTES = 1024
 ADMIN_PREFIX = "/_strata/admin/"
 
 # Sub-resources S3 defines that this gateway does not implement (answered NotImplemented).
-UNSUPPORTED = {"cors", "website", "logging", "notification", "replication", "requestPayment",
+UNSUPPORTED = {"website", "logging", "notification", "replication", "requestPayment",
                "encryption", "object-lock", "legal-hold", "retention", "analytics", "inventory",
                "metrics", "intelligent-tiering", "accelerate", "torrent", "select"}
 
@@ -88,7 +89,8 @@ class S3App:
                 state["done"] = True
             return message
 
-        req = Request(scope["method"], raw_path, raw_query, headers, query, receive=tracked_receive)
+        req = Request(scope["method"], raw_path, raw_query, headers, query, receive=tracked_receive,
+                      client=(scope.get("client") or ("", 0))[0], scheme=scope.get("scheme", "http"))
         try:
             path = unquote(raw_path)
             if path.startswith(ADMIN_PREFIX) or path == ADMIN_PREFIX.rstrip("/"):
@@ -101,6 +103,8 @@ class S3App:
         except Exception:  # noqa: BLE001 - the client gets InternalError, the log the traceback
             log.exception("unhandled error in %s %s", req.method, raw_path)
             resp = self._error(req, S3Error("InternalError"))
+        if "origin" in headers and req.bucket and self.gw is not None:
+            cors.decorate(self.gw.buckets.buckets.get(req.bucket), req, resp)
         if not state["done"]:
             # the body was not read (an early error): do not let its bytes be parsed as a request
             resp.headers["connection"] = "close"
@@ -137,9 +141,11 @@ class S3App:
     async def _s3(self, req: Request) -> Response:
         gw = self.gw
         cfg = gw.config
+        if req.method == "OPTIONS" and req.bucket:  # CORS preflight: browsers do not sign it
+            return cors.preflight(gw.buckets.get(req.bucket), req)
         req.auth = authenticate(req, cfg)
         for name in req.query:
-            if name in UNSUPPORTED:
+            if name in UNSUPPORTED and not unconfigured.answers(req):
                 raise S3Error("NotImplemented", f"The '{name}' sub-resource is not implemented by Strata")
         if not req.bucket:
             if req.method == "GET":
@@ -169,8 +175,10 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return await bucket_ops.put_lifecycle(gw, req, authorize(gw, req))
         if "policy" in q:
             return await bucket_ops.put_policy(gw, req, authorize(gw, req))
+        if "cors" in q:
+            return await cors.put_cors(gw, req, authorize(gw, req))
         if "tagging" in q:
-            raise S3Error("NotImplemented", "Bucket tagging is not implemented yet")
+            return await bucket_tagging.put_tagging(gw, req, authorize(gw, req))
         if "acl" in q:
             return await acl_ops.put_bucket_acl(gw, req, authorize(gw, req))
         if "ownershipControls" in q:
@@ -185,9 +193,10 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
         if "policy" in q:
             await gw.run(authorize(gw, req).set_setting, "policy", None)
             return Response(204)
+        if "cors" in q:
+            return await cors.delete_cors(gw, authorize(gw, req))
         if "tagging" in q:
-            authorize(gw, req)
-            return Response(204)
+            return await bucket_tagging.delete_tagging(gw, authorize(gw, req))
         if "ownershipControls" in q:
             return await acl_ops.delete_ownership(gw, authorize(gw, req))
         if "publicAccessBlock" in q:
@@ -200,6 +209,9 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
     if m == "HEAD":
         return Response(200, {"x-amz-bucket-region": gw.config["region"]})
     if m == "GET":
+        answer = unconfigured.bucket_answer(bucket, req)
+        if answer is not None:
+            return answer
         if "location" in q:
             return bucket_ops.location(gw, req)
         if "versioning" in q:
@@ -212,8 +224,10 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return bucket_ops.get_lifecycle(bucket)
         if "policy" in q:
             return bucket_ops.get_policy(bucket)
+        if "cors" in q:
+            return cors.get_cors(bucket)
         if "tagging" in q:
-            raise S3Error("NoSuchTagSet")
+            return bucket_tagging.get_tagging(bucket)
         if "acl" in q:
             return acl_ops.get_bucket_acl(bucket)
         if "ownershipControls" in q:
@@ -247,6 +261,7 @@ async def object_dispatch(gw: Gateway, req: Request) -> Response:
             return await object_ops.copy_object(gw, req, bucket)
         return await object_ops.put_object(gw, req, bucket)
     if m in ("GET", "HEAD"):
+        unconfigured.object_answer(bucket, req)
         if "uploadId" in q and m == "GET":
             return await multipart.list_parts(gw, req, bucket)
         if "tagging" in q and m == "GET":
