@@ -48,7 +48,7 @@ LEGACY_REDUNDANCY = {"none": "replicated:1", "mirror": "replicated:2",
 _REDUNDANCY_RE = re.compile(r"^(?:replicated:(\d{1,2})|ec:(\d{1,2})\+(\d{1,2}))$")
 FS_OFF = ("CephFS file systems are not served by the ceph driver's block part; use RBD "
           "volumes on this pool, or file systems on a local pool")
-CONNECT_TIMEOUT = 10
+CONNECT_TIMEOUT = 5
 
 
 def parse_redundancy(text: str) -> dict:

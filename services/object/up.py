@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from plumbing.process import DaemonSpec, data_address
+from plumbing.process import DaemonSpec, data_address, port_open, probe_address
 from services.object import gatewayconf
 
 DEFAULT_S3_PORT = 9000
@@ -57,5 +57,11 @@ def daemons(data_dir: Path, options: dict) -> list[DaemonSpec]:
             "--host", host, "--port", str(port)]
     if options.get("tls_cert"):  # `strata up --tls`: S3 over HTTPS with the appliance's certificate
         argv += ["--ssl-certfile", options["tls_cert"], "--ssl-keyfile", options["tls_key"]]
-    return [DaemonSpec(name="s3", argv=argv, env={"PYTHONPATH": pythonpath},
-                       ready=waiting.exists)]
+    gate = gatewayconf.gate_path(data_dir)
+
+    def ready() -> bool:
+        # at the first start the launcher waits for the bootstrap's gate; started again (the
+        # gate is open) it becomes the gateway at once: ready once that answers
+        return waiting.exists() and (not gate.exists() or port_open(probe_address(host), port))
+
+    return [DaemonSpec(name="s3", argv=argv, env={"PYTHONPATH": pythonpath}, ready=ready)]

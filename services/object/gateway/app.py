@@ -8,22 +8,21 @@ from urllib.parse import parse_qsl, unquote
 
 from plumbing.errors import is_disk_full
 
-from . import admin, bucket_ops, bucket_tagging, cors, foreground, multipart, object_ops, policy, unconfigured
-from .access import check_access
+from . import access, acl_ops, admin, bucket_ops, bucket_tagging, cors, foreground, multipart, object_ops, \
+    post_object, unconfigured
+from .auth import authenticate
 from .core import Gateway
 from .errors import S3Error
 from .request import Request, Response
-from .sigv4 import verify_request
 
 log = logging.getLogger("strata.s3")
 MAX_KEY_BYTES = 1024
 ADMIN_PREFIX = "/_strata/admin/"
 
 # Sub-resources S3 defines that this gateway does not implement (answered NotImplemented).
-UNSUPPORTED = {"acl", "website", "logging", "notification", "replication", "requestPayment",
+UNSUPPORTED = {"website", "logging", "notification", "replication", "requestPayment",
                "encryption", "object-lock", "legal-hold", "retention", "analytics", "inventory",
-               "metrics", "intelligent-tiering", "ownershipControls", "publicAccessBlock",
-               "accelerate", "torrent", "select", "policyStatus"}
+               "metrics", "intelligent-tiering", "accelerate", "torrent", "select"}
 
 
 async def _drain(receive, state: dict, limit: int = 256 << 20) -> None:
@@ -161,13 +160,14 @@ class S3App:
         cfg = gw.config
         if req.method == "OPTIONS" and req.bucket:  # CORS preflight: browsers do not sign it
             return cors.preflight(gw.buckets.get(req.bucket), req)
-        req.auth = verify_request(req.method, req.raw_path, req.raw_query, req.headers,
-                                  cfg["users"], cfg["region"])
+        req.auth = authenticate(req, cfg)
         for name in req.query:
             if name in UNSUPPORTED and not unconfigured.answers(req):
                 raise S3Error("NotImplemented", f"The '{name}' sub-resource is not implemented by Strata")
         if not req.bucket:
             if req.method == "GET":
+                if not req.auth.user:
+                    raise S3Error("AccessDenied", "Anonymous users cannot list buckets")
                 return await bucket_ops.list_buckets(gw, req)
             raise S3Error("MethodNotAllowed")
         if len(req.key.encode()) > MAX_KEY_BYTES:
@@ -178,10 +178,8 @@ class S3App:
 
 
 def authorize(gw: Gateway, req: Request):
-    """The request's bucket, if the signer may do this request there (owner, admin or policy)."""
-    bucket = gw.buckets.get(req.bucket)
-    check_access(req, bucket, policy.action_for(req.method, req.query, bool(req.key)), req.key)
-    return bucket
+    """The request's bucket, if the signer may do this request there (see .access)."""
+    return access.authorize(gw, req)
 
 
 async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
@@ -198,6 +196,12 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return await cors.put_cors(gw, req, authorize(gw, req))
         if "tagging" in q:
             return await bucket_tagging.put_tagging(gw, req, authorize(gw, req))
+        if "acl" in q:
+            return await acl_ops.put_bucket_acl(gw, req, authorize(gw, req))
+        if "ownershipControls" in q:
+            return await acl_ops.put_ownership(gw, req, authorize(gw, req))
+        if "publicAccessBlock" in q:
+            return await acl_ops.put_public_access_block(gw, req, authorize(gw, req))
         return await bucket_ops.create_bucket(gw, req)
     if m == "DELETE":
         if "lifecycle" in q:
@@ -210,8 +214,14 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return await cors.delete_cors(gw, authorize(gw, req))
         if "tagging" in q:
             return await bucket_tagging.delete_tagging(gw, authorize(gw, req))
+        if "ownershipControls" in q:
+            return await acl_ops.delete_ownership(gw, authorize(gw, req))
+        if "publicAccessBlock" in q:
+            return await acl_ops.delete_public_access_block(gw, authorize(gw, req))
         authorize(gw, req)
         return await bucket_ops.delete_bucket(gw, req)
+    if m == "POST" and req.headers.get("content-type", "").lower().startswith("multipart/form-data"):
+        return await post_object.post_object(gw, req)  # a browser form: it carries its own signature
     bucket = authorize(gw, req)
     if m == "HEAD":
         return Response(200, {"x-amz-bucket-region": gw.config["region"]})
@@ -235,6 +245,14 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return cors.get_cors(bucket)
         if "tagging" in q:
             return bucket_tagging.get_tagging(bucket)
+        if "acl" in q:
+            return acl_ops.get_bucket_acl(bucket)
+        if "ownershipControls" in q:
+            return acl_ops.get_ownership(bucket)
+        if "publicAccessBlock" in q:
+            return acl_ops.get_public_access_block(bucket)
+        if "policyStatus" in q:
+            return acl_ops.get_policy_status(bucket)
         return await bucket_ops.list_objects(gw, req, bucket)
     if m == "POST" and "delete" in q:
         return await object_ops.delete_objects(gw, req, bucket)
@@ -254,6 +272,8 @@ async def object_dispatch(gw: Gateway, req: Request) -> Response:
             return await multipart.upload_part(gw, req, bucket)
         if "tagging" in q:
             return await object_ops.put_tagging(gw, req, bucket)
+        if "acl" in q:
+            return await acl_ops.put_object_acl(gw, req, bucket)
         if "x-amz-copy-source" in req.headers:
             return await object_ops.copy_object(gw, req, bucket)
         return await object_ops.put_object(gw, req, bucket)
@@ -265,6 +285,8 @@ async def object_dispatch(gw: Gateway, req: Request) -> Response:
             return await object_ops.get_tagging(gw, req, bucket)
         if "attributes" in q and m == "GET":
             return await object_ops.get_attributes(gw, req, bucket)
+        if "acl" in q and m == "GET":
+            return await acl_ops.get_object_acl(gw, req, bucket)
         return await object_ops.get_object(gw, req, bucket)
     if m == "DELETE":
         if "uploadId" in q:
