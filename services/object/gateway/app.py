@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 from urllib.parse import parse_qsl, unquote
 
+from plumbing.errors import is_disk_full
+
 from . import access, acl_ops, admin, bucket_ops, bucket_tagging, cors, foreground, multipart, object_ops, \
     post_object, unconfigured
 from .auth import authenticate
@@ -21,6 +23,16 @@ ADMIN_PREFIX = "/_strata/admin/"
 UNSUPPORTED = {"website", "logging", "notification", "replication", "requestPayment",
                "encryption", "object-lock", "legal-hold", "retention", "analytics", "inventory",
                "metrics", "intelligent-tiering", "accelerate", "torrent", "select"}
+
+
+async def _drain(receive, state: dict, limit: int = 256 << 20) -> None:
+    """Read and drop the rest of a request body (up to ``limit`` bytes), so the client, still
+    sending, reads the error instead of a reset connection."""
+    while not state["done"] and limit > 0:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        limit -= len(message.get("body", b""))
 
 
 def _route(gw: Gateway, host: str, path: str) -> tuple[str, str]:
@@ -100,9 +112,14 @@ class S3App:
                 resp = await self._s3(req)
         except S3Error as err:
             resp = self._error(req, err)
-        except Exception:  # noqa: BLE001 - the client gets InternalError, the log the traceback
-            log.exception("unhandled error in %s %s", req.method, raw_path)
-            resp = self._error(req, S3Error("InternalError"))
+        except Exception as exc:  # noqa: BLE001 - the client gets InternalError, the log the traceback
+            if is_disk_full(exc):
+                log.warning("%s %s: the pool is full (%s)", req.method, raw_path, exc)
+                resp = self._error(req, S3Error("InsufficientStorage"))
+                await _drain(tracked_receive, state)
+            else:
+                log.exception("unhandled error in %s %s", req.method, raw_path)
+                resp = self._error(req, S3Error("InternalError"))
         if "origin" in headers and req.bucket and self.gw is not None:
             cors.decorate(self.gw.buckets.buckets.get(req.bucket), req, resp)
         if not state["done"]:
