@@ -32,7 +32,7 @@ def app():
 
     appliance = Appliance(pool_size="2G")
     try:
-        yield appliance.start()
+        yield appliance.start(timeout=300)  # a bound: a loaded machine starts slowly
     finally:
         if appliance.proc and appliance.proc.poll() is None:
             with contextlib.suppress(Exception):       # destroy below kills it
