@@ -393,3 +393,17 @@ def test_aws_cli_acl(gateway, users, alice_bucket, tmp_path):
     assert s3api("get-public-access-block", "--bucket", alice_bucket)["PublicAccessBlockConfiguration"][
         "IgnorePublicAcls"] is True
     assert anon_get(gateway, alice_bucket).status_code == 403
+
+
+def test_acl_on_multipart_and_copy(gateway, users, alice_bucket):
+    alice, _ = users
+    up = alice.create_multipart_upload(Bucket=alice_bucket, Key="mp", ACL="public-read")
+    part = alice.upload_part(Bucket=alice_bucket, Key="mp", UploadId=up["UploadId"], PartNumber=1, Body=b"m" * 100)
+    alice.complete_multipart_upload(Bucket=alice_bucket, Key="mp", UploadId=up["UploadId"],
+                                    MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
+    assert anon_get(gateway, f"{alice_bucket}/mp").content == b"m" * 100
+    alice.copy_object(Bucket=alice_bucket, Key="mp-copy", CopySource={"Bucket": alice_bucket, "Key": "mp"},
+                      ACL="authenticated-read")
+    assert grants_of(alice.get_object_acl(Bucket=alice_bucket, Key="mp-copy")) == {
+        ("CanonicalUser", "alice", "FULL_CONTROL"), ("Group", AUTH_USERS, "READ")}
+    assert anon_get(gateway, f"{alice_bucket}/mp-copy").status_code == 403
