@@ -15,7 +15,10 @@ refuses) raises InvalidArgument / InsufficientDevices before anything is created
 that does not answer raises Unreachable.
 
 Volumes are RBD images (``ceph_rbd.py``). File systems (CephFS) are not served by this
-module yet: they are declared off in ``capabilities()["features_off"]``.
+module yet: they are declared off in ``capabilities()["features_off"]``. The snapshot,
+clone, rollback and stream methods of ``ceph_rbd.py`` hand ``kind="filesystem"`` to the
+``fs_*`` methods below (``fs_create_snapshot``, ``fs_send_snapshot``, ...): a CephFS module
+replaces those, together with ``create_filesystem`` and the other file-system methods.
 
 ``pool_info`` reports the cluster's health for the pool: ``health`` is ``online`` (its PGs
 active+clean), ``degraded`` (PGs degraded, undersized or recovering, or an OSD it uses
@@ -48,7 +51,7 @@ LEGACY_REDUNDANCY = {"none": "replicated:1", "mirror": "replicated:2",
 _REDUNDANCY_RE = re.compile(r"^(?:replicated:(\d{1,2})|ec:(\d{1,2})\+(\d{1,2}))$")
 FS_OFF = ("CephFS file systems are not served by the ceph driver's block part; use RBD "
           "volumes on this pool, or file systems on a local pool")
-CONNECT_TIMEOUT = 10
+CONNECT_TIMEOUT = 5
 
 
 def parse_redundancy(text: str) -> dict:

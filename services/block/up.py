@@ -53,7 +53,9 @@ def runtime_kwargs(data_dir: Path, options: dict) -> dict:
     return {"state_dir": state_dir(data_dir), "host": block_host(options),
             "iscsi_port": int(options.get("iscsi_port") or DEFAULT_ISCSI_PORT),
             "nbd_port": int(options.get("nbd_port") or DEFAULT_NBD_PORT),
-            "nvmf_port": int(options.get("nvmf_port") or DEFAULT_NVMF_PORT)}
+            "nvmf_port": int(options.get("nvmf_port") or DEFAULT_NVMF_PORT),
+            # under `strata up` the daemons are its children: sessions only adopt them
+            "adopt_only": bool(options.get("supervised"))}
 
 
 def _tgtd_spec(kw: dict) -> DaemonSpec:
@@ -79,7 +81,8 @@ def _tgtd_spec(kw: dict) -> DaemonSpec:
 
     argv = ["tgtd", "-f", "-C", str(target.control_port),
             "--iscsi", f"portal={kw['host']}:{kw['iscsi_port']}"]
-    return DaemonSpec(name="tgtd", argv=argv, ready=ready, stop=stop)
+    # a new tgtd has no targets: the block service re-applies every export after a restart
+    return DaemonSpec(name="tgtd", argv=argv, ready=ready, stop=stop, reconcile="block")
 
 
 def _qsd_spec(kw: dict) -> DaemonSpec:
@@ -95,8 +98,13 @@ def _qsd_spec(kw: dict) -> DaemonSpec:
     def ready() -> bool:
         return qmp.exists() and port_open(kw["host"], kw["nbd_port"], 0.3)
 
-    # qemu-storage-daemon quits cleanly on SIGTERM (the supervisor's default stop)
-    return DaemonSpec(name="qemu-storage-daemon", argv=argv, ready=ready)
+    def prepare() -> None:
+        qmp.unlink(missing_ok=True)  # left by the daemon that died: the ready check needs a new one
+
+    # qemu-storage-daemon quits cleanly on SIGTERM (the supervisor's default stop); a new one
+    # has no exports: the block service re-applies them after a restart
+    return DaemonSpec(name="qemu-storage-daemon", argv=argv, ready=ready, prepare=prepare,
+                      reconcile="block")
 
 
 def daemons(data_dir: Path, options: dict) -> list[DaemonSpec]:

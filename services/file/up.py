@@ -49,5 +49,7 @@ def daemons(data_dir: Path, options: dict) -> list:
             print(f"strata up: file service: {exc}; {name} not started", file=sys.stderr)
             continue
         server.prepare()
-        specs.append(DaemonSpec(name=name, argv=argv, ready=server.ready, stop=stop))
+        # started again after a crash with the config last applied, then reconciled
+        specs.append(DaemonSpec(name=name, argv=argv, ready=server.ready, stop=stop,
+                                prepare=server.prepare, reconcile="file"))
     return specs

@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from plumbing.process import DaemonSpec, data_address
+from plumbing.process import DaemonSpec, data_address, port_open, probe_address
 from services.object import gatewayconf
 
 DEFAULT_S3_PORT = 9000
@@ -26,7 +26,7 @@ def add_arguments(parser) -> None:
                         help="address the S3 gateway listens on (default: --data-host, else --host)")
     parser.add_argument("--s3-endpoint", default=None,
                         help="S3 URL given to users in credentials.json and the API "
-                             "(default: http://HOST:S3_PORT)")
+                             "(default: http://HOST:S3_PORT, https with --tls)")
     parser.add_argument("--s3-domain", action="append", dest="s3_domains", default=None,
                         help="domain for virtual-host-style bucket addressing "
                              "(<bucket>.DOMAIN; repeatable; default: localhost)")
@@ -55,5 +55,13 @@ def daemons(data_dir: Path, options: dict) -> list[DaemonSpec]:
     pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     argv = [sys.executable, "-m", "services.object.serve", "--data-dir", str(data_dir),
             "--host", host, "--port", str(port)]
-    return [DaemonSpec(name="s3", argv=argv, env={"PYTHONPATH": pythonpath},
-                       ready=waiting.exists)]
+    if options.get("tls_cert"):  # `strata up --tls`: S3 over HTTPS with the appliance's certificate
+        argv += ["--ssl-certfile", options["tls_cert"], "--ssl-keyfile", options["tls_key"]]
+    gate = gatewayconf.gate_path(data_dir)
+
+    def ready() -> bool:
+        # at the first start the launcher waits for the bootstrap's gate; started again (the
+        # gate is open) it becomes the gateway at once: ready once that answers
+        return waiting.exists() and (not gate.exists() or port_open(probe_address(host), port))
+
+    return [DaemonSpec(name="s3", argv=argv, env={"PYTHONPATH": pythonpath}, ready=ready)]

@@ -94,3 +94,38 @@ def test_schema_declares_the_attach_operation(api):
     op = schema["paths"]["/api/v1/block-exports/{id}/attach/"]["get"]
     assert {p["name"] for p in op["parameters"]} >= {"id", "host", "accel", "memory_mib"}
     assert {"200", "400", "404"} <= set(op["responses"])
+
+
+def test_cli_prints_the_domain_the_command_line_and_one_line_errors(api, block, live_server):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from rest_framework.authtoken.models import Token
+
+    root = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "STRATA_URL": live_server.url + "/api/v1/",
+           "STRATA_TOKEN": Token.objects.get(user=api.user).key, "PYTHONPATH": str(root)}
+
+    def strata(*args):
+        return subprocess.run([sys.executable, "-m", "console.cli.main", *args], env=env,
+                              cwd=root, capture_output=True, text=True, timeout=120)
+
+    make_volume(api, "vm1", 8 * MiB)
+    exp = post(api, "/api/v1/block-exports/", {"volume": "vm1", "protocol": "nbd",
+                                               "allow_any": True})
+    r = strata("block-export", "attach", "vm1", "--libvirt", "--accel", "kvm")
+    assert r.returncode == 0, r.stderr
+    domain = ET.fromstring(r.stdout)             # stdout is the XML alone: > vm.xml works
+    assert domain.get("type") == "kvm" and domain.find("devices/disk/source").get("name") == \
+        exp["name"]
+    assert "# note: NBD has no per-host access control" in r.stderr
+    r = strata("block-export", "attach", str(exp["id"]), "--qemu")
+    assert r.returncode == 0 and r.stdout.startswith("qemu-system-x86_64 "), r.stderr
+    assert f"file={exp['uri']}," in r.stdout
+    r = strata("block-export", "attach", str(exp["id"]), "--secret")
+    assert r.returncode == 1 and r.stderr == "strata: this export needs no CHAP secret\n"
+    r = strata("block-export", "attach", "nothing-here")
+    assert r.returncode == 1 and "volume nothing-here has 0 block exports" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
