@@ -220,6 +220,8 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return await acl_ops.delete_public_access_block(gw, authorize(gw, req))
         authorize(gw, req)
         return await bucket_ops.delete_bucket(gw, req)
+    if m == "POST" and "delete" in q:  # each key is checked, as its own DeleteObject
+        return await object_ops.delete_objects(gw, req, gw.buckets.get(req.bucket))
     if m == "POST" and req.headers.get("content-type", "").lower().startswith("multipart/form-data"):
         return await post_object.post_object(gw, req)  # a browser form: it carries its own signature
     bucket = authorize(gw, req)
@@ -254,8 +256,6 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
         if "policyStatus" in q:
             return acl_ops.get_policy_status(bucket)
         return await bucket_ops.list_objects(gw, req, bucket)
-    if m == "POST" and "delete" in q:
-        return await object_ops.delete_objects(gw, req, bucket)
     raise S3Error("MethodNotAllowed")
 
 

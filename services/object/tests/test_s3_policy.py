@@ -274,6 +274,22 @@ def test_put_policy_validation(gw, alice, name):
     assert json.loads(alice.get_bucket_policy(Bucket=name)["Policy"])["Statement"][0]["Resource"] == "arn:aws:s3:::*"
 
 
+def test_multi_delete_checks_every_key(alice, bob, carol, name):
+    for key in ("tmp/a", "keep/b"):
+        alice.put_object(Bucket=name, Key=key, Body=b"x")
+    put_policy(alice, name, allow({"AWS": "bob"}, "s3:DeleteObject", f"arn:aws:s3:::{name}/tmp/*"))
+    out = bob.delete_objects(Bucket=name, Delete={"Objects": [{"Key": "tmp/a"}, {"Key": "keep/b"}]})
+    assert [d["Key"] for d in out["Deleted"]] == ["tmp/a"]
+    assert [(e["Key"], e["Code"]) for e in out["Errors"]] == [("keep/b", "AccessDenied")]
+    # a Deny on the keys binds the owner's multi-delete too; denied every key, the request is refused
+    alice.put_object(Bucket=name, Key="tmp/c", Body=b"x")
+    put_policy(alice, name, allow("*", "s3:DeleteObject", f"arn:aws:s3:::{name}/keep/*", effect="Deny"))
+    out = alice.delete_objects(Bucket=name, Delete={"Objects": [{"Key": "keep/b"}, {"Key": "tmp/c"}]})
+    assert [(e["Key"], e["Code"]) for e in out["Errors"]] == [("keep/b", "AccessDenied")]
+    assert [d["Key"] for d in out["Deleted"]] == ["tmp/c"]
+    for client in (alice, carol):
+        assert denied(lambda: client.delete_objects(Bucket=name, Delete={"Objects": [{"Key": "keep/b"}]}))
+    assert alice.get_object(Bucket=name, Key="keep/b")["Body"].read() == b"x"
 def test_tenants_see_nothing_of_each_other_unless_a_policy_says_so(alice, bob, carol, name):
     """S3 users are the tenants: bob reaches none of alice's bucket by any operation (403,
     and it is not in his listing) until alice's policy grants him reads, which then are all
