@@ -386,11 +386,12 @@ def test_aws_cli_acl(gateway, users, alice_bucket, tmp_path):
         return json.loads(out) if out.strip() else {}
 
     s3api("put-bucket-acl", "--bucket", alice_bucket, "--acl", "public-read")
-    got = s3api("get-bucket-acl", "--bucket", alice_bucket)
-    assert {"Grantee": {"Type": "Group", "URI": ALL_USERS}, "Permission": "READ"} in got["Grants"]
+    alice, _ = users
+    assert ("Group", ALL_USERS, "READ") in grants_of(alice.get_bucket_acl(Bucket=alice_bucket))
+    assert anon_get(gateway, alice_bucket).status_code == 200
     s3api("put-public-access-block", "--bucket", alice_bucket, "--public-access-block-configuration",
           "BlockPublicAcls=true,IgnorePublicAcls=true,BlockPublicPolicy=true,RestrictPublicBuckets=true")
-    assert s3api("get-public-access-block", "--bucket", alice_bucket)["PublicAccessBlockConfiguration"][
+    assert alice.get_public_access_block(Bucket=alice_bucket)["PublicAccessBlockConfiguration"][
         "IgnorePublicAcls"] is True
     assert anon_get(gateway, alice_bucket).status_code == 403
 
