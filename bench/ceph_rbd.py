@@ -40,6 +40,7 @@ from plumbing.process import free_port  # noqa: E402
 from services.block.transports.qsd import QemuStorageDaemon  # noqa: E402
 
 MiB = 1 << 20
+SIZES = {"4M": 4 * MiB, "4K": 4096}
 JOBS = [("4M seq write", "write", "4M", "seq"), ("4M seq read", "read", "4M", "seq"),
         ("4K rand write", "write", "4K", "rand"), ("4K rand read", "read", "4K", "rand")]
 
@@ -52,11 +53,12 @@ def rbd_bench(conf, client, image, io_type, bs, pattern, total, depth) -> float:
                          timeout=900)
     if out.returncode:
         raise SystemExit(f"rbd bench failed: {out.stderr}")
-    m = re.search(r"elapsed:\s*([\d.]+)\s+ops:\s*(\d+)\s+ops/sec:\s*([\d.]+)\s+"
-                  r"bytes/sec:\s*([\d.]+)", out.stdout)
+    # the last line: "elapsed: 1   ops: 8   ops/sec: 7.63   bytes/sec: 31 MiB/s"; the rounded
+    # bytes/sec is too coarse at 4 KiB, so compute it from ops/sec and the I/O size
+    m = re.search(r"elapsed:\s*([\d.]+)\s+ops:\s*(\d+)\s+ops/sec:\s*([\d.]+)", out.stdout)
     if not m:
         raise SystemExit(f"cannot read rbd bench's output: {out.stdout[-500:]}")
-    return float(m.group(4))
+    return float(m.group(3)) * SIZES[bs]
 
 
 def fio_nbd(uri, io_type, bs, pattern, total, depth) -> float:

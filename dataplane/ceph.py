@@ -16,7 +16,8 @@ that does not answer raises Unreachable.
 
 Volumes are RBD images (``ceph_rbd.py``). File systems are directories of the cluster's
 CephFS (``ceph_files.py`` over ``ceph_fs.py``), mounted with ceph-fuse at the pool's
-mountpoint once the pool holds one.
+mountpoint once the pool holds one; the snapshot, clone, rollback and stream methods of
+``ceph_rbd.py`` hand ``kind="filesystem"`` to the ``fs_*`` methods of ``ceph_files.py``.
 
 ``pool_info`` reports the cluster's health for the pool: ``health`` is ``online`` (its PGs
 active+clean), ``degraded`` (PGs degraded, undersized or recovering, or an OSD it uses
@@ -48,7 +49,7 @@ FAILURE_DOMAINS = ("osd", "host", "rack")
 LEGACY_REDUNDANCY = {"none": "replicated:1", "mirror": "replicated:2",
                      "mirror3": "replicated:3"}
 _REDUNDANCY_RE = re.compile(r"^(?:replicated:(\d{1,2})|ec:(\d{1,2})\+(\d{1,2}))$")
-CONNECT_TIMEOUT = 10
+CONNECT_TIMEOUT = 5
 
 
 def parse_redundancy(text: str) -> dict:

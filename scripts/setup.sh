@@ -11,6 +11,8 @@ APT_PACKAGES=(
   redis-server postgresql
   nfs-ganesha nfs-ganesha-vfs samba samba-vfs-modules smbclient dbus
   tgt libiscsi-bin qemu-system-common qemu-utils qemu-block-extra libnbd-bin
+  qemu-system-x86 busybox-static linux-image-cloud-amd64 cpio
+  libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
   ceph-mon ceph-mgr ceph-osd ceph-mds ceph-common python3-rados python3-rbd python3-cephfs
   tgt-rbd
   chromium

@@ -97,6 +97,10 @@ class GatewayAdminClient:
         """Enable or suspend versioning ('Enabled' | 'Suspended')."""
         return self._call("PUT", f"buckets/{quote(name)}/versioning", {"status": status})["status"]
 
+    def set_access(self, name: str, **settings) -> dict:
+        """Set any of ``acl`` (a canned ACL), ``public_access_block`` (the four flags, or None
+        to remove it) and ``ownership`` (object ownership, or None); answers all three."""
+        return self._call("PUT", f"buckets/{quote(name)}/access", settings)
     def get_policy(self, name: str) -> dict | None:
         """The bucket policy document, or None."""
         return self._call("GET", f"buckets/{quote(name)}/policy")["policy"]

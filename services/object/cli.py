@@ -12,6 +12,7 @@ from plane.cli.jobs import parse_size, watch_job
 
 BUCKET_COLS = ["name", "owner", "pool", "versioning", "used_bytes", "used_objects", "quota_bytes",
                "quota_objects"]
+ACCESS_COLS = ["acl", "public_access_block", "object_ownership"]
 KEY_COLS = ["access_key", "user", "admin", "description", "created_by", "created_at"]
 
 
@@ -26,6 +27,24 @@ def _count_or_none(text: str):
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a count: {text!r} (a whole number or 'none')") from None
+
+
+CANNED_ACLS = ["private", "public-read", "public-read-write", "authenticated-read"]
+OWNERSHIPS = ["BucketOwnerEnforced", "BucketOwnerPreferred", "ObjectWriter"]
+PAB_FLAGS = {"block-public-acls": "BlockPublicAcls", "ignore-public-acls": "IgnorePublicAcls",
+             "block-public-policy": "BlockPublicPolicy", "restrict-public-buckets": "RestrictPublicBuckets"}
+
+
+def _public_access_flags(text: str):
+    """None for 'none', every flag for 'all', else the named flags on and the others off."""
+    if text == "none":
+        return None
+    names = list(PAB_FLAGS) if text == "all" else [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [n for n in names if n not in PAB_FLAGS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown flag(s) {', '.join(unknown) or text!r}: use all, none or "
+                                         + ", ".join(PAB_FLAGS))
+    return {PAB_FLAGS[n]: True for n in names}
 
 
 def register(sub) -> dict:
@@ -45,6 +64,13 @@ def register(sub) -> dict:
                    help="objects, or none to lift it")
     x = b.add_parser("versioning"); x.add_argument("name")
     x.add_argument("status", choices=["Enabled", "Suspended"])
+    x = b.add_parser("set-acl", help="the bucket's canned ACL"); x.add_argument("name")
+    x.add_argument("acl", choices=CANNED_ACLS)
+    x = b.add_parser("public-access", help="S3 Block Public Access of the bucket"); x.add_argument("name")
+    x.add_argument("flags", type=_public_access_flags,
+                   help="all, none (no block), or a comma list of " + ", ".join(PAB_FLAGS))
+    x = b.add_parser("set-ownership", help="S3 Object Ownership (BucketOwnerEnforced turns ACLs off)")
+    x.add_argument("name"); x.add_argument("ownership", choices=OWNERSHIPS + ["none"])
     x = b.add_parser("delete"); x.add_argument("name")
     b.add_parser("lifecycle-run", help="apply every bucket's lifecycle rules now (a job)")
     for setting, what in (("policy", "a bucket policy document (JSON)"),
@@ -68,7 +94,7 @@ def bucket(c, args, out):
     if args.action == "list":
         out(c.list("buckets/"), BUCKET_COLS)
     elif args.action == "show":
-        out(c.get(f"buckets/{args.name}/"), BUCKET_COLS + ["filesystem", "created_at"])
+        out(c.get(f"buckets/{args.name}/"), BUCKET_COLS + ACCESS_COLS + ["filesystem", "created_at"])
     elif args.action == "create":
         body = {"name": args.name, "quota_bytes": args.quota, "quota_objects": args.max_objects,
                 "versioning": "Enabled" if args.versioning else "Disabled"}
@@ -84,6 +110,13 @@ def bucket(c, args, out):
         out(c.patch(f"buckets/{args.name}/", body), BUCKET_COLS)
     elif args.action == "versioning":
         out(c.patch(f"buckets/{args.name}/", {"versioning": args.status}), BUCKET_COLS)
+    elif args.action == "set-acl":
+        out(c.patch(f"buckets/{args.name}/", {"acl": args.acl}), BUCKET_COLS + ACCESS_COLS)
+    elif args.action == "public-access":
+        out(c.patch(f"buckets/{args.name}/", {"public_access_block": args.flags}), BUCKET_COLS + ACCESS_COLS)
+    elif args.action == "set-ownership":
+        ownership = "" if args.ownership == "none" else args.ownership
+        out(c.patch(f"buckets/{args.name}/", {"object_ownership": ownership}), BUCKET_COLS + ACCESS_COLS)
     elif args.action == "delete":
         c.delete(f"buckets/{args.name}/")
     elif args.action == "lifecycle-run":

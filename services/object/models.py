@@ -46,6 +46,12 @@ class Gateway(models.Model):
         return f"S3 gateway on {self.filesystem.name}"
 
 
+# what the plane sets (the gateway also takes grants over S3: the row then shows "custom")
+CANNED_ACLS = ["private", "public-read", "public-read-write", "authenticated-read"]
+OWNERSHIPS = ["BucketOwnerEnforced", "BucketOwnerPreferred", "ObjectWriter"]
+PUBLIC_ACCESS_FLAGS = ["BlockPublicAcls", "IgnorePublicAcls", "BlockPublicPolicy", "RestrictPublicBuckets"]
+
+
 class Bucket(models.Model):
     """An S3 bucket: owner (an S3 user name), quotas and versioning; usage as last reported."""
 
@@ -62,6 +68,11 @@ class Bucket(models.Model):
     quota_objects = models.BigIntegerField(null=True, blank=True)
     versioning = models.CharField(max_length=16, choices=Versioning.choices,
                                   default=Versioning.DISABLED)
+    # access settings, as the gateway reports them (it holds them: see gateway/acl_ops.py)
+    acl = models.CharField(max_length=32, default="private",
+                           help_text="Canned ACL the bucket's grants amount to ('custom' otherwise).")
+    public_access_block = models.JSONField(null=True, blank=True)
+    object_ownership = models.CharField(max_length=32, blank=True, default="")
     used_bytes = models.BigIntegerField(default=0)
     used_objects = models.BigIntegerField(default=0)
     usage_updated_at = models.DateTimeField(null=True, blank=True)

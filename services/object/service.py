@@ -67,8 +67,10 @@ def _reachable_host(host: str) -> str:
 
 def admin_endpoint() -> str:
     """URL the plane uses to reach the gateway (its admin interface shares the S3 port)."""
-    host, port = s3_address(_options())
-    return f"http://{_reachable_host(host)}:{port}"
+    options = _options()
+    host, port = s3_address(options)
+    scheme = "https" if options.get("tls_cert") else "http"
+    return f"{scheme}://{_reachable_host(host)}:{port}"
 
 
 def public_endpoint() -> str:
@@ -243,11 +245,25 @@ def _apply_info(bucket: Bucket, info: dict) -> None:
     bucket.used_bytes = int(info.get("bytes") or 0)
     bucket.used_objects = int(info.get("objects") or 0)
     bucket.versioning = info.get("versioning") or bucket.versioning
+    if "acl" in info:  # gateways from before access settings do not report them
+        bucket.acl = info["acl"]
+        bucket.public_access_block = info.get("public_access_block")
+        bucket.object_ownership = info.get("ownership") or ""
     bucket.usage_updated_at = timezone.now()
 
 
+ACCESS_FIELDS = ("acl", "public_access_block", "object_ownership")
+
+
+def _access_body(changes: dict) -> dict:
+    """The gateway admin interface's names for the access settings in ``changes``."""
+    names = {"acl": "acl", "public_access_block": "public_access_block", "object_ownership": "ownership"}
+    return {names[k]: (changes[k] or None) if k == "object_ownership" else changes[k]
+            for k in ACCESS_FIELDS if k in changes}
+
+
 def create_bucket(*, name: str, owner: str, quota_bytes=None, quota_objects=None,
-                  versioning: str = Bucket.Versioning.DISABLED) -> Bucket:
+                  versioning: str = Bucket.Versioning.DISABLED, **access) -> Bucket:
     gw = gateway()
     with transaction.atomic():
         bucket = Bucket.objects.create(name=name, owner=owner, filesystem=gw.filesystem,
@@ -256,13 +272,16 @@ def create_bucket(*, name: str, owner: str, quota_bytes=None, quota_objects=None
         info = admin_call(admin_client().create_bucket, name, owner=owner,
                            versioning=None if versioning == Bucket.Versioning.DISABLED else versioning,
                            quota=_quota_body(quota_bytes, quota_objects) or None)
+        if _access_body(access):
+            info.update(admin_call(admin_client().set_access, name, **_access_body(access)))
         _apply_info(bucket, info)
         bucket.save()
     return bucket
 
 
 def update_bucket(bucket: Bucket, changes: dict) -> Bucket:
-    """Apply quota (bytes/objects, None lifts it) and versioning changes."""
+    """Apply quota (bytes/objects, None lifts it), versioning and access (canned ACL, public
+    access block, object ownership) changes."""
     client = admin_client()
     with transaction.atomic():
         if "quota_bytes" in changes or "quota_objects" in changes:
@@ -272,6 +291,10 @@ def update_bucket(bucket: Bucket, changes: dict) -> Bucket:
                         objects=bucket.quota_objects)
         if changes.get("versioning") and changes["versioning"] != bucket.versioning:
             bucket.versioning = admin_call(client.set_versioning, bucket.name, changes["versioning"])
+        if _access_body(changes):
+            info = admin_call(client.set_access, bucket.name, **_access_body(changes))
+            bucket.acl, bucket.public_access_block = info["acl"], info["public_access_block"]
+            bucket.object_ownership = info["ownership"] or ""
         bucket.save()
     return bucket
 
@@ -332,8 +355,8 @@ def refresh_usage(buckets=None) -> bool:
     rows = [b for b in (buckets if buckets is not None else Bucket.objects.all()) if b.name in reported]
     for bucket in rows:
         _apply_info(bucket, reported[bucket.name])
-    Bucket.objects.bulk_update(rows, ["used_bytes", "used_objects", "versioning", "usage_updated_at"],
-                               batch_size=500)
+    Bucket.objects.bulk_update(rows, ["used_bytes", "used_objects", "versioning", "usage_updated_at",
+                                      *ACCESS_FIELDS], batch_size=500)
     return True
 
 

@@ -135,8 +135,9 @@ class TgtdTarget(Transport):
 
     def __init__(self, state_dir: str | Path, *, portal_host: str = "127.0.0.1",
                  portal_port: int = 3260, control_port: int | None = None,
-                 iqn_base: str = DEFAULT_IQN_BASE):
+                 iqn_base: str = DEFAULT_IQN_BASE, adopt_only: bool = False):
         self.state_dir = Path(state_dir)
+        self.adopt_only = adopt_only             # never start tgtd: its supervisor does
         self.portal_host = portal_host
         self.portal_port = portal_port
         self.iqn_base = iqn_base
@@ -171,6 +172,9 @@ class TgtdTarget(Transport):
             self._secrets = {}
             self.reconcile()
             return
+        if self.adopt_only:
+            raise DaemonError("tgtd is not running (it is being started again); try again "
+                              "in a moment")
         argv = ["tgtd", "-f", "-C", str(self.control_port),
                 "--iscsi", f"portal={self.portal_host}:{self.portal_port}"]
         self._proc = start_child("tgtd", argv, self.state_dir / "tgtd.log")

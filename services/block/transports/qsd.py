@@ -68,8 +68,9 @@ class QemuStorageDaemon(Transport):
 
     def __init__(self, state_dir: str | Path, *, nbd_host: str = "127.0.0.1",
                  nbd_port: int = 10809, direct_io: bool = True,
-                 binary: str = "qemu-storage-daemon"):
+                 binary: str = "qemu-storage-daemon", adopt_only: bool = False):
         self.state_dir = Path(state_dir)
+        self.adopt_only = adopt_only             # never start the daemon: its supervisor does
         self.nbd_host = nbd_host
         self.nbd_port = nbd_port
         self.direct_io = direct_io
@@ -103,6 +104,9 @@ class QemuStorageDaemon(Transport):
                     if export_id not in live:
                         self._attach(export_id, rec)
                 return
+        if self.adopt_only:
+            raise DaemonError("qemu-storage-daemon is not running (it is being started "
+                              "again); try again in a moment")
         argv = [self.binary,
                 "--chardev", f"socket,path={self.qmp_path},server=on,wait=off,id=qmp0",
                 "--monitor", "chardev=qmp0",

@@ -2,7 +2,16 @@ from rest_framework import serializers
 
 from plane.api.limits import INT64
 from plane.roles import ADMIN, role_of
-from services.object.models import Bucket, S3Key
+from services.object.models import CANNED_ACLS, OWNERSHIPS, Bucket, S3Key
+
+
+class PublicAccessBlockSerializer(serializers.Serializer):
+    """S3 Block Public Access: the four flags (absent ones are false)."""
+
+    BlockPublicAcls = serializers.BooleanField(default=False)
+    IgnorePublicAcls = serializers.BooleanField(default=False)
+    BlockPublicPolicy = serializers.BooleanField(default=False)
+    RestrictPublicBuckets = serializers.BooleanField(default=False)
 
 
 class BucketSerializer(serializers.ModelSerializer):
@@ -15,11 +24,18 @@ class BucketSerializer(serializers.ModelSerializer):
     quota_objects = serializers.IntegerField(min_value=1, max_value=INT64, required=False,
                                              allow_null=True)
     versioning = serializers.ChoiceField(choices=Bucket.Versioning.choices, required=False)
+    acl = serializers.ChoiceField(choices=CANNED_ACLS, required=False,
+                                  help_text="Canned ACL of the bucket ('custom': grants set over S3).")
+    public_access_block = PublicAccessBlockSerializer(required=False, allow_null=True,
+                                                      help_text="S3 Block Public Access flags (null: none).")
+    object_ownership = serializers.ChoiceField(choices=OWNERSHIPS, required=False, allow_blank=True,
+                                               help_text="S3 Object Ownership ('' = not set: ACLs apply).")
 
     class Meta:
         model = Bucket
         fields = ["id", "name", "owner", "filesystem", "pool", "quota_bytes", "quota_objects",
-                  "versioning", "used_bytes", "used_objects", "usage_updated_at", "created_at"]
+                  "versioning", "acl", "public_access_block", "object_ownership", "used_bytes",
+                  "used_objects", "usage_updated_at", "created_at"]
         read_only_fields = ["used_bytes", "used_objects", "usage_updated_at", "created_at"]
 
     def validate(self, attrs):

@@ -10,6 +10,7 @@ import hmac
 import json
 
 from . import snapshots
+from .acl_ops import access_info, set_access
 from .compaction import collect_all_orphans, compact_once
 from .core import Gateway
 from .cors import check_rules
@@ -73,7 +74,7 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
         return _json(await apply_lifecycle(gw))
     if parts == ["buckets"]:
         if m == "GET":
-            return _json({"buckets": [b.usage() for _, b in sorted(gw.buckets.buckets.items())]})
+            return _json({"buckets": [_info(b) for _, b in sorted(gw.buckets.buckets.items())]})
         if m == "POST":
             data = await _body(req)
             name, owner = data.get("name"), data.get("owner")
@@ -84,13 +85,13 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
                 await gw.run(bucket.set_versioning, data["versioning"])
             if data.get("quota"):
                 await _set_quota(gw, bucket, data["quota"])
-            return _json(bucket.usage(), 201)
+            return _json(_info(bucket), 201)
     if len(parts) >= 2 and parts[0] == "buckets":
         bucket = gw.buckets.get(parts[1])
         rest = parts[2:]
         if not rest:
             if m == "GET":
-                return _json(bucket.usage())
+                return _json(_info(bucket))
             if m == "DELETE":
                 await gw.run(gw.buckets.delete, bucket.name)
                 return Response(204)
@@ -108,6 +109,11 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
                     raise S3Error("InvalidArgument", "versioning 'status' must be Enabled or Suspended")
                 await gw.run(bucket.set_versioning, status)
                 return _json({"status": bucket.versioning or "Disabled"})
+        elif rest == ["access"]:
+            if m == "GET":
+                return _json(access_info(bucket))
+            if m == "PUT":
+                return _json(await set_access(gw, bucket, await _body(req)))
         elif rest in (["policy"], ["cors"]):
             return await _access_setting(gw, req, bucket, rest[0])
         elif rest[0] in ("snapshots", "changes"):
@@ -170,6 +176,11 @@ async def _snapshot_route(gw: Gateway, req: Request, bucket, rest: list[str]) ->
     except (TypeError, ValueError) as exc:
         raise S3Error("InvalidArgument", f"bad number in the request: {exc}") from None
     return _error("NotFound", f"no admin route {m} /buckets/{bucket.name}/{'/'.join(rest)}", 404)
+
+
+def _info(bucket) -> dict:
+    """BUCKET as the admin interface reports it: settings, usage and access settings."""
+    return {**bucket.usage(), **access_info(bucket)}
 
 
 async def _set_quota(gw: Gateway, bucket, data: dict) -> dict:

@@ -6,22 +6,33 @@ from __future__ import annotations
 import logging
 from urllib.parse import parse_qsl, unquote
 
-from . import admin, bucket_ops, bucket_tagging, cors, foreground, multipart, object_ops, policy, unconfigured
-from .access import check_access
+from plumbing.errors import is_disk_full
+
+from . import access, acl_ops, admin, bucket_ops, bucket_tagging, cors, foreground, multipart, object_ops, \
+    post_object, unconfigured
+from .auth import authenticate
 from .core import Gateway
 from .errors import S3Error
 from .request import Request, Response
-from .sigv4 import verify_request
 
 log = logging.getLogger("strata.s3")
 MAX_KEY_BYTES = 1024
 ADMIN_PREFIX = "/_strata/admin/"
 
 # Sub-resources S3 defines that this gateway does not implement (answered NotImplemented).
-UNSUPPORTED = {"acl", "website", "logging", "notification", "replication", "requestPayment",
+UNSUPPORTED = {"website", "logging", "notification", "replication", "requestPayment",
                "encryption", "object-lock", "legal-hold", "retention", "analytics", "inventory",
-               "metrics", "intelligent-tiering", "ownershipControls", "publicAccessBlock",
-               "accelerate", "torrent", "select", "policyStatus"}
+               "metrics", "intelligent-tiering", "accelerate", "torrent", "select"}
+
+
+async def _drain(receive, state: dict, limit: int = 256 << 20) -> None:
+    """Read and drop the rest of a request body (up to ``limit`` bytes), so the client, still
+    sending, reads the error instead of a reset connection."""
+    while not state["done"] and limit > 0:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        limit -= len(message.get("body", b""))
 
 
 def _route(gw: Gateway, host: str, path: str) -> tuple[str, str]:
@@ -101,9 +112,14 @@ class S3App:
                 resp = await self._s3(req)
         except S3Error as err:
             resp = self._error(req, err)
-        except Exception:  # noqa: BLE001 - the client gets InternalError, the log the traceback
-            log.exception("unhandled error in %s %s", req.method, raw_path)
-            resp = self._error(req, S3Error("InternalError"))
+        except Exception as exc:  # noqa: BLE001 - the client gets InternalError, the log the traceback
+            if is_disk_full(exc):
+                log.warning("%s %s: the pool is full (%s)", req.method, raw_path, exc)
+                resp = self._error(req, S3Error("InsufficientStorage"))
+                await _drain(tracked_receive, state)
+            else:
+                log.exception("unhandled error in %s %s", req.method, raw_path)
+                resp = self._error(req, S3Error("InternalError"))
         if "origin" in headers and req.bucket and self.gw is not None:
             cors.decorate(self.gw.buckets.buckets.get(req.bucket), req, resp)
         if not state["done"]:
@@ -144,13 +160,14 @@ class S3App:
         cfg = gw.config
         if req.method == "OPTIONS" and req.bucket:  # CORS preflight: browsers do not sign it
             return cors.preflight(gw.buckets.get(req.bucket), req)
-        req.auth = verify_request(req.method, req.raw_path, req.raw_query, req.headers,
-                                  cfg["users"], cfg["region"])
+        req.auth = authenticate(req, cfg)
         for name in req.query:
             if name in UNSUPPORTED and not unconfigured.answers(req):
                 raise S3Error("NotImplemented", f"The '{name}' sub-resource is not implemented by Strata")
         if not req.bucket:
             if req.method == "GET":
+                if not req.auth.user:
+                    raise S3Error("AccessDenied", "Anonymous users cannot list buckets")
                 return await bucket_ops.list_buckets(gw, req)
             raise S3Error("MethodNotAllowed")
         if len(req.key.encode()) > MAX_KEY_BYTES:
@@ -161,10 +178,8 @@ class S3App:
 
 
 def authorize(gw: Gateway, req: Request):
-    """The request's bucket, if the signer may do this request there (owner, admin or policy)."""
-    bucket = gw.buckets.get(req.bucket)
-    check_access(req, bucket, policy.action_for(req.method, req.query, bool(req.key)), req.key)
-    return bucket
+    """The request's bucket, if the signer may do this request there (see .access)."""
+    return access.authorize(gw, req)
 
 
 async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
@@ -181,6 +196,12 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return await cors.put_cors(gw, req, authorize(gw, req))
         if "tagging" in q:
             return await bucket_tagging.put_tagging(gw, req, authorize(gw, req))
+        if "acl" in q:
+            return await acl_ops.put_bucket_acl(gw, req, authorize(gw, req))
+        if "ownershipControls" in q:
+            return await acl_ops.put_ownership(gw, req, authorize(gw, req))
+        if "publicAccessBlock" in q:
+            return await acl_ops.put_public_access_block(gw, req, authorize(gw, req))
         return await bucket_ops.create_bucket(gw, req)
     if m == "DELETE":
         if "lifecycle" in q:
@@ -193,8 +214,16 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return await cors.delete_cors(gw, authorize(gw, req))
         if "tagging" in q:
             return await bucket_tagging.delete_tagging(gw, authorize(gw, req))
+        if "ownershipControls" in q:
+            return await acl_ops.delete_ownership(gw, authorize(gw, req))
+        if "publicAccessBlock" in q:
+            return await acl_ops.delete_public_access_block(gw, authorize(gw, req))
         authorize(gw, req)
         return await bucket_ops.delete_bucket(gw, req)
+    if m == "POST" and "delete" in q:  # each key is checked, as its own DeleteObject
+        return await object_ops.delete_objects(gw, req, gw.buckets.get(req.bucket))
+    if m == "POST" and req.headers.get("content-type", "").lower().startswith("multipart/form-data"):
+        return await post_object.post_object(gw, req)  # a browser form: it carries its own signature
     bucket = authorize(gw, req)
     if m == "HEAD":
         return Response(200, {"x-amz-bucket-region": gw.config["region"]})
@@ -218,9 +247,15 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return cors.get_cors(bucket)
         if "tagging" in q:
             return bucket_tagging.get_tagging(bucket)
+        if "acl" in q:
+            return acl_ops.get_bucket_acl(bucket)
+        if "ownershipControls" in q:
+            return acl_ops.get_ownership(bucket)
+        if "publicAccessBlock" in q:
+            return acl_ops.get_public_access_block(bucket)
+        if "policyStatus" in q:
+            return acl_ops.get_policy_status(bucket)
         return await bucket_ops.list_objects(gw, req, bucket)
-    if m == "POST" and "delete" in q:
-        return await object_ops.delete_objects(gw, req, bucket)
     raise S3Error("MethodNotAllowed")
 
 
@@ -237,6 +272,8 @@ async def object_dispatch(gw: Gateway, req: Request) -> Response:
             return await multipart.upload_part(gw, req, bucket)
         if "tagging" in q:
             return await object_ops.put_tagging(gw, req, bucket)
+        if "acl" in q:
+            return await acl_ops.put_object_acl(gw, req, bucket)
         if "x-amz-copy-source" in req.headers:
             return await object_ops.copy_object(gw, req, bucket)
         return await object_ops.put_object(gw, req, bucket)
@@ -248,6 +285,8 @@ async def object_dispatch(gw: Gateway, req: Request) -> Response:
             return await object_ops.get_tagging(gw, req, bucket)
         if "attributes" in q and m == "GET":
             return await object_ops.get_attributes(gw, req, bucket)
+        if "acl" in q and m == "GET":
+            return await acl_ops.get_object_acl(gw, req, bucket)
         return await object_ops.get_object(gw, req, bucket)
     if m == "DELETE":
         if "uploadId" in q:

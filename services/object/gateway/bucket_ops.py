@@ -6,6 +6,9 @@ import json
 import time
 from urllib.parse import quote
 
+from .access import check_policy_allowed
+from .acl import owner_xml
+from .acl_ops import apply_create_settings, create_settings
 from .buckets import Bucket
 from .core import Gateway
 from .errors import S3Error, child_text, el, parse_xml, xml_doc
@@ -20,11 +23,6 @@ MAX_KEYS = 1000
 def iso_time(ts: float) -> str:
     """S3's ISO 8601 timestamp with milliseconds."""
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}Z"
-
-
-def owner_xml(name: str) -> str:
-    """An <Owner> element for ``name``."""
-    return f"<Owner>{el('ID', name)}{el('DisplayName', name)}</Owner>"
 
 
 MAX_BUCKETS = 10000
@@ -81,12 +79,15 @@ async def create_bucket(gw: Gateway, req: Request) -> Response:
         if constraint and constraint != region:
             raise S3Error("InvalidLocationConstraint",
                           f"This gateway serves region {region!r}, not {constraint!r}")
+    settings = create_settings(gw, req)  # ACL and object ownership headers, checked first
     try:
-        await gw.run(gw.buckets.create, req.bucket, req.auth.user, region)
+        bucket = await gw.run(gw.buckets.create, req.bucket, req.auth.user, region)
     except S3Error as err:
         # us-east-1 (S3's legacy default region) answers a repeated create by the owner with 200
         if err.code != "BucketAlreadyOwnedByYou" or region != "us-east-1":
             raise
+    else:
+        await apply_create_settings(gw, bucket, settings)
     return Response(200, {"location": f"/{req.bucket}"})
 
 
@@ -137,6 +138,7 @@ def get_lifecycle(bucket: Bucket) -> Response:
 async def put_policy(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """PutBucketPolicy (the subset :mod:`.policy` evaluates)."""
     doc = parse_policy(await req.body().read_all(1024 * 1024), bucket.name)
+    check_policy_allowed(bucket, doc)  # BlockPublicPolicy
     await gw.run(bucket.set_setting, "policy", doc)
     return Response(204)
 
@@ -201,7 +203,8 @@ def _contents(records: list[Record], enc, owner: str | None) -> str:
     for r in records:
         out.append("<Contents>" + el("Key", enc(r.key)) + el("LastModified", iso_time(r.mtime))
                    + el("ETag", f'"{r.etag}"') + el("Size", r.size)
-                   + el("StorageClass", r.meta.get("sc", "STANDARD")) + (owner_xml(owner) if owner else "") + "</Contents>")
+                   + el("StorageClass", r.meta.get("sc", "STANDARD"))
+                   + (owner_xml(r.meta.get("ow") or owner) if owner else "") + "</Contents>")
     return "".join(out)
 
 
@@ -305,9 +308,10 @@ async def list_versions(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         common = (el("Key", enc(r.key)) + el("VersionId", r.version_id) + el("IsLatest", r.latest)
                   + el("LastModified", iso_time(r.mtime)))
         if r.marker:
-            parts.append(f"<DeleteMarker>{common}{owner_xml(bucket.owner)}</DeleteMarker>")
+            parts.append(f"<DeleteMarker>{common}{owner_xml(r.meta.get('ow') or bucket.owner)}</DeleteMarker>")
         else:
             parts.append(f"<Version>{common}{el('ETag', chr(34) + r.etag + chr(34))}{el('Size', r.size)}"
-                         f"{el('StorageClass', r.meta.get('sc', 'STANDARD'))}{owner_xml(bucket.owner)}</Version>")
+                         f"{el('StorageClass', r.meta.get('sc', 'STANDARD'))}"
+                         f"{owner_xml(r.meta.get('ow') or bucket.owner)}</Version>")
     parts.extend(f"<CommonPrefixes>{el('Prefix', enc(p))}</CommonPrefixes>" for p in prefixes)
     return xml_response(xml_doc("ListVersionsResult", "".join(parts)))

@@ -17,6 +17,7 @@ import uuid
 
 from plumbing.atomic import fsync_dir, write_json_atomic
 
+from .access import new_object_acl
 from .bucket_ops import iso_time, owner_xml
 from .buckets import Bucket
 from .core import Gateway, Stored
@@ -69,7 +70,8 @@ async def create(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         raise S3Error("NotImplemented", "Full-object checksums of multipart uploads are not implemented; "
                       "use the COMPOSITE checksum type")
     upload_id = uuid.uuid4().hex
-    info = {"key": req.key, "meta": meta_from_headers(req.headers), "initiated": time.time(),
+    meta = new_object_acl(gw, req, bucket, meta_from_headers(req.headers))
+    info = {"key": req.key, "meta": meta, "initiated": time.time(),
             "owner": req.auth.user, "ck_algo": algo}
 
     def make():

@@ -1,6 +1,7 @@
 """Object operations: put, get/head (ranges, conditions), delete, multi-delete, copy, tagging."""
 from __future__ import annotations
 
+import base64
 from email.utils import formatdate, parsedate_to_datetime
 from urllib.parse import parse_qsl, unquote
 
@@ -9,7 +10,7 @@ from .buckets import Bucket
 from .core import Gateway
 from .errors import S3Error, child_text, el, parse_xml, xml_doc
 from .index import Op, Record
-from .access import check_access
+from .access import check_access, new_object_acl
 from .request import Request, Response, xml_response
 from .storage import remove_location
 from .tiers import check_readable, check_write_class, parse_restore_days, part_sizes, storage_class
@@ -41,10 +42,21 @@ def meta_from_headers(headers: dict[str, str]) -> dict:
             meta["ce"] = ",".join(encs)
         else:
             del meta["ce"]
-    meta["um"] = {k[11:]: v for k, v in headers.items() if k.startswith("x-amz-meta-")}
+    meta["um"] = {k[11:]: _metadata_text(v) for k, v in headers.items() if k.startswith("x-amz-meta-")}
     if "x-amz-tagging" in headers:
         meta["tags"] = parse_tag_header(headers["x-amz-tagging"])
     return meta
+
+
+def _metadata_text(value: str) -> str:
+    """A metadata value as text: headers arrive as bytes read as latin-1, and clients send
+    non-ASCII text as UTF-8 (S3 stores it decoded and answers it RFC 2047-encoded)."""
+    if value.isascii():
+        return value
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return value
 
 
 def parse_tag_header(value: str) -> dict:
@@ -74,7 +86,7 @@ def object_headers(rec: Record, versioned: bool) -> dict[str, str]:
         if short in m and header != "content-type":
             h[header] = m[short]
     for k, v in m.get("um", {}).items():
-        h[f"x-amz-meta-{k}"] = v
+        h[f"x-amz-meta-{k}"] = v if v.isascii() else "=?UTF-8?B?" + base64.b64encode(v.encode()).decode() + "?="
     if m.get("tags"):
         h["x-amz-tagging-count"] = str(len(m["tags"]))
     if versioned or rec.version_id != "null":
@@ -188,7 +200,8 @@ async def lookup(gw: Gateway, bucket: Bucket, key: str, version_id: str | None, 
             raise S3Error("NoSuchVersion", resource=f"/{bucket.name}/{key}", Key=key, VersionId=version_id)
         raise S3Error("NoSuchKey", resource=f"/{bucket.name}/{key}", Key=key)
     if rec.marker:
-        headers = {"x-amz-delete-marker": "true", "x-amz-version-id": rec.version_id}
+        headers = {"x-amz-delete-marker": "true", "x-amz-version-id": rec.version_id,
+                   "last-modified": http_date(rec.mtime)}
         if version_id is not None:
             raise S3Error("MethodNotAllowed", headers=headers)
         raise S3Error("NoSuchKey", resource=f"/{bucket.name}/{key}", headers=headers, Key=key)
@@ -204,7 +217,7 @@ async def put_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     conditions = write_conditions(bucket, req.key, headers)
     check_write_class(headers)
     bucket.check_quota(body.size)
-    meta = meta_from_headers(headers)
+    meta = new_object_acl(gw, req, bucket, meta_from_headers(headers))
     stored = await gw.store_body(bucket, body, headers)
     meta["ck"] = stored.checksums
     rec = gw.make_record(bucket, req.key, stored, stored.md5_hex, meta)
@@ -307,13 +320,24 @@ async def delete_objects(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     objects = root.findall("Object")
     if not objects or len(objects) > 1000:
         raise S3Error("MalformedXML", "A Delete request names between 1 and 1000 objects")
-    out = []
+    wanted, refused = [], {}
     for obj in objects:
         key = child_text(obj, "Key")
         vid = child_text(obj, "VersionId")
         if not key:
             raise S3Error("MalformedXML", "Every Object needs a Key")
+        wanted.append((key, vid))
+        try:  # each key as its own DeleteObject (a policy may allow or deny some keys only)
+            check_access(req, bucket, "s3:DeleteObjectVersion" if vid else "s3:DeleteObject", key, vid)
+        except S3Error as err:
+            refused[(key, vid)] = err
+    if len(refused) == len(wanted):  # no right to delete any of them: the request is refused
+        raise next(iter(refused.values()))
+    out = []
+    for key, vid in wanted:
         try:
+            if (key, vid) in refused:
+                raise refused[(key, vid)]
             result = await gw.delete_version_or_key(bucket, key, vid)
         except S3Error as err:
             out.append(f"<Error>{el('Key', key)}{el('Code', err.code)}{el('Message', err.message)}</Error>")
@@ -341,7 +365,7 @@ async def copy_source(gw: Gateway, req: Request) -> Record:
     """The source version of a copy, after the signer's access and copy-source conditions."""
     sb, sk, svid = parse_copy_source(req.headers["x-amz-copy-source"])
     src_bucket = gw.buckets.get(sb)
-    check_access(req, src_bucket, "s3:GetObjectVersion" if svid else "s3:GetObject", sk)
+    check_access(req, src_bucket, "s3:GetObjectVersion" if svid else "s3:GetObject", sk, svid)
     rec = await lookup(gw, src_bucket, sk, svid)
     check_conditions(req.headers, rec, prefix="x-amz-copy-source-", copy=True)
     check_readable(rec)
@@ -368,6 +392,7 @@ async def copy_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         meta["tags"] = src.meta["tags"]
     elif tag_directive == "REPLACE" and "x-amz-tagging" in req.headers:
         meta["tags"] = parse_tag_header(req.headers["x-amz-tagging"])
+    new_object_acl(gw, req, bucket, meta)  # a copy gets its own owner and ACL, never the source's
     bucket.check_quota(src.size)
     stored = await gw.copy_data(bucket, src)
     # a multipart source's composite checksum does not describe the single-part copy
