@@ -203,9 +203,12 @@ def set_mds(files, count, pins):
     for rel, rank in pins.items():
         files.pin("bench", rel, rank if count > 1 else -1)
     if count > 1:
+        deadline = time.monotonic() + 180
         while any(files.subtree_ranks("bench").get(rel) != rank for rel, rank in pins.items()):
             if time.monotonic() > deadline:
-                raise SystemExit("the job directories did not move to their ranks")
+                print("warning: not every job directory is on its rank yet: "
+                      f"{files.subtree_ranks('bench')}", file=sys.stderr)
+                break
             time.sleep(1)
 
 
