@@ -130,7 +130,10 @@ class CephFileSystems:
         # a client that dies holding capabilities (a killed NFS server) blocks others'
         # access to those files until its session is closed: 300 s by default (the
         # least Ceph allows is 30 s)
-        for var, val in (("session_timeout", "30"), ("session_autoclose", "45")):
+        # and every MDS daemon may be active (max_mds 2 with 2 daemons): no standby is
+        # wanted, else the cluster stays HEALTH_WARN (MDS_INSUFFICIENT_STANDBY)
+        for var, val in (("session_timeout", "30"), ("session_autoclose", "45"),
+                         ("standby_count_wanted", "0")):
             self.mon_command("fs set", fs_name=self.fs_name, var=var, val=val)
         self.set_max_mds(2)
         self._wait_active()
