@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from urllib.parse import parse_qsl, unquote
 
-from . import admin, bucket_ops, foreground, multipart, object_ops, policy
+from . import admin, bucket_ops, foreground, multipart, object_ops, policy, protection_ops
 from .core import Gateway
 from .errors import S3Error
 from .request import Request, Response
@@ -18,7 +18,7 @@ ADMIN_PREFIX = "/_strata/admin/"
 
 # Sub-resources S3 defines that this gateway does not implement (answered NotImplemented).
 UNSUPPORTED = {"acl", "cors", "website", "logging", "notification", "replication", "requestPayment",
-               "encryption", "object-lock", "legal-hold", "retention", "analytics", "inventory",
+               "analytics", "inventory",
                "metrics", "intelligent-tiering", "ownershipControls", "publicAccessBlock",
                "accelerate", "torrent", "select", "policyStatus"}
 
@@ -175,6 +175,10 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return await bucket_ops.put_lifecycle(gw, req, authorize(gw, req))
         if "policy" in q:
             return await bucket_ops.put_policy(gw, req, authorize(gw, req))
+        if "encryption" in q:
+            return await protection_ops.put_encryption(gw, req, authorize(gw, req))
+        if "object-lock" in q:
+            return await protection_ops.put_lock_configuration(gw, req, authorize(gw, req))
         if "tagging" in q:
             raise S3Error("NotImplemented", "Bucket tagging is not implemented yet")
         return await bucket_ops.create_bucket(gw, req)
@@ -185,6 +189,8 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
         if "policy" in q:
             await gw.run(authorize(gw, req).set_setting, "policy", None)
             return Response(204)
+        if "encryption" in q:
+            return await protection_ops.delete_encryption(gw, authorize(gw, req))
         if "tagging" in q:
             authorize(gw, req)
             return Response(204)
@@ -206,6 +212,10 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return bucket_ops.get_lifecycle(bucket)
         if "policy" in q:
             return bucket_ops.get_policy(bucket)
+        if "encryption" in q:
+            return protection_ops.get_encryption(bucket)
+        if "object-lock" in q:
+            return protection_ops.get_lock_configuration(bucket)
         if "tagging" in q:
             raise S3Error("NoSuchTagSet")
         return await bucket_ops.list_objects(gw, req, bucket)
@@ -227,6 +237,10 @@ async def object_dispatch(gw: Gateway, req: Request) -> Response:
             return await multipart.upload_part(gw, req, bucket)
         if "tagging" in q:
             return await object_ops.put_tagging(gw, req, bucket)
+        if "retention" in q:
+            return await protection_ops.put_retention(gw, req, bucket)
+        if "legal-hold" in q:
+            return await protection_ops.put_legal_hold(gw, req, bucket)
         if "x-amz-copy-source" in req.headers:
             return await object_ops.copy_object(gw, req, bucket)
         return await object_ops.put_object(gw, req, bucket)
@@ -237,6 +251,10 @@ async def object_dispatch(gw: Gateway, req: Request) -> Response:
             return await object_ops.get_tagging(gw, req, bucket)
         if "attributes" in q and m == "GET":
             return await object_ops.get_attributes(gw, req, bucket)
+        if "retention" in q and m == "GET":
+            return await protection_ops.get_retention(gw, req, bucket)
+        if "legal-hold" in q and m == "GET":
+            return await protection_ops.get_legal_hold(gw, req, bucket)
         return await object_ops.get_object(gw, req, bucket)
     if m == "DELETE":
         if "uploadId" in q:

@@ -6,6 +6,7 @@ import json
 import time
 from urllib.parse import quote
 
+from . import objectlock
 from .buckets import Bucket
 from .core import Gateway
 from .errors import S3Error, child_text, el, parse_xml, xml_doc
@@ -49,7 +50,11 @@ async def create_bucket(gw: Gateway, req: Request) -> Response:
         if constraint and constraint != region:
             raise S3Error("InvalidLocationConstraint",
                           f"This gateway serves region {region!r}, not {constraint!r}")
-    await gw.run(gw.buckets.create, req.bucket, req.auth.user, region)
+    lock = objectlock.enable_at_creation(req.headers)
+    bucket = await gw.run(gw.buckets.create, req.bucket, req.auth.user, region)
+    if lock:  # Object Lock keeps versioning on for good
+        bucket.settings["versioning"] = "Enabled"
+        await gw.run(bucket.set_setting, "object_lock", {"enabled": True})
     return Response(200, {"location": f"/{req.bucket}"})
 
 
@@ -77,6 +82,9 @@ async def put_versioning(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     status = child_text(root, "Status")
     if status not in ("Enabled", "Suspended"):
         raise S3Error("MalformedXML", "Versioning Status must be Enabled or Suspended")
+    if status == "Suspended" and objectlock.enabled(bucket):
+        raise S3Error("InvalidBucketState", "An Object Lock configuration is present on this bucket, so the "
+                      "versioning state cannot be changed.")
     await gw.run(bucket.set_versioning, status)
     return Response(200)
 
