@@ -11,7 +11,7 @@ import base64
 import hashlib
 import zlib
 
-from awscrt.checksums import crc64nvme
+from anycrc import Model
 from crc32c import crc32c
 
 from . import crc
@@ -23,8 +23,8 @@ CRCS = ("crc32", "crc32c", "crc64nvme")  # the algorithms a FULL_OBJECT multipar
 
 
 class _Crc:
-    """A running CRC (zlib.crc32, crc32c from the crc32c package, or awscrt's CRC64NVME) with
-    hashlib's interface."""
+    """A running CRC (zlib.crc32, crc32c from the crc32c package, or CRC64NVME from anycrc)
+    with hashlib's interface."""
 
     def __init__(self, fn, width: int = 32):
         self.fn, self.value, self.width = fn, 0, width
@@ -42,7 +42,8 @@ def _new(algorithm: str):
     if algorithm == "crc32c":
         return _Crc(crc32c)
     if algorithm == "crc64nvme":
-        return _Crc(crc64nvme, 64)
+        crc64 = Model("CRC64-NVME")
+        return _Crc(lambda data, value: crc64.calc(data, value), 64)
     if algorithm == "sha1":
         return hashlib.sha1()
     if algorithm == "sha256":
