@@ -9,7 +9,7 @@ from __future__ import annotations
 import hmac
 import json
 
-from . import snapshots
+from . import protection_ops, snapshots
 from .compaction import collect_all_orphans, compact_once
 from .core import Gateway
 from .errors import S3Error
@@ -71,7 +71,7 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
         return _json(await apply_lifecycle(gw))
     if parts == ["buckets"]:
         if m == "GET":
-            return _json({"buckets": [b.usage() for _, b in sorted(gw.buckets.buckets.items())]})
+            return _json({"buckets": [_info(b) for _, b in sorted(gw.buckets.buckets.items())]})
         if m == "POST":
             data = await _body(req)
             name, owner = data.get("name"), data.get("owner")
@@ -82,13 +82,16 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
                 await gw.run(bucket.set_versioning, data["versioning"])
             if data.get("quota"):
                 await _set_quota(gw, bucket, data["quota"])
-            return _json(bucket.usage(), 201)
+            if data.get("object_lock"):
+                await gw.run(bucket.set_versioning, "Enabled")
+                await protection_ops.admin_set_lock(gw, bucket, data["object_lock"])
+            return _json(_info(bucket), 201)
     if len(parts) >= 2 and parts[0] == "buckets":
         bucket = gw.buckets.get(parts[1])
         rest = parts[2:]
         if not rest:
             if m == "GET":
-                return _json(bucket.usage())
+                return _json(_info(bucket))
             if m == "DELETE":
                 await gw.run(gw.buckets.delete, bucket.name)
                 return Response(204)
@@ -106,6 +109,10 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
                     raise S3Error("InvalidArgument", "versioning 'status' must be Enabled or Suspended")
                 await gw.run(bucket.set_versioning, status)
                 return _json({"status": bucket.versioning or "Disabled"})
+        elif rest == ["encryption"] and m == "PUT":
+            return _json(await protection_ops.admin_set_encryption(gw, bucket, await _body(req)))
+        elif rest == ["object-lock"] and m == "PUT":
+            return _json(await protection_ops.admin_set_lock(gw, bucket, await _body(req)))
         elif rest[0] in ("snapshots", "changes"):
             return await _snapshot_route(gw, req, bucket, rest)
     return _error("NotFound", f"no admin route {m} /{'/'.join(parts)}", 404)
@@ -144,6 +151,11 @@ async def _snapshot_route(gw: Gateway, req: Request, bucket, rest: list[str]) ->
     except (TypeError, ValueError) as exc:
         raise S3Error("InvalidArgument", f"bad number in the request: {exc}") from None
     return _error("NotFound", f"no admin route {m} /buckets/{bucket.name}/{'/'.join(rest)}", 404)
+
+
+def _info(bucket) -> dict:
+    """BUCKET as the admin interface reports it (settings, usage, encryption and lock)."""
+    return {**bucket.usage(), **protection_ops.admin_info(bucket)}
 
 
 async def _set_quota(gw: Gateway, bucket, data: dict) -> dict:
