@@ -26,7 +26,7 @@ def gateway():
         shutil.rmtree(work, ignore_errors=True)
 
 
-def test_pin_holds_the_versions_objects_in_a_locked_bucket(api, gateway, settings):
+def test_pin_holds_the_versions_objects_in_a_locked_bucket_only(api, gateway, settings):
     settings.STRATA_CHECKPOINT_S3 = gateway
     s3 = make_client(gateway["endpoint"], ACCESS, SECRET)
     s3.create_bucket(Bucket="vault", ObjectLockEnabledForBucket=True)
@@ -50,11 +50,7 @@ def test_pin_holds_the_versions_objects_in_a_locked_bucket(api, gateway, setting
     assert api.post(url + "unpin/", format="json").status_code == 200
     for name, vid in vids.items():
         s3.delete_object(Bucket="vault", Key=f"llm/step-7/{name}", VersionId=vid)
-
-
-def test_pin_in_a_bucket_without_object_lock_is_the_catalogs_only(api, gateway, settings):
-    settings.STRATA_CHECKPOINT_S3 = gateway
-    s3 = make_client(gateway["endpoint"], ACCESS, SECRET)
+    # in a bucket without Object Lock a pin is the catalog's only
     s3.create_bucket(Bucket="plain")
     api.post("/api/v1/checkpoint-jobs/", {"name": "job", "bucket": "plain"}, format="json")
     v = api.post("/api/v1/checkpoint-jobs/job/versions/", {"step": 1}, format="json").json()
