@@ -169,8 +169,9 @@ async def upload_part_copy(gw: Gateway, req: Request, bucket: Bucket) -> Respons
                           "where first and last are the zero-based offsets of the first and last bytes to copy",
                           ArgumentName="x-amz-copy-source-range")
         start, end = parsed
+    algorithms = {info["ck_algo"]} if info.get("ck_algo") else set()
     stored = await gw.copy_data(bucket, src, start, end, dest_dir=os.path.join(path, "parts"), force_file=True,
-                                cipher=cipher, src_key=src_key, algorithms={info["ck_algo"]} if info.get("ck_algo") else set())
+                                cipher=cipher, src_key=src_key, algorithms=algorithms)
     part = {"etag": stored.md5_hex, "size": stored.size, "file": stored.loc["file"], "mtime": time.time(),
             "ck": stored.checksums, "np": sse.nonce_text(cipher)}
     await gw.run(_record_part, path, number, part)

@@ -222,7 +222,8 @@ def new_retention(bucket, rec, body: bytes, bypass_governance: bool, now: float 
         new = {"mode": mode, "until": ts}
     old = in_force(rec.meta, now)
     if old is not None:
-        weaker = new is None or new["until"] < old["until"] or (old["mode"] == "COMPLIANCE" and new["mode"] != "COMPLIANCE")
+        weaker = (new is None or new["until"] < old["until"]
+                  or (old["mode"] == "COMPLIANCE" and new["mode"] != "COMPLIANCE"))
         if weaker and (old["mode"] == "COMPLIANCE" or not bypass_governance):
             raise S3Error("AccessDenied", LOCKED)
     meta = dict(rec.meta)
