@@ -7,6 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.ceph import ceph_cluster, stop_shared_cluster  # noqa: F401  (the fixture, suite-wide)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    stop_shared_cluster()
+
 
 def _teardown_pools(state_dir: Path) -> None:
     import dataplane
@@ -103,3 +109,15 @@ def worker(transactional_db):
     fresh_queue()
     with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
         yield app
+
+
+@pytest.fixture(scope="session")
+def guest_image(tmp_path_factory):
+    """A guest kernel and busybox initramfs (tests/guest.py), built once per test session
+    under the session's temporary directory; skips when qemu or the kernel is missing."""
+    from tests import guest
+
+    why = guest.missing()
+    if why:
+        pytest.skip(f"guest tests need {why}")
+    return guest.Image.build(tmp_path_factory.mktemp("guest"))

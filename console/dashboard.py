@@ -2,8 +2,10 @@
 contributes through its `health.py` (`service_alerts()`) and `metrics.py` (`capacity()`)."""
 from datetime import timedelta
 
+from django.conf import settings
 from django.utils import timezone
 
+from console.daemons import read_states
 from plane.discovery import service_modules
 from plane.models import Job
 
@@ -13,6 +15,13 @@ def alerts() -> list[dict]:
     last day."""
     out = [alert for _app, module in service_modules("health")
            if hasattr(module, "service_alerts") for alert in module.service_alerts()]
+    for name, d in read_states(settings.DATA_DIR).items():
+        if d["state"] == "failed":
+            out.append({"level": "error", "text": f"{name} keeps exiting at once; strata up "
+                        f"gave up starting it (see {d['log']})"})
+        elif d["state"] == "restarting":
+            out.append({"level": "warning", "text": f"{name} exited; strata up is starting "
+                        "it again"})
     since = timezone.now() - timedelta(days=1)
     for job in Job.objects.filter(state="failed", finished_at__gte=since)[:10]:
         out.append({"level": "error", "text": f"Job {job.pk} ({job.kind} {job.target_name}) failed: {job.error[:200]}"})
@@ -29,4 +38,5 @@ def dashboard_context() -> dict:
         **context,
         "running_jobs": Job.objects.filter(state__in=["pending", "running"])[:20],
         "alerts": alerts(),
+        "daemons": read_states(settings.DATA_DIR),
     }

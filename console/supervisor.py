@@ -4,7 +4,15 @@ Starts, in order: a private redis-server on a unix socket in the data directory 
 STRATA_REDIS_URL points at one), database migrations and the bootstrap (admin user,
 credentials.json, default pool, pools mounted again), the web server (API and console), a
 Celery worker and Celery beat. Children run in their own sessions so that Ctrl-C reaches only
-this process, which then stops them in reverse order. If any child dies, everything stops.
+this process, which then stops them in reverse order.
+
+A child that dies is started again after a back-off (:class:`plumbing.process.RestartPolicy`);
+one that keeps exiting at once is given up, saying so (for redis and the web server, without
+which nothing works, `strata up` then stops). After a daemon's restart its service puts back
+what the daemon held in memory, as the database says (``DaemonSpec.reconcile``: a new tgtd
+has no targets, a new qemu-storage-daemon no exports). Each child's state, restart count and
+last exit are in ``run/daemons.json`` (:mod:`console.daemons`), which the health answer and
+the console's dashboard show.
 """
 import json
 import os
@@ -14,14 +22,19 @@ import subprocess
 import sys
 import time
 import urllib.request
+from datetime import datetime, timezone
 from pathlib import Path
 
+from console.daemons import write_states
 from plane.discovery import modules_named
-from plumbing.process import Child, ChildFailed, DaemonSpec, wait_for_socket
+from plumbing.process import (Child, ChildFailed, DaemonSpec, RestartPolicy, describe_exit,
+                              socket_answers, wait_for_socket)
 
 STOP_TIMEOUT = 20.0
 ONE_SHOT_TIMEOUT = 900.0  # migrate / bootstrap: minutes at most, even on a slow disk
 DAEMON_START_TIMEOUT = 60.0  # a loaded machine can take long to import and bind
+RECONCILE_TIMEOUT = 300.0
+WATCH_POLL = 0.2
 
 
 def service_up_modules() -> list:
@@ -34,21 +47,58 @@ def add_service_arguments(parser) -> None:
         module.add_arguments(parser)
 
 
-class Supervisor:
-    def __init__(self, data_dir: Path, env: dict):
-        self.data_dir, self.env = data_dir, env
-        self.children: list[Child] = []
-        self.stopping = False
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
-    def start(self, name: str, argv: list, env: dict | None = None, stop=None) -> Child:
+
+class Supervised:
+    """One child of `strata up` with what it takes to start it again and its history."""
+
+    def __init__(self, child: Child, spec: DaemonSpec, essential: bool, policy: RestartPolicy):
+        self.child, self.spec, self.essential, self.policy = child, spec, essential, policy
+        self.state = "running"
+        self.restarts = 0
+        self.started = time.monotonic()
+        self.started_at = _now()
+        self.last_exit: dict | None = None
+        self.due = 0.0                      # when a restarting child is started again
+
+    def record(self) -> dict:
+        return {"state": self.state, "pid": self.child.pid if self.state == "running" else None,
+                "restarts": self.restarts, "started_at": self.started_at,
+                "last_exit": self.last_exit, "log": str(self.child.log)}
+
+
+class Supervisor:
+    def __init__(self, data_dir: Path, env: dict, policy=RestartPolicy):
+        self.data_dir, self.env = data_dir, env
+        self.children: list[Supervised] = []
+        self.stopping = False
+        self.make_policy = policy
+        self.reconcile_argv: list | None = None    # manage.py strata_reconcile, once migrated
+
+    def start(self, name: str, argv: list, env: dict | None = None, stop=None, *,
+              spec: DaemonSpec | None = None, essential: bool = False) -> Child:
+        spec = spec or DaemonSpec(name=name, argv=argv, env=env or {}, stop=stop)
         child = Child(name, argv, self.data_dir / "log" / f"{name}.log",
                       env={**self.env, **(env or {})}, cwd=self.data_dir, stop=stop).start()
-        self.children.append(child)
+        self.children.append(Supervised(child, spec, essential, self.make_policy()))
+        self.save()
         return child
+
+    def save(self) -> None:
+        write_states(self.data_dir, {s.child.name: s.record() for s in self.children})
 
     def run_once(self, name: str, argv: list, timeout: float = ONE_SHOT_TIMEOUT) -> str:
         """Run a one-shot step (migrate, bootstrap) to its end; Ctrl-C or ``timeout`` stops
         it, so a step that hangs never keeps `strata up` from exiting."""
+        code, out, err, failure = self._run(name, argv, timeout)
+        if failure or code != 0:
+            tail = (err or out).strip().splitlines()[-15:]
+            raise SystemExit(f"strata up: {name} {failure or 'failed'}:\n" + "\n".join(tail))
+        return out
+
+    def _run(self, name: str, argv: list, timeout: float):
         proc = subprocess.Popen(argv, env=self.env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                                 cwd=self.data_dir)
@@ -60,37 +110,115 @@ class Supervisor:
                 break
             except subprocess.TimeoutExpired:
                 if self.stopping or time.monotonic() > deadline:
-                    failure = "interrupted" if self.stopping else f"did not finish in {timeout:.0f} s"
+                    failure = ("interrupted" if self.stopping
+                               else f"did not finish in {timeout:.0f} s")
                     proc.kill()
                     out, err = proc.communicate()
                     break
         with open(self.data_dir / "log" / f"{name}.log", "a") as f:
             f.write(out + err)
-        if failure or proc.returncode != 0:
-            tail = (err or out).strip().splitlines()[-15:]
-            raise SystemExit(f"strata up: {name} {failure or 'failed'}:\n" + "\n".join(tail))
-        return out
+        return proc.returncode, out, err, failure
 
     def stop_all(self) -> None:
         self.stopping = True
-        for child in reversed(self.children):
+        for sup in reversed(self.children):
+            child = sup.child
+
             def report(exc, name=child.name):
                 print(f"strata: stopping {name}: {exc}", flush=True)
 
             if child.stop(STOP_TIMEOUT, on_error=report):
                 print(f"strata: {child.name} did not stop in {STOP_TIMEOUT:.0f}s; killed",
                       flush=True)
+            if sup.state != "failed":
+                sup.state = "stopped"
+        if self.children:
+            self.save()
 
     def watch(self) -> int:
+        """Supervise until Ctrl-C (0), or until an essential child is given up (1)."""
         while not self.stopping:
-            for child in self.children:
-                code = child.returncode
-                if code is not None:
-                    print(f"strata: {child.name} exited with code {code}; see {child.log}",
-                          flush=True)
-                    return 1
-            time.sleep(0.5)
+            restarted = []
+            for sup in self.children:
+                if sup.state == "running" and sup.child.returncode is not None:
+                    if not self._exited(sup):
+                        return 1
+                if sup.state == "restarting" and time.monotonic() >= sup.due \
+                        and not self.stopping:
+                    if self._restart(sup):
+                        restarted.append(sup)
+                    elif sup.state == "failed" and sup.essential:
+                        return 1
+            # after every restart of this round, so a reconcile never meets a daemon that is
+            # still down (the plane's sessions would start one of their own)
+            for label in dict.fromkeys(s.spec.reconcile for s in restarted if s.spec.reconcile):
+                self._reconcile(label)
+            time.sleep(WATCH_POLL)
         return 0
+
+    def _exited(self, sup: Supervised) -> bool:
+        """Record the exit and schedule the restart; False if an essential child is given up."""
+        child = sup.child
+        sup.last_exit = {**describe_exit(child.returncode), "at": _now()}
+        how = sup.last_exit["signal"] or f"code {sup.last_exit['code']}"
+        delay = sup.policy.exited(time.monotonic() - sup.started)
+        if delay is None:
+            sup.state = "failed"
+            self.save()
+            print(f"strata: {child.name} exited ({how}) {sup.policy.give_up_after} times within "
+                  f"{sup.policy.stable_after:.0f} s of starting; not starting it again; see "
+                  f"{child.log}" + _indented(child.tail(8)), flush=True)
+            return not sup.essential
+        sup.state, sup.due = "restarting", time.monotonic() + delay
+        self.save()
+        print(f"strata: {child.name} exited ({how}); starting it again in {delay:.1f} s",
+              flush=True)
+        return True
+
+    def _restart(self, sup: Supervised) -> bool:
+        """Start a child again and wait until it is ready; True once it is."""
+        spec, child = sup.spec, sup.child
+        try:
+            if spec.prepare is not None:
+                spec.prepare()
+            child.start()
+        except Exception as exc:           # not installed any more, a config it cannot write
+            print(f"strata: {child.name} could not be started again: {exc}", flush=True)
+            child.proc = None
+            sup.last_exit = {"code": None, "signal": None, "at": _now(), "error": str(exc)}
+            sup.state, sup.policy.quick_exits = "failed", sup.policy.give_up_after
+            self.save()
+            return False
+        sup.restarts += 1
+        sup.started, sup.started_at, sup.state = time.monotonic(), _now(), "running"
+        self.save()
+        if spec.ready is not None:
+            try:
+                child.wait_ready(lambda: self.stopping or spec.ready(), DAEMON_START_TIMEOUT,
+                                 "starting again", poll=0.1)
+            except ChildFailed as exc:
+                if not exc.exited:         # hung: kill it, the next round counts the exit
+                    child.stop(5.0)
+                return False
+        print(f"strata: {child.name} is running again (pid {child.pid}, restart "
+              f"{sup.restarts})", flush=True)
+        return True
+
+    def _reconcile(self, label: str) -> None:
+        """The service's ``bootstrap.reconcile()``: what the restarted daemon held, back."""
+        if self.reconcile_argv is not None:
+            self.run_quietly("reconcile", self.reconcile_argv + [label])
+
+    def run_quietly(self, name: str, argv: list, timeout: float = RECONCILE_TIMEOUT) -> None:
+        """A step of a restart (manage.py ...): its output printed, a failure said, never
+        fatal."""
+        code, out, err, failure = self._run(name, argv, timeout)
+        if failure or code != 0:
+            print(f"strata: {name} {failure or 'failed'}; see "
+                  f"{self.data_dir / 'log' / (name + '.log')}" + _indented(err or out),
+                  flush=True)
+        elif out.strip():
+            print(out.strip(), flush=True)
 
 
 def _indented(tail: str, lines: int = 8) -> str:
@@ -106,16 +234,34 @@ def _wait(child: Child, ready, timeout: float, what: str) -> None:
         raise SystemExit(f"strata up: {exc}; see {child.log}" + _indented(exc.tail)) from None
 
 
-def _wait_for_http(url: str, child: Child, timeout=60.0) -> None:
-    def answers() -> bool:
-        with urllib.request.urlopen(url, timeout=2):
-            return True
+def _http_answers(url: str) -> bool:
+    with urllib.request.urlopen(url, timeout=2):
+        return True
 
-    _wait(child, answers, timeout, f"waiting for {url}")
+
+def _requeue_unacked(broker_url: str) -> None:
+    """Before the worker starts again: put back on their queues the tasks the dead worker
+    had taken but not finished (tasks are acknowledged once done; with one worker per
+    appliance every unacknowledged task was its). A job it was running is then recorded as
+    interrupted by the new worker; the others run."""
+    from kombu import Connection  # only for a restart: `strata` commands import this module
+
+    try:
+        with Connection(broker_url, connect_timeout=5) as conn:
+            channel = conn.default_channel
+            tags = channel.client.hkeys(channel.unacked_key)
+            for tag in tags:
+                channel.qos.restore_by_tag(tag)
+    except Exception as exc:       # the broker is down too: its own restart comes first
+        print(f"strata: the worker's unfinished tasks could not be queued again: {exc}",
+              flush=True)
+        return
+    if tags:
+        print(f"strata: {len(tags)} unfinished task(s) of the worker queued again", flush=True)
 
 
 def _start_daemon(sup: Supervisor, spec: DaemonSpec) -> None:
-    child = sup.start(spec.name, spec.argv, env=spec.env, stop=spec.stop)
+    child = sup.start(spec.name, spec.argv, env=spec.env, stop=spec.stop, spec=spec)
     if spec.ready is not None:
         _wait(child, spec.ready, DAEMON_START_TIMEOUT, "starting")
 
@@ -143,7 +289,7 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
     data = Path(data_dir).resolve()
     for sub in ("run", "log"):
         (data / sub).mkdir(parents=True, exist_ok=True)
-    options = dict(options or {}, host=host, port=port)
+    options = dict(options or {}, host=host, port=port, supervised=True)
     env = dict(os.environ, STRATA_DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="console.settings",
                PYTHONUNBUFFERED="1", STRATA_SERVICE_OPTIONS=json.dumps(options))
     py = sys.executable
@@ -164,15 +310,18 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
             if not redis:
                 raise SystemExit("strata up: redis-server is not installed "
                                  "(apt-get install redis-server), or set STRATA_REDIS_URL")
-            child = sup.start("redis", [
-                redis, "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
-                "--dir", str(data / "run"), "--appendonly", "yes", "--save", "",
-                "--daemonize", "no"])
+            argv = [redis, "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
+                    "--dir", str(data / "run"), "--appendonly", "yes", "--save", "",
+                    "--daemonize", "no"]
+            child = sup.start("redis", argv, essential=True, spec=DaemonSpec(
+                name="redis", argv=argv, ready=lambda: socket_answers(sock),
+                prepare=lambda: sock.unlink(missing_ok=True)))
             if not wait_for_socket(sock, 10.0, child):
                 raise SystemExit(f"strata up: redis did not start; see {child.log}"
                                  + _indented(child.tail(8)))
         sup.run_once("migrate", manage + ["migrate", "--noinput"])
         migrated = True
+        sup.reconcile_argv = manage + ["strata_reconcile"]
         for module in service_up_modules():
             for spec in module.daemons(data, options):
                 _start_daemon(sup, spec)
@@ -181,14 +330,20 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
         print(sup.run_once("bootstrap", manage + [
             "strata_bootstrap", "--api-url", f"{base}/api/v1/", "--console-url", f"{base}/",
             "--default-pool-size", default_pool_size]).strip(), flush=True)
-        web = sup.start("web", [py, "-m", "uvicorn", "console.asgi:application",
-                                "--host", host, "--port", str(port), "--lifespan", "off"])
-        sup.start("worker", [py, "-m", "celery", "-A", "plane", "worker", "-l", "info",
-                             "--concurrency", "2", "-n", f"strata-{port}@%h"])
+        health = f"{base}/api/v1/health"
+        argv = [py, "-m", "uvicorn", "console.asgi:application", "--host", host, "--port",
+                str(port), "--lifespan", "off"]
+        web = sup.start("web", argv, essential=True, spec=DaemonSpec(
+            name="web", argv=argv, ready=lambda: _http_answers(health)))
+        argv = [py, "-m", "celery", "-A", "plane", "worker", "-l", "info", "--concurrency",
+                "2", "-n", f"strata-{port}@%h"]
+        broker = env.get("STRATA_REDIS_URL") or f"redis+socket://{data / 'run' / 'redis.sock'}"
+        sup.start("worker", argv, spec=DaemonSpec(
+            name="worker", argv=argv, prepare=lambda: _requeue_unacked(broker)))
         sup.start("beat", [py, "-m", "celery", "-A", "plane", "beat", "-l", "info",
                            "--schedule", str(data / "run" / "celerybeat-schedule"),
                            "--pidfile", ""])
-        _wait_for_http(f"{base}/api/v1/health", web)
+        _wait(web, lambda: _http_answers(health), 60.0, f"waiting for {health}")
         print(f"Strata is up.\n  console:     {base}/\n  API:         {base}/api/v1/\n"
               f"  credentials: {data / 'credentials.json'}\n  logs:        {data / 'log'}\n"
               "Press Ctrl-C to stop.", flush=True)

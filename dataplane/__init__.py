@@ -30,7 +30,14 @@ def _spdk_driver(state_dir, runner=None):
                       rpc_socket=os.environ.get(SPDK_SOCKET_ENV) or "/var/tmp/spdk.sock")
 
 
-DRIVERS = {"local": LocalDriver, "directory": DirectoryDriver, "spdk": _spdk_driver}
+def _ceph_driver(state_dir, runner=None):
+    """The ceph driver; each pool names its cluster (ceph.conf, client, keyring)."""
+    from .ceph import CephDriver   # imported on use: it loads librados only when used
+    return CephDriver(state_dir, runner=runner)
+
+
+DRIVERS = {"local": LocalDriver, "directory": DirectoryDriver, "spdk": _spdk_driver,
+           "ceph": _ceph_driver}
 
 __all__ = [
     "AlreadyExists", "Cancelled", "CommandFailed", "DataplaneError", "DeviceInfo", "DeviceSpec",
@@ -58,7 +65,8 @@ def local_available() -> tuple:
 
 
 def open_driver(kind: str, state_dir: Union[str, Path], runner: Runner = None) -> Driver:
-    """The driver ``kind`` ("local", "directory", "spdk" or "auto") keeping state in ``state_dir``.
+    """The driver ``kind`` ("local", "directory", "spdk", "ceph" or "auto") keeping state in
+    ``state_dir``.
 
     "auto" is local when running as root with btrfs-progs and kernel btrfs, else directory.
     "spdk" talks to spdk_tgt at ``$STRATA_SPDK_SOCKET`` (default /var/tmp/spdk.sock).

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional, Union
 
+from plumbing import errors, sizes
+
 from .errors import InvalidArgument, Unsupported
 from .runner import Runner
 
@@ -20,8 +22,6 @@ MEDIA = ("flash", "capacity")
 KINDS = ("filesystem", "volume")
 SNAPSHOTS_DIR = ".snapshots"
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(?:i?b)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 
 
 @dataclass
@@ -59,6 +59,9 @@ class PoolInfo:
     health: str  # "online" | "degraded" | "offline"
     devices: list = field(default_factory=list)
     features_off: dict = field(default_factory=dict)
+    # drivers with more to say (ceph: the cluster's status, reasons, failed failure domains,
+    # recovery progress) put it here
+    health_detail: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -123,18 +126,12 @@ def validate_kind(kind) -> str:
 
 
 def parse_size(text) -> int:
-    """Parse ``2G``, ``512M``, ``1.5GiB`` or a byte count into bytes (powers of 1024)."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        if text <= 0:
-            raise InvalidArgument(f"invalid size {text!r}: must be positive")
-        return text
-    m = _SIZE_RE.match(str(text))
-    if not m:
-        raise InvalidArgument(f"invalid size {text!r}: use bytes or a number with K, M, G, T")
-    value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    if value <= 0:
-        raise InvalidArgument(f"invalid size {text!r}: must be positive")
-    return value
+    """Parse a size into bytes: ``4096``, ``2G``/``2GiB`` (2 * 2**30), ``5GB`` (5 * 10**9);
+    see :mod:`plumbing.sizes`."""
+    try:
+        return sizes.parse_size(text)
+    except errors.Invalid as exc:
+        raise InvalidArgument(exc.message) from None
 
 
 def validate_bytes(value, what: str) -> int:

@@ -32,7 +32,9 @@ class DaemonSpec:
     A service that runs daemons provides ``services/<name>/up.py`` with
     ``add_arguments(parser)`` and ``daemons(data_dir, options) -> list[DaemonSpec]``;
     `strata up` starts them after the database is migrated and before the plane's
-    bootstrap, supervises them and stops them in reverse order.
+    bootstrap, supervises them (one that dies is started again, see :class:`RestartPolicy`;
+    then ``reconcile`` names the service whose ``bootstrap.reconcile()`` puts back what the
+    daemon held in memory: targets, LUNs, exports) and stops them in reverse order.
     """
 
     name: str
@@ -40,6 +42,47 @@ class DaemonSpec:
     ready: Optional[Callable[[], bool]] = None      # polled until True (start timeout 60 s)
     stop: Optional[Callable[[subprocess.Popen], None]] = None  # before SIGTERM (default: none)
     env: dict = field(default_factory=dict)          # added to the environment
+    prepare: Optional[Callable[[], None]] = None    # before each restart (stale sockets, config)
+    reconcile: Optional[str] = None                  # service whose state is re-applied after
+    #                                                  a restart (its bootstrap.reconcile())
+
+
+class RestartPolicy:
+    """When to start a daemon again after it exited, and when to give up.
+
+    A daemon that ran at least ``stable_after`` seconds is started again after ``backoff``
+    seconds; each further exit within ``stable_after`` of its start doubles the wait (at most
+    ``max_backoff``), and the ``give_up_after``-th such quick exit in a row gives up::
+
+        policy = RestartPolicy()
+        delay = policy.exited(ran_for=3600.0)   # 0.5: start it again in half a second
+        ...                                     # None: it keeps failing at once; give up
+    """
+
+    def __init__(self, backoff: float = 0.5, max_backoff: float = 30.0,
+                 stable_after: float = 30.0, give_up_after: int = 5):
+        self.backoff, self.max_backoff = backoff, max_backoff
+        self.stable_after, self.give_up_after = stable_after, give_up_after
+        self.quick_exits = 0
+
+    def exited(self, ran_for: float) -> float | None:
+        """Seconds to wait before the next start, or None to give up."""
+        self.quick_exits = self.quick_exits + 1 if ran_for < self.stable_after else 0
+        if self.quick_exits >= self.give_up_after:
+            return None
+        return min(self.backoff * 2 ** self.quick_exits, self.max_backoff)
+
+
+def describe_exit(returncode: int) -> dict:
+    """``{"code": N, "signal": None}`` or, for a child killed by a signal (a negative
+    returncode), ``{"code": None, "signal": "SIGKILL"}``."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return {"code": None, "signal": name}
+    return {"code": returncode, "signal": None}
 
 
 class ChildFailed(Exception):
@@ -62,6 +105,14 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 WILDCARDS = ("", "0.0.0.0", "::", "*")  # "every interface"
+
+
+def data_address(options: dict, own_key: str) -> str:
+    """The address a data service (S3, NFS/SMB, block) listens on, from `strata up`'s
+    options: its own option (``own_key``, e.g. ``block_host``), else ``--data-host`` (every
+    data service), else ``--host`` (the web server's too), else 127.0.0.1."""
+    return options.get(own_key) or options.get("data_host") or options.get("host") \
+        or "127.0.0.1"
 
 
 def probe_address(bind_address: str) -> str:

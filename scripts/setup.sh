@@ -11,6 +11,10 @@ APT_PACKAGES=(
   redis-server postgresql
   nfs-ganesha nfs-ganesha-vfs samba samba-vfs-modules smbclient dbus
   tgt libiscsi-bin qemu-system-common qemu-utils qemu-block-extra libnbd-bin
+  qemu-system-x86 busybox-static linux-image-cloud-amd64 cpio
+  libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
+  ceph-mon ceph-mgr ceph-osd ceph-mds ceph-common python3-rados python3-rbd python3-cephfs
+  tgt-rbd
   chromium
 )
 
@@ -28,7 +32,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   # Debian starts some daemons on install; Strata runs its own copies on its own ports.
-  for svc in nfs-ganesha smbd nmbd tgt; do
+  for svc in nfs-ganesha smbd nmbd tgt ceph.target ceph-crash; do
     command -v systemctl >/dev/null && systemctl disable --now "$svc" >/dev/null 2>&1 || true
   done
 fi
@@ -43,3 +47,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/pip install -q -e '.[test]'
   touch "$stamp"
 fi
+
+# Ceph's Python bindings (rados, rbd, cephfs) come from Debian, built for /usr/bin/python3:
+# link their extension modules into the venv (same CPython ABI) so the ceph driver imports them.
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
+suffix=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+for mod in rados rbd cephfs; do
+  so=/usr/lib/python3/dist-packages/$mod$suffix
+  if [ -e "$so" ]; then ln -sfn "$so" "$site/$mod$suffix"; fi
+done

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Clear what a crashed test run left behind: mounts and loop devices of /tmp/strata-test-*.
+"""Clear what a crashed test run left behind: mounts and loop devices of /tmp/strata-test-*,
+and the daemons of development Ceph clusters there (by the PIDs each recorded).
 
 Unmounts every mount whose mountpoint lies under a ``/tmp/strata-test-*`` directory or whose
 source is a loop device backed by a file there, then detaches those loop devices. Nothing
@@ -53,6 +54,29 @@ def leftover_mounts(prefix: str, loops: dict) -> list:
     return sorted(set(found), key=lambda m: (-m.count("/"), m))
 
 
+def leftover_ceph_daemons(prefix: str) -> list:
+    """(pid, name) of running daemons of Ceph dev clusters under ``prefix``: the PIDs their
+    ``pids.json`` recorded whose command line still names that cluster's ceph.conf."""
+    import glob
+
+    found = []
+    for pids_file in glob.glob(prefix + "*/pids.json") + glob.glob(prefix + "*/*/pids.json"):
+        conf = os.path.join(os.path.dirname(pids_file), "ceph.conf").encode()
+        try:
+            with open(pids_file) as f:
+                pids = json.load(f)
+        except (OSError, ValueError):
+            continue
+        for name, pid in pids.items():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if conf in f.read().split(b"\0"):
+                        found.append((pid, name))
+            except OSError:
+                continue
+    return found
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prefix", default=DEFAULT_PREFIX,
@@ -69,6 +93,14 @@ def main(argv=None) -> int:
     loops = leftover_loops(args.prefix)
     mounts = leftover_mounts(args.prefix, loops)
     failed = 0
+    daemons = leftover_ceph_daemons(args.prefix)
+    for pid, name in daemons:
+        print(f"kill ceph {name} (pid {pid})")
+        if not args.dry_run:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
     for mnt in mounts:
         print(f"unmount {mnt}")
         if args.dry_run:
@@ -88,7 +120,7 @@ def main(argv=None) -> int:
         if proc.returncode != 0:
             print(f"  failed: {proc.stderr.strip()}", file=sys.stderr)
             failed += 1
-    if not mounts and not loops:
+    if not mounts and not loops and not daemons:
         print("cleanup_leftovers: nothing to clear")
     return 1 if failed else 0
 

@@ -84,7 +84,34 @@ class SpdkFactory:
         return drv
 
 
-DRIVER_FACTORIES = [LocalFactory(), DirectoryFactory(), SpdkFactory()]
+class CephFactory:
+    """The ceph driver on the session's development cluster (tests/ceph.py). Volumes are
+    RBD images: ``read_at``/``write_at``/``size_of`` below open their ``rbd:`` paths with
+    librbd. RADOS pool names carry a prefix unique to each driver, so that a pool a failed
+    test left behind never collides with the next test's."""
+
+    name = "ceph"
+    marks = [pytest.mark.root]
+    count = 0
+
+    def skip_reason(self):
+        from tests.ceph import ceph_unavailable
+        return ceph_unavailable()
+
+    def pool_devices(self, n=1, size=None):
+        return []
+
+    def make(self, state_dir):
+        from dataplane.ceph import CephDriver
+        from tests.ceph import shared_cluster
+
+        cluster = shared_cluster()
+        CephFactory.count += 1
+        return CephDriver(state_dir, ceph_conf=str(cluster.conf), client=cluster.client,
+                          pool_prefix=f"t{os.getpid()}-{CephFactory.count}.")
+
+
+DRIVER_FACTORIES = [LocalFactory(), DirectoryFactory(), SpdkFactory(), CephFactory()]
 
 
 def driver_params():
@@ -154,8 +181,51 @@ def file_sha(path) -> str:
     return h.hexdigest()
 
 
+class _RbdImage:
+    """An RBD image (or snapshot) opened from its ``rbd:`` path, for byte checks."""
+
+    def __init__(self, path, read_only=False):
+        import rados
+        import rbd
+
+        from dataplane.ceph_rbd import parse_rbd_path
+
+        spec = parse_rbd_path(path)
+        conf = {"keyring": spec["keyring"]} if spec["keyring"] else {}
+        self.cluster = rados.Rados(conffile=spec["conf"], name=f"client.{spec['id']}", conf=conf)
+        self.cluster.connect(timeout=10)
+        self.ioctx = self.cluster.open_ioctx(spec["pool"])
+        self.image = rbd.Image(self.ioctx, spec["image"], snapshot=spec["snap"],
+                               read_only=read_only or bool(spec["snap"]))
+        self.snapshot = bool(spec["snap"])
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.image.close()
+        self.ioctx.close()
+        self.cluster.shutdown()
+
+
+def size_of(path) -> int:
+    """Size of a volume's file, or of an RBD image."""
+    if str(path).startswith("rbd:"):
+        with _RbdImage(path, read_only=True) as img:
+            return img.image.size()
+    return os.path.getsize(path)
+
+
 def write_at(path, offset: int, data: bytes) -> None:
-    """Write ``data`` at ``offset`` of an existing file and fsync."""
+    """Write ``data`` at ``offset`` of an existing file (or RBD image) and fsync; a
+    read-only one raises OSError."""
+    if str(path).startswith("rbd:"):
+        with _RbdImage(path) as img:
+            if img.snapshot:
+                raise OSError(30, "read-only RBD snapshot", str(path))
+            img.image.write(data, offset)
+            img.image.flush()
+        return
     fd = os.open(path, os.O_WRONLY)
     try:
         os.pwrite(fd, data, offset)
@@ -165,6 +235,9 @@ def write_at(path, offset: int, data: bytes) -> None:
 
 
 def read_at(path, offset: int, length: int) -> bytes:
+    if str(path).startswith("rbd:"):
+        with _RbdImage(path, read_only=True) as img:
+            return img.image.read(offset, length)
     fd = os.open(path, os.O_RDONLY)
     try:
         return os.pread(fd, length, offset)

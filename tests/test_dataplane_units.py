@@ -18,7 +18,13 @@ def test_parse_size():
     assert parse_size("1.5GiB") == 3 << 29
     assert parse_size("4096") == 4096
     assert parse_size(10) == 10
-    for bad in ("", "0", "-1G", "lots", "1X", 0, -5):
+    # decimal units mean what a disk's label means, binary ones what they say
+    assert parse_size("5GB") == 5 * 10**9
+    assert parse_size("5GiB") == parse_size("5G") == parse_size("5g") == 5 * 2**30
+    assert parse_size("1.5TB") == 1_500_000_000_000
+    assert parse_size("200 kB") == 200_000
+    assert parse_size("123456789012345678901") == 123456789012345678901   # exact, no float
+    for bad in ("", "0", "-1G", "lots", "1X", "5XB", "5Gi", "1.5.2G", "0.5", "1e3", 0, -5):
         with pytest.raises(InvalidArgument):
             parse_size(bad)
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import argparse
 
+from plumbing import sizes
+from plumbing.errors import Invalid
+
 
 def _size(text: str) -> int:
-    units = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    t = text.strip().lower().removesuffix("ib").removesuffix("b")
-    num, unit = (t[:-1], t[-1]) if t and not t[-1].isdigit() else (t, "")
     try:
-        return int(float(num) * units[unit])
-    except (ValueError, KeyError):
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 8G, 512M)") from None
+        return sizes.parse_size(text)
+    except Invalid as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
 
 
 def add_arguments(parser) -> None:

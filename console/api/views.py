@@ -11,6 +11,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 
+from console.daemons import read_states
 from plane.api.serializers import (AuditEventSerializer, JobSerializer, MeSerializer,
                                    TokenSerializer, UserSerializer, last_admin)
 from plane.celery import app as celery_app
@@ -127,7 +128,8 @@ def _check_worker() -> dict:
 @permission_classes([AllowAny])
 @authentication_classes([])  # public: a stale token sent along is not an error
 def health(request):
-    """Component states: database, redis (broker), worker and each pool. No auth."""
+    """Component states: database, redis (broker), worker, each pool, each service's daemons
+    and, under `strata up`, each child process (state, pid, restarts, last exit). No auth."""
     return Response(health_report())
 
 
@@ -154,9 +156,11 @@ def health_report() -> dict:
         for _app, module in service_modules("health"):
             pools.update(module.pool_health() if hasattr(module, "pool_health") else {})
     services = _service_health()
+    daemons = read_states(settings.DATA_DIR)   # restarts and last exit of strata up's children
     healthy = (all(c["state"] == "ok" for c in components.values())
                and all(p["state"] == "online" for p in pools.values())
-               and all(d.get("state") == "ok" for s in services.values() for d in s.values()))
+               and all(d.get("state") == "ok" for s in services.values() for d in s.values())
+               and all(d.get("state") == "running" for d in daemons.values()))
     return {
         "status": "ok" if healthy else "degraded",
         "host": socket.gethostname(),
@@ -164,6 +168,7 @@ def health_report() -> dict:
         "components": components,
         "pools": pools,
         "services": services,
+        "daemons": daemons,
     }
 
 

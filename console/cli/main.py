@@ -25,6 +25,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
     up_cmd = sub.add_parser("up", help="run the appliance in the foreground")
     up_cmd.add_argument("--host", default="127.0.0.1")
     up_cmd.add_argument("--port", type=int, default=8080)
+    up_cmd.add_argument("--data-host", default=None,
+                        help="address the data services (S3, NFS, SMB, iSCSI, NBD) listen on "
+                             "and tell clients, when it is not --host: e.g. the storage "
+                             "network's address while the console stays on 127.0.0.1 "
+                             "(--s3-host, --file-bind, --block-host override it per service)")
     up_cmd.add_argument("--default-pool-size", default="10G")
     add_service_arguments(up_cmd)
 

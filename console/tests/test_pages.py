@@ -77,3 +77,19 @@ def test_dashboard_alerts_on_replication_lag_and_failed_jobs(logged_in):
     body = logged_in("admin").get("/console/").content.decode()
     assert "Replication to-dr lags 120 min" in body
     assert "disk on fire" in body
+
+
+def test_dashboard_shows_each_daemon_restarts_and_last_exit(logged_in, data_dir):
+    from console.daemons import write_states
+
+    write_states(data_dir, {
+        "tgtd": {"state": "running", "pid": 4242, "restarts": 1, "started_at": "t1",
+                 "log": "/x/tgtd.log",
+                 "last_exit": {"code": None, "signal": "SIGKILL", "at": "2026-01-02T03:04:05"}},
+        "smbd": {"state": "failed", "pid": None, "restarts": 4, "started_at": "t2",
+                 "log": "/x/smbd.log", "last_exit": {"code": 1, "signal": None, "at": "t3"}}})
+    page = logged_in("viewer").get("/console/").content.decode()
+    assert "<h2>Daemons</h2>" in page
+    assert 'data-daemon="tgtd"' in page and "SIGKILL at 2026-01-02T03:04:05" in page
+    assert "code 1 at t3" in page
+    assert "smbd keeps exiting at once; strata up gave up starting it" in page

@@ -9,6 +9,13 @@ from services.block import service, up
 log = logging.getLogger(__name__)
 
 
+def reconcile() -> dict:
+    """After `strata up` started tgtd or qemu-storage-daemon again (they keep nothing across
+    a restart): every export, LUN, target and ACL back as the rows say."""
+    summary = service.reconcile_all()
+    return {k: summary[k] for k in ("online", "error", "removed") if k in summary}
+
+
 def bootstrap(creds: dict) -> dict:
     """Reconcile the exports; add the block endpoints to credentials.json."""
     summary = service.reconcile_all()

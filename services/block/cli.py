@@ -7,7 +7,10 @@ No Django here (a thin REST client, see console/cli/main.py)::
     strata block-export create vol1 --protocol iscsi --host-group dbs
     strata block-export qos 3 --bps-write 10000000      # live, nbd/vhost-user-blk/nvmf
 """
+import json
 import sys
+
+from plumbing.restclient import ApiError
 
 HOST_COLS = ["name", "iqn", "nqn", "address", "chap_user", "groups"]
 GROUP_COLS = ["name", "hosts", "target_iqn", "mutual_chap_user"]
@@ -69,6 +72,21 @@ def register(subparsers) -> dict:
     _qos_args(x)
     x = exp.add_parser("delete")
     x.add_argument("id", type=int)
+    x = exp.add_parser("attach", help="how a VM attaches it: libvirt XML or QEMU arguments")
+    x.add_argument("export", help="export id, or a volume with one export")
+    what = x.add_mutually_exclusive_group()
+    what.add_argument("--libvirt", dest="show", action="store_const", const="domain",
+                      help="a whole <domain> (default; the setup and notes go to stderr)")
+    what.add_argument("--disk", dest="show", action="store_const", const="disk",
+                      help="only the libvirt <disk> element")
+    what.add_argument("--secret", dest="show", action="store_const", const="secret",
+                      help="the libvirt <secret> of the host's CHAP (no secret in it)")
+    what.add_argument("--qemu", dest="show", action="store_const", const="qemu",
+                      help="a qemu-system-x86_64 command line")
+    x.add_argument("--host", help="the host of the export's group that attaches it")
+    x.add_argument("--accel", choices=["tcg", "kvm"])
+    x.add_argument("--vm-name")
+    x.add_argument("--memory-mib", type=int)
     return {"host": _host, "host-group": _group, "block-export": _export}
 
 
@@ -122,3 +140,38 @@ def _export(client, args, out):
         out(client.patch(f"block-exports/{args.id}/", qos), EXPORT_COLS + list(QOS))
     elif args.action == "delete":
         client.delete(f"block-exports/{args.id}/")
+    elif args.action == "attach":
+        return _attach(client, args)
+
+
+def _export_id(client, ref: str) -> int:
+    """An export id, or the one export of a volume named ``ref``."""
+    if ref.isdigit():
+        return int(ref)
+    found = client.list("block-exports/", volume=ref)
+    if len(found) != 1:
+        raise ApiError(f"volume {ref} has {len(found)} block exports; give an "
+                       "export id (strata block-export list --volume " + ref + ")")
+    return found[0]["id"]
+
+
+def _attach(client, args) -> int:
+    params = {k: v for k, v in (("host", args.host), ("accel", args.accel),
+                                ("vm_name", args.vm_name), ("memory_mib", args.memory_mib))
+              if v is not None}
+    r = client.get(f"block-exports/{_export_id(client, args.export)}/attach/", **params)
+    if args.json:
+        print(json.dumps(r, indent=2))
+        return 0
+    show = args.show or "domain"
+    if show == "secret":
+        if not r["libvirt"]["secret"]:
+            raise ApiError("this export needs no CHAP secret")
+        print(r["libvirt"]["secret"]["xml"], end="")
+        return 0
+    print(r["qemu"]["command"] if show == "qemu" else r["libvirt"][show].rstrip("\n"))
+    for line in r["setup"]:
+        print(f"# setup: {line}", file=sys.stderr)
+    for line in r["notes"]:
+        print(f"# note: {line}", file=sys.stderr)
+    return 0

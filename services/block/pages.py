@@ -80,6 +80,7 @@ PAGES = [
                                            help="One host name a line.")])]),
     Page(slug="block-exports", title="Block exports", group="Block",
          api="/api/v1/block-exports/", lookup="id", queryset=exports,
+         detail="/console/block-exports/",
          help="A volume reachable over iSCSI (tgtd), NBD or vhost-user-blk "
               "(qemu-storage-daemon), or NVMe-oF (spdk pools). QoS limits change live.",
          columns=[Column("id", "Id"), Column("volume.name", "Volume"),

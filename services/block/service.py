@@ -18,8 +18,8 @@ import os
 from django.conf import settings
 from django.db import transaction
 
-from plumbing.errors import Conflict, StrataError
-from services.block import up
+from plumbing.errors import Conflict, Invalid, StrataError
+from services.block import attach, up
 from services.block.models import BlockExport, Host, HostGroup
 from services.block.transports import BlockRuntime, ExportNotFound, QosLimits, TransportError
 from services.block.transports import Host as RtHost
@@ -334,3 +334,32 @@ def _reconcile_one(rt: BlockRuntime, export: BlockExport, summary: dict) -> None
         summary["error"] += 1
         log.error("block: export %s of volume %s: %s", export.export_id, export.volume.name, exc)
     export.save(update_fields=["connection", "state", "error", "updated_at"])
+
+
+# -- attach recipes -------------------------------------------------------------------------
+
+def attach_recipe(export: BlockExport, host: str | None = None, **options) -> dict:
+    """The libvirt and QEMU recipe of ``export`` (see :mod:`services.block.attach`) for
+    ``host``, a host of its group (default: the group's first host, with CHAP if one has it).
+    """
+    client = None
+    if export.host_group is not None:
+        hosts = list(export.host_group.hosts.all())
+        if host:
+            found = [h for h in hosts if h.name == host]
+            if not found:
+                raise Invalid(f"host {host} is not in host group {export.host_group.name} of "
+                              f"export {export.export_id}; its hosts: "
+                              f"{', '.join(h.name for h in hosts) or 'none'}")
+            chosen = found[0]
+        else:
+            chosen = next((h for h in hosts if h.chap_user), hosts[0] if hosts else None)
+        if chosen is not None:
+            client = attach.Client(chosen.name, iqn=chosen.iqn, nqn=chosen.nqn,
+                                   chap_user=chosen.chap_user)
+    elif host:
+        raise Invalid(f"export {export.export_id} has no host group (open to any client): "
+                      "leave host out")
+    return attach.recipe({"export_id": export.export_id, "protocol": export.protocol,
+                          "volume": export.volume.name, "read_only": export.read_only,
+                          "connection": export.connection}, client, **options)

@@ -13,7 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from plumbing.process import DaemonSpec, port_open, probe_address
+from plumbing.process import DaemonSpec, data_address, port_open, probe_address
 
 DEFAULT_ISCSI_PORT = 3260
 DEFAULT_NBD_PORT = 10809
@@ -30,13 +30,13 @@ def add_arguments(parser) -> None:
                         help=f"NVMe-oF/TCP port for spdk pools (default {DEFAULT_NVMF_PORT})")
     parser.add_argument("--block-host", default=None,
                         help="address the iSCSI portal and NBD server listen on and that "
-                             "connection info names (default: --host, or 127.0.0.1 when "
-                             "--host is a wildcard)")
+                             "connection info names (default: --data-host, else --host; "
+                             "127.0.0.1 for a wildcard)")
 
 
 def block_host(options: dict) -> str:
     """The address block daemons listen on and that clients are told to connect to."""
-    return probe_address(options.get("block_host") or options.get("host") or "127.0.0.1")
+    return probe_address(data_address(options, "block_host"))
 
 
 def state_dir(data_dir: Path) -> Path:
@@ -53,7 +53,9 @@ def runtime_kwargs(data_dir: Path, options: dict) -> dict:
     return {"state_dir": state_dir(data_dir), "host": block_host(options),
             "iscsi_port": int(options.get("iscsi_port") or DEFAULT_ISCSI_PORT),
             "nbd_port": int(options.get("nbd_port") or DEFAULT_NBD_PORT),
-            "nvmf_port": int(options.get("nvmf_port") or DEFAULT_NVMF_PORT)}
+            "nvmf_port": int(options.get("nvmf_port") or DEFAULT_NVMF_PORT),
+            # under `strata up` the daemons are its children: sessions only adopt them
+            "adopt_only": bool(options.get("supervised"))}
 
 
 def _tgtd_spec(kw: dict) -> DaemonSpec:
@@ -79,7 +81,8 @@ def _tgtd_spec(kw: dict) -> DaemonSpec:
 
     argv = ["tgtd", "-f", "-C", str(target.control_port),
             "--iscsi", f"portal={kw['host']}:{kw['iscsi_port']}"]
-    return DaemonSpec(name="tgtd", argv=argv, ready=ready, stop=stop)
+    # a new tgtd has no targets: the block service re-applies every export after a restart
+    return DaemonSpec(name="tgtd", argv=argv, ready=ready, stop=stop, reconcile="block")
 
 
 def _qsd_spec(kw: dict) -> DaemonSpec:
@@ -95,8 +98,13 @@ def _qsd_spec(kw: dict) -> DaemonSpec:
     def ready() -> bool:
         return qmp.exists() and port_open(kw["host"], kw["nbd_port"], 0.3)
 
-    # qemu-storage-daemon quits cleanly on SIGTERM (the supervisor's default stop)
-    return DaemonSpec(name="qemu-storage-daemon", argv=argv, ready=ready)
+    def prepare() -> None:
+        qmp.unlink(missing_ok=True)  # left by the daemon that died: the ready check needs a new one
+
+    # qemu-storage-daemon quits cleanly on SIGTERM (the supervisor's default stop); a new one
+    # has no exports: the block service re-applies them after a restart
+    return DaemonSpec(name="qemu-storage-daemon", argv=argv, ready=ready, prepare=prepare,
+                      reconcile="block")
 
 
 def daemons(data_dir: Path, options: dict) -> list[DaemonSpec]:

@@ -20,7 +20,7 @@ from plumbing.process import WILDCARDS
 def file_host() -> str:
     """The name clients reach the appliance's NFS and SMB servers by."""
     options = getattr(settings, "SERVICE_OPTIONS", None) or {}
-    for key in ("file_bind", "host"):
+    for key in ("file_bind", "data_host", "host"):
         value = options.get(key) or ""
         if value not in WILDCARDS:
             return value

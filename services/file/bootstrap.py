@@ -9,6 +9,12 @@ from services.file import service
 log = logging.getLogger(__name__)
 
 
+def reconcile() -> dict:
+    """After `strata up` started ganesha.nfsd or smbd again: every export, share and SMB user
+    as the rows say (the daemon was started with the config last applied; this catches up)."""
+    return service.reconcile_all(force_reload=True)
+
+
 def bootstrap(creds: dict) -> dict:
     """Apply all rows to the fresh daemons; returns the NFS and SMB ports for credentials."""
     summary = service.reconcile_all(force_reload=True)

@@ -24,7 +24,7 @@ import socket
 from pathlib import Path
 
 from plumbing.atomic import write_if_changed
-from plumbing.process import port_open, probe_address
+from plumbing.process import data_address, port_open, probe_address
 from services.file.runtime import (
     CommandError,
     DaemonStartError,
@@ -50,9 +50,10 @@ SERVED = "served.json"
 
 
 def file_bind(options: dict) -> str:
-    """The address NFS and SMB listen on: ``--file-bind``, else `strata up`'s ``--host``
-    (127.0.0.1 by default: nothing listens beyond what the operator chose)."""
-    return options.get("file_bind") or options.get("host") or "127.0.0.1"
+    """The address NFS and SMB listen on: ``--file-bind``, else ``--data-host``, else
+    `strata up`'s ``--host`` (127.0.0.1 by default: nothing listens beyond what the operator
+    chose)."""
+    return data_address(options, "file_bind")
 
 
 def nfs_settings(data_dir, options: dict) -> NfsSettings:

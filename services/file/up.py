@@ -20,7 +20,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--smb-port", type=int, default=445,
                         help="TCP port of the SMB3 server (smbd); default 445")
     parser.add_argument("--file-bind", default="",
-                        help="address NFS and SMB listen on (default: --host; 0.0.0.0 for "
+                        help="address NFS and SMB listen on (default: --data-host, else --host; 0.0.0.0 for "
                              "every interface)")
 
 
@@ -49,5 +49,7 @@ def daemons(data_dir: Path, options: dict) -> list:
             print(f"strata up: file service: {exc}; {name} not started", file=sys.stderr)
             continue
         server.prepare()
-        specs.append(DaemonSpec(name=name, argv=argv, ready=server.ready, stop=stop))
+        # started again after a crash with the config last applied, then reconciled
+        specs.append(DaemonSpec(name=name, argv=argv, ready=server.ready, stop=stop,
+                                prepare=server.prepare, reconcile="file"))
     return specs

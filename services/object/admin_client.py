@@ -111,6 +111,32 @@ class GatewayAdminClient:
         """Enable or suspend versioning ('Enabled' | 'Suspended')."""
         return self._call("PUT", f"buckets/{quote(name)}/versioning", {"status": status})["status"]
 
+    def set_access(self, name: str, **settings) -> dict:
+        """Set any of ``acl`` (a canned ACL), ``public_access_block`` (the four flags, or None
+        to remove it) and ``ownership`` (object ownership, or None); answers all three."""
+        return self._call("PUT", f"buckets/{quote(name)}/access", settings)
+    def get_policy(self, name: str) -> dict | None:
+        """The bucket policy document, or None."""
+        return self._call("GET", f"buckets/{quote(name)}/policy")["policy"]
+
+    def set_policy(self, name: str, policy: dict | None) -> dict | None:
+        """Replace (None: delete) the bucket policy; code MalformedPolicy when it is not valid."""
+        if policy is None:
+            self._call("DELETE", f"buckets/{quote(name)}/policy")
+            return None
+        return self._call("PUT", f"buckets/{quote(name)}/policy", {"policy": policy})["policy"]
+
+    def get_cors(self, name: str) -> list | None:
+        """The bucket's CORS rules (S3's JSON shape: AllowedOrigins, AllowedMethods, ...), or None."""
+        return self._call("GET", f"buckets/{quote(name)}/cors")["rules"]
+
+    def set_cors(self, name: str, rules: list | None) -> list | None:
+        """Replace (None: delete) the CORS rules; codes MalformedXML / InvalidRequest when invalid."""
+        if rules is None:
+            self._call("DELETE", f"buckets/{quote(name)}/cors")
+            return None
+        return self._call("PUT", f"buckets/{quote(name)}/cors", {"rules": rules})["rules"]
+
     # -- bucket snapshots and the change feed (see services.object.gateway.snapshots) ----------
 
     def list_snapshots(self, bucket: str) -> list[dict]:

@@ -74,6 +74,11 @@ class Bucket(models.Model):
         ("", "none"), ("GOVERNANCE", "GOVERNANCE"), ("COMPLIANCE", "COMPLIANCE")],
         help_text="Default retention mode of new versions (Object Lock).")
     lock_days = models.PositiveIntegerField(null=True, blank=True)
+    # access settings, as the gateway reports them (it holds them: see gateway/acl_ops.py)
+    acl = models.CharField(max_length=32, default="private",
+                           help_text="Canned ACL the bucket's grants amount to ('custom' otherwise).")
+    public_access_block = models.JSONField(null=True, blank=True)
+    object_ownership = models.CharField(max_length=32, blank=True, default="")
     used_bytes = models.BigIntegerField(default=0)
     used_objects = models.BigIntegerField(default=0)
     usage_updated_at = models.DateTimeField(null=True, blank=True)

@@ -254,6 +254,10 @@ def _apply_info(bucket: Bucket, info: dict) -> None:
     bucket.used_objects = int(info.get("objects") or 0)
     bucket.versioning = info.get("versioning") or bucket.versioning
     _apply_protection(bucket, info)
+    if "acl" in info:  # gateways from before access settings do not report them
+        bucket.acl = info["acl"]
+        bucket.public_access_block = info.get("public_access_block")
+        bucket.object_ownership = info.get("ownership") or ""
     bucket.usage_updated_at = timezone.now()
 
 
@@ -268,11 +272,22 @@ def _apply_protection(bucket: Bucket, info: dict) -> None:
         bucket.lock_mode, bucket.lock_days = (lock or {}).get("mode") or "", (lock or {}).get("days")
 
 
+ACCESS_FIELDS = ("acl", "public_access_block", "object_ownership")
+
+
+def _access_body(changes: dict) -> dict:
+    """The gateway admin interface's names for the access settings in ``changes``."""
+    names = {"acl": "acl", "public_access_block": "public_access_block", "object_ownership": "ownership"}
+    return {names[k]: (changes[k] or None) if k == "object_ownership" else changes[k]
+            for k in ACCESS_FIELDS if k in changes}
+
+
 def create_bucket(*, name: str, owner: str, quota_bytes=None, quota_objects=None,
                   versioning: str = Bucket.Versioning.DISABLED, object_lock: bool = False,
-                  lock_mode: str = "", lock_days=None, encryption: str = "", kms_key_id: str = "") -> Bucket:
+                  lock_mode: str = "", lock_days=None, encryption: str = "", kms_key_id: str = "",
+                  **access) -> Bucket:
     """Create a bucket (with Object Lock: versioning Enabled for good, and an optional default
-    retention; with a default encryption)."""
+    retention; with a default encryption; with access settings)."""
     gw = gateway()
     with transaction.atomic():
         bucket = Bucket.objects.create(name=name, owner=owner, filesystem=gw.filesystem,
@@ -285,13 +300,16 @@ def create_bucket(*, name: str, owner: str, quota_bytes=None, quota_objects=None
                            object_lock={"mode": lock_mode or None, "days": lock_days} if object_lock else None)
         if encryption:
             info.update(admin_call(client.set_encryption, name, encryption, kms_key_id or None))
+        if _access_body(access):
+            info.update(admin_call(client.set_access, name, **_access_body(access)))
         _apply_info(bucket, info)
         bucket.save()
     return bucket
 
 
 def update_bucket(bucket: Bucket, changes: dict) -> Bucket:
-    """Apply quota (bytes/objects, None lifts it) and versioning changes."""
+    """Apply quota (bytes/objects, None lifts it), versioning and access (canned ACL, public
+    access block, object ownership) changes."""
     client = admin_client()
     with transaction.atomic():
         if "quota_bytes" in changes or "quota_objects" in changes:
@@ -309,8 +327,43 @@ def update_bucket(bucket: Bucket, changes: dict) -> Bucket:
             mode = changes.get("lock_mode", bucket.lock_mode) or None
             _apply_protection(bucket, admin_call(client.set_object_lock, bucket.name, mode,
                                            changes.get("lock_days", bucket.lock_days) if mode else None))
+        if _access_body(changes):
+            info = admin_call(client.set_access, bucket.name, **_access_body(changes))
+            bucket.acl, bucket.public_access_block = info["acl"], info["public_access_block"]
+            bucket.object_ownership = info["ownership"] or ""
         bucket.save()
     return bucket
+
+
+def bucket_access(bucket: Bucket) -> dict:
+    """``{"policy": DOC|None, "cors": [RULE]|None}`` as the gateway holds them (set over S3 or
+    through the plane); both None when the gateway does not answer."""
+    try:
+        client = admin_client(timeout=3)
+        return {"policy": admin_call(client.get_policy, bucket.name),
+                "cors": admin_call(client.get_cors, bucket.name)}
+    except (GatewayUnavailable, GatewayRefused, NotFound) as exc:
+        log.info("bucket %s: policy and CORS not read: %s", bucket.name, exc)
+        return {"policy": None, "cors": None}
+
+
+def set_bucket_policy(bucket: Bucket, policy: dict | None) -> dict | None:
+    """Replace (None: remove) the bucket policy; the gateway validates it as PutBucketPolicy
+    does (400 with its MalformedPolicy reason)."""
+    return admin_call(admin_client().set_policy, bucket.name, policy)
+
+
+def get_bucket_policy(bucket: Bucket) -> dict | None:
+    return admin_call(admin_client().get_policy, bucket.name)
+
+
+def set_bucket_cors(bucket: Bucket, rules: list | None) -> list | None:
+    """Replace (None: remove) the CORS rules (S3's JSON shape), validated as PutBucketCors."""
+    return admin_call(admin_client().set_cors, bucket.name, rules)
+
+
+def get_bucket_cors(bucket: Bucket) -> list | None:
+    return admin_call(admin_client().get_cors, bucket.name)
 
 
 def delete_bucket(bucket: Bucket) -> None:
@@ -338,8 +391,8 @@ def refresh_usage(buckets=None) -> bool:
     rows = [b for b in (buckets if buckets is not None else Bucket.objects.all()) if b.name in reported]
     for bucket in rows:
         _apply_info(bucket, reported[bucket.name])
-    Bucket.objects.bulk_update(rows, ["used_bytes", "used_objects", "versioning", "usage_updated_at"],
-                               batch_size=500)
+    Bucket.objects.bulk_update(rows, ["used_bytes", "used_objects", "versioning", "usage_updated_at",
+                                      *ACCESS_FIELDS], batch_size=500)
     return True
 
 

@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from plumbing.process import DaemonSpec
+from plumbing.process import DaemonSpec, data_address, port_open, probe_address
 from services.object import gatewayconf
 
 DEFAULT_S3_PORT = 9000
@@ -23,7 +23,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--s3-port", type=int, default=DEFAULT_S3_PORT,
                         help=f"port of the S3 gateway (default {DEFAULT_S3_PORT})")
     parser.add_argument("--s3-host", default=None,
-                        help="address the S3 gateway listens on (default: the same as --host)")
+                        help="address the S3 gateway listens on (default: --data-host, else --host)")
     parser.add_argument("--s3-endpoint", default=None,
                         help="S3 URL given to users in credentials.json and the API "
                              "(default: http://HOST:S3_PORT)")
@@ -34,7 +34,7 @@ def add_arguments(parser) -> None:
 
 def s3_address(options: dict) -> tuple[str, int]:
     """(host to listen on, port) of the gateway from `strata up`'s options."""
-    host = options.get("s3_host") or options.get("host") or "127.0.0.1"
+    host = data_address(options, "s3_host")
     return host, int(options.get("s3_port") or DEFAULT_S3_PORT)
 
 
@@ -55,5 +55,11 @@ def daemons(data_dir: Path, options: dict) -> list[DaemonSpec]:
     pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     argv = [sys.executable, "-m", "services.object.serve", "--data-dir", str(data_dir),
             "--host", host, "--port", str(port)]
-    return [DaemonSpec(name="s3", argv=argv, env={"PYTHONPATH": pythonpath},
-                       ready=waiting.exists)]
+    gate = gatewayconf.gate_path(data_dir)
+
+    def ready() -> bool:
+        # at the first start the launcher waits for the bootstrap's gate; started again (the
+        # gate is open) it becomes the gateway at once: ready once that answers
+        return waiting.exists() and (not gate.exists() or port_open(probe_address(host), port))
+
+    return [DaemonSpec(name="s3", argv=argv, env={"PYTHONPATH": pythonpath}, ready=ready)]

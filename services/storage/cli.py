@@ -41,9 +41,16 @@ def register(subparsers) -> dict:
     x = pool.add_parser("create"); x.add_argument("name")
     x.add_argument("--device", action="append", default=[], dest="devices",
                    help="PATH or image:SIZE, optionally PATH@FAULT_DOMAIN; repeat")
-    x.add_argument("--redundancy", default="none", choices=["none", "mirror", "mirror3", "raid10"])
+    x.add_argument("--redundancy", help="none (default), mirror, mirror3, raid10; ceph pools: "
+                   "replicated:N (default replicated:3) or ec:K+M")
     x.add_argument("--media", default="flash", choices=["flash", "capacity"])
-    x.add_argument("--driver", choices=["local", "directory", "spdk"])
+    x.add_argument("--driver", choices=["local", "directory", "spdk", "ceph"])
+    x.add_argument("--ceph-conf", help="ceph pools: the cluster's ceph.conf")
+    x.add_argument("--client", help="ceph pools: cephx client name (client.NAME)")
+    x.add_argument("--keyring", help="ceph pools: keyring path, if ceph.conf names none")
+    x.add_argument("--failure-domain", choices=["osd", "host", "rack"],
+                   help="ceph pools: spread copies over these CRUSH buckets (default host)")
+    x.add_argument("--min-size", type=int, help="ceph pools: copies needed to accept writes")
     x = pool.add_parser("delete"); x.add_argument("name")
     x = pool.add_parser("scrub"); x.add_argument("name")
     x.add_argument("--no-wait", action="store_true")
@@ -87,9 +94,14 @@ def run(c, args, out) -> int:
             out(c.get(f"pools/{args.name}/"), POOL_COLS + ["devices", "error"])
         elif args.action == "create":
             body = {"name": args.name, "devices": [_device(d) for d in args.devices],
-                    "redundancy": args.redundancy, "media": args.media}
-            if args.driver:
-                body["driver"] = args.driver
+                    "media": args.media}
+            for key, value in (("redundancy", args.redundancy), ("driver", args.driver),
+                               ("ceph_conf", args.ceph_conf), ("ceph_client", args.client),
+                               ("ceph_keyring", args.keyring),
+                               ("failure_domain", args.failure_domain),
+                               ("min_size", args.min_size)):
+                if value is not None:
+                    body[key] = value
             out(c.post("pools/", body), POOL_COLS)
         elif args.action == "delete":
             c.delete(f"pools/{args.name}/")

@@ -13,6 +13,8 @@ def pool_health() -> dict:
             info = driver_for(pool.driver).pool_info(pool.name)
             out[pool.name] = {"state": info.health, "used_bytes": info.used_bytes,
                               "size_bytes": info.size_bytes}
+            if info.health_detail:
+                out[pool.name]["detail"] = info.health_detail
         except DataplaneError as exc:
             out[pool.name] = {"state": "error", "detail": str(exc)}
     return out

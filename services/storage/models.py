@@ -43,7 +43,8 @@ class Pool(models.Model):
     name = NameField(unique=True)
     driver = models.CharField(max_length=16)
     devices = models.JSONField(default=list, blank=True)  # [{"path", "fault_domain"}]
-    redundancy = models.CharField(max_length=8, choices=Redundancy.choices, default="none")
+    # local/directory/spdk: one of Redundancy; ceph: replicated:N or ec:K+M
+    redundancy = models.CharField(max_length=16, default="none")
     media = models.CharField(max_length=8, choices=Media.choices, default="flash")
     state = models.CharField(max_length=16, choices=State.choices, default=State.ONLINE)
     error = models.TextField(blank=True, default="")
@@ -53,6 +54,10 @@ class Pool(models.Model):
     free_bytes = models.BigIntegerField(default=0)
     device_status = models.JSONField(default=list, blank=True)
     features_off = models.JSONField(default=dict, blank=True)
+    # ceph pools: {"conf", "client", "keyring", "failure_domain", "min_size"}
+    ceph = models.JSONField(default=dict, blank=True)
+    # what the driver says beyond the state (ceph: status, reasons, failed domains, recovery)
+    health_detail = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

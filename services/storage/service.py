@@ -29,19 +29,33 @@ def _apply_pool_info(pool: Pool, info) -> None:
         for d in info.devices
     ]
     pool.features_off = info.features_off
+    pool.health_detail = info.health_detail
     pool.state = info.health if info.health in State.values else State.ERROR
-    pool.error = ""
+    # a pool whose cluster does not answer says why
+    pool.error = ("; ".join(info.health_detail.get("reasons", []))
+                  if info.health_detail.get("status") == "unreachable" else "")
 
 
 # -- pools ---------------------------------------------------------------------------------
 
-def create_pool(*, name, driver, devices, redundancy="none", media="flash") -> Pool:
+def create_pool(*, name, driver, devices, redundancy="none", media="flash",
+                ceph=None) -> Pool:
+    """A pool row and its dataplane pool; ``ceph`` (ceph pools) names the cluster (conf,
+    client, keyring), the failure domain and min_size."""
     specs = [DeviceSpec(path=d["path"], fault_domain=d.get("fault_domain", "default"))
              for d in devices]
+    options = {}
+    if driver == "ceph":
+        ceph = ceph or {}
+        options = {"ceph_conf": ceph.get("conf"), "client": ceph.get("client"),
+                   "keyring": ceph.get("keyring"),
+                   "failure_domain": ceph.get("failure_domain") or "host",
+                   "min_size": ceph.get("min_size")}
     with transaction.atomic():
         pool = Pool.objects.create(name=name, driver=driver, devices=devices,
-                                   redundancy=redundancy, media=media)
-        info = driver_for(driver).create_pool(name, specs, redundancy=redundancy, media=media)
+                                   redundancy=redundancy, media=media, ceph=ceph or {})
+        info = driver_for(driver).create_pool(name, specs, redundancy=redundancy, media=media,
+                                              **options)
         _apply_pool_info(pool, info)
         pool.save()
     return pool

@@ -1,8 +1,9 @@
 from rest_framework import serializers
 
+from services.block.attach import ACCELS
 from services.block.models import BlockExport, Host, HostGroup
 from services.block.transports.iscsi import DEFAULT_IQN_BASE
-from services.storage.models import Volume
+from services.storage.models import NAME_RE, Volume
 
 IQN_PREFIXES = ("iqn.", "eui.", "naa.")
 CHAP_HELP = "CHAP secrets are 12 to 16 characters (iSCSI initiators reject others)."
@@ -169,3 +170,48 @@ class BlockExportSerializer(serializers.ModelSerializer):
                 "address can attach. Say so with allow_any: true, or use iSCSI with a host "
                 "group, or vhost-user-blk for a VM on this machine.")})
         return attrs
+
+
+class AttachQuerySerializer(serializers.Serializer):
+    """Query of GET /block-exports/{id}/attach/."""
+
+    host = serializers.RegexField(NAME_RE, max_length=63, required=False, help_text=(
+        "The host (of the export's host group) that attaches it: its initiator name and CHAP "
+        "user go into the recipe. Default: the group's first host with CHAP, else its first."))
+    accel = serializers.ChoiceField(choices=list(ACCELS), default="tcg", help_text=(
+        "tcg: <domain type='qemu'> and -accel tcg (runs anywhere); kvm on hosts with KVM."))
+    vm_name = serializers.RegexField(NAME_RE, max_length=63, default="strata-vm",
+                                     help_text="The domain's name in the example.")
+    memory_mib = serializers.IntegerField(min_value=128, max_value=1 << 20, default=512,
+                                          help_text="Guest memory of the example (MiB).")
+
+
+class AttachSecretSerializer(serializers.Serializer):
+    usage = serializers.CharField(help_text="libvirt secret usage name the <auth> refers to")
+    uuid = serializers.CharField()
+    xml = serializers.CharField(help_text="virsh secret-define this (holds no secret)")
+    file = serializers.CharField(help_text="where the setup puts the CHAP secret for QEMU")
+
+
+class AttachLibvirtSerializer(serializers.Serializer):
+    disk = serializers.CharField(help_text="the <disk> element")
+    domain = serializers.CharField(help_text="a whole minimal <domain> using that disk")
+    secret = AttachSecretSerializer(allow_null=True)
+
+
+class AttachQemuSerializer(serializers.Serializer):
+    args = serializers.ListField(child=serializers.CharField(),
+                                 help_text="-drive/-device/-object/-chardev arguments")
+    command = serializers.CharField(help_text="a whole qemu-system-x86_64 command line")
+
+
+class AttachRecipeSerializer(serializers.Serializer):
+    export_id = serializers.CharField()
+    protocol = serializers.CharField()
+    volume = serializers.CharField()
+    client = serializers.CharField(allow_null=True)
+    libvirt = AttachLibvirtSerializer()
+    qemu = AttachQemuSerializer()
+    setup = serializers.ListField(child=serializers.CharField(),
+                                  help_text="shell commands to run once on the hypervisor")
+    notes = serializers.ListField(child=serializers.CharField())

@@ -1,4 +1,7 @@
+from drf_spectacular.utils import extend_schema
 from rest_framework import viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
 
 from services.block import service
 from services.block.api import serializers as s
@@ -61,3 +64,14 @@ class BlockExportViewSet(viewsets.ModelViewSet):
 
     def perform_destroy(self, export):
         service.delete_export(export)
+
+    @extend_schema(parameters=[s.AttachQuerySerializer], responses=s.AttachRecipeSerializer)
+    @action(detail=True, methods=["get"])
+    def attach(self, request, pk=None):
+        """How a VM attaches this export: a libvirt <disk> and <domain>, QEMU arguments, and
+        the CHAP secret's libvirt definition (never the secret itself)."""
+        query = s.AttachQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        options = dict(query.validated_data)
+        return Response(service.attach_recipe(self.get_object(), options.pop("host", None),
+                                              **options))

@@ -22,6 +22,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dataplane.ceph_rbd import image_size as rbd_image_size
+from dataplane.ceph_rbd import parse_rbd_path
 from plumbing import errors
 from plumbing.process import Child
 
@@ -161,8 +163,19 @@ def check_export_id(export_id: str) -> None:
             f"export id {export_id!r} must match [a-z0-9][a-z0-9._-]{{0,62}}")
 
 
-def check_volume_file(volume_path: str) -> Path:
-    """Return the volume file as a Path, or raise InvalidExport if it is not a file."""
+def is_rbd(volume_path) -> bool:
+    """True for a Ceph RBD image path (``rbd:POOL/IMAGE:id=CLIENT:conf=PATH``)."""
+    return str(volume_path).startswith("rbd:")
+
+
+def check_volume_file(volume_path: str) -> Path | str:
+    """Return the volume file as a Path (an RBD image path as it is, once its ceph.conf is
+    found), or raise InvalidExport if it is neither."""
+    if is_rbd(volume_path):
+        spec = parse_rbd_path(volume_path)
+        if not spec["image"] or not spec["conf"] or not os.path.isfile(spec["conf"]):
+            raise InvalidExport(f"volume {volume_path} names no RBD image with a ceph.conf")
+        return str(volume_path)
     path = Path(volume_path)
     if not path.is_file() and not path.is_block_device():
         raise InvalidExport(f"volume {volume_path} is not a file or block device")
@@ -193,6 +206,8 @@ def run_tool(argv: list[str], *, input: bytes | None = None, timeout: float = 60
 
 
 def volume_size(path: str | Path) -> int:
-    """Size in bytes of a volume file or block device."""
+    """Size in bytes of a volume file, block device or RBD image."""
+    if is_rbd(path):
+        return rbd_image_size(str(path))
     with open(path, "rb") as f:
         return f.seek(0, os.SEEK_END)

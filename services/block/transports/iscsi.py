@@ -50,6 +50,8 @@ from .base import (
     Transport,
     check_export_id,
     check_volume_file,
+    is_rbd,
+    parse_rbd_path,
     start_child,
     volume_size,
 )
@@ -78,11 +80,26 @@ def pick_control_port() -> int:
 
 @dataclass
 class LunSpec:
-    """A desired LUN: number, backing file, read-only flag."""
+    """A desired LUN: number, backing path (a file, or POOL/IMAGE of an RBD image), read-only
+    flag, tgtd backing store (``rdwr``, or ``rbd`` with its ``conf=...;id=...`` options) and
+    the volume path it came from."""
 
     lun: int
     path: str
     read_only: bool = False
+    bstype: str = "rdwr"
+    bsopts: str = ""
+    source: str = ""
+
+    @classmethod
+    def of(cls, lun: int, volume_path: str, read_only: bool) -> "LunSpec":
+        """The LUN serving ``volume_path``: a file through ``rdwr``, an RBD image through
+        tgtd's ``rbd`` backing store (tgt-rbd: librbd inside tgtd)."""
+        if is_rbd(volume_path):
+            spec = parse_rbd_path(volume_path)
+            return cls(lun, f"{spec['pool']}/{spec['image']}", read_only, "rbd",
+                       f"conf={spec['conf']};id={spec['id']}", volume_path)
+        return cls(lun, volume_path, read_only, source=volume_path)
 
 
 @dataclass
@@ -118,8 +135,9 @@ class TgtdTarget(Transport):
 
     def __init__(self, state_dir: str | Path, *, portal_host: str = "127.0.0.1",
                  portal_port: int = 3260, control_port: int | None = None,
-                 iqn_base: str = DEFAULT_IQN_BASE):
+                 iqn_base: str = DEFAULT_IQN_BASE, adopt_only: bool = False):
         self.state_dir = Path(state_dir)
+        self.adopt_only = adopt_only             # never start tgtd: its supervisor does
         self.portal_host = portal_host
         self.portal_port = portal_port
         self.iqn_base = iqn_base
@@ -154,6 +172,9 @@ class TgtdTarget(Transport):
             self._secrets = {}
             self.reconcile()
             return
+        if self.adopt_only:
+            raise DaemonError("tgtd is not running (it is being started again); try again "
+                              "in a moment")
         argv = ["tgtd", "-f", "-C", str(self.control_port),
                 "--iscsi", f"portal={self.portal_host}:{self.portal_port}"]
         self._proc = start_child("tgtd", argv, self.state_dir / "tgtd.log")
@@ -273,7 +294,7 @@ class TgtdTarget(Transport):
         live = self.tgtadm.show_targets().get(self.target_iqn(rec["group"]))
         if live is None or rec["lun"] not in live.luns:
             raise DaemonError(f"export {export_id} is not live in tgtd; reconcile first")
-        self._swap_backing(live.tid, rec["lun"], rec["path"])
+        self._swap_backing(live.tid, rec["lun"], LunSpec.of(0, rec["path"], False).path)
         return volume_size(rec["path"])
 
     def repoint(self, export_id: str, volume_path: str) -> dict:
@@ -292,7 +313,7 @@ class TgtdTarget(Transport):
         def serve(p, reconcile):
             rec["path"] = p
             if tid is not None:
-                self._swap_backing(tid, rec["lun"], p)
+                self._swap_backing(tid, rec["lun"], LunSpec.of(0, p, False).path)
             if tid is None or reconcile:
                 self.reconcile()               # adds it when not live; resets the flags
             lu = self.tgtadm.show_targets()[self.target_iqn(rec["group"])].luns.get(rec["lun"])
@@ -340,7 +361,7 @@ class TgtdTarget(Transport):
             spec = targets.get(iqn)
             if spec is None:
                 spec = targets[iqn] = self._target_for_group(iqn, rec["group"])
-            spec.luns.append(LunSpec(rec["lun"], rec["path"], rec["read_only"]))
+            spec.luns.append(LunSpec.of(rec["lun"], rec["path"], rec["read_only"]))
         return targets
 
     def _target_for_group(self, iqn: str, group_name: str) -> TargetSpec:
@@ -430,14 +451,15 @@ class TgtdTarget(Transport):
             if ll is None:
                 p.add.append(f"{t.iqn} lun {n} {ls.path}")
                 p.steps.append(("--op", "new", "--mode", "logicalunit", "--tid", tid,
-                                "--lun", str(n), "-b", ls.path, "--bstype", "rdwr"))
+                                "--lun", str(n), "-b", ls.path, "--bstype", ls.bstype)
+                               + (("--bsopts", ls.bsopts) if ls.bsopts else ()))
                 if ls.read_only:
                     p.steps.append(self._lu_param(tid, n, "readonly=1"))
                 continue
             if ll.read_only != ls.read_only:
                 p.update.append(f"{t.iqn} lun {n} read_only={ls.read_only}")
                 p.steps.append(self._lu_param(tid, n, f"readonly={int(ls.read_only)}"))
-            if ll.size_mb != (volume_size(ls.path) + 500_000) // 1_000_000:  # tgtd rounds
+            if ll.size_mb != (volume_size(ls.source or ls.path) + 500_000) // 1_000_000:
                 p.update.append(f"{t.iqn} lun {n} size")
                 p.steps += [self._lu_param(tid, n, "online=0"),
                             self._lu_param(tid, n, f"path={ls.path}"),

@@ -38,6 +38,8 @@ from .base import (
     Transport,
     check_export_id,
     check_volume_file,
+    is_rbd,
+    parse_rbd_path,
     start_child,
     volume_size,
 )
@@ -66,8 +68,9 @@ class QemuStorageDaemon(Transport):
 
     def __init__(self, state_dir: str | Path, *, nbd_host: str = "127.0.0.1",
                  nbd_port: int = 10809, direct_io: bool = True,
-                 binary: str = "qemu-storage-daemon"):
+                 binary: str = "qemu-storage-daemon", adopt_only: bool = False):
         self.state_dir = Path(state_dir)
+        self.adopt_only = adopt_only             # never start the daemon: its supervisor does
         self.nbd_host = nbd_host
         self.nbd_port = nbd_port
         self.direct_io = direct_io
@@ -101,6 +104,9 @@ class QemuStorageDaemon(Transport):
                     if export_id not in live:
                         self._attach(export_id, rec)
                 return
+        if self.adopt_only:
+            raise DaemonError("qemu-storage-daemon is not running (it is being started "
+                              "again); try again in a moment")
         argv = [self.binary,
                 "--chardev", f"socket,path={self.qmp_path},server=on,wait=off,id=qmp0",
                 "--monitor", "chardev=qmp0",
@@ -204,9 +210,18 @@ class QemuStorageDaemon(Transport):
         return self.connection_info(export_id)
 
     def _add_file_nodes(self, f: str, r: str, path: str, ro: bool, steps: list) -> None:
-        """Open ``path`` as file node ``f`` under raw node ``r``; ``steps`` gets their undo."""
-        file_opts = {"driver": "file", "node-name": f, "filename": path, "read-only": ro}
-        if self.direct_io:
+        """Open ``path`` as file node ``f`` under raw node ``r``; ``steps`` gets their undo.
+        An RBD image (``rbd:`` path) is opened by qemu's rbd driver (librbd) instead."""
+        if is_rbd(path):
+            spec = parse_rbd_path(path)
+            file_opts = {"driver": "rbd", "node-name": f, "pool": spec["pool"],
+                         "image": spec["image"], "conf": spec["conf"], "user": spec["id"],
+                         "read-only": ro}
+            if spec["snap"]:
+                file_opts["snapshot"] = spec["snap"]
+        else:
+            file_opts = {"driver": "file", "node-name": f, "filename": path, "read-only": ro}
+        if self.direct_io and not is_rbd(path):
             file_opts.update({"aio": "native", "cache": {"direct": True}})
         self.qmp("blockdev-add", file_opts)
         steps.append(("blockdev-del", {"node-name": f}))

@@ -49,12 +49,15 @@ class BlockRuntime:
     def __init__(self, state_dir: str | Path, *, host: str = "127.0.0.1",
                  iscsi_port: int = 3260, nbd_port: int = 10809, nvmf_port: int = 4420,
                  spdk_driver=None, direct_io: bool = True,
-                 iqn_base: str = "iqn.2026-01.io.strata"):
+                 iqn_base: str = "iqn.2026-01.io.strata", adopt_only: bool = False):
+        # adopt_only: the daemons belong to a supervisor (`strata up`), which starts them
+        # again if they die; a session never starts one of its own (it would take the port)
         self.state_dir = Path(state_dir)
         self.iscsi = TgtdTarget(self.state_dir / "tgtd", portal_host=host,
-                                portal_port=iscsi_port, iqn_base=iqn_base)
+                                portal_port=iscsi_port, iqn_base=iqn_base,
+                                adopt_only=adopt_only)
         self.qsd = QemuStorageDaemon(self.state_dir / "qsd", nbd_host=host, nbd_port=nbd_port,
-                                     direct_io=direct_io)
+                                     direct_io=direct_io, adopt_only=adopt_only)
         self.nvmf = (NvmfTarget(spdk_driver, self.state_dir / "nvmf", host=host, port=nvmf_port)
                      if spdk_driver is not None else None)
         self.transports: dict[str, Transport] = {"iscsi": self.iscsi, "nbd": self.qsd,

@@ -5,6 +5,19 @@ from plane.roles import ADMIN, role_of
 from services.object.models import Bucket, S3Key
 
 
+CANNED_ACLS = ["private", "public-read", "public-read-write", "authenticated-read"]
+OWNERSHIPS = ["BucketOwnerEnforced", "BucketOwnerPreferred", "ObjectWriter"]
+
+
+class PublicAccessBlockSerializer(serializers.Serializer):
+    """S3 Block Public Access: the four flags (absent ones are false)."""
+
+    BlockPublicAcls = serializers.BooleanField(default=False)
+    IgnorePublicAcls = serializers.BooleanField(default=False)
+    BlockPublicPolicy = serializers.BooleanField(default=False)
+    RestrictPublicBuckets = serializers.BooleanField(default=False)
+
+
 class BucketSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(max_length=63, required=False,
                                   help_text="S3 user owning the bucket (default: you).")
@@ -26,12 +39,19 @@ class BucketSerializer(serializers.ModelSerializer):
                                         help_text="Default retention mode of new versions ('' none).")
     lock_days = serializers.IntegerField(min_value=1, max_value=36500, required=False, allow_null=True,
                                          help_text="Default retention in days (with lock_mode).")
+    acl = serializers.ChoiceField(choices=CANNED_ACLS, required=False,
+                                  help_text="Canned ACL of the bucket ('custom': grants set over S3).")
+    public_access_block = PublicAccessBlockSerializer(required=False, allow_null=True,
+                                                      help_text="S3 Block Public Access flags (null: none).")
+    object_ownership = serializers.ChoiceField(choices=OWNERSHIPS, required=False, allow_blank=True,
+                                               help_text="S3 Object Ownership ('' = not set: ACLs apply).")
 
     class Meta:
         model = Bucket
         fields = ["id", "name", "owner", "filesystem", "pool", "quota_bytes", "quota_objects",
                   "versioning", "encryption", "kms_key_id", "object_lock", "lock_mode", "lock_days",
-                  "used_bytes", "used_objects", "usage_updated_at", "created_at"]
+                  "acl", "public_access_block", "object_ownership", "used_bytes",
+                  "used_objects", "usage_updated_at", "created_at"]
         read_only_fields = ["used_bytes", "used_objects", "usage_updated_at", "created_at"]
 
     def validate(self, attrs):
@@ -71,6 +91,28 @@ class BucketSerializer(serializers.ModelSerializer):
                                                             "lock_days."})
         if mode and not self._merged(attrs, "object_lock"):
             raise serializers.ValidationError({"lock_mode": "A default retention needs object_lock."})
+
+
+class BucketDetailSerializer(BucketSerializer):
+    """One bucket, with its policy and CORS rules as the gateway holds them."""
+
+    policy = serializers.JSONField(read_only=True, allow_null=True,
+                                   help_text="The bucket policy document (null: none).")
+    cors = serializers.JSONField(read_only=True, allow_null=True,
+                                 help_text="CORS rules as S3's JSON (AllowedOrigins, AllowedMethods, "
+                                           "AllowedHeaders, ExposeHeaders, MaxAgeSeconds, ID); null: none.")
+
+    class Meta(BucketSerializer.Meta):
+        fields = BucketSerializer.Meta.fields + ["policy", "cors"]
+
+
+class BucketPolicySerializer(serializers.Serializer):
+    policy = serializers.DictField(allow_null=True, help_text="An S3 bucket policy document (null: none).")
+
+
+class BucketCorsSerializer(serializers.Serializer):
+    rules = serializers.ListField(child=serializers.DictField(), allow_null=True, max_length=100,
+                                  help_text="CORS rules as S3's JSON (null: none).")
 
 
 class S3KeySerializer(serializers.ModelSerializer):

@@ -1,5 +1,6 @@
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from plane.api.responses import job_accepted
@@ -9,24 +10,71 @@ from services.object.api import serializers as s
 from services.object.models import Bucket, S3Key
 
 
-class BucketViewSet(viewsets.ModelViewSet):
-    """S3 buckets; what the gateway holds (usage, buckets made over S3) is refreshed on read."""
+ERROR_RESPONSE = OpenApiResponse(
+    response=inline_serializer("GatewayDown", {"error": serializers.CharField(), "detail": serializers.CharField()}),
+    description="The S3 gateway is not running.")
+
+
+class BucketViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                    mixins.DestroyModelMixin, viewsets.GenericViewSet):
+    """S3 buckets; what the gateway holds (usage, buckets made over S3) is refreshed on read.
+    Changes are PATCHes (a PUT is only for the policy and CORS sub-resources)."""
 
     queryset = Bucket.objects.select_related("filesystem", "filesystem__pool")
     serializer_class = s.BucketSerializer
     lookup_field = "name"
     lookup_value_regex = r"[a-z0-9.-]+"
     filterset_fields = ["owner", "versioning"]
-    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+    http_method_names = ["get", "post", "put", "patch", "delete", "head", "options"]
+
+    def partial_update(self, request, *args, **kwargs):
+        return mixins.UpdateModelMixin.update(self, request, *args, partial=True, **kwargs)
 
     def list(self, request, *args, **kwargs):
         service.sync_for_listing()
         return super().list(request, *args, **kwargs)
 
+    def get_serializer_class(self):
+        return s.BucketDetailSerializer if self.action == "retrieve" else s.BucketSerializer
+
     def retrieve(self, request, *args, **kwargs):
         bucket = self.get_object()
         service.refresh_usage([bucket])
+        access = service.bucket_access(bucket)
+        bucket.policy, bucket.cors = access["policy"], access["cors"]
         return Response(self.get_serializer(bucket).data)
+
+    @extend_schema(methods=["GET"], responses={200: s.BucketPolicySerializer, 503: ERROR_RESPONSE})
+    @extend_schema(methods=["PUT"], request=s.BucketPolicySerializer, responses={200: s.BucketPolicySerializer})
+    @extend_schema(methods=["DELETE"], responses={204: None})
+    @action(detail=True, methods=["get", "put", "delete"])
+    def policy(self, request, name=None):
+        """The bucket policy (S3 PutBucketPolicy's document and validation)."""
+        bucket = self.get_object()
+        if request.method == "GET":
+            return Response({"policy": service.get_bucket_policy(bucket)})
+        if request.method == "DELETE":
+            service.set_bucket_policy(bucket, None)
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        body = s.BucketPolicySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return Response({"policy": service.set_bucket_policy(bucket, body.validated_data["policy"])})
+
+    @extend_schema(methods=["GET"], responses={200: s.BucketCorsSerializer, 503: ERROR_RESPONSE})
+    @extend_schema(methods=["PUT"], request=s.BucketCorsSerializer, responses={200: s.BucketCorsSerializer})
+    @extend_schema(methods=["DELETE"], responses={204: None})
+    @action(detail=True, methods=["get", "put", "delete"])
+    def cors(self, request, name=None):
+        """The bucket's CORS rules (S3 PutBucketCors's rules and validation)."""
+        bucket = self.get_object()
+        if request.method == "GET":
+            return Response({"rules": service.get_bucket_cors(bucket)})
+        if request.method == "DELETE":
+            service.set_bucket_cors(bucket, None)
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        body = s.BucketCorsSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return Response({"rules": service.set_bucket_cors(bucket, body.validated_data["rules"])})
 
     def perform_create(self, serializer):
         serializer.instance = service.create_bucket(**serializer.validated_data)

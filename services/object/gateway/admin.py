@@ -10,8 +10,11 @@ import hmac
 import json
 
 from . import protection_ops, snapshots
+from .acl_ops import access_info, set_access
 from .compaction import collect_all_orphans, compact_once
 from .core import Gateway
+from .cors import check_rules
+from .policy import parse_policy
 from .errors import S3Error
 from .lifecycle import apply_lifecycle
 from .request import Request, Response
@@ -113,9 +116,38 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
             return _json(await protection_ops.admin_set_encryption(gw, bucket, await _body(req)))
         elif rest == ["object-lock"] and m == "PUT":
             return _json(await protection_ops.admin_set_lock(gw, bucket, await _body(req)))
+        elif rest == ["access"]:
+            if m == "GET":
+                return _json(access_info(bucket))
+            if m == "PUT":
+                return _json(await set_access(gw, bucket, await _body(req)))
+        elif rest in (["policy"], ["cors"]):
+            return await _access_setting(gw, req, bucket, rest[0])
         elif rest[0] in ("snapshots", "changes"):
             return await _snapshot_route(gw, req, bucket, rest)
     return _error("NotFound", f"no admin route {m} /{'/'.join(parts)}", 404)
+
+
+async def _access_setting(gw: Gateway, req: Request, bucket, name: str) -> Response:
+    """GET/PUT/DELETE a bucket's policy (``{"policy": DOC|null}``) or CORS rules (``{"rules":
+    [RULE]|null}``, RULE as S3's JSON), validated as PutBucketPolicy / PutBucketCors do."""
+    field = "policy" if name == "policy" else "rules"
+    if req.method == "PUT":
+        data = await _body(req)
+        if name == "policy":
+            doc = data.get("policy")
+            if not isinstance(doc, dict):
+                raise S3Error("MalformedPolicy", "'policy' must be a JSON object")
+            value = parse_policy(json.dumps(doc).encode(), bucket.name)
+        else:
+            value = check_rules(data.get("rules"))
+        await gw.run(bucket.set_setting, name, value)
+    elif req.method == "DELETE":
+        await gw.run(bucket.set_setting, name, None)
+        return Response(204)
+    elif req.method != "GET":
+        return _error("MethodNotAllowed", f"{req.method} is not allowed on {name}", 405)
+    return _json({field: bucket.settings.get(name)})
 
 
 async def _snapshot_route(gw: Gateway, req: Request, bucket, rest: list[str]) -> Response:
@@ -154,8 +186,8 @@ async def _snapshot_route(gw: Gateway, req: Request, bucket, rest: list[str]) ->
 
 
 def _info(bucket) -> dict:
-    """BUCKET as the admin interface reports it (settings, usage, encryption and lock)."""
-    return {**bucket.usage(), **protection_ops.admin_info(bucket)}
+    """BUCKET as the admin interface reports it: settings, usage, access settings, encryption and lock."""
+    return {**bucket.usage(), **access_info(bucket), **protection_ops.admin_info(bucket)}
 
 
 async def _set_quota(gw: Gateway, bucket, data: dict) -> dict:

@@ -6,21 +6,20 @@ from __future__ import annotations
 import logging
 from urllib.parse import parse_qsl, unquote
 
-from . import admin, bucket_ops, foreground, multipart, object_ops, policy, protection_ops
+from . import access, acl_ops, admin, bucket_ops, bucket_tagging, cors, foreground, multipart, object_ops, \
+    post_object, protection_ops, unconfigured
+from .auth import authenticate
 from .core import Gateway
 from .errors import S3Error
 from .request import Request, Response
-from .sigv4 import verify_request
 
 log = logging.getLogger("strata.s3")
 MAX_KEY_BYTES = 1024
 ADMIN_PREFIX = "/_strata/admin/"
 
 # Sub-resources S3 defines that this gateway does not implement (answered NotImplemented).
-UNSUPPORTED = {"acl", "cors", "website", "logging", "notification", "replication", "requestPayment",
-               "analytics", "inventory",
-               "metrics", "intelligent-tiering", "ownershipControls", "publicAccessBlock",
-               "accelerate", "torrent", "select", "policyStatus"}
+UNSUPPORTED = {"website", "logging", "notification", "replication", "requestPayment", "analytics", "inventory",
+               "metrics", "intelligent-tiering", "accelerate", "torrent", "select"}
 
 
 def _route(gw: Gateway, host: str, path: str) -> tuple[str, str]:
@@ -89,7 +88,8 @@ class S3App:
                 state["done"] = True
             return message
 
-        req = Request(scope["method"], raw_path, raw_query, headers, query, receive=tracked_receive)
+        req = Request(scope["method"], raw_path, raw_query, headers, query, receive=tracked_receive,
+                      client=(scope.get("client") or ("", 0))[0], scheme=scope.get("scheme", "http"))
         try:
             path = unquote(raw_path)
             if path.startswith(ADMIN_PREFIX) or path == ADMIN_PREFIX.rstrip("/"):
@@ -102,6 +102,8 @@ class S3App:
         except Exception:  # noqa: BLE001 - the client gets InternalError, the log the traceback
             log.exception("unhandled error in %s %s", req.method, raw_path)
             resp = self._error(req, S3Error("InternalError"))
+        if "origin" in headers and req.bucket and self.gw is not None:
+            cors.decorate(self.gw.buckets.buckets.get(req.bucket), req, resp)
         if not state["done"]:
             # the body was not read (an early error): do not let its bytes be parsed as a request
             resp.headers["connection"] = "close"
@@ -138,13 +140,16 @@ class S3App:
     async def _s3(self, req: Request) -> Response:
         gw = self.gw
         cfg = gw.config
-        req.auth = verify_request(req.method, req.raw_path, req.raw_query, req.headers,
-                                  cfg["users"], cfg["region"])
+        if req.method == "OPTIONS" and req.bucket:  # CORS preflight: browsers do not sign it
+            return cors.preflight(gw.buckets.get(req.bucket), req)
+        req.auth = authenticate(req, cfg)
         for name in req.query:
-            if name in UNSUPPORTED:
+            if name in UNSUPPORTED and not unconfigured.answers(req):
                 raise S3Error("NotImplemented", f"The '{name}' sub-resource is not implemented by Strata")
         if not req.bucket:
             if req.method == "GET":
+                if not req.auth.user:
+                    raise S3Error("AccessDenied", "Anonymous users cannot list buckets")
                 return await bucket_ops.list_buckets(gw, req)
             raise S3Error("MethodNotAllowed")
         if len(req.key.encode()) > MAX_KEY_BYTES:
@@ -155,14 +160,8 @@ class S3App:
 
 
 def authorize(gw: Gateway, req: Request):
-    """The request's bucket, if the signer may do this request there (owner, admin or policy)."""
-    bucket = gw.buckets.get(req.bucket)
-    action = policy.action_for(req.method, req.query, bool(req.key))
-    resource = f"{req.bucket}/{req.key}" if req.key else req.bucket
-    if not policy.is_allowed(bucket.settings.get("policy"), user=req.auth.user, admin=req.auth.admin,
-                             owner=bucket.owner, action=action, resource=resource):
-        raise S3Error("AccessDenied", resource=f"/{resource}")
-    return bucket
+    """The request's bucket, if the signer may do this request there (see .access)."""
+    return access.authorize(gw, req)
 
 
 async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
@@ -179,8 +178,16 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return await protection_ops.put_encryption(gw, req, authorize(gw, req))
         if "object-lock" in q:
             return await protection_ops.put_lock_configuration(gw, req, authorize(gw, req))
+        if "cors" in q:
+            return await cors.put_cors(gw, req, authorize(gw, req))
         if "tagging" in q:
-            raise S3Error("NotImplemented", "Bucket tagging is not implemented yet")
+            return await bucket_tagging.put_tagging(gw, req, authorize(gw, req))
+        if "acl" in q:
+            return await acl_ops.put_bucket_acl(gw, req, authorize(gw, req))
+        if "ownershipControls" in q:
+            return await acl_ops.put_ownership(gw, req, authorize(gw, req))
+        if "publicAccessBlock" in q:
+            return await acl_ops.put_public_access_block(gw, req, authorize(gw, req))
         return await bucket_ops.create_bucket(gw, req)
     if m == "DELETE":
         if "lifecycle" in q:
@@ -191,15 +198,25 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return Response(204)
         if "encryption" in q:
             return await protection_ops.delete_encryption(gw, authorize(gw, req))
+        if "cors" in q:
+            return await cors.delete_cors(gw, authorize(gw, req))
         if "tagging" in q:
-            authorize(gw, req)
-            return Response(204)
+            return await bucket_tagging.delete_tagging(gw, authorize(gw, req))
+        if "ownershipControls" in q:
+            return await acl_ops.delete_ownership(gw, authorize(gw, req))
+        if "publicAccessBlock" in q:
+            return await acl_ops.delete_public_access_block(gw, authorize(gw, req))
         authorize(gw, req)
         return await bucket_ops.delete_bucket(gw, req)
+    if m == "POST" and req.headers.get("content-type", "").lower().startswith("multipart/form-data"):
+        return await post_object.post_object(gw, req)  # a browser form: it carries its own signature
     bucket = authorize(gw, req)
     if m == "HEAD":
         return Response(200, {"x-amz-bucket-region": gw.config["region"]})
     if m == "GET":
+        answer = unconfigured.bucket_answer(bucket, req)
+        if answer is not None:
+            return answer
         if "location" in q:
             return bucket_ops.location(gw, req)
         if "versioning" in q:
@@ -216,8 +233,18 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return protection_ops.get_encryption(bucket)
         if "object-lock" in q:
             return protection_ops.get_lock_configuration(bucket)
+        if "cors" in q:
+            return cors.get_cors(bucket)
         if "tagging" in q:
-            raise S3Error("NoSuchTagSet")
+            return bucket_tagging.get_tagging(bucket)
+        if "acl" in q:
+            return acl_ops.get_bucket_acl(bucket)
+        if "ownershipControls" in q:
+            return acl_ops.get_ownership(bucket)
+        if "publicAccessBlock" in q:
+            return acl_ops.get_public_access_block(bucket)
+        if "policyStatus" in q:
+            return acl_ops.get_policy_status(bucket)
         return await bucket_ops.list_objects(gw, req, bucket)
     if m == "POST" and "delete" in q:
         return await object_ops.delete_objects(gw, req, bucket)
@@ -241,10 +268,13 @@ async def object_dispatch(gw: Gateway, req: Request) -> Response:
             return await protection_ops.put_retention(gw, req, bucket)
         if "legal-hold" in q:
             return await protection_ops.put_legal_hold(gw, req, bucket)
+        if "acl" in q:
+            return await acl_ops.put_object_acl(gw, req, bucket)
         if "x-amz-copy-source" in req.headers:
             return await object_ops.copy_object(gw, req, bucket)
         return await object_ops.put_object(gw, req, bucket)
     if m in ("GET", "HEAD"):
+        unconfigured.object_answer(bucket, req)
         if "uploadId" in q and m == "GET":
             return await multipart.list_parts(gw, req, bucket)
         if "tagging" in q and m == "GET":
@@ -255,6 +285,8 @@ async def object_dispatch(gw: Gateway, req: Request) -> Response:
             return await protection_ops.get_retention(gw, req, bucket)
         if "legal-hold" in q and m == "GET":
             return await protection_ops.get_legal_hold(gw, req, bucket)
+        if "acl" in q and m == "GET":
+            return await acl_ops.get_object_acl(gw, req, bucket)
         return await object_ops.get_object(gw, req, bucket)
     if m == "DELETE":
         if "uploadId" in q:

@@ -7,6 +7,9 @@ import time
 from urllib.parse import quote
 
 from . import objectlock
+from .access import check_policy_allowed
+from .acl import owner_xml
+from .acl_ops import apply_create_settings, create_settings
 from .buckets import Bucket
 from .core import Gateway
 from .errors import S3Error, child_text, el, parse_xml, xml_doc
@@ -23,21 +26,48 @@ def iso_time(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}Z"
 
 
-def owner_xml(name: str) -> str:
-    """An <Owner> element for ``name``."""
-    return f"<Owner>{el('ID', name)}{el('DisplayName', name)}</Owner>"
+MAX_BUCKETS = 10000
 
 
 async def list_buckets(gw: Gateway, req: Request) -> Response:
-    """ListBuckets: the buckets the signer owns (every bucket for an admin)."""
+    """ListBuckets: the buckets the signer owns (every bucket for an admin), by name, with
+    ``prefix``, ``bucket-region``, and pages of ``max-buckets`` resumed by ``continuation-token``."""
+    q = req.query
+    prefix = q.get("prefix", "")
+    after = ""
+    if "continuation-token" in q:
+        try:
+            after = base64.urlsafe_b64decode(q["continuation-token"].encode()).decode()
+        except ValueError:
+            raise S3Error("InvalidArgument", "The continuation token provided is incorrect",
+                          ArgumentName="continuation-token") from None
+    limit = MAX_BUCKETS
+    if "max-buckets" in q:
+        raw = q["max-buckets"]
+        try:
+            limit = int(raw)
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= MAX_BUCKETS:
+            raise S3Error("InvalidArgument", f"max-buckets must be between 1 and {MAX_BUCKETS}",
+                          ArgumentName="max-buckets", ArgumentValue=raw)
+    region = gw.config["region"]
+    wanted_region = q.get("bucket-region")
+    names = [n for n in sorted(gw.buckets.buckets) if n.startswith(prefix) and n > after
+             and (gw.buckets.buckets[n].owner == req.auth.user or req.auth.admin)
+             and wanted_region in (None, region)]
+    page, truncated = names[:limit], len(names) > limit
     items = []
-    for name in sorted(gw.buckets.buckets):
+    for name in page:
         b = gw.buckets.buckets[name]
-        if b.owner == req.auth.user or req.auth.admin:
-            items.append(f"<Bucket>{el('Name', name)}{el('CreationDate', iso_time(b.settings.get('created', 0)))}"
-                         f"{el('BucketRegion', gw.config['region'])}</Bucket>")
-    return xml_response(xml_doc("ListAllMyBucketsResult", owner_xml(req.auth.user) + "<Buckets>" + "".join(items)
-                                + "</Buckets>"))
+        items.append(f"<Bucket>{el('Name', name)}{el('CreationDate', iso_time(b.settings.get('created', 0)))}"
+                     f"{el('BucketRegion', region)}</Bucket>")
+    body = owner_xml(req.auth.user) + "<Buckets>" + "".join(items) + "</Buckets>"
+    if truncated:
+        body += el("ContinuationToken", base64.urlsafe_b64encode(page[-1].encode()).decode())
+    if "prefix" in q:
+        body += el("Prefix", prefix)
+    return xml_response(xml_doc("ListAllMyBucketsResult", body))
 
 
 async def create_bucket(gw: Gateway, req: Request) -> Response:
@@ -50,11 +80,19 @@ async def create_bucket(gw: Gateway, req: Request) -> Response:
         if constraint and constraint != region:
             raise S3Error("InvalidLocationConstraint",
                           f"This gateway serves region {region!r}, not {constraint!r}")
+    settings = create_settings(gw, req)  # ACL and object ownership headers, checked first
     lock = objectlock.enable_at_creation(req.headers)
-    bucket = await gw.run(gw.buckets.create, req.bucket, req.auth.user, region)
-    if lock:  # Object Lock keeps versioning on for good
-        bucket.settings["versioning"] = "Enabled"
-        await gw.run(bucket.set_setting, "object_lock", {"enabled": True})
+    try:
+        bucket = await gw.run(gw.buckets.create, req.bucket, req.auth.user, region)
+    except S3Error as err:
+        # us-east-1 (S3's legacy default region) answers a repeated create by the owner with 200
+        if err.code != "BucketAlreadyOwnedByYou" or region != "us-east-1":
+            raise
+    else:
+        await apply_create_settings(gw, bucket, settings)
+        if lock:  # Object Lock keeps versioning on for good
+            bucket.settings["versioning"] = "Enabled"
+            await gw.run(bucket.set_setting, "object_lock", {"enabled": True})
     return Response(200, {"location": f"/{req.bucket}"})
 
 
@@ -107,7 +145,8 @@ def get_lifecycle(bucket: Bucket) -> Response:
 
 async def put_policy(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """PutBucketPolicy (the subset :mod:`.policy` evaluates)."""
-    doc = parse_policy(await req.body().read_all(20 * 1024), bucket.name)
+    doc = parse_policy(await req.body().read_all(1024 * 1024), bucket.name)
+    check_policy_allowed(bucket, doc)  # BlockPublicPolicy
     await gw.run(bucket.set_setting, "policy", doc)
     return Response(204)
 
@@ -172,7 +211,8 @@ def _contents(records: list[Record], enc, owner: str | None) -> str:
     for r in records:
         out.append("<Contents>" + el("Key", enc(r.key)) + el("LastModified", iso_time(r.mtime))
                    + el("ETag", f'"{r.etag}"') + el("Size", r.size)
-                   + el("StorageClass", r.meta.get("sc", "STANDARD")) + (owner_xml(owner) if owner else "") + "</Contents>")
+                   + el("StorageClass", r.meta.get("sc", "STANDARD"))
+                   + (owner_xml(r.meta.get("ow") or owner) if owner else "") + "</Contents>")
     return "".join(out)
 
 
@@ -223,6 +263,22 @@ async def list_objects(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     return xml_response(xml_doc("ListBucketResult", "".join(parts)))
 
 
+def _marker_seq(bucket: Bucket, key: str, version_id: str) -> int:
+    """Where a listing resumes after version ``version_id`` of ``key``, also when that version
+    is gone (deleted between pages): version ids carry their sequence number; a missing null
+    version resumes at the key's newest version left."""
+    rec = bucket.index.get(key, version_id)
+    if rec is not None:
+        return rec.seq
+    head, dot, tail = version_id.partition(".")
+    if head.isdigit() and dot and len(tail) == 8:
+        return int(head)
+    if version_id == "null":
+        return (1 << 63) - 1
+    raise S3Error("InvalidArgument", "Invalid version id specified", ArgumentName="version-id-marker",
+                  ArgumentValue=version_id)
+
+
 async def list_versions(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """ListObjectVersions, newest version first within each key."""
     q = req.query
@@ -231,13 +287,14 @@ async def list_versions(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     limit = _max_keys(req)
     enc = _encoder(req)
 
+    if vid_marker and not key_marker:
+        raise S3Error("InvalidArgument", "A version-id marker cannot be specified without a key marker.",
+                      ArgumentName="version-id-marker", ArgumentValue=vid_marker)
+
     def run():
         after_seq = None
         if key_marker and vid_marker:
-            rec = bucket.index.get(key_marker, vid_marker)
-            if rec is None:
-                raise S3Error("InvalidArgument", "Invalid version id specified", ArgumentName="version-id-marker")
-            after_seq = rec.seq
+            after_seq = _marker_seq(bucket, key_marker, vid_marker)
         cursor = bucket.index.iter_versions(prefix, key_marker, after_seq)
         return collect(cursor, prefix, delimiter, key_marker if after_seq is None else "", limit)
 
@@ -259,9 +316,10 @@ async def list_versions(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         common = (el("Key", enc(r.key)) + el("VersionId", r.version_id) + el("IsLatest", r.latest)
                   + el("LastModified", iso_time(r.mtime)))
         if r.marker:
-            parts.append(f"<DeleteMarker>{common}{owner_xml(bucket.owner)}</DeleteMarker>")
+            parts.append(f"<DeleteMarker>{common}{owner_xml(r.meta.get('ow') or bucket.owner)}</DeleteMarker>")
         else:
             parts.append(f"<Version>{common}{el('ETag', chr(34) + r.etag + chr(34))}{el('Size', r.size)}"
-                         f"{el('StorageClass', r.meta.get('sc', 'STANDARD'))}{owner_xml(bucket.owner)}</Version>")
+                         f"{el('StorageClass', r.meta.get('sc', 'STANDARD'))}"
+                         f"{owner_xml(r.meta.get('ow') or bucket.owner)}</Version>")
     parts.extend(f"<CommonPrefixes>{el('Prefix', enc(p))}</CommonPrefixes>" for p in prefixes)
     return xml_response(xml_doc("ListVersionsResult", "".join(parts)))

@@ -74,9 +74,7 @@ class Bucket:
 
     def set_versioning(self, status: str) -> None:
         """Change the versioning state ('Enabled' or 'Suspended') and persist it (blocking)."""
-        if status == "Suspended" and not self.versioning:
-            return  # never-versioned buckets stay unversioned, as in S3
-        if status == "Suspended":
+        if status == "Suspended" and self.versioning:
             check_can_suspend(self)
         self.set_setting("versioning", status)
 

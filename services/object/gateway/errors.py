@@ -13,6 +13,9 @@ S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 # code -> (HTTP status, default message), as documented by AWS.
 ERROR_CODES: dict[str, tuple[int, str]] = {
     "AccessDenied": (403, "Access Denied"),
+    "BadRequest": (400, "Bad Request"),
+    "CORSResponse": (403, "This CORS request is not allowed."),
+    "ConditionalRequestConflict": (409, "A conflicting operation occurred. If using PutObject you can retry the request. If using multipart upload you should initiate another CreateMultipartUpload request and re-upload each part."),
     "BadDigest": (400, "The Content-MD5 or checksum you specified did not match what we received."),
     "BucketAlreadyExists": (409, "The requested bucket name is not available."),
     "BucketAlreadyOwnedByYou": (409, "Your previous request to create the named bucket succeeded and you already own it."),
@@ -48,6 +51,9 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "NoSuchSnapshot": (404, "The bucket has no snapshot of that name"),
     "SnapshotAlreadyExists": (409, "The bucket already has a snapshot of that name"),
     "NoSuchLifecycleConfiguration": (404, "The lifecycle configuration does not exist"),
+    "NoSuchCORSConfiguration": (404, "The CORS configuration does not exist"),
+    "NoSuchWebsiteConfiguration": (404, "The specified bucket does not have a website configuration"),
+    "ReplicationConfigurationNotFoundError": (404, "The replication configuration was not found"),
     "NoSuchBucketPolicy": (404, "The bucket policy does not exist"),
     "NotImplemented": (501, "A header you provided implies functionality that is not implemented"),
     "PreconditionFailed": (412, "At least one of the pre-conditions you specified did not hold"),

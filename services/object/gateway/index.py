@@ -96,6 +96,8 @@ class Op:
     new_loc: dict | None = None
     tier: str = ""                 # for retier: the version's new tier ...
     storage_class: str = ""        # ... and S3 storage class (meta "sc"), with relocate's CAS
+    if_none_match: bool = False    # for put: only if the key has no current object ...
+    if_match: str | None = None    # ... or only if the current object has this ETag
 
 
 @dataclass
@@ -106,6 +108,7 @@ class OpResult:
     bytes_delta: int = 0
     objects_delta: int = 0
     found: bool = True
+    precondition: str = ""         # a conditional put not applied: "failed" or "conflict"
 
 
 class Shard:
@@ -170,6 +173,10 @@ class Shard:
         res = OpResult()
         if op.kind == "put":
             rec = op.record
+            if op.if_none_match or op.if_match is not None:
+                res.precondition = _check_precondition(db, op)
+                if res.precondition:
+                    return res
             if not op.versioned:
                 old = db.execute(f"SELECT {COLUMNS} FROM versions WHERE key=? AND version_id='null'",
                                  (rec.key,)).fetchone()
@@ -220,6 +227,22 @@ class Shard:
             res.found = cur.rowcount > 0
             return res
         raise ValueError(f"unknown index op {op.kind!r}")
+
+
+def _check_precondition(db, op: Op) -> str:
+    """'' when a conditional put may go ahead (checked inside the write transaction, so
+    concurrent writers of one key are serialised); 'failed' (412), or 'conflict' (409: the
+    If-Match object was deleted meanwhile)."""
+    row = db.execute("SELECT marker, etag FROM versions WHERE key=? AND latest=1", (op.record.key,)).fetchone()
+    exists = row is not None and not row[0]
+    if op.if_none_match and exists:
+        return "failed"
+    if op.if_match is not None:
+        if not exists:
+            return "conflict"
+        if op.if_match not in ("*", row[1]):
+            return "failed"
+    return ""
 
 
 class BucketIndex:

@@ -51,6 +51,10 @@ def parse_rules(body: bytes, cold_root: str | None = None) -> list[dict]:
             and_node = flt.find("And")
             prefix = child_text(and_node if and_node is not None else flt, "Prefix", "")
         rule = {"id": child_text(node, "ID", ""), "enabled": status == "Enabled", "prefix": prefix or ""}
+        if len(rule["id"]) > 255:
+            raise S3Error("InvalidArgument", "ID length should not exceed allowed limit of 255")
+        if rule["id"] and any(r["id"] == rule["id"] for r in rules):
+            raise S3Error("InvalidArgument", "Rule ID must be unique. Found same ID for more than one rule")
         exp = node.find("Expiration")
         try:
             if exp is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -17,13 +18,14 @@ import uuid
 from plumbing.atomic import fsync_dir, write_json_atomic
 
 from . import objectlock, sse
+from .access import new_object_acl
 from .bucket_ops import iso_time, owner_xml
 from .buckets import Bucket
 from .core import Gateway, Stored
 from .errors import S3Error, child_text, el, parse_xml, xml_doc
 from .index import Op
 from .checksums import ALGORITHMS, CRCS, composite, full_object
-from .object_ops import copy_source, meta_from_headers, parse_range
+from .object_ops import copy_source, meta_from_headers, raise_precondition, write_conditions
 from .tiers import check_write_class
 from .request import Request, Response, xml_response
 
@@ -68,7 +70,8 @@ async def create(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     ck_type = _checksum_type(req.headers, algo)
     wk = sse.for_write(gw.keyring, req.headers, bucket)
     upload_id = uuid.uuid4().hex
-    meta = {**meta_from_headers(req.headers), **objectlock.for_new_version(bucket, req.headers)}
+    meta = new_object_acl(gw, req, bucket, meta_from_headers(req.headers))
+    meta.update(objectlock.for_new_version(bucket, req.headers))
     info = {"key": req.key, "meta": meta, "initiated": time.time(),
             "owner": req.auth.user, "ck_algo": algo, "ck_type": ck_type}
     if wk:
@@ -152,6 +155,21 @@ async def upload_part(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     return Response(200, headers)
 
 
+def _copy_range(value: str, size: int) -> tuple[int, int]:
+    """(start, end exclusive) of an x-amz-copy-source-range: ``bytes=first-last`` only
+    (InvalidArgument otherwise), inside the source (InvalidRange otherwise)."""
+    m = re.fullmatch(r"bytes=(\d+)-(\d+)", value.strip())
+    if m is None or int(m.group(1)) > int(m.group(2)):
+        raise S3Error("InvalidArgument", "The x-amz-copy-source-range value must be of the form bytes=first-last "
+                      "where first and last are the zero-based offsets of the first and last bytes to copy",
+                      ArgumentName="x-amz-copy-source-range", ArgumentValue=value)
+    first, last = int(m.group(1)), int(m.group(2))
+    if last >= size:
+        raise S3Error("InvalidRange", "The requested range is not satisfiable", RangeRequested=value,
+                      ActualObjectSize=str(size))
+    return first, last + 1
+
+
 async def upload_part_copy(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """UploadPartCopy, with an optional x-amz-copy-source-range."""
     number = _part_number(req)
@@ -162,13 +180,8 @@ async def upload_part_copy(gw: Gateway, req: Request, bucket: Bucket) -> Respons
     cipher = wk.cipher() if wk else None
     start, end = 0, src.size
     rng = req.headers.get("x-amz-copy-source-range")
-    if rng:
-        parsed = parse_range(rng, src.size)
-        if parsed is None or parsed[1] - 1 >= src.size:
-            raise S3Error("InvalidArgument", "The x-amz-copy-source-range value must be of the form bytes=first-last "
-                          "where first and last are the zero-based offsets of the first and last bytes to copy",
-                          ArgumentName="x-amz-copy-source-range")
-        start, end = parsed
+    if rng is not None:
+        start, end = _copy_range(rng, src.size)
     algorithms = {info["ck_algo"]} if info.get("ck_algo") else set()
     stored = await gw.copy_data(bucket, src, start, end, dest_dir=os.path.join(path, "parts"), force_file=True,
                                 cipher=cipher, src_key=src_key, algorithms=algorithms)
@@ -233,12 +246,68 @@ def _parse_complete(body: bytes) -> list[tuple[int, str]]:
     return out
 
 
+DONE_SUFFIX = ".done"
+DONE_KEEP_SECONDS = 24 * 3600
+
+
+def _done_path(bucket: Bucket, upload_id: str) -> str:
+    return _upload_dir(bucket, upload_id) + DONE_SUFFIX
+
+
+def _complete_result(bucket: Bucket, req: Request, done: dict) -> Response:
+    headers = {"x-amz-version-id": done["version_id"]} if bucket.versioning else {}
+    headers.update(sse.headers_for(done.get("sse")))
+    checksums = done.get("checksums", {})
+    host = req.headers.get("host", "")
+    return xml_response(xml_doc("CompleteMultipartUploadResult",
+                                el("Location", f"http://{host}/{bucket.name}/{req.key}") + el("Bucket", bucket.name)
+                                + el("Key", req.key) + el("ETag", f'"{done["etag"]}"')
+                                + "".join(el(f"Checksum{a.upper()}", v) for a, v in checksums.items())
+                                + (el("ChecksumType", done.get("ck_type", "COMPOSITE")) if checksums else "")),
+                        headers=headers)
+
+
+def _repeat_complete(bucket: Bucket, upload_id: str, key: str, wanted: list) -> dict | None:
+    """The record of this upload's completion, when the same parts complete it again (S3
+    answers a repeated CompleteMultipartUpload as the first one)."""
+    try:
+        with open(_done_path(bucket, upload_id)) as fh:
+            done = json.load(fh)
+    except (FileNotFoundError, ValueError):
+        return None
+    if done.get("key") != key or [list(p) for p in wanted] != done.get("parts"):
+        return None
+    return done
+
+
+def _record_done(bucket: Bucket, upload_id: str, done: dict) -> None:
+    """Remember a completion (for a repeated Complete), and forget those older than a day."""
+    write_json_atomic(_done_path(bucket, upload_id), done, make_dirs=False)
+    now = time.time()
+    for name in os.listdir(bucket.uploads_dir):
+        if name.endswith(DONE_SUFFIX):
+            path = os.path.join(bucket.uploads_dir, name)
+            try:
+                if now - os.stat(path).st_mtime > DONE_KEEP_SECONDS:
+                    os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+
 async def complete(gw: Gateway, req: Request, bucket: Bucket) -> Response:
-    """CompleteMultipartUpload: validate the part list, then commit the object durably."""
+    """CompleteMultipartUpload: validate the part list, then commit the object durably
+    (with If-None-Match / If-Match, only if the condition still holds at the commit)."""
     upload_id = req.query["uploadId"]
-    path, info = await gw.run(_load_upload, bucket, upload_id, req.key)
     raw = await req.body().read_all(4 * 1024 * 1024)
     wanted = _parse_complete(raw)
+    try:
+        path, info = await gw.run(_load_upload, bucket, upload_id, req.key)
+    except S3Error as err:
+        done = await gw.run(_repeat_complete, bucket, upload_id, req.key, wanted) if err.code == "NoSuchUpload" else None
+        if done is None:
+            raise
+        return _complete_result(bucket, req, done)
+    conditions = write_conditions(bucket, req.key, req.headers)
     parts = await gw.run(_parts, path)
     numbers = [n for n, _ in wanted]
     if any(b <= a for a, b in zip(numbers, numbers[1:])):
@@ -280,6 +349,11 @@ async def complete(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         fsync_dir(bucket.data_dir)
         return [[p["file"].replace(path, final_dir, 1), p["size"]] for p in chosen]
 
+    def unseal() -> None:  # a conditional complete that lost: the upload stays, as it was
+        os.replace(final_dir, path)
+        fsync_dir(bucket.data_dir)
+        fsync_dir(bucket.uploads_dir)
+
     locs = await gw.run(seal)
     stored = Stored({"parts": locs, "dir": final_dir}, total, etag, {}, False)
     meta = dict(info["meta"])
@@ -289,15 +363,14 @@ async def complete(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     if info.get("sse"):
         meta["sse"] = sse.completed_meta(info["sse"], [p["np"] for p in chosen])
     rec = gw.make_record(bucket, req.key, stored, etag, meta)
-    await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled"))
-    headers = {"x-amz-version-id": rec.version_id} if bucket.versioning else {}
-    headers.update(sse.headers_for(info.get("sse")))
-    host = req.headers.get("host", "")
-    return xml_response(xml_doc("CompleteMultipartUploadResult",
-                                el("Location", f"http://{host}/{bucket.name}/{req.key}") + el("Bucket", bucket.name)
-                                + el("Key", req.key) + el("ETag", f'"{etag}"')
-                                + "".join(el(f"Checksum{a.upper()}", v) for a, v in checksums.items())
-                                + (el("ChecksumType", ck_type) if checksums else "")), headers=headers)
+    result = await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled", **conditions))
+    if result.precondition:
+        await gw.run(unseal)
+        raise_precondition(result.precondition, conditions)
+    done = {"key": req.key, "parts": [list(p) for p in wanted], "etag": etag, "version_id": rec.version_id,
+            "checksums": checksums, "ck_type": ck_type, "sse": sse.describe(info.get("sse"))}
+    await gw.run(_record_done, bucket, upload_id, done)
+    return _complete_result(bucket, req, done)
 
 
 async def abort(gw: Gateway, req: Request, bucket: Bucket) -> Response:

@@ -1,6 +1,7 @@
 """Object operations: put, get/head (ranges, conditions), delete, multi-delete, copy, tagging."""
 from __future__ import annotations
 
+import base64
 from email.utils import formatdate, parsedate_to_datetime
 from urllib.parse import parse_qsl, unquote
 
@@ -10,8 +11,9 @@ from .buckets import Bucket
 from .core import Gateway
 from .errors import S3Error, child_text, el, parse_xml, xml_doc
 from .index import Op, Record
-from .policy import is_allowed
+from .access import check_access, new_object_acl
 from .request import Request, Response, xml_response
+from .storage import remove_location
 from .tiers import check_readable, check_write_class, parse_restore_days, part_sizes, storage_class
 
 MAX_TAGS = 10
@@ -34,21 +36,36 @@ def meta_from_headers(headers: dict[str, str]) -> dict:
     for header, short in META_HEADERS.items():
         if header != "content-type" and header in headers:
             meta[short] = headers[header]
-    if "ce" in meta:
+    if "ce" in meta and "aws-chunked" in meta["ce"]:
+        # aws-chunked frames this request only; any other coding is stored as sent
         encs = [e.strip() for e in meta["ce"].split(",") if e.strip() and e.strip() != "aws-chunked"]
         if encs:
             meta["ce"] = ",".join(encs)
         else:
             del meta["ce"]
-    meta["um"] = {k[11:]: v for k, v in headers.items() if k.startswith("x-amz-meta-")}
+    meta["um"] = {k[11:]: _metadata_text(v) for k, v in headers.items() if k.startswith("x-amz-meta-")}
     if "x-amz-tagging" in headers:
         meta["tags"] = parse_tag_header(headers["x-amz-tagging"])
     return meta
 
 
+def _metadata_text(value: str) -> str:
+    """A metadata value as text: headers arrive as bytes read as latin-1, and clients send
+    non-ASCII text as UTF-8 (S3 stores it decoded and answers it RFC 2047-encoded)."""
+    if value.isascii():
+        return value
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return value
+
+
 def parse_tag_header(value: str) -> dict:
     """Tags from an ``x-amz-tagging`` query-string header."""
-    tags = dict(parse_qsl(value, keep_blank_values=True))
+    pairs = parse_qsl(value, keep_blank_values=True)
+    tags = dict(pairs)
+    if len(tags) != len(pairs):
+        raise S3Error("InvalidTag", "Cannot provide multiple Tags with the same key")
     _check_tags(tags)
     return tags
 
@@ -70,7 +87,7 @@ def object_headers(rec: Record, versioned: bool) -> dict[str, str]:
         if short in m and header != "content-type":
             h[header] = m[short]
     for k, v in m.get("um", {}).items():
-        h[f"x-amz-meta-{k}"] = v
+        h[f"x-amz-meta-{k}"] = v if v.isascii() else "=?UTF-8?B?" + base64.b64encode(v.encode()).decode() + "?="
     if m.get("tags"):
         h["x-amz-tagging-count"] = str(len(m["tags"]))
     if versioned or rec.version_id != "null":
@@ -112,6 +129,37 @@ def check_conditions(headers: dict[str, str], rec: Record, prefix: str = "", cop
         raise S3Error(not_modified, Condition=f"{prefix}If-None-Match", headers={"etag": f'"{rec.etag}"'})
     if since is not None and if_none is None and mtime <= since:
         raise S3Error(not_modified, Condition=f"{prefix}If-Modified-Since", headers={"etag": f'"{rec.etag}"'})
+
+
+def write_conditions(bucket: Bucket, key: str, headers: dict[str, str]) -> dict:
+    """The conditional-write headers of a PutObject or CompleteMultipartUpload (If-None-Match: *,
+    If-Match: ETAG) as :class:`.index.Op` fields, after a first check against the current object
+    (the commit checks again, atomically: see :func:`raise_precondition`)."""
+    if_none, if_match = headers.get("if-none-match"), headers.get("if-match")
+    if if_none is None and if_match is None:
+        return {}
+    if if_none is not None and if_none.strip() != "*":
+        raise S3Error("NotImplemented", "If-None-Match on writes takes only '*'")
+    current = bucket.index.get(key, None)
+    exists = current is not None and not current.marker
+    if if_none is not None and exists:
+        raise S3Error("PreconditionFailed", Condition="If-None-Match")
+    out: dict = {"if_none_match": if_none is not None}
+    if if_match is not None:
+        if not exists:
+            raise S3Error("NoSuchKey", Key=key)
+        if not _etag_matches(if_match, current.etag):
+            raise S3Error("PreconditionFailed", Condition="If-Match")
+        out["if_match"] = current.etag
+    return out
+
+
+def raise_precondition(outcome: str, conditions: dict) -> None:
+    """The error of a conditional write that lost at commit: a concurrent write made its
+    condition false (412), or deleted the object it was to replace (409)."""
+    if outcome == "conflict":
+        raise S3Error("ConditionalRequestConflict")
+    raise S3Error("PreconditionFailed", Condition="If-None-Match" if conditions.get("if_none_match") else "If-Match")
 
 
 def parse_range(value: str | None, size: int) -> tuple[int, int] | None:
@@ -168,16 +216,10 @@ async def put_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     body = req.body()
     if body.size is None:
         raise S3Error("MissingContentLength")
-    if "if-none-match" in headers or "if-match" in headers:
-        current = bucket.index.get(req.key, None)
-        if headers.get("if-none-match") == "*" and current is not None and not current.marker:
-            raise S3Error("PreconditionFailed", Condition="If-None-Match")
-        if "if-match" in headers and (current is None or current.marker
-                                      or not _etag_matches(headers["if-match"], current.etag)):
-            raise S3Error("PreconditionFailed" if current else "NoSuchKey", Condition="If-Match")
+    conditions = write_conditions(bucket, req.key, headers)
     check_write_class(headers)
     bucket.check_quota(body.size)
-    meta = meta_from_headers(headers)
+    meta = new_object_acl(gw, req, bucket, meta_from_headers(headers))
     meta.update(objectlock.for_new_version(bucket, headers))
     wk = sse.for_write(gw.keyring, headers, bucket)
     cipher = wk.cipher() if wk else None
@@ -186,7 +228,12 @@ async def put_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     if wk:
         meta["sse"] = wk.meta(cipher.np)
     rec = gw.make_record(bucket, req.key, stored, sse.etag_for(wk, stored.md5_hex), meta)
-    await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled"), stored.in_segment)
+    result = await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled", **conditions),
+                             stored.in_segment)
+    if result.precondition:
+        if not stored.in_segment:
+            await gw.run(remove_location, stored.loc)
+        raise_precondition(result.precondition, conditions)
     out = {"etag": f'"{rec.etag}"', **(wk.headers() if wk else {})}
     if bucket.versioning:
         out["x-amz-version-id"] = rec.version_id
@@ -208,16 +255,9 @@ async def get_object(gw: Gateway, req: Request, bucket: Bucket, retry: bool = Tr
     restore = gw.cold.restore_header(bucket, rec) if rec.tier != "hot" else None
     if restore:
         headers["x-amz-restore"] = restore
-    part = req.query.get("partNumber")
     rng = parse_range(req.headers.get("range"), rec.size)
-    sizes = part_sizes(rec.loc)
-    if part is not None and sizes is not None:
-        try:
-            n = int(part)
-            start = sum(sizes[: n - 1])
-            rng = (start, start + sizes[n - 1])
-        except (ValueError, IndexError):
-            raise S3Error("InvalidPartNumber") from None
+    if "partNumber" in req.query:
+        rng = part_range(req, rec, headers)
     for q, header in RESPONSE_OVERRIDES.items():
         if q in req.query:
             headers[header] = req.query[q]
@@ -242,6 +282,31 @@ async def get_object(gw: Gateway, req: Request, bucket: Bucket, retry: bool = Tr
             return await get_object(gw, req, bucket, retry=False)
         raise
     return Response(status, headers, stream)
+
+
+def part_range(req: Request, rec: Record, headers: dict) -> tuple[int, int] | None:
+    """Bytes of part ``?partNumber=N`` of a multipart object (None: the whole of a single-part
+    object, which is its part 1); ``x-amz-mp-parts-count`` says how many parts there are."""
+    raw = req.query["partNumber"]
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 10000:
+        raise S3Error("InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive",
+                      ArgumentName="partNumber", ArgumentValue=raw)
+    if "range" in req.headers:
+        raise S3Error("InvalidRequest", "Cannot specify both Range header and partNumber query parameter")
+    sizes = part_sizes(rec.loc)
+    if sizes is None:
+        if n != 1:
+            raise S3Error("InvalidPartNumber", PartNumberRequested=str(n), ActualPartCount="1")
+        return None
+    if n > len(sizes):
+        raise S3Error("InvalidPartNumber", PartNumberRequested=str(n), ActualPartCount=str(len(sizes)))
+    start = sum(sizes[: n - 1])
+    headers["x-amz-mp-parts-count"] = str(len(sizes))
+    return start, start + sizes[n - 1]
 
 
 async def delete_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
@@ -299,9 +364,7 @@ async def copy_source(gw: Gateway, req: Request) -> Record:
     """The source version of a copy, after the signer's access and copy-source conditions."""
     sb, sk, svid = parse_copy_source(req.headers["x-amz-copy-source"])
     src_bucket = gw.buckets.get(sb)
-    if not is_allowed(src_bucket.settings.get("policy"), user=req.auth.user, admin=req.auth.admin,
-                      owner=src_bucket.owner, action="s3:GetObject", resource=f"{sb}/{sk}"):
-        raise S3Error("AccessDenied", resource=f"/{sb}/{sk}")
+    check_access(req, src_bucket, "s3:GetObjectVersion" if svid else "s3:GetObject", sk, svid)
     rec = await lookup(gw, src_bucket, sk, svid)
     check_conditions(req.headers, rec, prefix="x-amz-copy-source-", copy=True)
     check_readable(rec)
@@ -325,6 +388,7 @@ async def copy_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
                       "or encryption attributes.")
     meta = objectlock.strip(src.meta) if directive == "COPY" else meta_from_headers(req.headers)
     meta.pop("sse", None)
+    meta.pop("pck", None)
     meta.update(objectlock.for_new_version(bucket, req.headers))
     meta.pop("tags", None)
     meta.pop("sc", None)  # a copy is written to STANDARD
@@ -332,6 +396,7 @@ async def copy_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         meta["tags"] = src.meta["tags"]
     elif tag_directive == "REPLACE" and "x-amz-tagging" in req.headers:
         meta["tags"] = parse_tag_header(req.headers["x-amz-tagging"])
+    new_object_acl(gw, req, bucket, meta)  # a copy gets its own owner and ACL, never the source's
     bucket.check_quota(src.size)
     wk = sse.for_write(gw.keyring, req.headers, bucket)
     cipher = wk.cipher() if wk else None

@@ -1,111 +1,618 @@
-"""Bucket policies, a subset: Allow/Deny by principal, action and resource (with ``*``).
+"""Bucket policies: validation on PUT and evaluation per request, with AWS's grammar.
 
-Evaluation, for a request by ``user`` doing ``action`` on ``resource``: an admin key may do
-anything; a matching Deny refuses (even the bucket owner); the owner may do anything else;
-anyone else needs a matching Allow. ``Condition`` blocks are refused (``MalformedPolicy``)
-rather than silently ignored. Only object and listing actions can be granted to others:
-bucket configuration (versioning, lifecycle, policy, deletion) stays with the owner.
+A document is parsed once (:func:`parse_policy` validates, :func:`compiled` caches the
+compiled form per stored document), then :func:`evaluate` answers ``ALLOW``, ``DENY`` or
+``None`` (no statement applies) for one request: a matching Deny wins over any Allow.
+Statements may use ``Principal``/``NotPrincipal``, ``Action``/``NotAction``,
+``Resource``/``NotResource`` (``*`` and ``?`` wildcards, policy variables such as
+``${aws:username}``) and ``Condition`` with every IAM operator (String*, Numeric*, Date*,
+Bool, BinaryEquals, IpAddress/NotIpAddress, Arn*, Null, the ``...IfExists`` forms and the
+``ForAnyValue:``/``ForAllValues:`` set operators) over the condition keys a
+:class:`Context` supplies (``aws:*`` and ``s3:*`` keys, see :func:`.app.policy_context`).
+
+:func:`evaluate` is the decision of the policy alone, to be combined with the bucket's ACL
+by the caller (explicit deny wins, then an Allow or an ACL grant). :func:`is_allowed` is
+the combination this gateway applies without ACLs: admin keys may do anything, an explicit
+Deny refuses even the owner, the owner may do everything else and anyone else needs an Allow.
 """
 from __future__ import annotations
 
-import fnmatch
+import base64
+import calendar
+import ipaddress
 import json
+import re
+import time
+from functools import lru_cache
+from typing import Callable, Iterable
 
 from .errors import S3Error
 
+ALLOW, DENY = "Allow", "Deny"
 ARN_PREFIX = "arn:aws:s3:::"
+MAX_POLICY_BYTES = 20 * 1024
 OWNER_ONLY = {"s3:PutBucketVersioning", "s3:PutLifecycleConfiguration", "s3:PutBucketPolicy",
               "s3:GetBucketPolicy", "s3:DeleteBucketPolicy", "s3:DeleteBucket"}
+# actions an owner keeps whatever the policy says (as the AWS account root does), so a policy
+# cannot lock its bucket's owner out of changing it
+POLICY_ACTIONS = {"s3:PutBucketPolicy", "s3:GetBucketPolicy", "s3:DeleteBucketPolicy"}
+STATEMENT_FIELDS = {"Sid", "Effect", "Principal", "NotPrincipal", "Action", "NotAction", "Resource",
+                    "NotResource", "Condition"}
+VERSIONS = ("2012-10-17", "2008-10-17")
+
+# S3 actions a policy may name (without wildcards), as AWS lists them for bucket policies
+S3_ACTIONS = {a.lower() for a in """
+AbortMultipartUpload BypassGovernanceRetention CreateBucket DeleteBucket DeleteBucketOwnershipControls
+DeleteBucketPolicy DeleteBucketWebsite DeleteObject DeleteObjectTagging DeleteObjectVersion
+DeleteObjectVersionTagging GetAccelerateConfiguration GetAnalyticsConfiguration GetBucketAcl GetBucketCORS
+GetBucketLocation GetBucketLogging GetBucketNotification GetBucketObjectLockConfiguration
+GetBucketOwnershipControls GetBucketPolicy GetBucketPolicyStatus GetBucketPublicAccessBlock
+GetBucketRequestPayment GetBucketTagging GetBucketVersioning GetBucketWebsite GetEncryptionConfiguration
+GetIntelligentTieringConfiguration GetInventoryConfiguration GetLifecycleConfiguration GetMetricsConfiguration
+GetObject GetObjectAcl GetObjectAttributes GetObjectLegalHold GetObjectRetention GetObjectTagging
+GetObjectTorrent GetObjectVersion GetObjectVersionAcl GetObjectVersionAttributes GetObjectVersionForReplication
+GetObjectVersionTagging GetObjectVersionTorrent GetReplicationConfiguration ListBucket
+ListBucketMultipartUploads ListBucketVersions ListMultipartUploadParts ListAllMyBuckets ObjectOwnerOverrideToBucketOwner
+PutAccelerateConfiguration PutAnalyticsConfiguration PutBucketAcl PutBucketCORS PutBucketLogging
+PutBucketNotification PutBucketObjectLockConfiguration PutBucketOwnershipControls PutBucketPolicy
+PutBucketPublicAccessBlock PutBucketRequestPayment PutBucketTagging PutBucketVersioning PutBucketWebsite
+PutEncryptionConfiguration PutIntelligentTieringConfiguration PutInventoryConfiguration
+PutLifecycleConfiguration PutMetricsConfiguration PutObject PutObjectAcl PutObjectLegalHold
+PutObjectRetention PutObjectTagging PutObjectVersionAcl PutObjectVersionTagging PutReplicationConfiguration
+ReplicateDelete ReplicateObject ReplicateTags RestoreObject
+""".split()}
+
+# condition keys, lower case; a key ending in "/" takes any suffix (tag keys)
+AWS_KEYS = {"aws:sourceip", "aws:securetransport", "aws:username", "aws:userid", "aws:currenttime",
+            "aws:epochtime", "aws:referer", "aws:useragent", "aws:principaltype", "aws:principalarn",
+            "aws:principalaccount", "aws:sourcevpc", "aws:sourcevpce", "aws:sourcearn", "aws:sourceaccount",
+            "aws:multifactorauthpresent", "aws:multifactorauthage", "aws:tokenissuetime", "aws:viaawsservice",
+            "aws:calledvia", "aws:principalorgid", "aws:principalorgpaths", "aws:requestedregion",
+            "aws:principalisawsservice", "aws:principalservicename", "aws:resourceaccount",
+            "aws:resourceorgid", "aws:resourceorgpaths", "aws:sourceorgid", "aws:sourceorgpaths",
+            "aws:vpcsourceip", "aws:federatedprovider", "aws:principaltag/", "aws:requesttag/",
+            "aws:resourcetag/", "aws:tagkeys"}
+S3_KEYS = {"s3:prefix", "s3:delimiter", "s3:max-keys", "s3:versionid", "s3:x-amz-acl",
+           "s3:x-amz-server-side-encryption", "s3:x-amz-server-side-encryption-aws-kms-key-id",
+           "s3:x-amz-server-side-encryption-customer-algorithm", "s3:x-amz-copy-source",
+           "s3:x-amz-metadata-directive", "s3:x-amz-storage-class", "s3:x-amz-website-redirect-location",
+           "s3:x-amz-content-sha256", "s3:x-amz-grant-read", "s3:x-amz-grant-write", "s3:x-amz-grant-read-acp",
+           "s3:x-amz-grant-write-acp", "s3:x-amz-grant-full-control", "s3:existingobjecttag/",
+           "s3:requestobjecttag/", "s3:requestobjecttagkeys", "s3:locationconstraint", "s3:signatureversion",
+           "s3:signatureage", "s3:authtype", "s3:tlsversion", "s3:object-lock-mode",
+           "s3:object-lock-retain-until-date", "s3:object-lock-remaining-retention-days",
+           "s3:object-lock-legal-hold", "s3:resourceaccount", "s3:accesspointnetworkorigin",
+           "s3:dataaccesspointarn", "s3:dataaccesspointaccount", "s3:objectcreationoperation",
+           "s3:x-amz-object-ownership", "s3:x-amz-checksum-algorithm", "s3:if-none-match",
+           "s3:if-match", "s3:bucketobjectlockenabled", "s3:bucketownershipcontrols"}
+
+OPERATORS = {"StringEquals", "StringNotEquals", "StringEqualsIgnoreCase", "StringNotEqualsIgnoreCase",
+             "StringLike", "StringNotLike", "NumericEquals", "NumericNotEquals", "NumericLessThan",
+             "NumericLessThanEquals", "NumericGreaterThan", "NumericGreaterThanEquals", "DateEquals",
+             "DateNotEquals", "DateLessThan", "DateLessThanEquals", "DateGreaterThan", "DateGreaterThanEquals",
+             "Bool", "BinaryEquals", "IpAddress", "NotIpAddress", "ArnEquals", "ArnLike", "ArnNotEquals",
+             "ArnNotLike", "Null"}
+NEGATED = {"StringNotEquals", "StringNotEqualsIgnoreCase", "StringNotLike", "NumericNotEquals", "DateNotEquals",
+           "NotIpAddress", "ArnNotEquals", "ArnNotLike"}
+_VARIABLE = re.compile(r"\$\{([^}]*)\}")
+
+
+def _malformed(message: str) -> S3Error:
+    return S3Error("MalformedPolicy", message)
 
 
 def _as_list(value) -> list:
     return value if isinstance(value, list) else [value]
 
 
-def parse_policy(body: bytes, bucket: str) -> dict:
-    """Validate a policy document; ``MalformedPolicy`` with the reason otherwise."""
+@lru_cache(maxsize=4096)
+def _wildcard(pattern: str, ignore_case: bool = False) -> re.Pattern:
+    """A compiled regex for an IAM pattern (``*`` any run, ``?`` one character)."""
+    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.compile(body + r"\Z", re.DOTALL | (re.IGNORECASE if ignore_case else 0))
+
+
+def _substitute(value: str, ctx: "Context") -> str:
+    """Policy variables: ``${aws:username}`` and friends, ``${*}``, ``${?}``, ``${$}``."""
+    if "${" not in value:
+        return value
+
+    def one(m: re.Match) -> str:
+        name = m.group(1)
+        if name in ("*", "?", "$"):
+            return "\0" + name  # a literal, protected from wildcard expansion below
+        got = ctx.get(name)
+        return got[0] if got else m.group(0)
+
+    return _VARIABLE.sub(one, value)
+
+
+def _match(pattern: str, text: str, ignore_case: bool = False) -> bool:
+    if "\0" in pattern:  # literal * ? $ from ${*} ${?} ${$}: match piecewise
+        parts = re.split(r"(\0.)", pattern)
+        rx = "".join(re.escape(p[1]) if p.startswith("\0") else
+                     "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in p) for p in parts)
+        return re.match(rx + r"\Z", text, re.DOTALL | (re.IGNORECASE if ignore_case else 0)) is not None
+    return _wildcard(pattern, ignore_case).match(text) is not None
+
+
+# -- request context -------------------------------------------------------------------------
+
+
+class Context:
+    """Condition key values of one request (lower-case key names, tag key suffixes kept).
+
+    ``values`` maps keys to a string or a list of strings (absent keys are absent); ``lazy``
+    maps a key or a key prefix ending in ``/`` to a function computing the value on first use
+    (so the existing object's tags are read only if a policy asks for them)."""
+
+    def __init__(self, values: dict | None = None, lazy: dict[str, Callable] | None = None):
+        self.values: dict[str, list[str]] = {}
+        for k, v in (values or {}).items():
+            if v is not None:
+                self.values[_norm_key(k)] = [str(x) for x in _as_list(v)]
+        self.lazy = {(_norm_key(k)): f for k, f in (lazy or {}).items()}
+
+    def get(self, key: str) -> list[str] | None:
+        key = _norm_key(key)
+        if key in self.values:
+            return self.values[key]
+        head, slash, tail = key.partition("/")
+        fn = self.lazy.get(key) or (self.lazy.get(head + "/") if slash else None)
+        if fn is None:
+            return None
+        value = fn(tail) if slash and key not in self.lazy else fn()
+        self.values[key] = None if value is None else [str(x) for x in _as_list(value)]
+        return self.values[key]
+
+
+def _norm_key(key: str) -> str:
+    head, slash, tail = key.partition("/")
+    return head.lower() + slash + tail
+
+
+# -- validation and compilation --------------------------------------------------------------
+
+
+def _valid_key(key: str) -> bool:
+    k = _norm_key(key)
+    head, slash, _ = k.partition("/")
+    known = AWS_KEYS if k.startswith("aws:") else S3_KEYS if k.startswith("s3:") else None
+    if known is None:
+        return False
+    return (head + "/") in known if slash else k in known
+
+
+def _parse_date(value: str) -> float | None:
+    value = value.strip()
     try:
-        doc = json.loads(body)
-    except ValueError as exc:
-        raise S3Error("MalformedPolicy", f"Policies must be valid JSON: {exc}") from None
-    statements = doc.get("Statement") if isinstance(doc, dict) else None
+        return float(value)
+    except ValueError:
+        pass
+    for fmt in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d"):
+        try:
+            return calendar.timegm(time.strptime(value, fmt))
+        except ValueError:
+            continue
+    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?([+-])(\d\d):?(\d\d)", value)
+    if m:
+        base = calendar.timegm(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S"))
+        offset = (int(m.group(3)) * 60 + int(m.group(4))) * 60
+        return base - offset if m.group(2) == "+" else base + offset
+    return None
+
+
+def _check_condition_values(op: str, key: str, values: list) -> None:
+    for v in values:
+        if isinstance(v, (dict, list)) or v is None:
+            raise _malformed(f"Invalid Condition value for {op}:{key}")
+        text = str(v).lower() if isinstance(v, bool) else str(v)
+        if op.startswith("Numeric"):
+            try:
+                float(text)
+            except ValueError:
+                raise _malformed(f"Invalid numeric value {text!r} for condition {op}") from None
+        elif op.startswith("Date") and _parse_date(text) is None:
+            raise _malformed(f"Invalid date value {text!r} for condition {op}")
+        elif op in ("Bool", "Null") and text.lower() not in ("true", "false"):
+            raise _malformed(f"Invalid value {text!r} for condition {op}: must be true or false")
+        elif op in ("IpAddress", "NotIpAddress"):
+            try:
+                ipaddress.ip_network(text, strict=False)
+            except ValueError:
+                raise _malformed(f"Invalid IP address or CIDR block {text!r} in condition {op}") from None
+
+
+def _split_operator(name: str) -> tuple[str, str, bool]:
+    """(set qualifier or '', base operator, if-exists) of a condition operator name."""
+    qualifier = ""
+    for q in ("ForAnyValue:", "ForAllValues:"):
+        if name.startswith(q):
+            qualifier, name = q[:-1], name[len(q):]
+    if_exists = name.endswith("IfExists") and name != "IfExists"
+    base = name[: -len("IfExists")] if if_exists else name
+    if base not in OPERATORS or (if_exists and base == "Null"):
+        raise _malformed(f"Invalid Condition type : {name}")
+    return qualifier, base, if_exists
+
+
+def _check_resource(res, bucket: str) -> None:
+    if not isinstance(res, str) or not res.startswith(ARN_PREFIX):
+        raise _malformed("Policy has invalid resource")
+    path = res[len(ARN_PREFIX):]
+    if path in ("*", ""):
+        if not path:
+            raise _malformed("Policy has invalid resource")
+        return
+    bucket_part = path.split("/", 1)[0]
+    if "${" in bucket_part:
+        return
+    # the pattern must be able to match this bucket or an object in it
+    if not (_match(bucket_part, bucket) or (bucket_part.endswith("*") and bucket.startswith(bucket_part[:-1]))
+            or _match(path, bucket) or _match(path, bucket + "/x")):
+        raise _malformed("Policy has invalid resource")
+
+
+def _check_principal(principal) -> None:
+    if principal == "*":
+        return
+    if not isinstance(principal, dict) or not principal:
+        raise _malformed("Invalid principal in policy")
+    for kind, values in principal.items():
+        if kind not in ("AWS", "CanonicalUser", "Service", "Federated"):
+            raise _malformed("Invalid principal in policy")
+        for v in _as_list(values):
+            if not isinstance(v, str) or not v:
+                raise _malformed("Invalid principal in policy")
+
+
+def _check_action(action) -> None:
+    if not isinstance(action, str) or not action:
+        raise _malformed("Policy has invalid action")
+    if action == "*":
+        return
+    service, colon, name = action.partition(":")
+    if not colon or service.lower() != "s3":
+        raise _malformed("Policy has invalid action")
+    if "*" not in name and "?" not in name and name.lower() not in S3_ACTIONS:
+        raise _malformed("Policy has invalid action")
+
+
+def parse_policy(body: bytes, bucket: str) -> dict:
+    """Validate a policy document as PutBucketPolicy does; ``MalformedPolicy`` says why."""
+    if len(body) > MAX_POLICY_BYTES:
+        raise _malformed(f"Policies must not exceed {MAX_POLICY_BYTES} bytes (20 KB)")
+    text = body.strip()
+    if not text.startswith(b"{"):
+        raise _malformed("Policies must be valid JSON and the first byte must be '{'")
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        raise _malformed("Policies must be valid JSON and the first byte must be '{'") from None
+    for field in doc:
+        if field not in ("Version", "Id", "Statement"):
+            raise _malformed(f"Unknown field {field}")
+    if "Version" in doc and doc["Version"] not in VERSIONS:
+        raise _malformed(f"Invalid policy version {doc['Version']!r}: use 2012-10-17")
+    if "Statement" not in doc:
+        raise _malformed("Missing required field Statement")
+    statements = _as_list(doc["Statement"])
     if not statements:
-        raise S3Error("MalformedPolicy", "Policy has no Statement")
-    for st in _as_list(statements):
-        if not isinstance(st, dict) or st.get("Effect") not in ("Allow", "Deny"):
-            raise S3Error("MalformedPolicy", "Every statement needs Effect Allow or Deny")
-        if "Condition" in st or "NotAction" in st or "NotPrincipal" in st or "NotResource" in st:
-            raise S3Error("MalformedPolicy", "Condition, NotAction, NotPrincipal and NotResource are not supported")
-        for key in ("Principal", "Action", "Resource"):
-            if key not in st:
-                raise S3Error("MalformedPolicy", f"Every statement needs {key}")
-        for res in _as_list(st["Resource"]):
-            if not str(res).startswith(ARN_PREFIX + bucket):
-                raise S3Error("MalformedPolicy", f"Policy has invalid resource {res!r}")
+        raise _malformed("Missing required field Statement")
+    sids = set()
+    for st in statements:
+        if not isinstance(st, dict):
+            raise _malformed("Statement must be a JSON object")
+        for field in st:
+            if field not in STATEMENT_FIELDS:
+                raise _malformed(f"Unknown field {field}")
+        if "Sid" in st:
+            if not isinstance(st["Sid"], str):
+                raise _malformed("Statement Sid must be a string")
+            if st["Sid"] and st["Sid"] in sids:
+                raise _malformed(f"Statement IDs (SID) must be unique: {st['Sid']}")
+            sids.add(st["Sid"])
+        if "Effect" not in st:
+            raise _malformed("Missing required field Effect")
+        if st["Effect"] not in (ALLOW, DENY):
+            raise _malformed(f"Invalid effect: {st['Effect']}")
+        for a, b, what in (("Principal", "NotPrincipal", "Principal"), ("Action", "NotAction", "Action"),
+                           ("Resource", "NotResource", "Resource")):
+            if a in st and b in st:
+                raise _malformed(f"Statement cannot have both {a} and {b}")
+            if a not in st and b not in st:
+                raise _malformed(f"Missing required field {what}")
+        _check_principal(st.get("Principal", st.get("NotPrincipal")))
+        for action in _as_list(st.get("Action", st.get("NotAction"))):
+            _check_action(action)
+        resources = _as_list(st.get("Resource", st.get("NotResource")))
+        if not resources:
+            raise _malformed("Missing required field Resource")
+        for res in resources:
+            _check_resource(res, bucket)
+        cond = st.get("Condition")
+        if cond is not None:
+            if not isinstance(cond, dict):
+                raise _malformed("Condition must be a JSON object")
+            for op_name, block in cond.items():
+                _, base, _ = _split_operator(op_name)
+                if not isinstance(block, dict) or not block:
+                    raise _malformed(f"Invalid Condition block for {op_name}")
+                for key, values in block.items():
+                    if not _valid_key(key):
+                        raise _malformed("Policy has an invalid condition key")
+                    values = _as_list(values)
+                    if not values:
+                        raise _malformed(f"Condition {op_name}:{key} has no value")
+                    _check_condition_values(base, key, values)
     return doc
 
 
-def _principal_matches(principal, user: str) -> bool:
+class _Statement:
+    """One statement, compiled."""
+
+    def __init__(self, st: dict):
+        self.effect = st["Effect"]
+        self.not_principal = "NotPrincipal" in st
+        self.principal = _principal_ids(st.get("Principal", st.get("NotPrincipal")))
+        self.not_action = "NotAction" in st
+        self.actions = [_wildcard(str(a), True) for a in _as_list(st.get("Action", st.get("NotAction")))]
+        self.not_resource = "NotResource" in st
+        self.resources = [str(r) for r in _as_list(st.get("Resource", st.get("NotResource")))]
+        self.conditions = []
+        for op_name, block in (st.get("Condition") or {}).items():
+            qualifier, base, if_exists = _split_operator(op_name)
+            for key, values in block.items():
+                vals = [str(v).lower() if isinstance(v, bool) else str(v) for v in _as_list(values)]
+                self.conditions.append((qualifier, base, if_exists, key, vals))
+
+    def applies(self, user: str | None, ids: Iterable[str], action: str, arn: str, ctx: Context) -> bool:
+        hit = _principal_hit(self.principal, user, ids)
+        if hit == self.not_principal:
+            return False
+        hit = any(rx.match(action) for rx in self.actions)
+        if hit == self.not_action:
+            return False
+        hit = any(_match(_substitute(r, ctx), arn) for r in self.resources)
+        if hit == self.not_resource:
+            return False
+        return all(_condition(q, op, ie, key, vals, ctx) for q, op, ie, key, vals in self.conditions)
+
+
+def _principal_ids(principal) -> set[str] | None:
+    """None for everyone ("*"), else the names the principal lists (every form)."""
     if principal == "*":
+        return None
+    out = set()
+    for kind, values in principal.items():
+        for v in _as_list(values):
+            if v == "*":
+                return None
+            out.add(str(v))
+    return out
+
+
+def _principal_hit(principal: set[str] | None, user: str | None, ids: Iterable[str]) -> bool:
+    if principal is None:
         return True
-    values = _as_list(principal.get("AWS", [])) if isinstance(principal, dict) else _as_list(principal)
-    for value in values:
-        value = str(value)
-        if value == "*" or value == user or value.rsplit("/", 1)[-1] == user or value.rsplit(":", 1)[-1] == user:
+    if user is None:  # anonymous: only "*"
+        return False
+    names = {user, *ids}
+    for value in principal:
+        if value in names:
+            return True
+        tail = value.rsplit("/", 1)[-1] if "/" in value else value.rsplit(":", 1)[-1]
+        if tail in names:
             return True
     return False
 
 
-def _matches(st: dict, user: str, action: str, resource: str) -> bool:
-    if not _principal_matches(st["Principal"], user):
-        return False
-    if not any(fnmatch.fnmatchcase(action, a) for a in _as_list(st["Action"])):
-        return False
-    return any(fnmatch.fnmatchcase(resource, str(r)[len(ARN_PREFIX):]) for r in _as_list(st["Resource"]))
+# -- condition operators ---------------------------------------------------------------------
 
 
-def is_allowed(policy: dict | None, *, user: str, admin: bool, owner: str, action: str, resource: str) -> bool:
-    """Whether ``user`` may do ``action`` on ``resource`` ("bucket" or "bucket/key")."""
+def _num(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _ip_in(value: str, network: str) -> bool:
+    try:
+        return ipaddress.ip_address(value) in ipaddress.ip_network(network, strict=False)
+    except ValueError:
+        return False
+
+
+def _positive(op: str, have: str, want: str) -> bool:
+    """Whether one context value satisfies one policy value under the positive form of ``op``."""
+    if op in ("StringEquals", "StringNotEquals", "ArnEquals", "ArnNotEquals"):
+        return have == want.replace("\0", "")
+    if op in ("StringEqualsIgnoreCase", "StringNotEqualsIgnoreCase"):
+        return have.lower() == want.replace("\0", "").lower()
+    if op in ("StringLike", "StringNotLike", "ArnLike", "ArnNotLike"):
+        return _match(want, have)
+    if op.startswith("Numeric"):
+        a, b = _num(have), _num(want)
+        if a is None or b is None:
+            return False
+        return _compare(op[len("Numeric"):], a, b)
+    if op.startswith("Date"):
+        a, b = _parse_date(have), _parse_date(want)
+        if a is None or b is None:
+            return False
+        return _compare(op[len("Date"):], a, b)
+    if op == "Bool":
+        return have.lower() == want.lower()
+    if op == "BinaryEquals":
+        try:
+            return base64.b64decode(want) == have.encode()
+        except ValueError:
+            return False
+    if op in ("IpAddress", "NotIpAddress"):
+        return _ip_in(have, want)
+    return False
+
+
+def _compare(kind: str, a: float, b: float) -> bool:
+    return {"Equals": a == b, "NotEquals": a == b, "LessThan": a < b, "LessThanEquals": a <= b,
+            "GreaterThan": a > b, "GreaterThanEquals": a >= b}[kind]
+
+
+def _condition(qualifier: str, op: str, if_exists: bool, key: str, wanted: list[str], ctx: Context) -> bool:
+    have = ctx.get(key)
+    if op == "Null":
+        absent = not have
+        return any((w.lower() == "true") == absent for w in wanted)
+    negated = op in NEGATED
+    wanted = [_substitute(w, ctx) for w in wanted]
+    if not have:
+        if qualifier == "ForAllValues":
+            return True
+        if qualifier == "ForAnyValue":
+            return False
+        return if_exists or negated
+
+    def value_ok(h: str) -> bool:
+        hit = any(_positive(op, h, w) for w in wanted)
+        return not hit if negated else hit
+
+    if qualifier == "ForAllValues":
+        return all(value_ok(h) for h in have)
+    if qualifier == "ForAnyValue":
+        return any(value_ok(h) for h in have)
+    if negated:  # single-valued key: none of the listed values may match
+        return all(value_ok(h) for h in have)
+    return any(value_ok(h) for h in have)
+
+
+# -- evaluation ------------------------------------------------------------------------------
+
+_cache: dict[int, tuple[dict, list[_Statement]]] = {}
+
+
+def compiled(policy: dict) -> list[_Statement]:
+    """The compiled statements of a stored policy document (compiled once per document)."""
+    hit = _cache.get(id(policy))
+    if hit is not None and hit[0] is policy:
+        return hit[1]
+    statements = [_Statement(st) for st in _as_list(policy.get("Statement", []))]
+    if len(_cache) > 1024:
+        _cache.clear()
+    _cache[id(policy)] = (policy, statements)
+    return statements
+
+
+def evaluate(policy: dict | None, *, user: str | None, action: str, resource: str,
+             context: Context | None = None, ids: Iterable[str] = ()) -> str | None:
+    """The policy's decision for ``user`` (None: anonymous; ``ids``: other names the requester
+    goes by, e.g. its canonical id) doing ``action`` on ``resource`` ("bucket" or "bucket/key"):
+    ``DENY`` if a Deny statement applies, else ``ALLOW`` if an Allow applies, else None."""
+    if not policy:
+        return None
+    ctx = context or Context()
+    arn = ARN_PREFIX + resource
+    decision = None
+    for st in compiled(policy):
+        if st.applies(user, ids, action, arn, ctx):
+            if st.effect == DENY:
+                return DENY
+            decision = ALLOW
+    return decision
+
+
+def is_allowed(policy: dict | None, *, user: str, admin: bool, owner: str, action: str, resource: str,
+               context: Context | None = None) -> bool:
+    """Whether ``user`` may do ``action`` on ``resource`` without ACLs: admin keys always;
+    an explicit Deny refuses (the owner keeps the policy actions); then the owner, or an Allow."""
     if admin:
         return True
-    statements = _as_list(policy.get("Statement", [])) if policy else []
-    if any(st["Effect"] == "Deny" and _matches(st, user, action, resource) for st in statements):
+    if user == owner and action in POLICY_ACTIONS:
+        return True
+    decision = evaluate(policy, user=user, action=action, resource=resource, context=context)
+    if decision == DENY:
         return False
     if user == owner:
         return True
     if action in OWNER_ONLY:
         return False
-    return any(st["Effect"] == "Allow" and _matches(st, user, action, resource) for st in statements)
+    return decision == ALLOW
+
+
+# -- action names ----------------------------------------------------------------------------
+
+# bucket sub-resource -> (GET action, PUT action, DELETE action)
+_BUCKET_SUBRESOURCES = {
+    "policy": ("s3:GetBucketPolicy", "s3:PutBucketPolicy", "s3:DeleteBucketPolicy"),
+    "versioning": ("s3:GetBucketVersioning", "s3:PutBucketVersioning", "s3:PutBucketVersioning"),
+    "lifecycle": ("s3:GetLifecycleConfiguration", "s3:PutLifecycleConfiguration", "s3:PutLifecycleConfiguration"),
+    "cors": ("s3:GetBucketCORS", "s3:PutBucketCORS", "s3:PutBucketCORS"),
+    "tagging": ("s3:GetBucketTagging", "s3:PutBucketTagging", "s3:PutBucketTagging"),
+    "acl": ("s3:GetBucketAcl", "s3:PutBucketAcl", "s3:PutBucketAcl"),
+    "encryption": ("s3:GetEncryptionConfiguration", "s3:PutEncryptionConfiguration",
+                   "s3:PutEncryptionConfiguration"),
+    "object-lock": ("s3:GetBucketObjectLockConfiguration", "s3:PutBucketObjectLockConfiguration",
+                    "s3:PutBucketObjectLockConfiguration"),
+    "ownershipControls": ("s3:GetBucketOwnershipControls", "s3:PutBucketOwnershipControls",
+                          "s3:PutBucketOwnershipControls"),
+    "publicAccessBlock": ("s3:GetBucketPublicAccessBlock", "s3:PutBucketPublicAccessBlock",
+                          "s3:PutBucketPublicAccessBlock"),
+    "policyStatus": ("s3:GetBucketPolicyStatus", "s3:GetBucketPolicyStatus", "s3:GetBucketPolicyStatus"),
+    "website": ("s3:GetBucketWebsite", "s3:PutBucketWebsite", "s3:DeleteBucketWebsite"),
+    "logging": ("s3:GetBucketLogging", "s3:PutBucketLogging", "s3:PutBucketLogging"),
+    "notification": ("s3:GetBucketNotification", "s3:PutBucketNotification", "s3:PutBucketNotification"),
+    "replication": ("s3:GetReplicationConfiguration", "s3:PutReplicationConfiguration",
+                    "s3:PutReplicationConfiguration"),
+    "requestPayment": ("s3:GetBucketRequestPayment", "s3:PutBucketRequestPayment", "s3:PutBucketRequestPayment"),
+    "accelerate": ("s3:GetAccelerateConfiguration", "s3:PutAccelerateConfiguration",
+                   "s3:PutAccelerateConfiguration"),
+    "location": ("s3:GetBucketLocation", "s3:GetBucketLocation", "s3:GetBucketLocation"),
+    "versions": ("s3:ListBucketVersions", "s3:ListBucketVersions", "s3:ListBucketVersions"),
+    "uploads": ("s3:ListBucketMultipartUploads", "s3:ListBucketMultipartUploads", "s3:ListBucketMultipartUploads"),
+}
+# object sub-resource -> (GET, PUT, DELETE, and the versioned GET / PUT / DELETE)
+_OBJECT_SUBRESOURCES = {
+    "tagging": ("s3:GetObjectTagging", "s3:PutObjectTagging", "s3:DeleteObjectTagging",
+                "s3:GetObjectVersionTagging", "s3:PutObjectVersionTagging", "s3:DeleteObjectVersionTagging"),
+    "acl": ("s3:GetObjectAcl", "s3:PutObjectAcl", "s3:PutObjectAcl",
+            "s3:GetObjectVersionAcl", "s3:PutObjectVersionAcl", "s3:PutObjectVersionAcl"),
+    "retention": ("s3:GetObjectRetention", "s3:PutObjectRetention", "s3:PutObjectRetention",) * 2,
+    "legal-hold": ("s3:GetObjectLegalHold", "s3:PutObjectLegalHold", "s3:PutObjectLegalHold",) * 2,
+    "torrent": ("s3:GetObjectTorrent", "s3:GetObjectTorrent", "s3:GetObjectTorrent",
+                "s3:GetObjectVersionTorrent", "s3:GetObjectVersionTorrent", "s3:GetObjectVersionTorrent"),
+    "attributes": ("s3:GetObjectAttributes", "s3:GetObjectAttributes", "s3:GetObjectAttributes",
+                   "s3:GetObjectVersionAttributes", "s3:GetObjectVersionAttributes", "s3:GetObjectVersionAttributes"),
+}
 
 
 def action_for(method: str, query: dict, has_key: bool, copy: bool = False) -> str:
-    """The IAM-style action name of an S3 request."""
+    """The IAM action name of an S3 request (as AWS documents each operation's permission)."""
+    slot = {"GET": 0, "HEAD": 0, "PUT": 1, "POST": 1}.get(method, 2)
     if not has_key:
-        if "policy" in query:
-            return {"GET": "s3:GetBucketPolicy", "PUT": "s3:PutBucketPolicy"}.get(method, "s3:DeleteBucketPolicy")
-        if "versioning" in query:
-            return "s3:PutBucketVersioning" if method == "PUT" else "s3:GetBucketVersioning"
-        if "lifecycle" in query:
-            return "s3:PutLifecycleConfiguration" if method != "GET" else "s3:GetLifecycleConfiguration"
+        for name, actions in _BUCKET_SUBRESOURCES.items():
+            if name in query:
+                return actions[slot]
         if method == "DELETE":
             return "s3:DeleteBucket"
+        if method == "PUT":
+            return "s3:CreateBucket"
         if method == "POST" and "delete" in query:
             return "s3:DeleteObject"
-        if "versions" in query:
-            return "s3:ListBucketVersions"
-        if "uploads" in query:
-            return "s3:ListBucketMultipartUploads"
-        if "location" in query:
-            return "s3:GetBucketLocation"
         return "s3:ListBucket"
-    if "tagging" in query:
-        return {"GET": "s3:GetObjectTagging", "PUT": "s3:PutObjectTagging"}.get(method, "s3:DeleteObjectTagging")
-    if method in ("GET", "HEAD"):
-        if "uploadId" in query:
+    versioned = bool(query.get("versionId"))
+    for name, actions in _OBJECT_SUBRESOURCES.items():
+        if name in query:
+            return actions[slot + (3 if versioned else 0)]
+    if "uploadId" in query:
+        if method == "GET":
             return "s3:ListMultipartUploadParts"
-        return "s3:GetObjectVersion" if query.get("versionId") else "s3:GetObject"
-    if method == "DELETE":
-        if "uploadId" in query:
+        if method == "DELETE":
             return "s3:AbortMultipartUpload"
-        return "s3:DeleteObjectVersion" if query.get("versionId") else "s3:DeleteObject"
+        return "s3:PutObject"
+    if method in ("GET", "HEAD"):
+        return "s3:GetObjectVersion" if versioned else "s3:GetObject"
+    if method == "DELETE":
+        return "s3:DeleteObjectVersion" if versioned else "s3:DeleteObject"
+    if method == "POST" and "restore" in query:
+        return "s3:RestoreObject"
     return "s3:PutObject"

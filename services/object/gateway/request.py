@@ -22,6 +22,8 @@ class Request:
     key: str = ""
     receive: object = None
     auth: AuthContext | None = None
+    client: str = ""          # the peer's address (aws:SourceIp)
+    scheme: str = "http"      # "https" behind TLS (aws:SecureTransport)
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16].upper())
 
     def body(self) -> Body:

@@ -102,6 +102,8 @@ def parse_amz_date(value: str) -> float:
 
 def _check_skew(amz_date: str, now: float) -> None:
     ts = parse_amz_date(amz_date)
+    if ts < 0:
+        raise S3Error("AccessDenied", f"Invalid date {amz_date!r}: before 1970")
     if abs(now - ts) > MAX_SKEW_SECONDS:
         raise S3Error(
             "RequestTimeTooSkewed",
@@ -141,7 +143,19 @@ def verify_request(method: str, raw_path: str, raw_query: str, headers: dict[str
         return _verify_header(method, raw_path, raw_query, headers, auth, users, region, now)
     if "X-Amz-Signature=" in raw_query:
         return _verify_presigned(method, raw_path, raw_query, headers, users, region, now)
-    raise S3Error("AccessDenied", "Anonymous requests are not allowed; sign the request with SigV4")
+    return ANONYMOUS
+
+
+def _matching_sts(key: bytes, signature: str, amz_date: str, scope: str, creq: str) -> str | None:
+    """The string to sign whose signature is ``signature``, or None. Header values arrive as
+    bytes (read as latin-1): clients sign the bytes they send (UTF-8 for non-ASCII metadata),
+    and some sign the UTF-8 of text they sent as latin-1; both are tried."""
+    encodings = ("utf-8",) if creq.isascii() else ("latin-1", "utf-8")
+    for encoding in encodings:
+        sts = "\n".join([ALGORITHM, amz_date, scope, hashlib.sha256(creq.encode(encoding)).hexdigest()])
+        if hmac.compare_digest(hmac_hex(key, sts), signature):
+            return sts
+    return None
 
 
 def _verify_header(method, raw_path, raw_query, headers, auth, users, region, now) -> AuthContext:
@@ -171,10 +185,10 @@ def _verify_header(method, raw_path, raw_query, headers, auth, users, region, no
     creq = "\n".join([method, raw_path, canonical_query(raw_query),
                       _canonical_headers(headers, signed_list), signed, payload_hash])
     scope = f"{date}/{cred_region}/s3/aws4_request"
-    sts = "\n".join([ALGORITHM, amz_date, scope, hashlib.sha256(creq.encode()).hexdigest()])
     key = signing_key(user["secret_key"], date, cred_region, "s3")
-    expected = hmac_hex(key, sts)
-    if not hmac.compare_digest(expected, signature):
+    sts = _matching_sts(key, signature, amz_date, scope, creq)
+    if sts is None:
+        sts = "\n".join([ALGORITHM, amz_date, scope, hashlib.sha256(creq.encode()).hexdigest()])
         raise S3Error("SignatureDoesNotMatch", AWSAccessKeyId=access_key, StringToSign=sts,
                       CanonicalRequest=creq)
     return AuthContext(access_key, user.get("user", access_key), bool(user.get("admin")),
@@ -197,7 +211,9 @@ def _verify_presigned(method, raw_path, raw_query, headers, users, region, now) 
     except (KeyError, ValueError) as exc:
         raise S3Error("AuthorizationQueryParametersError", f"Presigned URL parameter problem: {exc}") from None
     if not 0 < expires <= MAX_PRESIGN_EXPIRES:
-        raise S3Error("AuthorizationQueryParametersError", "X-Amz-Expires must be between 1 and 604800 seconds")
+        # S3 refuses these with 403 (a presigned URL that can never be valid)
+        raise S3Error("AccessDenied", "X-Amz-Expires must be between 1 and 604800 seconds (a week)",
+                      Expires=str(expires))
     access_key, date, cred_region = _parse_credential(credential, region)
     user = _lookup(users, access_key)
     start = parse_amz_date(amz_date)
@@ -211,13 +227,18 @@ def _verify_presigned(method, raw_path, raw_query, headers, users, region, now) 
                       _canonical_headers(headers, signed_list), signed, UNSIGNED
                       if "x-amz-content-sha256" not in signed_list else payload_hash])
     scope = f"{date}/{cred_region}/s3/aws4_request"
-    sts = "\n".join([ALGORITHM, amz_date, scope, hashlib.sha256(creq.encode()).hexdigest()])
     key = signing_key(user["secret_key"], date, cred_region, "s3")
-    if not hmac.compare_digest(hmac_hex(key, sts), signature):
+    sts = _matching_sts(key, signature, amz_date, scope, creq)
+    if sts is None:
+        sts = "\n".join([ALGORITHM, amz_date, scope, hashlib.sha256(creq.encode()).hexdigest()])
         raise S3Error("SignatureDoesNotMatch", AWSAccessKeyId=access_key, StringToSign=sts,
                       CanonicalRequest=creq)
     return AuthContext(access_key, user.get("user", access_key), bool(user.get("admin")),
                        payload_hash, amz_date, scope, key, signature)
+
+
+# an unsigned request: what it may do is up to bucket ACLs and policies (see .access)
+ANONYMOUS = AuthContext("", "", False, UNSIGNED, "", "", b"", "")
 
 
 def chunk_string_to_sign(ctx: AuthContext, previous: str, chunk_sha256: str) -> str:

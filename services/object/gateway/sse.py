@@ -573,6 +573,11 @@ def completed_meta(info: dict | None, nonce_prefixes: list[str]) -> dict | None:
     return {**info, "nps": list(nonce_prefixes)}
 
 
+def describe(info: dict | None) -> dict | None:
+    """What the response headers need of ``meta["sse"]`` (no key material)."""
+    return {k: v for k, v in info.items() if k in ("m", "kid", "bk")} if info else None
+
+
 def nonce_text(cipher: ChunkCipher | None) -> str | None:
     """A piece's nonce prefix as kept in JSON."""
     return _b64(cipher.np) if cipher is not None else None

@@ -23,9 +23,7 @@ def test_bucket_lifecycle(s3):
     assert name in [b["Name"] for b in s3.list_buckets()["Buckets"]]
     s3.head_bucket(Bucket=name)
     assert s3.get_bucket_location(Bucket=name).get("LocationConstraint") in (None, "")
-    with pytest.raises(ClientError) as e:
-        s3.create_bucket(Bucket=name)
-    assert code_of(e) == "BucketAlreadyOwnedByYou"
+    s3.create_bucket(Bucket=name)  # the owner again, in us-east-1: 200, as S3 answers there
     s3.put_object(Bucket=name, Key="k", Body=b"x")
     with pytest.raises(ClientError) as e:
         s3.delete_bucket(Bucket=name)

@@ -185,7 +185,7 @@ def test_key_too_long_and_unknown_subresource(gateway, s3, bucket):
         s3.put_object(Bucket=bucket, Key="k" * 1025, Body=b"x")
     assert code_of(e) == "KeyTooLongError"
     s3.put_object(Bucket=bucket, Key="k" * 1024, Body=b"x")
-    url = f"{gateway.endpoint}/{bucket}?cors"
+    url = f"{gateway.endpoint}/{bucket}?analytics"
     r = requests.get(url, headers=s3raw.sign("GET", url, ACCESS, SECRET))
     assert r.status_code == 501 and xml_code(r.text) == "NotImplemented"
     url = f"{gateway.endpoint}/{bucket}?list-type=2&made-up-parameter=1"

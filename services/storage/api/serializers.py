@@ -36,13 +36,44 @@ class DeviceField(serializers.Field):
 
 class PoolSerializer(serializers.ModelSerializer):
     devices = serializers.ListField(child=DeviceField(), required=False, default=list)
-    driver = serializers.ChoiceField(choices=["local", "directory", "spdk"], required=False)
+    driver = serializers.ChoiceField(choices=["local", "directory", "spdk", "ceph"],
+                                     required=False)
+    redundancy = serializers.RegexField(
+        r"^(none|mirror|mirror3|raid10|replicated:\d{1,2}|ec:\d{1,2}\+\d{1,2})$",
+        max_length=16, required=False, default="none",
+        help_text="none, mirror, mirror3 or raid10; on a ceph pool replicated:N (default "
+                  "replicated:3) or ec:K+M.")
+    ceph_conf = serializers.CharField(
+        max_length=500, required=False, write_only=True,
+        help_text="ceph pools: path of the cluster's ceph.conf (default /etc/ceph/ceph.conf).")
+    ceph_client = serializers.RegexField(
+        r"^[A-Za-z0-9._-]{1,64}$", required=False, write_only=True,
+        help_text="ceph pools: the cephx client name, e.g. strata for client.strata "
+                  "(default admin).")
+    ceph_keyring = serializers.CharField(
+        max_length=500, required=False, write_only=True,
+        help_text="ceph pools: keyring path, if not the one ceph.conf names.")
+    failure_domain = serializers.ChoiceField(
+        choices=["osd", "host", "rack"], required=False, write_only=True,
+        help_text="ceph pools: the CRUSH bucket type copies are spread over (default host).")
+    min_size = serializers.IntegerField(
+        min_value=1, max_value=20, required=False, write_only=True,
+        help_text="ceph pools: copies that must be up to accept writes.")
+    ceph = serializers.JSONField(read_only=True, help_text=(
+        "ceph pools: conf, client, keyring, failure_domain, min_size."))
+    health_detail = serializers.JSONField(read_only=True, help_text=(
+        "ceph pools: the cluster's status (HEALTH_OK/WARN/ERR), reasons, failed_domains "
+        "(failure domains with an OSD down), pg_states and recovery progress."))
+
+    CEPH_FIELDS = ("ceph_conf", "ceph_client", "ceph_keyring", "failure_domain", "min_size")
 
     class Meta:
         model = Pool
         fields = ["id", "name", "driver", "devices", "redundancy", "media", "state", "error",
                   "mountpoint", "size_bytes", "used_bytes", "free_bytes", "device_status",
-                  "features_off", "created_at", "updated_at"]
+                  "features_off", "ceph_conf", "ceph_client", "ceph_keyring",
+                  "failure_domain", "min_size", "ceph", "health_detail",
+                  "created_at", "updated_at"]
         read_only_fields = ["state", "error", "mountpoint", "size_bytes", "used_bytes",
                             "free_bytes", "device_status", "features_off",
                             "created_at", "updated_at"]
@@ -51,6 +82,15 @@ class PoolSerializer(serializers.ModelSerializer):
         if self.instance is not None:
             raise serializers.ValidationError("A pool's devices and layout cannot be changed.")
         attrs.setdefault("driver", default_driver_kind())
+        given = [f for f in self.CEPH_FIELDS if f in attrs]
+        if attrs["driver"] == "ceph":
+            return self._validate_ceph(attrs)
+        if given:
+            raise serializers.ValidationError({given[0]: "Only ceph pools take this."})
+        if attrs.get("redundancy", "none") not in Pool.MIN_DEVICES:
+            raise serializers.ValidationError({"redundancy": (
+                f"Redundancy {attrs['redundancy']} is for ceph pools; use none, mirror, "
+                "mirror3 or raid10.")})
         devices = attrs.get("devices") or []
         if attrs["driver"] == "directory":
             if devices:
@@ -71,6 +111,21 @@ class PoolSerializer(serializers.ModelSerializer):
             if used:
                 raise serializers.ValidationError({"devices": (
                     f"Device {sorted(used)[0]} is already in use by pool {pool.name}.")})
+        return attrs
+
+
+    def _validate_ceph(self, attrs):
+        if attrs.get("devices"):
+            raise serializers.ValidationError({"devices": (
+                "A ceph pool is placed on the cluster's OSDs by CRUSH: give no devices.")})
+        if "redundancy" not in self.initial_data:
+            attrs["redundancy"] = "replicated:3"
+        ceph = {"conf": attrs.pop("ceph_conf", None) or "/etc/ceph/ceph.conf",
+                "client": attrs.pop("ceph_client", None) or "admin",
+                "keyring": attrs.pop("ceph_keyring", None),
+                "failure_domain": attrs.pop("failure_domain", None) or "host",
+                "min_size": attrs.pop("min_size", None)}
+        attrs["ceph"] = ceph
         return attrs
 
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('object', '0005_lifecycle_schedule'),
+        ('object', '0006_bucket_access'),
     ]
 
     operations = [

@@ -1,0 +1,274 @@
+"""Bucket policies over the wire: conditions on the S3 and global keys, Not* elements, policy
+variables, explicit deny, and PutBucketPolicy's validation (MalformedPolicy, never a 5xx).
+
+One gateway for the module, with an owner (alice), two other users (bob, carol) and the admin.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import uuid
+
+import pytest
+import requests
+from botocore.exceptions import ClientError
+
+from services.object.tests import s3raw
+from services.object.tests.gatewayproc import ACCESS, SECRET, USER_ACCESS, USER_SECRET, GatewayProcess
+
+BOB, BOB_SECRET = "BOBKEY", "bob-secret"
+CAROL, CAROL_SECRET = "CAROLKEY", "carol-secret"
+
+
+@pytest.fixture(scope="module")
+def gw():
+    workdir = tempfile.mkdtemp(prefix="strata-policy-")
+    g = GatewayProcess(workdir)
+    g.write_config({ACCESS: {"secret_key": SECRET, "user": "admin", "admin": True},
+                    USER_ACCESS: {"secret_key": USER_SECRET, "user": "alice"},
+                    BOB: {"secret_key": BOB_SECRET, "user": "bob"},
+                    CAROL: {"secret_key": CAROL_SECRET, "user": "carol"}})
+    try:
+        g.start()
+        yield g
+    finally:
+        g.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def alice(gw):
+    return gw.client(USER_ACCESS, USER_SECRET)
+
+
+@pytest.fixture(scope="module")
+def bob(gw):
+    return gw.client(BOB, BOB_SECRET)
+
+
+@pytest.fixture(scope="module")
+def carol(gw):
+    return gw.client(CAROL, CAROL_SECRET)
+
+
+@pytest.fixture
+def name(alice):
+    """A fresh bucket owned by alice."""
+    bucket = f"pol-{uuid.uuid4().hex[:10]}"
+    alice.create_bucket(Bucket=bucket)
+    return bucket
+
+
+def put_policy(client, bucket, *statements):
+    client.put_bucket_policy(Bucket=bucket, Policy=json.dumps({"Version": "2012-10-17",
+                                                               "Statement": list(statements)}))
+
+
+def denied(call) -> bool:
+    try:
+        call()
+    except ClientError as exc:
+        assert exc.response["Error"]["Code"] == "AccessDenied", exc.response
+        assert exc.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+        return True
+    return False
+
+
+def allow(principal, action, resource, condition=None, effect="Allow"):
+    st = {"Effect": effect, "Principal": principal, "Action": action, "Resource": resource}
+    if condition:
+        st["Condition"] = condition
+    return st
+
+
+def test_source_ip_and_explicit_deny(alice, bob, name):
+    alice.put_object(Bucket=name, Key="a", Body=b"a")
+    arn = f"arn:aws:s3:::{name}/*"
+    put_policy(alice, name, allow({"AWS": "bob"}, "s3:GetObject", arn, {"IpAddress": {"aws:SourceIp": "10.0.0.0/8"}}))
+    assert denied(lambda: bob.get_object(Bucket=name, Key="a"))
+    put_policy(alice, name, allow({"AWS": ["arn:aws:iam::000000000000:user/bob"]}, "s3:GetObject", arn,
+                                  {"IpAddress": {"aws:SourceIp": ["10.0.0.0/8", "127.0.0.0/8"]}}))
+    assert bob.get_object(Bucket=name, Key="a")["Body"].read() == b"a"
+    # a Deny that matches wins over the Allow, and binds the owner as well
+    put_policy(alice, name,
+               allow({"AWS": "bob"}, "s3:GetObject", arn),
+               allow("*", "s3:GetObject", arn, {"NotIpAddress": {"aws:SourceIp": "10.0.0.0/8"}}, effect="Deny"))
+    assert denied(lambda: bob.get_object(Bucket=name, Key="a"))
+    assert denied(lambda: alice.get_object(Bucket=name, Key="a"))
+    # the owner can still replace the policy that locks it out
+    alice.delete_bucket_policy(Bucket=name)
+    assert alice.get_object(Bucket=name, Key="a")["Body"].read() == b"a"
+
+
+def test_listing_keys_prefix_delimiter_max_keys(alice, bob, name):
+    for key in ("home/bob/1", "home/bob/2", "home/carol/1"):
+        alice.put_object(Bucket=name, Key=key, Body=b"x")
+    put_policy(alice, name, allow({"AWS": "bob"}, "s3:ListBucket", f"arn:aws:s3:::{name}", {
+        "StringLike": {"s3:prefix": ["home/bob/*", ""]},
+        "StringEqualsIfExists": {"s3:delimiter": "/"},
+        "NumericLessThanEquals": {"s3:max-keys": "100"}}))
+    got = bob.list_objects_v2(Bucket=name, Prefix="home/bob/", MaxKeys=10)
+    assert [o["Key"] for o in got["Contents"]] == ["home/bob/1", "home/bob/2"]
+    assert bob.list_objects_v2(Bucket=name, Delimiter="/", MaxKeys=100)["CommonPrefixes"] == [{"Prefix": "home/"}]
+    assert denied(lambda: bob.list_objects_v2(Bucket=name, Prefix="home/carol/", MaxKeys=10))
+    assert denied(lambda: bob.list_objects_v2(Bucket=name, Prefix="home/bob/", MaxKeys=101))
+    assert denied(lambda: bob.list_objects_v2(Bucket=name, Prefix="home/bob/", Delimiter="|", MaxKeys=10))
+    assert denied(lambda: bob.list_objects_v2(Bucket=name, Prefix="home/bob/"))  # no max-keys: Numeric is false
+
+
+def test_request_headers_and_null(alice, bob, name):
+    arn = f"arn:aws:s3:::{name}/*"
+    put_policy(alice, name,
+               allow({"AWS": "bob"}, "s3:PutObject", arn),
+               allow("*", "s3:PutObject", arn, {"Null": {"s3:x-amz-server-side-encryption": "true"}}, effect="Deny"),
+               allow("*", "s3:PutObject", arn, {"StringNotEqualsIfExists": {"s3:x-amz-acl": "bucket-owner-full-control"}},
+                     effect="Deny"))
+    assert denied(lambda: bob.put_object(Bucket=name, Key="plain", Body=b"x"))
+    assert denied(lambda: bob.put_object(Bucket=name, Key="acl", Body=b"x", ServerSideEncryption="AES256",
+                                         ACL="public-read"))
+    bob.put_object(Bucket=name, Key="ok", Body=b"x", ServerSideEncryption="AES256", ACL="bucket-owner-full-control")
+    # ...IfExists: an absent key makes the condition true, so this Deny applies
+    assert denied(lambda: bob.put_object(Bucket=name, Key="ok2", Body=b"x", ServerSideEncryption="AES256"))
+    assert alice.head_object(Bucket=name, Key="ok")["ContentLength"] == 1
+
+
+def test_object_tags_existing_and_requested(alice, bob, name):
+    alice.put_object(Bucket=name, Key="pub", Body=b"p", Tagging="public=yes&team=red")
+    alice.put_object(Bucket=name, Key="priv", Body=b"q", Tagging="public=no")
+    arn = f"arn:aws:s3:::{name}/*"
+    put_policy(alice, name,
+               allow({"AWS": "bob"}, "s3:GetObject", arn, {"StringEquals": {"s3:ExistingObjectTag/public": "yes"}}),
+               allow({"AWS": "bob"}, "s3:PutObject", arn, {
+                   "StringEquals": {"s3:RequestObjectTag/team": "blue"},
+                   "ForAllValues:StringEquals": {"s3:RequestObjectTagKeys": ["team", "owner"]}}))
+    assert bob.get_object(Bucket=name, Key="pub")["Body"].read() == b"p"
+    assert denied(lambda: bob.get_object(Bucket=name, Key="priv"))
+    assert denied(lambda: bob.get_object(Bucket=name, Key="missing"))
+    bob.put_object(Bucket=name, Key="new", Body=b"n", Tagging="team=blue&owner=bob")
+    assert denied(lambda: bob.put_object(Bucket=name, Key="new2", Body=b"n", Tagging="team=red"))
+    assert denied(lambda: bob.put_object(Bucket=name, Key="new3", Body=b"n", Tagging="team=blue&cost=1"))
+    assert denied(lambda: bob.put_object(Bucket=name, Key="new4", Body=b"n"))
+
+
+def test_not_principal_not_action_not_resource(alice, bob, carol, name):
+    for key in ("open/a", "secret/b"):
+        alice.put_object(Bucket=name, Key=key, Body=b"x")
+    bucket_arn = f"arn:aws:s3:::{name}"
+    put_policy(alice, name,
+               # everything but deletes, on everything but secret/, for everyone
+               {"Effect": "Allow", "Principal": "*", "NotAction": ["s3:Delete*", "s3:Put*"],
+                "NotResource": f"{bucket_arn}/secret/*"},
+               # secret/ only for bob (and the owner): a Deny for everyone who is not bob or alice
+               {"Effect": "Deny", "NotPrincipal": {"AWS": ["bob", "alice"]}, "Action": "s3:*",
+                "Resource": f"{bucket_arn}/secret/*"},
+               allow({"AWS": "bob"}, "s3:GetObject", f"{bucket_arn}/secret/*"))
+    assert carol.get_object(Bucket=name, Key="open/a")["Body"].read() == b"x"
+    assert len(carol.list_objects_v2(Bucket=name)["Contents"]) == 2
+    assert denied(lambda: carol.delete_object(Bucket=name, Key="open/a"))
+    assert denied(lambda: carol.put_object(Bucket=name, Key="open/c", Body=b"c"))
+    assert denied(lambda: carol.get_object(Bucket=name, Key="secret/b"))
+    assert bob.get_object(Bucket=name, Key="secret/b")["Body"].read() == b"x"
+    assert alice.get_object(Bucket=name, Key="secret/b")["Body"].read() == b"x"
+
+
+def test_policy_variables_and_wildcard_resources(alice, bob, carol, name):
+    for key in ("home/bob/x", "home/carol/x"):
+        alice.put_object(Bucket=name, Key=key, Body=key.encode())
+    put_policy(alice, name, allow("*", ["s3:GetObject", "s3:PutObject"], "arn:aws:s3:::*/home/${aws:username}/*"))
+    assert bob.get_object(Bucket=name, Key="home/bob/x")["Body"].read() == b"home/bob/x"
+    assert carol.get_object(Bucket=name, Key="home/carol/x")["Body"].read() == b"home/carol/x"
+    bob.put_object(Bucket=name, Key="home/bob/new", Body=b"n")
+    assert denied(lambda: bob.get_object(Bucket=name, Key="home/carol/x"))
+    assert denied(lambda: bob.put_object(Bucket=name, Key="home/carol/new", Body=b"n"))
+
+
+def test_global_keys_transport_time_agent_referer_version(gw, alice, bob, name):
+    alice.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+    v1 = alice.put_object(Bucket=name, Key="k", Body=b"1")["VersionId"]
+    alice.put_object(Bucket=name, Key="k", Body=b"2")
+    arn = f"arn:aws:s3:::{name}/*"
+    # plain HTTP is not secure transport: a Deny on it refuses everyone
+    put_policy(alice, name, allow("*", "s3:GetObject", arn, {"Bool": {"aws:SecureTransport": "false"}}, effect="Deny"))
+    assert denied(lambda: alice.get_object(Bucket=name, Key="k"))
+    put_policy(alice, name, allow({"AWS": "bob"}, ["s3:GetObject", "s3:GetObjectVersion"], arn, {
+        "DateGreaterThan": {"aws:CurrentTime": "2020-01-01T00:00:00Z"},
+        "DateLessThan": {"aws:CurrentTime": "2999-01-01T00:00:00Z"},
+        "StringLike": {"aws:UserAgent": "*Boto3*", "aws:Referer": "https://app.example.com/*"}}),
+        allow({"AWS": "bob"}, "s3:GetObjectVersion", arn, {"StringEquals": {"s3:VersionId": v1}}, effect="Deny"))
+    assert denied(lambda: bob.get_object(Bucket=name, Key="k"))  # no Referer
+
+    def add_referer(request, **kwargs):
+        request.headers["Referer"] = "https://app.example.com/page"
+
+    bob.meta.events.register("before-sign.s3.GetObject", add_referer)
+    try:
+        assert bob.get_object(Bucket=name, Key="k")["Body"].read() == b"2"
+        assert denied(lambda: bob.get_object(Bucket=name, Key="k", VersionId=v1))
+    finally:
+        bob.meta.events.unregister("before-sign.s3.GetObject", add_referer)
+    put_policy(alice, name, allow({"AWS": "bob"}, "s3:GetObject", arn,
+                                  {"DateLessThan": {"aws:CurrentTime": "2001-01-01T00:00:00Z"}}))
+    assert denied(lambda: bob.get_object(Bucket=name, Key="k"))
+
+
+def test_copy_source_is_checked_against_its_policy(alice, bob, name):
+    alice.put_object(Bucket=name, Key="src", Body=b"s")
+    dest = f"dst-{uuid.uuid4().hex[:8]}"
+    bob.create_bucket(Bucket=dest)
+    assert denied(lambda: bob.copy_object(Bucket=dest, Key="c", CopySource={"Bucket": name, "Key": "src"}))
+    put_policy(alice, name, allow({"AWS": "bob"}, "s3:GetObject", f"arn:aws:s3:::{name}/src"))
+    bob.copy_object(Bucket=dest, Key="c", CopySource={"Bucket": name, "Key": "src"})
+    assert bob.get_object(Bucket=dest, Key="c")["Body"].read() == b"s"
+
+
+BAD_POLICIES = [
+    ("{not json", "Policies must be valid JSON and the first byte must be '{'"),
+    ('["array"]', "Policies must be valid JSON and the first byte must be '{'"),
+    ('{"Version": "2012-10-17"}', "Missing required field Statement"),
+    ('{"Statement": [{"Principal": "*", "Action": "s3:GetObject", "Resource": "R"}]}', "Missing required field Effect"),
+    ('{"Statement": [{"Effect": "Perhaps", "Principal": "*", "Action": "s3:GetObject", "Resource": "R"}]}',
+     "Invalid effect: Perhaps"),
+    ('{"Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "R"}]}',
+     "Missing required field Principal"),
+    ('{"Statement": [{"Effect": "Allow", "Principal": "*", "Resource": "R"}]}', "Missing required field Action"),
+    ('{"Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObjekt", "Resource": "R"}]}',
+     "Policy has invalid action"),
+    ('{"Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", '
+     '"Resource": "arn:aws:s3:::another-bucket/*"}]}', "Policy has invalid resource"),
+    ('{"Statement": [{"Effect": "Allow", "Principal": {"Nobody": "x"}, "Action": "s3:GetObject", "Resource": "R"}]}',
+     "Invalid principal in policy"),
+    ('{"Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "R", '
+     '"Condition": {"StringEqualz": {"s3:prefix": "a"}}}]}', "Invalid Condition type : StringEqualz"),
+    ('{"Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "R", '
+     '"Condition": {"StringEquals": {"s3:no-such-key": "a"}}}]}', "Policy has an invalid condition key"),
+    ('{"Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "R", '
+     '"Condition": {"NumericLessThan": {"s3:max-keys": "ten"}}}]}', "Invalid numeric value 'ten' for condition NumericLessThan"),
+    ('{"Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "R", '
+     '"Condition": {"IpAddress": {"aws:SourceIp": "300.1.1.1/8"}}}]}',
+     "Invalid IP address or CIDR block '300.1.1.1/8' in condition IpAddress"),
+    ('{"Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "R", "Extra": 1}]}',
+     "Unknown field Extra"),
+]
+
+
+def test_put_policy_validation(gw, alice, name):
+    url = f"{gw.endpoint}/{name}?policy"
+    for text, message in BAD_POLICIES:
+        body = text.replace('"R"', f'"arn:aws:s3:::{name}/*"').encode()
+        headers = s3raw.sign("PUT", url, USER_ACCESS, USER_SECRET, s3raw.hashlib.sha256(body).hexdigest())
+        r = requests.put(url, data=body, headers=headers)
+        assert r.status_code == 400, (text, r.text)
+        assert "<Code>MalformedPolicy</Code>" in r.text and f"<Message>{message}</Message>" in \
+            r.text.replace("&apos;", "'").replace("&#x27;", "'"), (text, r.text)
+    big = {"Statement": [allow("*", "s3:GetObject", f"arn:aws:s3:::{name}/{'k' * 100}{i}") for i in range(200)]}
+    with pytest.raises(ClientError) as e:
+        alice.put_bucket_policy(Bucket=name, Policy=json.dumps(big))
+    assert e.value.response["Error"]["Code"] == "MalformedPolicy"
+    assert e.value.response["Error"]["Message"] == "Policies must not exceed 20480 bytes (20 KB)"
+    with pytest.raises(ClientError) as e:
+        alice.get_bucket_policy(Bucket=name)
+    assert e.value.response["Error"]["Code"] == "NoSuchBucketPolicy"
+    # a policy for every bucket (arn:aws:s3:::*) is a valid policy of this one
+    put_policy(alice, name, allow({"AWS": "bob"}, "s3:*", "arn:aws:s3:::*"))
+    assert json.loads(alice.get_bucket_policy(Bucket=name)["Policy"])["Statement"][0]["Resource"] == "arn:aws:s3:::*"

@@ -1,0 +1,68 @@
+"""The development Ceph cluster for tests: one per test session, started on first use.
+
+Use the ``ceph_cluster`` fixture (registered for the whole suite by the root conftest.py),
+or, where a fixture cannot be asked for (driver factories), :func:`shared_cluster`. Both
+return a started :class:`dataplane.ceph_devcluster.DevCluster` (``conf``, ``keyring``,
+``client``, ``command()``, ``kill_osd()``, ``start_osd()``, ``wait_healthy()``); it is
+stopped and deleted when the session ends. Tests that kill an OSD start it again and wait
+for HEALTH_OK before they return, so the next test finds a healthy cluster.
+"""
+import atexit
+import os
+import shutil
+import tempfile
+
+import pytest
+
+_cluster = None
+
+
+def ceph_unavailable() -> str | None:
+    """Why the development cluster cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "the Ceph development cluster needs root"
+    for tool in ("ceph-mon", "ceph-mgr", "ceph-osd", "ceph-mds", "monmaptool"):
+        if not shutil.which(tool):
+            return f"{tool} is not installed (scripts/setup.sh installs the ceph packages)"
+    try:
+        import rados  # noqa: F401
+        import rbd  # noqa: F401
+    except ImportError:
+        return "python3-rados/python3-rbd are not linked into the venv (run scripts/setup.sh)"
+    return None
+
+
+def shared_cluster():
+    """The session's development cluster, started on the first call (skips without Ceph)."""
+    global _cluster
+    why = ceph_unavailable()
+    if why:
+        pytest.skip(why)
+    if _cluster is None:
+        # the cluster's modules run below the test suite: import on use, not at collection
+        from dataplane.ceph_devcluster import DevCluster
+
+        root = tempfile.mkdtemp(prefix="strata-test-ceph-")
+        cluster = DevCluster(root)
+        try:
+            cluster.up()
+        except BaseException:
+            cluster.destroy()
+            raise
+        _cluster = cluster
+        atexit.register(stop_shared_cluster)
+    return _cluster
+
+
+def stop_shared_cluster() -> None:
+    """Stop and delete the session's cluster (called when the session ends)."""
+    global _cluster
+    if _cluster is not None:
+        cluster, _cluster = _cluster, None
+        cluster.destroy()
+
+
+@pytest.fixture(scope="session")
+def ceph_cluster():
+    """A healthy development Ceph cluster (mon, mgr, 3 OSDs under hosts host0..2, 2 MDS)."""
+    return shared_cluster()
