@@ -23,6 +23,14 @@ def credentials_path() -> Path:
     return settings.DATA_DIR / "credentials.json"
 
 
+def tls_trust() -> dict:
+    """How clients trust the appliance's TLS certificate (`strata up --tls`): ``ca_bundle``
+    (the certificate file, to give as the CA bundle) and its SHA-256 ``tls_fingerprint``;
+    both None without TLS."""
+    options = getattr(settings, "SERVICE_OPTIONS", None) or {}
+    return {"ca_bundle": options.get("tls_cert"), "tls_fingerprint": options.get("tls_fingerprint")}
+
+
 def ensure_admin(api_url: str, console_url: str) -> dict:
     """Create the admin user on first start; (re)write credentials.json with its secrets."""
     for role in ROLES:
@@ -41,6 +49,7 @@ def ensure_admin(api_url: str, console_url: str) -> dict:
     token, _ = Token.objects.get_or_create(user=user)
     creds.update({"api_url": api_url, "console_url": console_url,
                   "username": user.username, "password": password, "token": token.key})
+    creds.update(tls_trust())
     write_private_json(path, creds)
     return creds
 

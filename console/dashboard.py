@@ -39,4 +39,14 @@ def dashboard_context() -> dict:
         "running_jobs": Job.objects.filter(state__in=["pending", "running"])[:20],
         "alerts": alerts(),
         "daemons": read_states(settings.DATA_DIR),
+        "tls": tls_trust(),
     }
+
+
+def tls_trust() -> dict | None:
+    """With `strata up --tls`: the certificate clients must trust (file, fingerprint)."""
+    options = getattr(settings, "SERVICE_OPTIONS", None) or {}
+    if not options.get("tls_cert"):
+        return None
+    return {"cert": options["tls_cert"], "fingerprint": options.get("tls_fingerprint", ""),
+            "generated": bool(options.get("tls_generated"))}

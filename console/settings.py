@@ -187,6 +187,8 @@ CELERY_BEAT_SCHEDULE = {name: task for module in modules_named("periodic")
 STRATA_DATAPLANE = os.environ.get("STRATA_DATAPLANE", "auto")
 # Options of `strata up` for the services (ports and such), see plumbing.process.DaemonSpec.
 SERVICE_OPTIONS = json.loads(os.environ.get("STRATA_SERVICE_OPTIONS") or "{}")
+# `strata up --tls`: the console's session and CSRF cookies travel over HTTPS only
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = bool(SERVICE_OPTIONS.get("tls_cert"))
 # A job row is updated at most this often while it reports progress.
 STRATA_JOB_PROGRESS_INTERVAL = 0.5
 

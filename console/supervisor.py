@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from console.daemons import write_states
 from plane.discovery import modules_named
+from plumbing import tls
 from plumbing.process import (Child, ChildFailed, DaemonSpec, RestartPolicy, describe_exit,
                               socket_answers, wait_for_socket)
 
@@ -234,8 +236,10 @@ def _wait(child: Child, ready, timeout: float, what: str) -> None:
         raise SystemExit(f"strata up: {exc}; see {child.log}" + _indented(exc.tail)) from None
 
 
-def _http_answers(url: str) -> bool:
-    with urllib.request.urlopen(url, timeout=2):
+def _http_answers(url: str, cafile: str | None = None) -> bool:
+    """Whether ``url`` answers; over HTTPS trusting ``cafile`` (`strata up --tls`)."""
+    context = ssl.create_default_context(cafile=cafile) if cafile else None
+    with urllib.request.urlopen(url, timeout=2, context=context):
         return True
 
 
@@ -284,14 +288,38 @@ def _release(manage: list, env: dict, data: Path) -> None:
               flush=True)
 
 
+def _tls_options(data: Path, options: dict) -> dict:
+    """With ``--tls``: the certificate (the operator's or the appliance's own, made once), its
+    fingerprint printed; the daemons find it in the options (``tls_cert``, ``tls_key``), and
+    the appliance's own processes trust it besides the system's CAs (environment)."""
+    if not options.get("tls"):
+        if options.get("tls_cert") or options.get("tls_key"):
+            raise SystemExit("strata up: --tls-cert and --tls-key need --tls")
+        return {}
+    hosts = [options.get(k) for k in ("host", "data_host", "s3_host", "file_bind")]
+    hosts += [f"*.{d}" for d in options.get("s3_domains") or ["localhost"]]
+    try:
+        cert = tls.certificate(data, options.get("tls_cert"), options.get("tls_key"),
+                               [h for h in hosts if h])
+    except tls.TlsError as exc:
+        raise SystemExit(f"strata up: {exc}") from None
+    options.update(tls_cert=cert.cert, tls_key=cert.key, tls_fingerprint=cert.fingerprint,
+                   tls_generated=cert.generated)
+    print(f"TLS certificate: {cert.cert}{' (made by Strata, self-signed)' if cert.generated else ''}"
+          f"\n  SHA-256 fingerprint: {cert.fingerprint}", flush=True)
+    bundle = tls.trust_bundle(data / "run" / "trust.pem", cert.cert)
+    return {"SSL_CERT_FILE": bundle, "REQUESTS_CA_BUNDLE": bundle, "AWS_CA_BUNDLE": bundle}
+
+
 def up(data_dir: str, host: str, port: int, default_pool_size: str,
        options: dict | None = None) -> int:
     data = Path(data_dir).resolve()
     for sub in ("run", "log"):
         (data / sub).mkdir(parents=True, exist_ok=True)
     options = dict(options or {}, host=host, port=port, supervised=True)
+    trust = _tls_options(data, options)
     env = dict(os.environ, STRATA_DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="console.settings",
-               PYTHONUNBUFFERED="1", STRATA_SERVICE_OPTIONS=json.dumps(options))
+               PYTHONUNBUFFERED="1", STRATA_SERVICE_OPTIONS=json.dumps(options), **trust)
     py = sys.executable
     sup = Supervisor(data, env)
 
@@ -326,15 +354,18 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
             for spec in module.daemons(data, options):
                 _start_daemon(sup, spec)
         shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-        base = f"http://{shown}:{port}"
+        base = f"{'https' if trust else 'http'}://{shown}:{port}"
         print(sup.run_once("bootstrap", manage + [
             "strata_bootstrap", "--api-url", f"{base}/api/v1/", "--console-url", f"{base}/",
             "--default-pool-size", default_pool_size]).strip(), flush=True)
         health = f"{base}/api/v1/health"
+        cafile = options.get("tls_cert")
         argv = [py, "-m", "uvicorn", "console.asgi:application", "--host", host, "--port",
                 str(port), "--lifespan", "off"]
+        if trust:
+            argv += ["--ssl-certfile", options["tls_cert"], "--ssl-keyfile", options["tls_key"]]
         web = sup.start("web", argv, essential=True, spec=DaemonSpec(
-            name="web", argv=argv, ready=lambda: _http_answers(health)))
+            name="web", argv=argv, ready=lambda: _http_answers(health, cafile)))
         argv = [py, "-m", "celery", "-A", "plane", "worker", "-l", "info", "--concurrency",
                 "2", "-n", f"strata-{port}@%h"]
         broker = env.get("STRATA_REDIS_URL") or f"redis+socket://{data / 'run' / 'redis.sock'}"
@@ -343,7 +374,7 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
         sup.start("beat", [py, "-m", "celery", "-A", "plane", "beat", "-l", "info",
                            "--schedule", str(data / "run" / "celerybeat-schedule"),
                            "--pidfile", ""])
-        _wait(web, lambda: _http_answers(health), 60.0, f"waiting for {health}")
+        _wait(web, lambda: _http_answers(health, cafile), 60.0, f"waiting for {health}")
         print(f"Strata is up.\n  console:     {base}/\n  API:         {base}/api/v1/\n"
               f"  credentials: {data / 'credentials.json'}\n  logs:        {data / 'log'}\n"
               "Press Ctrl-C to stop.", flush=True)

@@ -15,7 +15,10 @@ refuses) raises InvalidArgument / InsufficientDevices before anything is created
 that does not answer raises Unreachable.
 
 Volumes are RBD images (``ceph_rbd.py``). File systems (CephFS) are not served by this
-module yet: they are declared off in ``capabilities()["features_off"]``.
+module yet: they are declared off in ``capabilities()["features_off"]``. The snapshot,
+clone, rollback and stream methods of ``ceph_rbd.py`` hand ``kind="filesystem"`` to the
+``fs_*`` methods below (``fs_create_snapshot``, ``fs_send_snapshot``, ...): a CephFS module
+replaces those, together with ``create_filesystem`` and the other file-system methods.
 
 ``pool_info`` reports the cluster's health for the pool: ``health`` is ``online`` (its PGs
 active+clean), ``degraded`` (PGs degraded, undersized or recovering, or an OSD it uses

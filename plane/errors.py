@@ -3,7 +3,8 @@
 The rule for statuses: 400 when the request itself is wrong (whatever the state), 409 when it
 is well-formed but conflicts with the current state (a name already taken, in use, has
 dependents, busy), 404 when what it names does not exist, 503 when something it needs is not
-running.
+running, 507 when the pool that must hold the data is full (`no_space`: an ENOSPC/EDQUOT
+anywhere below is answered so, never 500).
 
 Services and tasks raise the domain errors of `plumbing.errors` (the dataplane's included);
 this handler is the one place that turns them into HTTP statuses."""
@@ -22,6 +23,7 @@ STATUS = [  # the first class the error is an instance of decides
     (errors.NotFound, status.HTTP_404_NOT_FOUND),
     (errors.Conflict, status.HTTP_409_CONFLICT),
     (errors.Unavailable, status.HTTP_503_SERVICE_UNAVAILABLE),
+    (errors.NoSpace, status.HTTP_507_INSUFFICIENT_STORAGE),
 ]
 
 
@@ -54,6 +56,9 @@ def exception_handler(exc, context):
     if isinstance(exc, (ProtectedError, RestrictedError)):
         users = sorted({str(o) for o in exc.protected_objects if o is not None})[:10]
         exc = errors.Conflict(f"It is still used by {', '.join(users)}; delete or change those first.")
+    if not isinstance(exc, errors.StrataError) and errors.is_disk_full(exc):
+        exc = errors.NoSpace(f"The pool holding this data is full ({exc}); free space (delete "
+                             "files, snapshots or objects) or grow the pool, then retry.")
     if isinstance(exc, errors.StrataError):
         return Response(exc.to_dict(), status=status_of(exc))
     if isinstance(exc, Http404):

@@ -49,3 +49,26 @@ class Unavailable(StrataError):
     """Something the request needs is not running or not reachable (a daemon, a peer)."""
 
     code = "unavailable"
+
+
+class NoSpace(StrataError):
+    """The pool (or file system quota) that must hold the data is full: free space or grow
+    it, then retry. The API answers 507 Insufficient Storage."""
+
+    code = "no_space"
+
+
+DISK_FULL_ERRNOS = (28, 122)  # ENOSPC, EDQUOT
+
+
+def is_disk_full(exc: BaseException | None) -> bool:
+    """True when ``exc`` (or what it was raised from) says the disk or quota is full: an
+    OSError ENOSPC/EDQUOT or SQLite's "database or disk is full"."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+            return True
+        if "database or disk is full" in str(exc) and type(exc).__name__ == "OperationalError":
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False

@@ -40,7 +40,9 @@ class RestClient:
 
     error = ApiError  # a client of one service can raise its own subclass
 
-    def __init__(self, url: str, token: str, timeout: float = 60.0, session=None):
+    def __init__(self, url: str, token: str, timeout: float = 60.0, session=None,
+                 verify: str | None = None):
+        self.verify = verify  # a CA bundle to trust (an appliance's own TLS certificate)
         self.root = url.rstrip("/").removesuffix("/api/v1")  # credentials.json has the API URL
         self.url = self.root + "/api/v1/"
         self.token, self.timeout = token, timeout
@@ -50,15 +52,19 @@ class RestClient:
     @classmethod
     def from_environment(cls, data_dir: str | None = None, **kwargs) -> "RestClient":
         """From STRATA_URL and STRATA_TOKEN, else ``DATA_DIR/credentials.json`` (`strata up`
-        writes it; default ./var)."""
+        writes it; default ./var), trusting its ``ca_bundle`` when the appliance serves TLS."""
         url, token = os.environ.get("STRATA_URL"), os.environ.get("STRATA_TOKEN")
         path = Path(data_dir or os.environ.get("STRATA_DATA_DIR", "var")) / "credentials.json"
+        ca_bundle = None
         if (not url or not token) and path.exists():
             creds = json.loads(path.read_text())
             url, token = url or creds["api_url"], token or creds["token"]
+            ca_bundle = creds.get("ca_bundle")  # `strata up --tls`: trust its certificate
         if not url or not token:
             raise ApiError(f"no credentials: {path} does not exist; run `strata up` or set "
                            "STRATA_URL and STRATA_TOKEN")
+        if ca_bundle:
+            kwargs.setdefault("verify", ca_bundle)
         return cls(url, token, **kwargs)
 
     def _url(self, path: str) -> str:
@@ -68,6 +74,8 @@ class RestClient:
         """The decoded JSON answer (None for an empty one). Raises ``self.error`` for a status
         outside ``ok`` (default: any below 400) and when the API cannot be reached."""
         kwargs.setdefault("timeout", self.timeout)
+        if self.verify:  # per request: requests lets REQUESTS_CA_BUNDLE override the session's
+            kwargs.setdefault("verify", self.verify)
         try:
             resp = self.session.request(method, self._url(path), **kwargs)
         except requests.RequestException as exc:

@@ -2,6 +2,7 @@
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -30,15 +31,15 @@ class Appliance:
 
     def __init__(self, data_dir: Path | None = None, port: int | None = None,
                  s3_port: int | None = None, nfs_port: int | None = None,
-                 smb_port: int | None = None, pool_size: str = "1G"):
-        self.pool_size = pool_size
+                 smb_port: int | None = None, pool_size: str = "1G", tls: bool = False):
+        self.pool_size, self.tls = pool_size, tls
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="strata-test-"))
         self.port = port or free_port()
         self.s3_port = s3_port or free_port()  # 9000 may be taken on a shared machine
         self.nfs_port = nfs_port or free_port()  # 2049 and 445 may be taken too
         self.smb_port = smb_port or free_port()
         self.iscsi_port, self.nbd_port = free_port(), free_port()  # 3260, 10809 may be taken
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.proc = None
 
     def start(self, timeout=120) -> "Appliance":
@@ -46,13 +47,15 @@ class Appliance:
             STRATA + ["--data-dir", str(self.data_dir), "up", "--port", str(self.port),
                       "--default-pool-size", self.pool_size, "--s3-port", str(self.s3_port),
                       "--nfs-port", str(self.nfs_port), "--smb-port", str(self.smb_port),
-                      "--iscsi-port", str(self.iscsi_port), "--nbd-port", str(self.nbd_port)],
+                      "--iscsi-port", str(self.iscsi_port), "--nbd-port", str(self.nbd_port),
+                      *(["--tls"] if self.tls else [])],
             env=embedded_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(f"{self.url}/api/v1/health", timeout=5) as r:
+                with urllib.request.urlopen(f"{self.url}/api/v1/health", timeout=5,
+                                            context=self.ssl_context()) as r:
                     if json.load(r)["components"]["worker"]["state"] == "ok":
                         return self
             except OSError:
@@ -63,6 +66,16 @@ class Appliance:
         out = self._shutdown()
         raise AssertionError(f"strata up did not become healthy in {timeout} s; it printed:\n"
                              f"{out[-4000:]}")
+
+    @property
+    def tls_cert(self) -> Path:
+        """The certificate `strata up --tls` made at its first start."""
+        return self.data_dir / "tls" / "cert.pem"
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """A client context trusting the appliance's certificate (None without TLS); raises
+        OSError until the certificate exists."""
+        return ssl.create_default_context(cafile=str(self.tls_cert)) if self.tls else None
 
     def _shutdown(self) -> str:
         """Ctrl-C and wait; kill only if it does not stop (its daemons stop with it)."""

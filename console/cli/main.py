@@ -31,6 +31,12 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
                              "network's address while the console stays on 127.0.0.1 "
                              "(--s3-host, --file-bind, --block-host override it per service)")
     up_cmd.add_argument("--default-pool-size", default="10G")
+    up_cmd.add_argument("--tls", action="store_true",
+                        help="serve the API, the console and S3 over TLS (HTTPS)")
+    up_cmd.add_argument("--tls-cert", default=None,
+                        help="PEM certificate (chain) for --tls (default: one Strata makes at "
+                             "the first start and keeps in DATA_DIR/tls)")
+    up_cmd.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
     add_service_arguments(up_cmd)
 
     sub.add_parser("health", help="component states")

@@ -61,6 +61,7 @@ def s3_client(s3: dict, pool: int):
     return boto3.session.Session().client(
         "s3", endpoint_url=s3["endpoint"], aws_access_key_id=s3["access_key"],
         aws_secret_access_key=s3["secret_key"], region_name=s3.get("region") or "us-east-1",
+        verify=s3.get("ca_bundle"),
         config=Config(s3={"addressing_style": "path"}, signature_version="s3v4",
                       max_pool_connections=pool, retries={"max_attempts": 3, "mode": "standard"}))
 

@@ -183,8 +183,12 @@ class CheckpointClient:
             creds = json.load(f)
         s3 = {"endpoint": creds["s3_endpoint"], "access_key": creds["s3_access_key"],
               "secret_key": creds["s3_secret_key"],
-              "region": creds.get("s3_region", "us-east-1")} if creds.get("s3_endpoint") else None
-        return cls(creds["api_url"], creds["token"], s3=s3, **kwargs)
+              "region": creds.get("s3_region", "us-east-1"),
+              "ca_bundle": creds.get("ca_bundle")} if creds.get("s3_endpoint") else None
+        client = cls(creds["api_url"], creds["token"], s3=s3, **kwargs)
+        if creds.get("ca_bundle"):  # `strata up --tls`: trust the appliance's certificate
+            client.rest.verify = creds["ca_bundle"]
+        return client
 
     def s3_config(self) -> dict | None:
         """The S3 endpoint and keys shards go through (given, or from the environment)."""

@@ -25,6 +25,9 @@ from services.object.public import plane_s3_config
 
 log = logging.getLogger(__name__)
 V = CheckpointVersion.State
+# a file system with less free than this is full for writers: btrfs refuses data writes while
+# still reporting a little room it keeps for metadata
+FULL_BELOW_BYTES = 32 << 20
 
 
 class IncompleteCheckpoint(Conflict):
@@ -33,9 +36,9 @@ class IncompleteCheckpoint(Conflict):
 
     code = "incomplete"
 
-    def __init__(self, problems: list):
+    def __init__(self, problems: list, why: str = ""):
         self.problems = problems
-        super().__init__(verify.describe(problems))
+        super().__init__(verify.describe(problems) + (f" {why}" if why else ""))
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "shards": [p.as_dict() for p in self.problems]}
@@ -164,6 +167,23 @@ def shard_source(version: CheckpointVersion, location: str = ""):
         raise Conflict(str(exc)) from exc
 
 
+def _space_left(version: CheckpointVersion, source, problems: list) -> str:
+    """The likely reason shards are short or missing when the file system holding them has
+    no room left for what is missing (its writers got ENOSPC); "" otherwise."""
+    if not isinstance(source, verify.DirectorySource) or not any(
+            p.problem in ("short", "missing") for p in problems):
+        return ""
+    try:
+        st = os.statvfs(version.path)
+    except OSError:
+        return ""
+    free = st.f_bavail * st.f_frsize
+    if free >= FULL_BELOW_BYTES:
+        return ""
+    return (f"The file system holding it is full ({free} bytes free): its writers ran out of "
+            "space. Free space or grow the pool, write the missing shards again and commit.")
+
+
 def commit_version(version: CheckpointVersion, manifest, *, fmt: str = "",
                    location: str = "") -> CheckpointVersion:
     """Verify every shard, then mark the version committed and move latest, atomically.
@@ -183,7 +203,7 @@ def commit_version(version: CheckpointVersion, manifest, *, fmt: str = "",
         source = shard_source(version, location)
         problems = verify.check_manifest(source, clean)
     if problems:
-        raise IncompleteCheckpoint(problems)
+        raise IncompleteCheckpoint(problems, _space_left(version, source, problems))
     with transaction.atomic():
         job = CheckpointJob.objects.select_for_update().get(pk=version.job_id)
         version = CheckpointVersion.objects.select_for_update().get(pk=version.pk)

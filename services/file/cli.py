@@ -10,8 +10,10 @@ EXPORT_COLS = ["id", "pseudo", "filesystem", "path", "clients", "state", "error"
 SHARE_COLS = ["name", "filesystem", "path", "read_only", "valid_users", "encrypt", "state",
               "error"]
 USER_COLS = ["username", "state", "error", "created_at"]
-CLIENT_HELP = ("ADDRESS|CIDR|* [rw|ro] [root_squash|all_squash|no_root_squash], "
-               "e.g. '10.0.0.0/24 rw no_root_squash'; repeat")
+CLIENT_HELP = ("ADDRESS|CIDR|* [rw|ro] [root_squash|all_squash|no_root_squash] "
+               "[anonuid=USER|UID] [anongid=GROUP|GID], e.g. '10.0.0.0/24 rw no_root_squash' or "
+               "'10.0.0.0/24 rw root_squash anonuid=alice anongid=alice' (squashed clients "
+               "write as alice); repeat")
 
 
 def register(sub) -> dict:
@@ -42,6 +44,8 @@ def register(sub) -> dict:
     x.add_argument("--valid-user", action="append", default=[], dest="valid_users",
                    help="SMB user allowed (repeat); none: every SMB user")
     x.add_argument("--encrypt", action="store_true", help="require SMB3 encryption")
+    x.add_argument("--grant-access", action="store_true",
+                   help="let the valid users write the share's directory (POSIX ACL)")
     x = s.add_parser("delete")
     x.add_argument("name")
 
@@ -81,7 +85,8 @@ def smb_share(c, args, out):
         out(c.post("smb-shares/", {"name": args.name, "filesystem": args.filesystem,
                                    "path": args.path, "read_only": args.read_only,
                                    "valid_users": args.valid_users,
-                                   "encrypt": args.encrypt}), SHARE_COLS)
+                                   "encrypt": args.encrypt,
+                                   "grant_access": args.grant_access}), SHARE_COLS)
     elif args.action == "delete":
         c.delete(f"smb-shares/{args.name}/")
     return 0

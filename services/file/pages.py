@@ -25,7 +25,10 @@ PAGES = [
                FormField("pseudo", "Pseudo path", help="Default: /<file system>."),
                FormField("clients", "Clients", "lines", required=True,
                          help="One per line: ADDRESS|CIDR|* [rw|ro] "
-                              "[root_squash|all_squash|no_root_squash]")],
+                              "[root_squash|all_squash|no_root_squash] [anonuid=USER] "
+                              "[anongid=GROUP]. Squashed clients write as the anonymous ids "
+                              "(default nobody): give the file system to them, or name its "
+                              "owner here.")],
          actions=[Action("Set clients", "/api/v1/nfs-exports/{key}/", method="PATCH",
                          fields=[FormField("clients", "Clients", "lines", required=True)])]),
     Page(slug="smb-shares", title="SMB shares", group="File", api="/api/v1/smb-shares/",
@@ -42,9 +45,15 @@ PAGES = [
                FormField("read_only", "Read-only", "checkbox"),
                FormField("valid_users", "Valid users", "lines",
                          help="SMB user names, one per line; empty: every SMB user."),
-               FormField("encrypt", "Require encryption", "checkbox")],
+               FormField("encrypt", "Require encryption", "checkbox"),
+               FormField("grant_access", "Grant the valid users write access", "checkbox",
+                         help="Adds them to the directory's POSIX ACL (and its default ACL, "
+                              "for what they create); without it only its owner, group and "
+                              "mode decide.")],
          actions=[Action("Set valid users", "/api/v1/smb-shares/{key}/", method="PATCH",
-                         fields=[FormField("valid_users", "Valid users", "lines")])]),
+                         fields=[FormField("valid_users", "Valid users", "lines"),
+                                 FormField("grant_access", "Grant them write access",
+                                           "checkbox")])]),
     Page(slug="smb-users", title="SMB users", group="File", api="/api/v1/smb-users/",
          lookup="username", queryset=lambda: SmbUser.objects.all(),
          help="Each SMB user gets a Unix account (no home, no login shell) kept by Strata.",

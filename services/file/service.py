@@ -34,6 +34,7 @@ from services.file.runtime import (
 )
 from services.file.runtime import NfsExport as NfsExportSpec
 from services.file.runtime import SmbShare as SmbShareSpec
+from services.file.runtime import acl
 from services.file.runtime.btrfs_mounts import is_mount_point
 from services.file.runtime.smb_users import delete_smb_user as runtime_delete_smb_user
 from services.file.runtime.smb_users import delete_unix_user
@@ -346,6 +347,23 @@ def delete_export(exp: NfsExport) -> None:
     with transaction.atomic():
         exp.delete()
         sync_nfs()
+
+
+def grant_share_access(fs, path: str, users: list[str]) -> None:
+    """Let SMB ``users`` read and write the share's directory and what is made in it (POSIX
+    access and default ACL entries); the owner, group and mode stay as they are."""
+    if not users:
+        raise Invalid("Name the valid users to grant access to (grant_access needs "
+                      "valid_users).")
+    directory = share_path(fs, path)
+    try:
+        acl.grant_users(directory, [pwd.getpwnam(u).pw_uid for u in users])
+    except acl.AclUnsupported:
+        raise Conflict(f"The file system under {directory} keeps no POSIX ACLs; give the file "
+                       "system to the users instead (owner, group, mode).") from None
+    except KeyError as exc:
+        raise Conflict(f"SMB user {exc.args[0]} has no Unix account on this host; set its "
+                       "password again to recreate it.") from None
 
 
 def save_share(share: SmbShare) -> SmbShare:

@@ -13,4 +13,4 @@ def service_health() -> dict:
         return {}
     host, port = s3_address(options)
     return {"s3": {"state": "ok" if port_open(probe_address(host), port) else "down",
-                   "endpoint": f"http://{host}:{port}"}}
+                   "endpoint": f"{'https' if options.get('tls_cert') else 'http'}://{host}:{port}"}}

@@ -49,6 +49,12 @@ class Gateway(models.Model):
         return f"S3 gateway on {self.filesystem.name}"
 
 
+# what the plane sets (the gateway also takes grants over S3: the row then shows "custom")
+CANNED_ACLS = ["private", "public-read", "public-read-write", "authenticated-read"]
+OWNERSHIPS = ["BucketOwnerEnforced", "BucketOwnerPreferred", "ObjectWriter"]
+PUBLIC_ACCESS_FLAGS = ["BlockPublicAcls", "IgnorePublicAcls", "BlockPublicPolicy", "RestrictPublicBuckets"]
+
+
 class Bucket(models.Model):
     """An S3 bucket: owner (an S3 user name), quotas and versioning; usage as last reported."""
 

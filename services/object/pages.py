@@ -1,6 +1,6 @@
 """Console pages of the object service: buckets and S3 access keys."""
 from plane.pages import Action, Column, FormField, Page
-from services.object.models import Bucket, S3Key
+from services.object.models import CANNED_ACLS, PUBLIC_ACCESS_FLAGS, Bucket, S3Key
 from services.object.service import sync_for_listing
 
 
@@ -17,6 +17,7 @@ PAGES = [
               "(every stored version counts). A bucket can be deleted only when empty.",
          columns=[Column("name", "Name"), Column("owner", "Owner"),
                   Column("filesystem.pool.name", "Pool"), Column("versioning", "Versioning"),
+                  Column("acl", "ACL"), Column("object_ownership", "Object ownership"),
                   Column("used_bytes", "Used", "bytes"), Column("used_objects", "Objects"),
                   Column("quota_bytes", "Quota", "bytes"), Column("quota_objects", "Object quota"),
                   Column("created_at", "Created", "time")],
@@ -33,7 +34,13 @@ PAGES = [
                   Action("Enable versioning", "/api/v1/buckets/{key}/", method="PATCH",
                          body={"versioning": "Enabled"}),
                   Action("Suspend versioning", "/api/v1/buckets/{key}/", method="PATCH",
-                         body={"versioning": "Suspended"})]),
+                         body={"versioning": "Suspended"}),
+                  Action("Set ACL", "/api/v1/buckets/{key}/", method="PATCH",
+                         fields=[FormField("acl", "Canned ACL", "select", choices=CANNED_ACLS)]),
+                  Action("Block public access", "/api/v1/buckets/{key}/", method="PATCH",
+                         body={"public_access_block": {f: True for f in PUBLIC_ACCESS_FLAGS}}),
+                  Action("Remove public access block", "/api/v1/buckets/{key}/", method="PATCH",
+                         body={"public_access_block": None})]),
     Page(slug="s3-keys", title="S3 access keys", group="Object", api="/api/v1/s3-keys/",
          lookup="access_key", queryset=lambda: S3Key.objects.select_related("created_by"),
          help="Access keys for the S3 endpoint. A secret is never shown again after it is "

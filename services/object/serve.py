@@ -9,7 +9,8 @@ must be an existing directory, then replaces itself (``exec``, same PID) with::
 
     python -m services.object.gateway --config CONFIG --host HOST --port PORT
 
-    python -m services.object.serve --data-dir DIR --host 127.0.0.1 --port 9000
+    python -m services.object.serve --data-dir DIR --host 127.0.0.1 --port 9000 \
+        [--ssl-certfile CERT --ssl-keyfile KEY]
 """
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9000)
     parser.add_argument("--log-level", default="warning")
+    parser.add_argument("--ssl-certfile", default=None, help="serve HTTPS with this certificate")
+    parser.add_argument("--ssl-keyfile", default=None)
     args = parser.parse_args(argv)
     data_dir = args.data_dir.resolve()
     try:  # fail now, with a message, rather than after the bootstrap
@@ -65,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"strata-s3: starting the gateway on {args.host}:{args.port} with {config}", flush=True)
     argv = [sys.executable, "-m", "services.object.gateway", "--config", str(config),
             "--host", args.host, "--port", str(args.port), "--log-level", args.log_level]
+    if args.ssl_certfile:
+        argv += ["--ssl-certfile", args.ssl_certfile, "--ssl-keyfile", args.ssl_keyfile]
     os.execv(sys.executable, argv)
     return 1  # not reached
 

@@ -68,8 +68,10 @@ def _reachable_host(host: str) -> str:
 
 def admin_endpoint() -> str:
     """URL the plane uses to reach the gateway (its admin interface shares the S3 port)."""
-    host, port = s3_address(_options())
-    return f"http://{_reachable_host(host)}:{port}"
+    options = _options()
+    host, port = s3_address(options)
+    scheme = "https" if options.get("tls_cert") else "http"
+    return f"{scheme}://{_reachable_host(host)}:{port}"
 
 
 def public_endpoint() -> str:

@@ -26,7 +26,7 @@ def add_arguments(parser) -> None:
                         help="address the S3 gateway listens on (default: --data-host, else --host)")
     parser.add_argument("--s3-endpoint", default=None,
                         help="S3 URL given to users in credentials.json and the API "
-                             "(default: http://HOST:S3_PORT)")
+                             "(default: http://HOST:S3_PORT, https with --tls)")
     parser.add_argument("--s3-domain", action="append", dest="s3_domains", default=None,
                         help="domain for virtual-host-style bucket addressing "
                              "(<bucket>.DOMAIN; repeatable; default: localhost)")
@@ -55,6 +55,8 @@ def daemons(data_dir: Path, options: dict) -> list[DaemonSpec]:
     pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     argv = [sys.executable, "-m", "services.object.serve", "--data-dir", str(data_dir),
             "--host", host, "--port", str(port)]
+    if options.get("tls_cert"):  # `strata up --tls`: S3 over HTTPS with the appliance's certificate
+        argv += ["--ssl-certfile", options["tls_cert"], "--ssl-keyfile", options["tls_key"]]
     gate = gatewayconf.gate_path(data_dir)
 
     def ready() -> bool:

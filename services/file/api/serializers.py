@@ -1,3 +1,4 @@
+import os
 from dataclasses import asdict
 
 from drf_spectacular.types import OpenApiTypes
@@ -15,23 +16,53 @@ from services.file.runtime import (
 from services.file.runtime import NfsExport as NfsExportSpec
 from services.file.runtime import SmbShare as SmbShareSpec
 from services.file.runtime.specs import check_user_name
+from services.storage import service as storage
 from services.storage.models import FileSystem
 
 READ_ONLY = ["state", "error", "created_at", "updated_at"]
 
 
+ANON_WORDS = {"anonuid": "anonymous_uid", "anongid": "anonymous_gid"}
+CLIENT_SYNTAX = ("ADDRESS [rw|ro] [root_squash|all_squash|no_root_squash] "
+                 "[anonuid=USER|UID] [anongid=GROUP|GID]")
+
+
+def _parse_rule(text: str) -> dict:
+    """``"10.0.0.0/24 rw root_squash anonuid=alice anongid=alice"`` as a rule dict."""
+    words = [w for w in text.split() if "=" not in w]
+    options = [w.split("=", 1) for w in text.split() if "=" in w]
+    if not 1 <= len(words) <= 3 or any(k not in ANON_WORDS for k, _ in options):
+        raise serializers.ValidationError(f"{text!r}: write {CLIENT_SYNTAX}")
+    rule = dict(zip(("address", "access", "squash"), words))
+    rule.update({ANON_WORDS[k]: v for k, v in options})
+    return rule
+
+
+def _id_of(value, lookup, what: str) -> int:
+    """A uid/gid from a number or a user/group name of this host."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise serializers.ValidationError(f"{what} must be a number or a name, not {value!r}.")
+    try:
+        number = int(value) if isinstance(value, int) else lookup(value)
+    except (KeyError, ValueError):
+        raise serializers.ValidationError(f"{what} {value!r}: no such user or group on this "
+                                          "host.") from None
+    if not 0 <= number <= 0xFFFFFFFE:
+        raise serializers.ValidationError(f"{what} {value!r} is out of range.")
+    return number
+
+
 @extend_schema_field(OpenApiTypes.OBJECT)
 class ClientRuleField(serializers.Field):
-    """A client rule: {"address", "access": rw|ro, "squash", "anonymous_uid"?, ...} or the
-    string "ADDRESS [rw|ro] [root_squash|all_squash|no_root_squash]" (console, CLI)."""
+    """A client rule: {"address", "access": rw|ro, "squash", "anonymous_uid"?,
+    "anonymous_gid"?} (ids or user/group names) or the string
+    "ADDRESS [rw|ro] [root_squash|all_squash|no_root_squash] [anonuid=U] [anongid=G]" (console,
+    CLI). A squashed client acts as the anonymous ids: it writes where they may (make the file
+    system theirs, or give the rule the file system owner's ids)."""
 
     def to_internal_value(self, data):
         if isinstance(data, str):
-            parts = data.split()
-            if not 1 <= len(parts) <= 3:
-                raise serializers.ValidationError(
-                    f"{data!r}: write ADDRESS [rw|ro] [root_squash|all_squash|no_root_squash]")
-            data = dict(zip(("address", "access", "squash"), parts))
+            data = _parse_rule(data)
         if not isinstance(data, dict) or not isinstance(data.get("address"), str):
             raise serializers.ValidationError(
                 'A client is {"address": IP|CIDR|*, "access": rw|ro, "squash": ...}.')
@@ -39,6 +70,11 @@ class ClientRuleField(serializers.Field):
         extra = set(data) - known
         if extra:
             raise serializers.ValidationError(f"Unknown client field(s): {sorted(extra)}.")
+        data = dict(data)
+        if "anonymous_uid" in data:
+            data["anonymous_uid"] = _id_of(data["anonymous_uid"], storage.uid_of, "anonymous_uid")
+        if "anonymous_gid" in data:
+            data["anonymous_gid"] = _id_of(data["anonymous_gid"], storage.gid_of, "anonymous_gid")
         try:
             return asdict(NfsClientRule(**data))
         except (InvalidShareSpec, TypeError) as exc:
@@ -116,11 +152,15 @@ class SmbShareSerializer(serializers.ModelSerializer):
     valid_users = serializers.ListField(child=serializers.CharField(), required=False,
                                         default=list,
                                         help_text="SMB users allowed; empty: every SMB user")
+    grant_access = serializers.BooleanField(
+        write_only=True, required=False, default=False,
+        help_text="give the valid users read and write on the share's directory (POSIX ACL, "
+                  "inherited by what they create); needs valid_users")
 
     class Meta:
         model = SmbShare
         fields = ["id", "name", "filesystem", "path", "read_only", "valid_users", "encrypt",
-                  "state", "error", "created_at", "updated_at"]
+                  "grant_access", "state", "error", "created_at", "updated_at"]
         read_only_fields = READ_ONLY
 
     def validate_name(self, name):
@@ -154,7 +194,13 @@ class SmbShareSerializer(serializers.ModelSerializer):
             attrs["path"] = _check_path(fs, attrs.get("path", ""))
         path = attrs.get("path", self.instance.path if self.instance else "")
         users = attrs.get("valid_users", self.instance.valid_users if self.instance else [])
-        blocked = service.unreachable_by_users(service.share_path(fs, path), users)
+        target = service.share_path(fs, path)
+        if attrs.get("grant_access"):
+            if not users:
+                raise serializers.ValidationError(
+                    {"grant_access": "Name the valid users to grant access to."})
+            target = os.path.dirname(target.rstrip("/")) or "/"  # the grant opens the last one
+        blocked = service.unreachable_by_users(target, users)
         if blocked:
             raise serializers.ValidationError({"path": (
                 f"SMB users cannot reach this directory: {blocked} is not searchable by "

@@ -47,12 +47,19 @@ class SmbShareViewSet(viewsets.ModelViewSet):
     filterset_fields = ["state"]
 
     def perform_create(self, serializer):
-        serializer.instance = service.save_share(SmbShare(**serializer.validated_data))
+        data = dict(serializer.validated_data)
+        if data.pop("grant_access", False):
+            service.grant_share_access(data["filesystem"], data["path"], data["valid_users"])
+        serializer.instance = service.save_share(SmbShare(**data))
 
     def perform_update(self, serializer):
         share = serializer.instance
-        for key, value in serializer.validated_data.items():
+        data = dict(serializer.validated_data)
+        grant = data.pop("grant_access", False)
+        for key, value in data.items():
             setattr(share, key, value)
+        if grant:
+            service.grant_share_access(share.filesystem, share.path, share.valid_users)
         serializer.instance = service.save_share(share)
 
     def perform_destroy(self, share):

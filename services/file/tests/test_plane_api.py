@@ -3,6 +3,7 @@ starts them (``services.file.up``) at free ports, and real clients (nfs-rs, smbc
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -308,6 +309,83 @@ def test_a_share_is_writable_by_the_user_its_file_system_belongs_to(api, daemons
         assert r.status_code == 400 and "owner" in r.json()["fields"], r.content
         for share in ("theirs", "roots"):
             assert api.delete(f"/api/v1/smb-shares/{share}/").status_code == 204
+        assert api.delete(f"/api/v1/smb-users/{user}/").status_code == 204
+    finally:
+        drop_unix_user(user)
+
+
+def test_root_squashed_clients_write_where_the_operator_meant(api, daemons, settings):
+    """A client that is root, squashed, writes as the rule's anonymous ids: into a file system
+    that belongs to them (the default nobody, or the owner the rule names), never into one
+    that is root's."""
+    make_filesystem(api, "scratch")  # the pool
+    nobody, daemon = pwd.getpwnam("nobody"), pwd.getpwnam("daemon")
+    layouts = {"roots": {}, "nobodys": {"owner": "nobody", "group": str(nobody.pw_gid)},
+               "daemons": {"owner": "daemon", "group": "daemon", "mode": "0750"}}
+    paths = {}
+    for name, access in layouts.items():
+        made = api.post("/api/v1/filesystems/", {"name": name, "pool": "p1", **access},
+                        format="json")
+        assert made.status_code == 201, made.content
+        paths[name] = made.json()["path"]
+    rules = {"roots": "127.0.0.1 rw root_squash", "nobodys": "127.0.0.1 rw root_squash",
+             "daemons": "127.0.0.1 rw root_squash anonuid=daemon anongid=daemon"}
+    for name, rule in rules.items():
+        made = api.post("/api/v1/nfs-exports/", {"filesystem": name, "clients": [rule]},
+                        format="json")
+        assert made.status_code == 201 and made.json()["state"] == "online", made.content
+    assert made.json()["clients"][0]["anonymous_uid"] == daemon.pw_uid
+
+    def write_as_root(name: str) -> None:
+        url = f"nfs://127.0.0.1:{nfs_port(settings)}/{name}?version=4.1"
+        with nfs_rs.Client.connect(url, uid=0, gid=0, connect_timeout=10,
+                                   operation_timeout=60) as client:
+            write_file(client, "from-root.bin", b"r" * MiB)
+
+    with pytest.raises(nfs_rs.NfsError) as refused:
+        write_as_root("roots")
+    assert "ACCES" in str(refused.value).upper() or "PERM" in str(refused.value).upper()
+    for name, owner in (("nobodys", nobody.pw_uid), ("daemons", daemon.pw_uid)):
+        write_as_root(name)
+        written = Path(paths[name], "from-root.bin")
+        assert written.read_bytes() == b"r" * MiB
+        assert written.stat().st_uid == owner  # squashed: it is not root's file
+    bad = api.post("/api/v1/nfs-exports/", {"filesystem": "roots", "pseudo": "/bad",
+                                           "clients": ["127.0.0.1 rw root_squash anonuid=nosuchuserx"]},
+                   format="json")
+    assert bad.status_code == 400 and "nosuchuserx" in bad.json()["detail"], bad.content
+
+
+def test_a_share_for_named_users_grants_them_access(api, daemons, settings, tmp_path):
+    """`grant_access` on a share of a root-owned 0755 file system: its valid user writes there
+    (and into directories it makes); the root stays root's; without users it is refused."""
+    make_filesystem(api, "scratch")  # the pool
+    user = new_user_name()
+    try:
+        r = api.post("/api/v1/smb-users/", {"username": user, "password": "Strata-pw-1"},
+                     format="json")
+        assert r.status_code == 201, r.content
+        fs = api.post("/api/v1/filesystems/", {"name": "team", "pool": "p1"}, format="json")
+        assert fs.status_code == 201, fs.content
+        root = Path(fs.json()["path"])
+        r = api.post("/api/v1/smb-shares/", {"name": "team", "filesystem": "team",
+                                              "valid_users": [user], "grant_access": True},
+                     format="json")
+        assert r.status_code == 201 and "grant_access" not in r.json(), r.content
+        local = tmp_path / "shard.bin"
+        local.write_bytes(os.urandom(MiB))
+        done = smbclient(settings, "team", user, "Strata-pw-1",
+                         f"put {local} shard; mkdir step-1; put {local} step-1/shard")
+        assert done.returncode == 0 and "NT_STATUS" not in done.stdout, done.stdout + done.stderr
+        for written in (root / "shard", root / "step-1" / "shard"):
+            assert written.read_bytes() == local.read_bytes()
+            assert written.stat().st_uid == pwd.getpwnam(user).pw_uid
+        assert root.stat().st_uid == 0  # the file system's owner did not change
+
+        r = api.post("/api/v1/smb-shares/", {"name": "nobody-named", "filesystem": "team",
+                                              "grant_access": True}, format="json")
+        assert r.status_code == 400 and "grant_access" in r.json()["fields"], r.content
+        assert api.delete("/api/v1/smb-shares/team/").status_code == 204
         assert api.delete(f"/api/v1/smb-users/{user}/").status_code == 204
     finally:
         drop_unix_user(user)

@@ -2,11 +2,7 @@ from rest_framework import serializers
 
 from plane.api.limits import INT64
 from plane.roles import ADMIN, role_of
-from services.object.models import Bucket, S3Key
-
-
-CANNED_ACLS = ["private", "public-read", "public-read-write", "authenticated-read"]
-OWNERSHIPS = ["BucketOwnerEnforced", "BucketOwnerPreferred", "ObjectWriter"]
+from services.object.models import CANNED_ACLS, OWNERSHIPS, Bucket, S3Key
 
 
 class PublicAccessBlockSerializer(serializers.Serializer):

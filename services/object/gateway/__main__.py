@@ -1,4 +1,5 @@
-"""``python -m services.object.gateway --config CONFIG.json --host 127.0.0.1 --port 9000``."""
+"""``python -m services.object.gateway --config CONFIG.json --host 127.0.0.1 --port 9000
+[--ssl-certfile CERT --ssl-keyfile KEY]``."""
 from __future__ import annotations
 
 import argparse
@@ -20,6 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9000)
     parser.add_argument("--log-level", default="warning")
+    parser.add_argument("--ssl-certfile", default=None, help="serve HTTPS (S3 over TLS)")
+    parser.add_argument("--ssl-keyfile", default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
@@ -35,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.setswitchinterval(0.0005)
     uvicorn.run(create_app(args.config), host=args.host, port=args.port, loop="uvloop", http="httptools",
                 lifespan="on", log_level=args.log_level, access_log=False, timeout_keep_alive=30,
-                backlog=2048)
+                backlog=2048, ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile)
     return 0
 
 

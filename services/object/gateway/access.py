@@ -55,7 +55,6 @@ def policy_context(req: Request, bucket: Bucket | None, key: str = "", action: s
     values: dict = {
         "aws:SourceIp": req.client or None,
         "aws:SecureTransport": "true" if req.scheme == "https" else "false",
-        "aws:CurrentTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
         "aws:EpochTime": str(int(now)),
         "aws:Referer": h.get("referer"),
         "aws:UserAgent": h.get("user-agent"),
@@ -81,7 +80,7 @@ def policy_context(req: Request, bucket: Bucket | None, key: str = "", action: s
         for k, v in tags:
             values[f"s3:RequestObjectTag/{k}"] = v
         values["s3:RequestObjectTagKeys"] = [k for k, _ in tags]
-    lazy = {}
+    lazy = {"aws:CurrentTime": lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))}
     if bucket is not None and key:
         def existing_tag(tag_key: str):
             rec = bucket.index.get(key, q.get("versionId") or None)

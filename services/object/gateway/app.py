@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 from urllib.parse import parse_qsl, unquote
 
+from plumbing.errors import is_disk_full
+
 from . import access, acl_ops, admin, bucket_ops, bucket_tagging, cors, foreground, multipart, object_ops, \
     post_object, protection_ops, unconfigured
 from .auth import authenticate
@@ -20,6 +22,16 @@ ADMIN_PREFIX = "/_strata/admin/"
 # Sub-resources S3 defines that this gateway does not implement (answered NotImplemented).
 UNSUPPORTED = {"website", "logging", "notification", "replication", "requestPayment", "analytics", "inventory",
                "metrics", "intelligent-tiering", "accelerate", "torrent", "select"}
+
+
+async def _drain(receive, state: dict, limit: int = 256 << 20) -> None:
+    """Read and drop the rest of a request body (up to ``limit`` bytes), so the client, still
+    sending, reads the error instead of a reset connection."""
+    while not state["done"] and limit > 0:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        limit -= len(message.get("body", b""))
 
 
 def _route(gw: Gateway, host: str, path: str) -> tuple[str, str]:
@@ -99,9 +111,14 @@ class S3App:
                 resp = await self._s3(req)
         except S3Error as err:
             resp = self._error(req, err)
-        except Exception:  # noqa: BLE001 - the client gets InternalError, the log the traceback
-            log.exception("unhandled error in %s %s", req.method, raw_path)
-            resp = self._error(req, S3Error("InternalError"))
+        except Exception as exc:  # noqa: BLE001 - the client gets InternalError, the log the traceback
+            if is_disk_full(exc):
+                log.warning("%s %s: the pool is full (%s)", req.method, raw_path, exc)
+                resp = self._error(req, S3Error("InsufficientStorage"))
+                await _drain(tracked_receive, state)
+            else:
+                log.exception("unhandled error in %s %s", req.method, raw_path)
+                resp = self._error(req, S3Error("InternalError"))
         if "origin" in headers and req.bucket and self.gw is not None:
             cors.decorate(self.gw.buckets.buckets.get(req.bucket), req, resp)
         if not state["done"]:
@@ -208,6 +225,8 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return await acl_ops.delete_public_access_block(gw, authorize(gw, req))
         authorize(gw, req)
         return await bucket_ops.delete_bucket(gw, req)
+    if m == "POST" and "delete" in q:  # each key is checked, as its own DeleteObject
+        return await object_ops.delete_objects(gw, req, gw.buckets.get(req.bucket))
     if m == "POST" and req.headers.get("content-type", "").lower().startswith("multipart/form-data"):
         return await post_object.post_object(gw, req)  # a browser form: it carries its own signature
     bucket = authorize(gw, req)
@@ -246,8 +265,6 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
         if "policyStatus" in q:
             return acl_ops.get_policy_status(bucket)
         return await bucket_ops.list_objects(gw, req, bucket)
-    if m == "POST" and "delete" in q:
-        return await object_ops.delete_objects(gw, req, bucket)
     raise S3Error("MethodNotAllowed")
 
 

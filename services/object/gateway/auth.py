@@ -19,8 +19,24 @@ def _sigv2_resource(req, domains: list) -> str:
     return req.raw_path
 
 
+# query parameters of a presigned URL that carry its signature, not request headers
+PRESIGN_PARAMS = {"x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-expires", "x-amz-signedheaders",
+                  "x-amz-signature", "x-amz-security-token"}
+
+
 def authenticate(req, config: dict) -> AuthContext:
-    """The signer of ``req`` (ANONYMOUS when unsigned); S3Error when a signature is wrong."""
+    """The signer of ``req`` (ANONYMOUS when unsigned); S3Error when a signature is wrong.
+    The x-amz-* parameters of a presigned URL (x-amz-acl, ...) then count as its headers."""
+    ctx = _verify(req, config)
+    if req.query and "authorization" not in req.headers:
+        for name, value in req.query.items():
+            low = name.lower()
+            if low.startswith("x-amz-") and low not in PRESIGN_PARAMS and low not in req.headers:
+                req.headers[low] = value
+    return ctx
+
+
+def _verify(req, config: dict) -> AuthContext:
     header = req.headers.get("authorization")
     users = config["users"]
     if header is not None and not header.strip():

@@ -5,12 +5,19 @@ spread over independent databases (and independent write locks). Each shard hold
 version of its keys; ``latest`` marks the version a plain GET sees. Writes arrive as batches
 from the group committer (:mod:`.commit`), one transaction per shard per batch, with
 ``synchronous=FULL`` so an acknowledged PUT survives power loss.
+
+Each shard's WAL index (``-shm``, memory-mapped by SQLite) is made NOCOW before SQLite makes
+it: on btrfs a full pool cannot copy a page of a copy-on-write mapping, and the kernel then
+kills the gateway with SIGBUS on its next read; written in place, it keeps serving reads
+while writes fail cleanly (InsufficientStorage).
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sqlite3
+import struct
 import threading
 import time
 import zlib
@@ -111,6 +118,26 @@ class OpResult:
     precondition: str = ""         # a conditional put not applied: "failed" or "conflict"
 
 
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_NOCOW_FL = 0x80086601, 0x40086602, 0x00800000
+
+
+def prepare_shm(db_path: str) -> None:
+    """Create ``<db>-shm`` empty and NOCOW when it does not exist yet (SQLite then uses it);
+    a file system without the flag (not btrfs) keeps an ordinary file."""
+    shm = db_path + "-shm"
+    try:
+        fd = os.open(shm, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return
+    try:
+        flags = struct.unpack("i", fcntl.ioctl(fd, FS_IOC_GETFLAGS, struct.pack("i", 0)))[0]
+        fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("i", flags | FS_NOCOW_FL))
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 class Shard:
     """One SQLite database of the index; writes come only from the committer thread."""
 
@@ -121,6 +148,7 @@ class Shard:
         self.write_lock = threading.Lock()
         self._pool_lock = threading.Lock()
         self._idle: list[sqlite3.Connection] = []
+        prepare_shm(path)
         self._writer = self._connect()
         self._writer.executescript(SCHEMA)
 

@@ -203,7 +203,8 @@ async def lookup(gw: Gateway, bucket: Bucket, key: str, version_id: str | None, 
             raise S3Error("NoSuchVersion", resource=f"/{bucket.name}/{key}", Key=key, VersionId=version_id)
         raise S3Error("NoSuchKey", resource=f"/{bucket.name}/{key}", Key=key)
     if rec.marker:
-        headers = {"x-amz-delete-marker": "true", "x-amz-version-id": rec.version_id}
+        headers = {"x-amz-delete-marker": "true", "x-amz-version-id": rec.version_id,
+                   "last-modified": http_date(rec.mtime)}
         if version_id is not None:
             raise S3Error("MethodNotAllowed", headers=headers)
         raise S3Error("NoSuchKey", resource=f"/{bucket.name}/{key}", headers=headers, Key=key)
@@ -330,13 +331,24 @@ async def delete_objects(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     objects = root.findall("Object")
     if not objects or len(objects) > 1000:
         raise S3Error("MalformedXML", "A Delete request names between 1 and 1000 objects")
-    out = []
+    wanted, refused = [], {}
     for obj in objects:
         key = child_text(obj, "Key")
         vid = child_text(obj, "VersionId")
         if not key:
             raise S3Error("MalformedXML", "Every Object needs a Key")
+        wanted.append((key, vid))
+        try:  # each key as its own DeleteObject (a policy may allow or deny some keys only)
+            check_access(req, bucket, "s3:DeleteObjectVersion" if vid else "s3:DeleteObject", key, vid)
+        except S3Error as err:
+            refused[(key, vid)] = err
+    if len(refused) == len(wanted):  # no right to delete any of them: the request is refused
+        raise next(iter(refused.values()))
+    out = []
+    for key, vid in wanted:
         try:
+            if (key, vid) in refused:
+                raise refused[(key, vid)]
             result = await gw.delete_version_or_key(bucket, key, vid, objectlock.bypass(req.headers))
         except S3Error as err:
             out.append(f"<Error>{el('Key', key)}{el('Code', err.code)}{el('Message', err.message)}</Error>")

@@ -147,25 +147,29 @@ class Context:
     (so the existing object's tags are read only if a policy asks for them)."""
 
     def __init__(self, values: dict | None = None, lazy: dict[str, Callable] | None = None):
-        self.values: dict[str, list[str]] = {}
-        for k, v in (values or {}).items():
-            if v is not None:
-                self.values[_norm_key(k)] = [str(x) for x in _as_list(v)]
-        self.lazy = {(_norm_key(k)): f for k, f in (lazy or {}).items()}
+        # keys normalised as they are read (most requests read few of them, or none)
+        self.given = values or {}
+        self.values: dict[str, list[str] | None] = {}
+        self.lazy = {(_norm_key(k)): f for k, f in lazy.items()} if lazy else {}
+        self._norm: dict | None = None
 
     def get(self, key: str) -> list[str] | None:
         key = _norm_key(key)
         if key in self.values:
             return self.values[key]
-        head, slash, tail = key.partition("/")
-        fn = self.lazy.get(key) or (self.lazy.get(head + "/") if slash else None)
-        if fn is None:
-            return None
-        value = fn(tail) if slash and key not in self.lazy else fn()
+        if self._norm is None:
+            self._norm = {_norm_key(k): v for k, v in self.given.items() if v is not None}
+        value = self._norm.get(key)
+        if value is None:
+            head, slash, tail = key.partition("/")
+            fn = self.lazy.get(key) or (self.lazy.get(head + "/") if slash else None)
+            if fn is not None:
+                value = fn(tail) if slash and key not in self.lazy else fn()
         self.values[key] = None if value is None else [str(x) for x in _as_list(value)]
         return self.values[key]
 
 
+@lru_cache(maxsize=1024)
 def _norm_key(key: str) -> str:
     head, slash, tail = key.partition("/")
     return head.lower() + slash + tail
@@ -358,7 +362,9 @@ class _Statement:
         self.not_action = "NotAction" in st
         self.actions = [_wildcard(str(a), True) for a in _as_list(st.get("Action", st.get("NotAction")))]
         self.not_resource = "NotResource" in st
-        self.resources = [str(r) for r in _as_list(st.get("Resource", st.get("NotResource")))]
+        # patterns without policy variables are compiled now; the others per request
+        self.resources = [str(r) if "${" in str(r) else _wildcard(str(r))
+                          for r in _as_list(st.get("Resource", st.get("NotResource")))]
         self.conditions = []
         for op_name, block in (st.get("Condition") or {}).items():
             qualifier, base, if_exists = _split_operator(op_name)
@@ -367,13 +373,17 @@ class _Statement:
                 self.conditions.append((qualifier, base, if_exists, key, vals))
 
     def applies(self, user: str | None, ids: Iterable[str], action: str, arn: str, ctx: Context) -> bool:
-        hit = _principal_hit(self.principal, user, ids)
-        if hit == self.not_principal:
-            return False
-        hit = any(rx.match(action) for rx in self.actions)
+        hit = False  # the action first: it rules most statements out, and costs least
+        for rx in self.actions:
+            if rx.match(action) is not None:
+                hit = True
+                break
         if hit == self.not_action:
             return False
-        hit = any(_match(_substitute(r, ctx), arn) for r in self.resources)
+        if _principal_hit(self.principal, user, ids) == self.not_principal:
+            return False
+        hit = any(_match(_substitute(r, ctx), arn) if isinstance(r, str) else r.match(arn) is not None
+                  for r in self.resources)
         if hit == self.not_resource:
             return False
         return all(_condition(q, op, ie, key, vals, ctx) for q, op, ie, key, vals in self.conditions)
@@ -417,9 +427,19 @@ def _num(value: str) -> float | None:
         return None
 
 
+@lru_cache(maxsize=1024)
+def _network(text: str):
+    return ipaddress.ip_network(text, strict=False)
+
+
+@lru_cache(maxsize=1024)
+def _address(text: str):
+    return ipaddress.ip_address(text)
+
+
 def _ip_in(value: str, network: str) -> bool:
     try:
-        return ipaddress.ip_address(value) in ipaddress.ip_network(network, strict=False)
+        return _address(value) in _network(network)
     except ValueError:
         return False
 
@@ -521,10 +541,11 @@ def evaluate(policy: dict | None, *, user: str | None, action: str, resource: st
     return decision
 
 
-def is_allowed(policy: dict | None, *, user: str, admin: bool, owner: str, action: str, resource: str,
+def is_allowed(policy: dict | None, *, user: str | None, admin: bool, owner: str, action: str, resource: str,
                context: Context | None = None) -> bool:
-    """Whether ``user`` may do ``action`` on ``resource`` without ACLs: admin keys always;
-    an explicit Deny refuses (the owner keeps the policy actions); then the owner, or an Allow."""
+    """Whether ``user`` (None: anonymous) may do ``action`` on ``resource`` without ACLs: admin
+    keys always; an explicit Deny refuses (the owner keeps the policy actions); then the owner,
+    or an Allow."""
     if admin:
         return True
     if user == owner and action in POLICY_ACTIONS:

@@ -280,7 +280,7 @@ async def post_object(gw, req: Request) -> Response:
     if "tagging" in fields:
         headers["x-amz-tagging"] = _tagging_query(fields["tagging"])
     sub = Request("PUT", req.raw_path, "", headers, {}, bucket=bucket.name, key=key, auth=req.auth,
-                  request_id=req.request_id)
+                  request_id=req.request_id, client=req.client, scheme=req.scheme)
     meta = access.new_object_acl(gw, sub, bucket, meta_from_headers(headers))
     bucket.check_quota(len(data))
     stored = await gw.store_body(bucket, FormBody(data), headers)
@@ -288,7 +288,9 @@ async def post_object(gw, req: Request) -> Response:
     rec = gw.make_record(bucket, key, stored, stored.md5_hex, meta)
     await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled"), stored.in_segment)
     etag = f'"{rec.etag}"'
-    out = {"etag": etag, "location": f"/{bucket.name}/{quote(key)}"}
+    host = req.headers.get("host", "")
+    path = f"/{quote(key)}" if host.startswith(bucket.name + ".") else f"/{bucket.name}/{quote(key)}"
+    out = {"etag": etag, "location": f"{req.scheme}://{host}{path}"}
     if bucket.versioning:
         out["x-amz-version-id"] = rec.version_id
     redirect = fields.get("success_action_redirect") or fields.get("redirect")

@@ -42,7 +42,7 @@ import time
 
 from . import objectlock, sse
 from .errors import S3Error
-from .index import Op, next_seq
+from .index import Op, next_seq, prepare_shm
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS snapshots (
@@ -94,6 +94,7 @@ class SnapshotStore:
         if self._db is None:
             if not create and not os.path.exists(self.path):
                 return None
+            prepare_shm(self.path)  # NOCOW: see .index
             db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=FULL")

@@ -22,12 +22,16 @@ def s3_client(endpoint: str, access: str, secret: str):
                                       retries={"max_attempts": 1}))
 
 
-def start_plane_gateway(api, data_dir, settings):
+def start_plane_gateway(api, data_dir, settings, pool: dict | None = None,
+                        options: dict | None = None):
     """Start what `strata up` starts for the object service; returns a namespace with
-    ``creds``, ``endpoint``, ``procs`` (stop them with :func:`stop_procs`)."""
+    ``creds``, ``endpoint``, ``procs`` (stop them with :func:`stop_procs`). The pool named
+    default is a `directory` one unless ``pool`` says otherwise; ``options`` adds service
+    options (other services' ports)."""
     port = free_port()
-    settings.SERVICE_OPTIONS = {"s3_port": port, "host": "127.0.0.1"}
-    made = api.post("/api/v1/pools/", {"name": "default", "driver": "directory"}, format="json")
+    settings.SERVICE_OPTIONS = {**(options or {}), "s3_port": port, "host": "127.0.0.1"}
+    made = api.post("/api/v1/pools/", {"name": "default", "driver": "directory", **(pool or {})},
+                    format="json")
     assert made.status_code == 201, made.content
     procs = []
     try:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 
 from plane.models import AuditEvent
@@ -41,7 +42,7 @@ def strata(api, live_server):
     return run
 
 
-def test_access_settings_from_api_and_cli(plane, api, strata):
+def test_access_settings_from_api_and_cli(plane, api, strata, client):
     made = api.post("/api/v1/buckets/", {"name": "site", "acl": "public-read"}, format="json")
     assert made.status_code == 201, made.content
     assert (made.json()["acl"], made.json()["public_access_block"], made.json()["object_ownership"]) == \
@@ -79,6 +80,10 @@ def test_access_settings_from_api_and_cli(plane, api, strata):
     plane.admin_s3.put_bucket_acl(Bucket="site", GrantRead='uri="http://acs.amazonaws.com/groups/global/AllUsers"',
                                   GrantWrite='id="admin"')
     assert api.get("/api/v1/buckets/site/").json()["acl"] == "custom"
+
+    client.force_login(User.objects.get(username="admin"))
+    page = client.get("/console/buckets/").content.decode()
+    assert "Block public access" in page and "custom" in page
 
     changes = AuditEvent.objects.filter(method="PATCH", path="/api/v1/buckets/site/")
     bodies = [e.detail["request"] for e in changes.order_by("id")]

@@ -386,10 +386,25 @@ def test_aws_cli_acl(gateway, users, alice_bucket, tmp_path):
         return json.loads(out) if out.strip() else {}
 
     s3api("put-bucket-acl", "--bucket", alice_bucket, "--acl", "public-read")
-    got = s3api("get-bucket-acl", "--bucket", alice_bucket)
-    assert {"Grantee": {"Type": "Group", "URI": ALL_USERS}, "Permission": "READ"} in got["Grants"]
+    alice, _ = users
+    assert ("Group", ALL_USERS, "READ") in grants_of(alice.get_bucket_acl(Bucket=alice_bucket))
+    assert anon_get(gateway, alice_bucket).status_code == 200
     s3api("put-public-access-block", "--bucket", alice_bucket, "--public-access-block-configuration",
           "BlockPublicAcls=true,IgnorePublicAcls=true,BlockPublicPolicy=true,RestrictPublicBuckets=true")
-    assert s3api("get-public-access-block", "--bucket", alice_bucket)["PublicAccessBlockConfiguration"][
+    assert alice.get_public_access_block(Bucket=alice_bucket)["PublicAccessBlockConfiguration"][
         "IgnorePublicAcls"] is True
     assert anon_get(gateway, alice_bucket).status_code == 403
+
+
+def test_acl_on_multipart_and_copy(gateway, users, alice_bucket):
+    alice, _ = users
+    up = alice.create_multipart_upload(Bucket=alice_bucket, Key="mp", ACL="public-read")
+    part = alice.upload_part(Bucket=alice_bucket, Key="mp", UploadId=up["UploadId"], PartNumber=1, Body=b"m" * 100)
+    alice.complete_multipart_upload(Bucket=alice_bucket, Key="mp", UploadId=up["UploadId"],
+                                    MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
+    assert anon_get(gateway, f"{alice_bucket}/mp").content == b"m" * 100
+    alice.copy_object(Bucket=alice_bucket, Key="mp-copy", CopySource={"Bucket": alice_bucket, "Key": "mp"},
+                      ACL="authenticated-read")
+    assert grants_of(alice.get_object_acl(Bucket=alice_bucket, Key="mp-copy")) == {
+        ("CanonicalUser", "alice", "FULL_CONTROL"), ("Group", AUTH_USERS, "READ")}
+    assert anon_get(gateway, f"{alice_bucket}/mp-copy").status_code == 403

@@ -3,6 +3,11 @@ rules, and CORS headers on actual responses (presigned ones and errors too)."""
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 import requests
@@ -130,3 +135,24 @@ def test_cors_headers_on_actual_presigned_and_error_responses(gateway, s3, bucke
     assert r.status_code == 204 and "Access-Control-Allow-Origin" not in r.headers
     r = requests.get(url)
     assert r.status_code == 200 and "Access-Control-Allow-Origin" not in r.headers
+
+
+def test_aws_cli_sets_cors_and_policy(gateway, bucket, tmp_path):
+    aws = shutil.which("aws", path=os.path.dirname(sys.executable)) or shutil.which("aws")
+    if not aws:
+        pytest.skip("the aws CLI (PyPI awscli) is not installed")
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS, AWS_SECRET_ACCESS_KEY=SECRET, AWS_DEFAULT_REGION="us-east-1",
+               AWS_CONFIG_FILE=str(tmp_path / "none"), AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"))
+
+    def s3api(*args, check=True):
+        return subprocess.run([aws, "--endpoint-url", gateway.endpoint, "s3api", *args, "--bucket", bucket],
+                              env=env, check=check, capture_output=True, text=True, timeout=60)
+
+    (tmp_path / "cors.json").write_text(json.dumps({"CORSRules": RULES}))
+    s3api("put-bucket-cors", "--cors-configuration", f"file://{tmp_path / 'cors.json'}")
+    assert json.loads(s3api("get-bucket-cors").stdout)["CORSRules"] == RULES
+    bad = {"Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
+                          "Resource": "arn:aws:s3:::elsewhere/*"}]}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    r = s3api("put-bucket-policy", "--policy", f"file://{tmp_path / 'bad.json'}", check=False)
+    assert r.returncode != 0 and "MalformedPolicy" in r.stderr and "Policy has invalid resource" in r.stderr

@@ -272,3 +272,82 @@ def test_put_policy_validation(gw, alice, name):
     # a policy for every bucket (arn:aws:s3:::*) is a valid policy of this one
     put_policy(alice, name, allow({"AWS": "bob"}, "s3:*", "arn:aws:s3:::*"))
     assert json.loads(alice.get_bucket_policy(Bucket=name)["Policy"])["Statement"][0]["Resource"] == "arn:aws:s3:::*"
+
+
+def test_multi_delete_checks_every_key(alice, bob, carol, name):
+    for key in ("tmp/a", "keep/b"):
+        alice.put_object(Bucket=name, Key=key, Body=b"x")
+    put_policy(alice, name, allow({"AWS": "bob"}, "s3:DeleteObject", f"arn:aws:s3:::{name}/tmp/*"))
+    out = bob.delete_objects(Bucket=name, Delete={"Objects": [{"Key": "tmp/a"}, {"Key": "keep/b"}]})
+    assert [d["Key"] for d in out["Deleted"]] == ["tmp/a"]
+    assert [(e["Key"], e["Code"]) for e in out["Errors"]] == [("keep/b", "AccessDenied")]
+    # a Deny on the keys binds the owner's multi-delete too; denied every key, the request is refused
+    alice.put_object(Bucket=name, Key="tmp/c", Body=b"x")
+    put_policy(alice, name, allow("*", "s3:DeleteObject", f"arn:aws:s3:::{name}/keep/*", effect="Deny"))
+    out = alice.delete_objects(Bucket=name, Delete={"Objects": [{"Key": "keep/b"}, {"Key": "tmp/c"}]})
+    assert [(e["Key"], e["Code"]) for e in out["Errors"]] == [("keep/b", "AccessDenied")]
+    assert [d["Key"] for d in out["Deleted"]] == ["tmp/c"]
+    for client in (alice, carol):
+        assert denied(lambda: client.delete_objects(Bucket=name, Delete={"Objects": [{"Key": "keep/b"}]}))
+    assert alice.get_object(Bucket=name, Key="keep/b")["Body"].read() == b"x"
+def test_tenants_see_nothing_of_each_other_unless_a_policy_says_so(alice, bob, carol, name):
+    """S3 users are the tenants: bob reaches none of alice's bucket by any operation (403,
+    and it is not in his listing) until alice's policy grants him reads, which then are all
+    he gets; carol, not named, still gets nothing."""
+    alice.put_object(Bucket=name, Key="secret", Body=b"alice's weights")
+    mine = f"bob-{uuid.uuid4().hex[:8]}"
+    bob.create_bucket(Bucket=mine)
+    policy = json.dumps({"Statement": [allow("*", "s3:GetObject", f"arn:aws:s3:::{name}/*")]})
+    on_alice = {
+        "ListObjectsV2": lambda c: c.list_objects_v2(Bucket=name),
+        "ListObjects": lambda c: c.list_objects(Bucket=name),
+        "ListObjectVersions": lambda c: c.list_object_versions(Bucket=name),
+        "ListMultipartUploads": lambda c: c.list_multipart_uploads(Bucket=name),
+        "GetObject": lambda c: c.get_object(Bucket=name, Key="secret"),
+        "GetObjectTagging": lambda c: c.get_object_tagging(Bucket=name, Key="secret"),
+        "CopyObject": lambda c: c.copy_object(Bucket=mine, Key="stolen",
+                                              CopySource={"Bucket": name, "Key": "secret"}),
+        "PutObject": lambda c: c.put_object(Bucket=name, Key="planted", Body=b"x"),
+        "PutObjectTagging": lambda c: c.put_object_tagging(
+            Bucket=name, Key="secret", Tagging={"TagSet": [{"Key": "k", "Value": "v"}]}),
+        "CreateMultipartUpload": lambda c: c.create_multipart_upload(Bucket=name, Key="m"),
+        "DeleteObject": lambda c: c.delete_object(Bucket=name, Key="secret"),
+        "DeleteObjects": lambda c: c.delete_objects(
+            Bucket=name, Delete={"Objects": [{"Key": "secret"}]}),
+        "GetBucketPolicy": lambda c: c.get_bucket_policy(Bucket=name),
+        "PutBucketPolicy": lambda c: c.put_bucket_policy(Bucket=name, Policy=policy),
+        "DeleteBucketPolicy": lambda c: c.delete_bucket_policy(Bucket=name),
+        "GetBucketVersioning": lambda c: c.get_bucket_versioning(Bucket=name),
+        "PutBucketVersioning": lambda c: c.put_bucket_versioning(
+            Bucket=name, VersioningConfiguration={"Status": "Enabled"}),
+        "GetBucketLifecycleConfiguration": lambda c: c.get_bucket_lifecycle_configuration(
+            Bucket=name),
+        "GetBucketTagging": lambda c: c.get_bucket_tagging(Bucket=name),
+        "DeleteBucket": lambda c: c.delete_bucket(Bucket=name),
+    }
+    for client in (bob, carol):
+        allowed = [op for op, call in on_alice.items() if not denied(lambda: call(client))]
+        assert allowed == [], allowed
+        with pytest.raises(ClientError) as head:
+            client.head_bucket(Bucket=name)
+        assert head.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+        with pytest.raises(ClientError) as head:
+            client.head_object(Bucket=name, Key="secret")
+        assert head.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+        assert name not in [b["Name"] for b in client.list_buckets()["Buckets"]]
+        with pytest.raises(ClientError) as taken:  # the name is taken, nothing more is told
+            client.create_bucket(Bucket=name)
+        assert taken.value.response["Error"]["Code"] == "BucketAlreadyExists"
+    assert alice.get_object(Bucket=name, Key="secret")["Body"].read() == b"alice's weights"
+    assert [o["Key"] for o in alice.list_objects_v2(Bucket=name)["Contents"]] == ["secret"]
+
+    # alice's policy lets bob read: exactly reads, and only bob
+    put_policy(alice, name, allow({"AWS": ["bob"]}, ["s3:GetObject", "s3:ListBucket"],
+                                  [f"arn:aws:s3:::{name}", f"arn:aws:s3:::{name}/*"]))
+    assert bob.get_object(Bucket=name, Key="secret")["Body"].read() == b"alice's weights"
+    assert [o["Key"] for o in bob.list_objects_v2(Bucket=name)["Contents"]] == ["secret"]
+    reads = {"ListObjectsV2", "ListObjects", "GetObject", "CopyObject"}
+    still = [op for op, call in on_alice.items() if op not in reads and not denied(lambda: call(bob))]
+    assert still == [], still
+    assert [op for op, call in on_alice.items() if not denied(lambda: call(carol))] == []
+    assert name not in [b["Name"] for b in bob.list_buckets()["Buckets"]]

@@ -60,7 +60,8 @@ def test_success_actions(s3, bucket):
         assert r.status_code == expected, r.text
         if expected == 201:
             assert f"<Key>s-{status}</Key>" in r.text and f"<Bucket>{bucket}</Bucket>" in r.text
-            assert "<ETag>" in r.text and "<Location>" in r.text
+            assert "<ETag>" in r.text and f"<Location>{form['url']}/s-{status}</Location>" in r.text
+            assert r.headers["location"] == f"{form['url']}/s-{status}"
     target = "http://example.invalid/done"
     form = s3.generate_presigned_post(bucket, "redir", Fields={"success_action_redirect": target},
                                       Conditions=[{"success_action_redirect": target}])
