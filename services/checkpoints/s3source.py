@@ -110,6 +110,25 @@ class S3Source:
         with contextlib.closing(self.open(name)) as body:
             return body.read()
 
+    def legal_hold(self, on: bool) -> int:
+        """Put (or lift) an S3 legal hold on the current version of every object under the
+        prefix, when the bucket has Object Lock; return how many (0 without Object Lock)."""
+        try:
+            self.client.get_object_lock_configuration(Bucket=self.bucket)
+        except self.client.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ObjectLockConfigurationNotFoundError":
+                return 0
+            raise
+        count = 0
+        for page in self.client.get_paginator("list_object_versions").paginate(Bucket=self.bucket,
+                                                                              Prefix=self.prefix):
+            for v in page.get("Versions", []):
+                if v["IsLatest"]:
+                    self.client.put_object_legal_hold(Bucket=self.bucket, Key=v["Key"], VersionId=v["VersionId"],
+                                                      LegalHold={"Status": "ON" if on else "OFF"})
+                    count += 1
+        return count
+
     def delete_all(self) -> int:
         """Delete every object under the prefix, and abort the multipart uploads a killed
         save left there (their parts hold space too); return how many objects went."""

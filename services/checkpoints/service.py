@@ -299,12 +299,22 @@ def forget_old_leases(older_than: timedelta = timedelta(days=1)) -> int:
 
 
 def set_pin(version: CheckpointVersion, pinned: bool, reason: str = "") -> CheckpointVersion:
+    """Pin (or unpin) a version. When its objects are in a bucket with Object Lock, the pin is
+    also an S3 legal hold on each of them: no S3 user, lifecycle rule or script can delete
+    them while it holds (unpinning lifts the holds, so retention can delete them again)."""
     with transaction.atomic():
         version = CheckpointVersion.objects.select_for_update().get(pk=version.pk)
         if pinned and version.state in (V.DELETING, V.DELETED, V.ABORTED):
             raise Conflict(f"Version {version} is {version.state}; it cannot be pinned.")
         version.pinned, version.pin_reason = pinned, reason[:200] if pinned else ""
         version.save(update_fields=["pinned", "pin_reason"])
+        if version.s3_prefix and version.state != V.DELETED:
+            try:
+                source = s3source.source_for(version.s3_prefix, s3_config())
+            except s3source.S3NotConfigured:
+                return version  # no S3 endpoint known: a pin of the catalog only
+            with s3source.plain_errors(version.job.bucket):
+                source.legal_hold(pinned)  # a failure un-does the pin
     return version
 
 

@@ -68,14 +68,28 @@ class GatewayAdminClient:
         return self._call("GET", f"buckets/{quote(name)}")
 
     def create_bucket(self, name: str, owner: str, versioning: str | None = None,
-                      quota: dict | None = None) -> dict:
-        """Create a bucket owned by ``owner`` (an S3 user name from the config)."""
+                      quota: dict | None = None, object_lock: dict | None = None) -> dict:
+        """Create a bucket owned by ``owner`` (an S3 user name from the config); with
+        ``object_lock`` (``{"mode", "days"}``, both may be null) it has Object Lock."""
         body = {"name": name, "owner": owner}
         if versioning:
             body["versioning"] = versioning
         if quota:
             body["quota"] = quota
+        if object_lock is not None:
+            body["object_lock"] = object_lock
         return self._call("POST", "buckets", body)
+
+    def set_encryption(self, name: str, algorithm: str | None, kms_key_id: str | None = None) -> dict:
+        """Set (``AES256`` / ``aws:kms``) or remove (None) a bucket's default encryption."""
+        body = {"algorithm": algorithm}
+        if kms_key_id:
+            body["kms_key_id"] = kms_key_id
+        return self._call("PUT", f"buckets/{quote(name)}/encryption", body)
+
+    def set_object_lock(self, name: str, mode: str | None, days: int | None) -> dict:
+        """Turn Object Lock on (versioning Enabled) with a default retention (mode None: none)."""
+        return self._call("PUT", f"buckets/{quote(name)}/object-lock", {"mode": mode, "days": days})
 
     def delete_bucket(self, name: str) -> None:
         """Delete an empty bucket (``GatewayAdminError`` code BucketNotEmpty otherwise)."""

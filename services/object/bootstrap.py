@@ -82,6 +82,7 @@ def bootstrap(creds: dict) -> dict:
         return {}
     key, secret = ensure_admin_key(creds)
     service.ensure_plane_key()
+    service.ensure_master_key(gw)
     try:
         ensure_cold_filesystem()
     except Exception:  # noqa: BLE001 - S3 serves without a capacity tier; the log says why

@@ -12,6 +12,7 @@ from plane.cli.jobs import parse_size, watch_job
 
 BUCKET_COLS = ["name", "owner", "pool", "versioning", "used_bytes", "used_objects", "quota_bytes",
                "quota_objects"]
+PROTECTION_COLS = ["encryption", "kms_key_id", "object_lock", "lock_mode", "lock_days"]
 ACCESS_COLS = ["acl", "public_access_block", "object_ownership"]
 KEY_COLS = ["access_key", "user", "admin", "description", "created_by", "created_at"]
 
@@ -57,6 +58,9 @@ def register(sub) -> dict:
     x.add_argument("--quota", type=_size_or_none, help="bytes, e.g. 100G")
     x.add_argument("--max-objects", type=_count_or_none)
     x.add_argument("--versioning", action="store_true", help="enable versioning")
+    x.add_argument("--object-lock", action="store_true", help="Object Lock (WORM; turns versioning on for good)")
+    x.add_argument("--encryption", choices=["AES256", "aws:kms"], help="default encryption of new objects")
+    x.add_argument("--kms-key-id", help="with --encryption aws:kms")
     x = b.add_parser("set-quota"); x.add_argument("name")
     x.add_argument("--quota", type=_size_or_none, default=argparse.SUPPRESS,
                    help="bytes, or none to lift it")
@@ -64,6 +68,14 @@ def register(sub) -> dict:
                    help="objects, or none to lift it")
     x = b.add_parser("versioning"); x.add_argument("name")
     x.add_argument("status", choices=["Enabled", "Suspended"])
+    x = b.add_parser("encryption", help="default encryption of new objects")
+    x.add_argument("name"); x.add_argument("algorithm", choices=["AES256", "aws:kms", "none"])
+    x.add_argument("--kms-key-id", help="with aws:kms (default: the appliance's aws/s3 key)")
+    x = b.add_parser("object-lock", help="turn Object Lock on (versioning must be Enabled) and set "
+                     "the default retention of new versions")
+    x.add_argument("name")
+    x.add_argument("--mode", choices=["GOVERNANCE", "COMPLIANCE"], help="default retention mode")
+    x.add_argument("--days", type=int, help="default retention in days (with --mode)")
     x = b.add_parser("set-acl", help="the bucket's canned ACL"); x.add_argument("name")
     x.add_argument("acl", choices=CANNED_ACLS)
     x = b.add_parser("public-access", help="S3 Block Public Access of the bucket"); x.add_argument("name")
@@ -94,13 +106,22 @@ def bucket(c, args, out):
     if args.action == "list":
         out(c.list("buckets/"), BUCKET_COLS)
     elif args.action == "show":
-        out(c.get(f"buckets/{args.name}/"), BUCKET_COLS + ACCESS_COLS + ["filesystem", "created_at"])
+        out(c.get(f"buckets/{args.name}/"), BUCKET_COLS + ACCESS_COLS + PROTECTION_COLS + ["filesystem", "created_at"])
     elif args.action == "create":
         body = {"name": args.name, "quota_bytes": args.quota, "quota_objects": args.max_objects,
-                "versioning": "Enabled" if args.versioning else "Disabled"}
+                "versioning": "Enabled" if args.versioning or args.object_lock else "Disabled",
+                "object_lock": args.object_lock, "encryption": args.encryption or "",
+                "kms_key_id": args.kms_key_id or ""}
         if args.owner:
             body["owner"] = args.owner
-        out(c.post("buckets/", body), BUCKET_COLS)
+        out(c.post("buckets/", body), BUCKET_COLS + PROTECTION_COLS)
+    elif args.action == "encryption":
+        body = {"encryption": "" if args.algorithm == "none" else args.algorithm,
+                "kms_key_id": args.kms_key_id or ""}
+        out(c.patch(f"buckets/{args.name}/", body), ["name"] + PROTECTION_COLS)
+    elif args.action == "object-lock":
+        body = {"object_lock": True, "lock_mode": args.mode or "", "lock_days": args.days}
+        out(c.patch(f"buckets/{args.name}/", body), ["name"] + PROTECTION_COLS)
     elif args.action == "set-quota":
         body = {}
         if hasattr(args, "quota"):

@@ -47,7 +47,7 @@ def waiting_path(data_dir: Path) -> Path:
 
 def render_config(*, data_root: str, admin_token: str, users: dict, region: str = DEFAULT_REGION,
                   domains: list | None = None, io_budget_redis: str = "", cold_root: str | None = None,
-                  io_budget: dict | None = None) -> dict:
+                  io_budget: dict | None = None, sse_master_key: str = "") -> dict:
     """The gateway's config document.
 
     ``users`` maps access key -> ``{"secret_key", "user", "admin"}``; ``io_budget_redis`` is
@@ -57,7 +57,8 @@ def render_config(*, data_root: str, admin_token: str, users: dict, region: str 
     draw from; ``cold_root`` is the directory on the capacity pool where transitions put
     cold bytes (None: the gateway has no capacity tier and refuses Transition rules). The
     gateway runs no lifecycle pass of its own (``lifecycle_interval`` 0): the plane runs
-    them, each a Job (``services.object.tasks``).
+    them, each a Job (``services.object.tasks``). ``sse_master_key`` (base64 of 32 bytes)
+    wraps the data keys of SSE-S3 and SSE-KMS objects (``services.object.gateway.sse``).
     """
     config = {"data_root": str(data_root), "region": region, "admin_token": admin_token,
               "domains": list(domains or ["localhost"]), "lifecycle_interval": 0,
@@ -69,6 +70,8 @@ def render_config(*, data_root: str, admin_token: str, users: dict, region: str 
         config["io_budget"] = dict(io_budget)
     if cold_root:
         config["cold_root"] = str(cold_root)
+    if sse_master_key:
+        config["sse_master_key"] = sse_master_key
     return config
 
 

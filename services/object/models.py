@@ -40,6 +40,9 @@ class Gateway(models.Model):
     filesystem = models.ForeignKey(FileSystem, on_delete=refuse_filesystem_delete, related_name="+")
     admin_token = models.CharField(max_length=128)
     region = models.CharField(max_length=32, default="us-east-1")
+    # the SSE master key (wraps every SSE-S3 and SSE-KMS data key), sealed with the plane's
+    # SECRET_KEY (plane.secrets); made at the first start, given to the gateway in its config
+    sealed_master_key = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):
@@ -68,6 +71,15 @@ class Bucket(models.Model):
     quota_objects = models.BigIntegerField(null=True, blank=True)
     versioning = models.CharField(max_length=16, choices=Versioning.choices,
                                   default=Versioning.DISABLED)
+    encryption = models.CharField(max_length=16, blank=True, default="", choices=[
+        ("", "none"), ("AES256", "SSE-S3 (AES256)"), ("aws:kms", "SSE-KMS (aws:kms)")],
+        help_text="Default encryption of new objects that ask for none (as the gateway reports it).")
+    kms_key_id = models.CharField(max_length=256, blank=True, default="")
+    object_lock = models.BooleanField(default=False)
+    lock_mode = models.CharField(max_length=16, blank=True, default="", choices=[
+        ("", "none"), ("GOVERNANCE", "GOVERNANCE"), ("COMPLIANCE", "COMPLIANCE")],
+        help_text="Default retention mode of new versions (Object Lock).")
+    lock_days = models.PositiveIntegerField(null=True, blank=True)
     # access settings, as the gateway reports them (it holds them: see gateway/acl_ops.py)
     acl = models.CharField(max_length=32, default="private",
                            help_text="Canned ACL the bucket's grants amount to ('custom' otherwise).")

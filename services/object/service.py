@@ -7,6 +7,7 @@ the transaction commits, under a file lock, from the whole table: whichever proc
 server or worker) writes last has read every committed key. The gateway re-reads the file on
 its next request, so it never queries the database.
 """
+import base64
 import logging
 import os
 import secrets
@@ -128,7 +129,16 @@ def render_gateway_config() -> dict | None:
                                      users=users, region=gw.region,
                                      domains=_options().get("s3_domains"),
                                      io_budget_redis=settings.CELERY_BROKER_URL,
-                                     io_budget=io_budget_rates(), cold_root=cold_root())
+                                     io_budget=io_budget_rates(), cold_root=cold_root(),
+                                     sse_master_key=unseal(gw.sealed_master_key) if gw.sealed_master_key else "")
+
+
+def ensure_master_key(gw: Gateway) -> None:
+    """Give the gateway its SSE master key on the first start (sealed in the database; the
+    gateway gets it in its 0600 config file, outside the data root; never logged)."""
+    if not gw.sealed_master_key:
+        gw.sealed_master_key = seal(base64.b64encode(secrets.token_bytes(32)).decode())
+        gw.save(update_fields=["sealed_master_key"])
 
 
 # -- the capacity tier (lifecycle transitions) ------------------------------------------------
@@ -245,11 +255,23 @@ def _apply_info(bucket: Bucket, info: dict) -> None:
     bucket.used_bytes = int(info.get("bytes") or 0)
     bucket.used_objects = int(info.get("objects") or 0)
     bucket.versioning = info.get("versioning") or bucket.versioning
+    _apply_protection(bucket, info)
     if "acl" in info:  # gateways from before access settings do not report them
         bucket.acl = info["acl"]
         bucket.public_access_block = info.get("public_access_block")
         bucket.object_ownership = info.get("ownership") or ""
     bucket.usage_updated_at = timezone.now()
+
+
+def _apply_protection(bucket: Bucket, info: dict) -> None:
+    """Record a bucket's default encryption and Object Lock as the gateway reports them."""
+    if "encryption" in info:
+        enc = info["encryption"] or {}
+        bucket.encryption, bucket.kms_key_id = enc.get("algorithm") or "", enc.get("kms_key_id") or ""
+    if "object_lock" in info:
+        lock = info["object_lock"]
+        bucket.object_lock = lock is not None
+        bucket.lock_mode, bucket.lock_days = (lock or {}).get("mode") or "", (lock or {}).get("days")
 
 
 ACCESS_FIELDS = ("acl", "public_access_block", "object_ownership")
@@ -263,17 +285,25 @@ def _access_body(changes: dict) -> dict:
 
 
 def create_bucket(*, name: str, owner: str, quota_bytes=None, quota_objects=None,
-                  versioning: str = Bucket.Versioning.DISABLED, **access) -> Bucket:
+                  versioning: str = Bucket.Versioning.DISABLED, object_lock: bool = False,
+                  lock_mode: str = "", lock_days=None, encryption: str = "", kms_key_id: str = "",
+                  **access) -> Bucket:
+    """Create a bucket (with Object Lock: versioning Enabled for good, and an optional default
+    retention; with a default encryption; with access settings)."""
     gw = gateway()
     with transaction.atomic():
         bucket = Bucket.objects.create(name=name, owner=owner, filesystem=gw.filesystem,
                                        quota_bytes=quota_bytes, quota_objects=quota_objects,
                                        versioning=versioning)
-        info = admin_call(admin_client().create_bucket, name, owner=owner,
+        client = admin_client()
+        info = admin_call(client.create_bucket, name, owner=owner,
                            versioning=None if versioning == Bucket.Versioning.DISABLED else versioning,
-                           quota=_quota_body(quota_bytes, quota_objects) or None)
+                           quota=_quota_body(quota_bytes, quota_objects) or None,
+                           object_lock={"mode": lock_mode or None, "days": lock_days} if object_lock else None)
+        if encryption:
+            info.update(admin_call(client.set_encryption, name, encryption, kms_key_id or None))
         if _access_body(access):
-            info.update(admin_call(admin_client().set_access, name, **_access_body(access)))
+            info.update(admin_call(client.set_access, name, **_access_body(access)))
         _apply_info(bucket, info)
         bucket.save()
     return bucket
@@ -291,6 +321,14 @@ def update_bucket(bucket: Bucket, changes: dict) -> Bucket:
                         objects=bucket.quota_objects)
         if changes.get("versioning") and changes["versioning"] != bucket.versioning:
             bucket.versioning = admin_call(client.set_versioning, bucket.name, changes["versioning"])
+        if "encryption" in changes or "kms_key_id" in changes:
+            _apply_protection(bucket, admin_call(client.set_encryption, bucket.name,
+                                           changes.get("encryption", bucket.encryption) or None,
+                                           changes.get("kms_key_id", bucket.kms_key_id) or None))
+        if changes.get("object_lock") or "lock_mode" in changes or "lock_days" in changes:
+            mode = changes.get("lock_mode", bucket.lock_mode) or None
+            _apply_protection(bucket, admin_call(client.set_object_lock, bucket.name, mode,
+                                           changes.get("lock_days", bucket.lock_days) if mode else None))
         if _access_body(changes):
             info = admin_call(client.set_access, bucket.name, **_access_body(changes))
             bucket.acl, bucket.public_access_block = info["acl"], info["public_access_block"]

@@ -24,6 +24,17 @@ class BucketSerializer(serializers.ModelSerializer):
     quota_objects = serializers.IntegerField(min_value=1, max_value=INT64, required=False,
                                              allow_null=True)
     versioning = serializers.ChoiceField(choices=Bucket.Versioning.choices, required=False)
+    encryption = serializers.ChoiceField(choices=["", "AES256", "aws:kms"], required=False,
+                                         help_text="Default encryption of new objects: '' (none), AES256 "
+                                                   "(SSE-S3) or aws:kms (SSE-KMS with kms_key_id).")
+    kms_key_id = serializers.CharField(max_length=256, required=False, allow_blank=True)
+    object_lock = serializers.BooleanField(required=False, help_text=(
+        "Object Lock (WORM): versions under retention or legal hold cannot be deleted. Needs "
+        "versioning Enabled (a new bucket gets it); cannot be turned off."))
+    lock_mode = serializers.ChoiceField(choices=["", "GOVERNANCE", "COMPLIANCE"], required=False,
+                                        help_text="Default retention mode of new versions ('' none).")
+    lock_days = serializers.IntegerField(min_value=1, max_value=36500, required=False, allow_null=True,
+                                         help_text="Default retention in days (with lock_mode).")
     acl = serializers.ChoiceField(choices=CANNED_ACLS, required=False,
                                   help_text="Canned ACL of the bucket ('custom': grants set over S3).")
     public_access_block = PublicAccessBlockSerializer(required=False, allow_null=True,
@@ -34,18 +45,24 @@ class BucketSerializer(serializers.ModelSerializer):
     class Meta:
         model = Bucket
         fields = ["id", "name", "owner", "filesystem", "pool", "quota_bytes", "quota_objects",
-                  "versioning", "acl", "public_access_block", "object_ownership", "used_bytes",
+                  "versioning", "encryption", "kms_key_id", "object_lock", "lock_mode", "lock_days",
+                  "acl", "public_access_block", "object_ownership", "used_bytes",
                   "used_objects", "usage_updated_at", "created_at"]
         read_only_fields = ["used_bytes", "used_objects", "usage_updated_at", "created_at"]
 
     def validate(self, attrs):
+        self._validate_protection(attrs)
         if self.instance is None:
             request = self.context.get("request")
             attrs.setdefault("owner", request.user.username if request else "admin")
             if attrs.get("versioning") == Bucket.Versioning.SUSPENDED:
                 raise serializers.ValidationError(
                     {"versioning": "A new bucket is created Disabled or Enabled."})
+            if attrs.get("object_lock"):
+                attrs["versioning"] = Bucket.Versioning.ENABLED
             return attrs
+        if self.instance.object_lock and attrs.get("object_lock") is False:
+            raise serializers.ValidationError({"object_lock": "Object Lock cannot be turned off (S3's rule)."})
         for field in ("name", "owner"):
             if field in attrs and attrs[field] != getattr(self.instance, field):
                 raise serializers.ValidationError({field: f"A bucket's {field} cannot change."})
@@ -54,6 +71,22 @@ class BucketSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError(
                 {"versioning": "Versioning, once enabled, can only be suspended (S3's rule)."})
         return attrs
+
+    def _merged(self, attrs: dict, name: str):
+        if name in attrs:
+            return attrs[name]
+        return getattr(self.instance, name) if self.instance is not None else None
+
+    def _validate_protection(self, attrs: dict) -> None:
+        """kms_key_id goes with aws:kms; a default retention needs Object Lock, a mode and days."""
+        if self._merged(attrs, "kms_key_id") and self._merged(attrs, "encryption") != "aws:kms":
+            raise serializers.ValidationError({"kms_key_id": "A KMS key id goes with encryption aws:kms."})
+        mode, days = self._merged(attrs, "lock_mode"), self._merged(attrs, "lock_days")
+        if ("lock_mode" in attrs or "lock_days" in attrs) and bool(mode) != bool(days):
+            raise serializers.ValidationError({"lock_days": "A default retention needs both lock_mode and "
+                                                            "lock_days."})
+        if mode and not self._merged(attrs, "object_lock"):
+            raise serializers.ValidationError({"lock_mode": "A default retention needs object_lock."})
 
 
 class BucketDetailSerializer(BucketSerializer):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hmac
 import json
 
-from . import snapshots
+from . import protection_ops, snapshots
 from .acl_ops import access_info, set_access
 from .compaction import collect_all_orphans, compact_once
 from .core import Gateway
@@ -85,6 +85,9 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
                 await gw.run(bucket.set_versioning, data["versioning"])
             if data.get("quota"):
                 await _set_quota(gw, bucket, data["quota"])
+            if data.get("object_lock"):
+                await gw.run(bucket.set_versioning, "Enabled")
+                await protection_ops.admin_set_lock(gw, bucket, data["object_lock"])
             return _json(_info(bucket), 201)
     if len(parts) >= 2 and parts[0] == "buckets":
         bucket = gw.buckets.get(parts[1])
@@ -109,6 +112,10 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
                     raise S3Error("InvalidArgument", "versioning 'status' must be Enabled or Suspended")
                 await gw.run(bucket.set_versioning, status)
                 return _json({"status": bucket.versioning or "Disabled"})
+        elif rest == ["encryption"] and m == "PUT":
+            return _json(await protection_ops.admin_set_encryption(gw, bucket, await _body(req)))
+        elif rest == ["object-lock"] and m == "PUT":
+            return _json(await protection_ops.admin_set_lock(gw, bucket, await _body(req)))
         elif rest == ["access"]:
             if m == "GET":
                 return _json(access_info(bucket))
@@ -179,8 +186,8 @@ async def _snapshot_route(gw: Gateway, req: Request, bucket, rest: list[str]) ->
 
 
 def _info(bucket) -> dict:
-    """BUCKET as the admin interface reports it: settings, usage and access settings."""
-    return {**bucket.usage(), **access_info(bucket)}
+    """BUCKET as the admin interface reports it: settings, usage, access settings, encryption and lock."""
+    return {**bucket.usage(), **access_info(bucket), **protection_ops.admin_info(bucket)}
 
 
 async def _set_quota(gw: Gateway, bucket, data: dict) -> dict:

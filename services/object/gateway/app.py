@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl, unquote
 from plumbing.errors import is_disk_full
 
 from . import access, acl_ops, admin, bucket_ops, bucket_tagging, cors, foreground, multipart, object_ops, \
-    post_object, unconfigured
+    post_object, protection_ops, unconfigured
 from .auth import authenticate
 from .core import Gateway
 from .errors import S3Error
@@ -20,8 +20,7 @@ MAX_KEY_BYTES = 1024
 ADMIN_PREFIX = "/_strata/admin/"
 
 # Sub-resources S3 defines that this gateway does not implement (answered NotImplemented).
-UNSUPPORTED = {"website", "logging", "notification", "replication", "requestPayment",
-               "encryption", "object-lock", "legal-hold", "retention", "analytics", "inventory",
+UNSUPPORTED = {"website", "logging", "notification", "replication", "requestPayment", "analytics", "inventory",
                "metrics", "intelligent-tiering", "accelerate", "torrent", "select"}
 
 
@@ -192,6 +191,10 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return await bucket_ops.put_lifecycle(gw, req, authorize(gw, req))
         if "policy" in q:
             return await bucket_ops.put_policy(gw, req, authorize(gw, req))
+        if "encryption" in q:
+            return await protection_ops.put_encryption(gw, req, authorize(gw, req))
+        if "object-lock" in q:
+            return await protection_ops.put_lock_configuration(gw, req, authorize(gw, req))
         if "cors" in q:
             return await cors.put_cors(gw, req, authorize(gw, req))
         if "tagging" in q:
@@ -210,6 +213,8 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
         if "policy" in q:
             await gw.run(authorize(gw, req).set_setting, "policy", None)
             return Response(204)
+        if "encryption" in q:
+            return await protection_ops.delete_encryption(gw, authorize(gw, req))
         if "cors" in q:
             return await cors.delete_cors(gw, authorize(gw, req))
         if "tagging" in q:
@@ -243,6 +248,10 @@ async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
             return bucket_ops.get_lifecycle(bucket)
         if "policy" in q:
             return bucket_ops.get_policy(bucket)
+        if "encryption" in q:
+            return protection_ops.get_encryption(bucket)
+        if "object-lock" in q:
+            return protection_ops.get_lock_configuration(bucket)
         if "cors" in q:
             return cors.get_cors(bucket)
         if "tagging" in q:
@@ -272,6 +281,10 @@ async def object_dispatch(gw: Gateway, req: Request) -> Response:
             return await multipart.upload_part(gw, req, bucket)
         if "tagging" in q:
             return await object_ops.put_tagging(gw, req, bucket)
+        if "retention" in q:
+            return await protection_ops.put_retention(gw, req, bucket)
+        if "legal-hold" in q:
+            return await protection_ops.put_legal_hold(gw, req, bucket)
         if "acl" in q:
             return await acl_ops.put_object_acl(gw, req, bucket)
         if "x-amz-copy-source" in req.headers:
@@ -285,6 +298,10 @@ async def object_dispatch(gw: Gateway, req: Request) -> Response:
             return await object_ops.get_tagging(gw, req, bucket)
         if "attributes" in q and m == "GET":
             return await object_ops.get_attributes(gw, req, bucket)
+        if "retention" in q and m == "GET":
+            return await protection_ops.get_retention(gw, req, bucket)
+        if "legal-hold" in q and m == "GET":
+            return await protection_ops.get_legal_hold(gw, req, bucket)
         if "acl" in q and m == "GET":
             return await acl_ops.get_object_acl(gw, req, bucket)
         return await object_ops.get_object(gw, req, bucket)

@@ -6,6 +6,7 @@ import json
 import time
 from urllib.parse import quote
 
+from . import objectlock
 from .access import check_policy_allowed
 from .acl import owner_xml
 from .acl_ops import apply_create_settings, create_settings
@@ -80,6 +81,7 @@ async def create_bucket(gw: Gateway, req: Request) -> Response:
             raise S3Error("InvalidLocationConstraint",
                           f"This gateway serves region {region!r}, not {constraint!r}")
     settings = create_settings(gw, req)  # ACL and object ownership headers, checked first
+    lock = objectlock.enable_at_creation(req.headers)
     try:
         bucket = await gw.run(gw.buckets.create, req.bucket, req.auth.user, region)
     except S3Error as err:
@@ -88,6 +90,9 @@ async def create_bucket(gw: Gateway, req: Request) -> Response:
             raise
     else:
         await apply_create_settings(gw, bucket, settings)
+        if lock:  # Object Lock keeps versioning on for good
+            bucket.settings["versioning"] = "Enabled"
+            await gw.run(bucket.set_setting, "object_lock", {"enabled": True})
     return Response(200, {"location": f"/{req.bucket}"})
 
 
@@ -115,6 +120,9 @@ async def put_versioning(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     status = child_text(root, "Status")
     if status not in ("Enabled", "Suspended"):
         raise S3Error("MalformedXML", "Versioning Status must be Enabled or Suspended")
+    if status == "Suspended" and objectlock.enabled(bucket):
+        raise S3Error("InvalidBucketState", "An Object Lock configuration is present on this bucket, so the "
+                      "versioning state cannot be changed.")
     await gw.run(bucket.set_versioning, status)
     return Response(200)
 

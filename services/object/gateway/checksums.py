@@ -1,5 +1,6 @@
-"""Object digests: the MD5 ETag and the S3 additional checksums (CRC32, CRC32C, SHA1, SHA256),
-and the composite checksum of a multipart object (:func:`composite`).
+"""Object digests: the MD5 ETag and the S3 additional checksums (CRC32, CRC32C, CRC64NVME,
+SHA1, SHA256), and the checksum of a multipart object: COMPOSITE (:func:`composite`) or
+FULL_OBJECT (:func:`full_object`, CRCs only).
 
 A :class:`Digests` is fed every byte of a body once (from a worker thread for large bodies:
 hashlib and zlib release the GIL) and then checked against what the client claimed.
@@ -10,24 +11,29 @@ import base64
 import hashlib
 import zlib
 
+from anycrc import Model
 from crc32c import crc32c
+
+from . import crc
 
 from .errors import S3Error
 
-ALGORITHMS = ("crc32", "crc32c", "sha1", "sha256")
+ALGORITHMS = ("crc32", "crc32c", "crc64nvme", "sha1", "sha256")
+CRCS = ("crc32", "crc32c", "crc64nvme")  # the algorithms a FULL_OBJECT multipart checksum may use
 
 
 class _Crc:
-    """A running CRC (zlib.crc32, or crc32c from the crc32c package) with hashlib's interface."""
+    """A running CRC (zlib.crc32, crc32c from the crc32c package, or CRC64NVME from anycrc)
+    with hashlib's interface."""
 
-    def __init__(self, fn):
-        self.fn, self.value = fn, 0
+    def __init__(self, fn, width: int = 32):
+        self.fn, self.value, self.width = fn, 0, width
 
     def update(self, data: bytes) -> None:
         self.value = self.fn(data, self.value)
 
     def digest(self) -> bytes:
-        return (self.value & 0xFFFFFFFF).to_bytes(4, "big")
+        return (self.value & ((1 << self.width) - 1)).to_bytes(self.width // 8, "big")
 
 
 def _new(algorithm: str):
@@ -35,6 +41,9 @@ def _new(algorithm: str):
         return _Crc(zlib.crc32)
     if algorithm == "crc32c":
         return _Crc(crc32c)
+    if algorithm == "crc64nvme":
+        crc64 = Model("CRC64-NVME")
+        return _Crc(lambda data, value: crc64.calc(data, value), 64)
     if algorithm == "sha1":
         return hashlib.sha1()
     if algorithm == "sha256":
@@ -48,6 +57,14 @@ def composite(algorithm: str, part_values: list[str]) -> str:
     h = _new(algorithm)
     h.update(b"".join(base64.b64decode(v) for v in part_values))
     return base64.b64encode(h.digest()).decode() + f"-{len(part_values)}"
+
+
+def full_object(algorithm: str, parts: list[tuple[str, int]]) -> str:
+    """The FULL_OBJECT checksum of a multipart object: its parts' CRCs (base64 values, with
+    their sizes) combined in order into the CRC of the whole body (:mod:`.crc`)."""
+    values = [(int.from_bytes(base64.b64decode(v), "big"), size) for v, size in parts]
+    width = crc.POLYNOMIALS[algorithm][1]
+    return base64.b64encode(crc.combine_all(algorithm, values).to_bytes(width // 8, "big")).decode()
 
 
 def requested_algorithms(headers: dict[str, str]) -> set[str]:

@@ -17,6 +17,7 @@ import shutil
 import time
 
 from .index import Op
+from .sse import physical_size
 
 log = logging.getLogger("strata.s3.compaction")
 LIVE_RATIO = 0.5
@@ -37,7 +38,7 @@ async def compact_once(gw, live_ratio: float = LIVE_RATIO) -> dict:
         if size and live / size >= live_ratio:
             continue
         for bucket, rec in owners:
-            data = await gw.run(gw.segments.read, rec.loc, rec.size)
+            data = await gw.run(gw.segments.read, rec.loc, physical_size(rec))
             new_loc = gw.segments.append(data)
             await gw.commit(bucket, Op("relocate", key=rec.key, seq=rec.seq, old_loc=rec.loc, new_loc=new_loc),
                             in_segment=True)

@@ -31,6 +31,7 @@ from .config import ConfigWatcher
 from .errors import S3Error
 from .index import Op, OpResult, Record, next_seq
 from .snapshots import deleting_version
+from . import objectlock, sse
 from .tiers import ColdTier, read_loc
 from .storage import (SEGMENT_SIZE, SMALL_OBJECT_LIMIT, LargeFileWriter, SegmentStore, file_ranges, open_pieces,
                       read_open_pieces, reset_tmp)
@@ -85,6 +86,14 @@ class Gateway:
     def config(self) -> dict:
         return self.watcher.current()
 
+    @property
+    def keyring(self) -> sse.Keyring:
+        """The master key and KMS key ids of the config in force (see :mod:`.sse`)."""
+        config = self.config
+        if getattr(self, "_keyring_of", None) is not config:
+            self._keyring, self._keyring_of = sse.Keyring(config), config
+        return self._keyring
+
     async def start(self) -> None:
         """Start background tasks (call on the serving event loop)."""
         self.committer = GroupCommitter(self.segments)
@@ -125,8 +134,10 @@ class Gateway:
     # -- writing ---------------------------------------------------------------------------
 
     async def store_body(self, bucket: Bucket, body: BodySource, headers: dict[str, str],
-                         dest_dir: str | None = None, force_file: bool = False) -> Stored:
-        """Receive and durably store a body (not yet visible: the caller commits the index)."""
+                         dest_dir: str | None = None, force_file: bool = False,
+                         cipher: sse.ChunkCipher | None = None) -> Stored:
+        """Receive and durably store a body (not yet visible: the caller commits the index);
+        with a ``cipher`` the bytes are stored encrypted (:mod:`.sse`)."""
         size = body.size
         if size is not None and size > MAX_OBJECT_SIZE:
             raise S3Error("EntityTooLarge")
@@ -136,11 +147,11 @@ class Gateway:
             data = await body.read_all(SMALL_OBJECT_LIMIT)
             digests.update(data)
             checks = digests.verify(headers, body.trailers, body.payload_hash)
-            loc = self.segments.append(data)
+            loc = self.segments.append(cipher.seal_all(data) if cipher else data)
             return Stored(loc, len(data), digests.md5.hexdigest(), checks, True)
         writer = LargeFileWriter(self.root, dest_dir or bucket.data_dir, in_place=True, pool=self.disk)
         try:
-            await self._pump(body.stream(), writer, digests, size)
+            await self._pump(body.stream(), writer, digests, size, cipher)
             checks = digests.verify(headers, body.trailers, body.payload_hash)
         except BaseException:
             await self.run(writer.abort)
@@ -148,7 +159,7 @@ class Gateway:
         return Stored({"file": writer.path}, digests.size, digests.md5.hexdigest(), checks, False)
 
     async def _pump(self, chunks: AsyncIterator[bytes], writer: LargeFileWriter, digests: Digests,
-                    size: int | None) -> None:
+                    size: int | None, cipher: sse.ChunkCipher | None = None) -> None:
         """Hash and write ``chunks`` on the I/O pool, about WRITE_BLOCK at a time, while the
         next block arrives (at most one block in flight); the last block's job also fsyncs,
         so a body of one block costs one thread hop. The received buffers are passed as they
@@ -158,6 +169,10 @@ class Gateway:
         def job(blocks: list, last: bool) -> None:
             for block in blocks:
                 digests.update(block)
+            if cipher is not None:
+                blocks = [c for block in blocks for c in cipher.update(block)]
+                if last:
+                    blocks += cipher.final()
             writer.write_blocks(blocks, last)
             if last:
                 writer.sync()
@@ -186,33 +201,42 @@ class Gateway:
                 await asyncio.wait([pending])
 
     async def copy_data(self, bucket: Bucket, src: Record, start: int = 0, end: int | None = None,
-                        dest_dir: str | None = None, force_file: bool = False) -> Stored:
-        """Durably store a copy of bytes [start, end) of ``src`` (for CopyObject / UploadPartCopy)."""
+                        dest_dir: str | None = None, force_file: bool = False,
+                        cipher: sse.ChunkCipher | None = None, src_key: sse.CustomerKey | None = None,
+                        algorithms: set[str] = frozenset()) -> Stored:
+        """Durably store a copy of bytes [start, end) of ``src`` (for CopyObject / UploadPartCopy),
+        encrypted with ``cipher`` if given; ``src_key``: the source's SSE-C key; ``algorithms``:
+        checksums to compute over the copied bytes."""
         end = src.size if end is None else end
         length = end - start
         bucket.check_quota(length, add_objects=0)
-        digests = Digests()
+        digests = Digests(algorithms)
         if length < SMALL_OBJECT_LIMIT and not force_file:
-            data = b"".join([c async for c in self.read(src, start, end)])
+            data = b"".join([c async for c in self.read(src, start, end, src_key)])
             digests.update(data)
-            return Stored(self.segments.append(data), length, digests.md5.hexdigest(), {}, True)
+            loc = self.segments.append(cipher.seal_all(data) if cipher else data)
+            return Stored(loc, length, digests.md5.hexdigest(), digests.checksums(), True)
         writer = LargeFileWriter(self.root, dest_dir or bucket.data_dir, in_place=True, pool=self.disk)
         try:
-            await self._pump(self.read(src, start, end), writer, digests, length)
+            await self._pump(self.read(src, start, end, src_key), writer, digests, length, cipher)
         except BaseException:
             await self.run(writer.abort)
             raise
-        return Stored({"file": writer.path}, length, digests.md5.hexdigest(), {}, False)
+        return Stored({"file": writer.path}, length, digests.md5.hexdigest(), digests.checksums(), False)
 
     # -- reading ---------------------------------------------------------------------------
 
-    async def open_reader(self, rec: Record, start: int = 0, end: int | None = None) -> AsyncIterator[bytes]:
+    async def open_reader(self, rec: Record, start: int = 0, end: int | None = None,
+                          ckey: sse.CustomerKey | None = None) -> AsyncIterator[bytes]:
         """Open an object's bytes [start, end) now (so a concurrent overwrite that removes the
-        old files cannot break a response whose headers are already sent) and stream them."""
+        old files cannot break a response whose headers are already sent) and stream them
+        (decrypted, with the customer's key ``ckey`` for SSE-C)."""
         end = rec.size if end is None else end
         if end <= start:
             return self.read(rec, start, end)
         loc = read_loc(rec)  # a cold version's restored copy, if it has one
+        if "sse" in rec.meta:
+            return await sse.open_decrypting(self, rec, loc, start, end, ckey)
         if "seg" in loc:
             # small reads are page-cache hits as a rule: a thread hop (and GIL hand-off) costs more
             return _once(self.segments.read(loc, rec.size, start, end - start))
@@ -232,28 +256,31 @@ class Gateway:
             for fh, _, _ in handles:
                 fh.close()
 
-    async def read(self, rec: Record, start: int = 0, end: int | None = None) -> AsyncIterator[bytes]:
+    async def read(self, rec: Record, start: int = 0, end: int | None = None,
+                   ckey: sse.CustomerKey | None = None) -> AsyncIterator[bytes]:
         """Object bytes [start, end), in blocks (whatever tier the object is on)."""
         end = rec.size if end is None else end
         if end <= start:
             return
         loc = read_loc(rec)
-        if "seg" in loc:
+        if "seg" in loc and "sse" not in rec.meta:
             yield self.segments.read(loc, rec.size, start, end - start)
             return
-        async for data in await self.open_reader(rec, start, end):
+        async for data in await self.open_reader(rec, start, end, ckey):
             yield data
 
     # -- removing ---------------------------------------------------------------------------
 
-    async def delete_version_or_key(self, bucket: Bucket, key: str, version_id: str | None) -> dict:
+    async def delete_version_or_key(self, bucket: Bucket, key: str, version_id: str | None,
+                                    bypass_governance: bool = False) -> dict:
         """Delete one version, or add a delete marker / drop the null version; returns the
-        S3 result fields (VersionId, DeleteMarker, DeleteMarkerVersionId)."""
+        S3 result fields (VersionId, DeleteMarker, DeleteMarkerVersionId). A version under
+        Object Lock retention or legal hold stays (``AccessDenied``, see :mod:`.objectlock`)."""
         if version_id is not None:
-            if version_id != "null":
-                existing = bucket.index.get(key, version_id)
-                if existing is None and not _valid_version_id(version_id):
-                    raise S3Error("InvalidArgument", "Invalid version id specified", ArgumentName="versionId")
+            existing = bucket.index.get(key, version_id)
+            if version_id != "null" and existing is None and not _valid_version_id(version_id):
+                raise S3Error("InvalidArgument", "Invalid version id specified", ArgumentName="versionId")
+            objectlock.check_delete(existing, bypass_governance)
             async with deleting_version(self, bucket, key, version_id):  # a snapshot's versions stay
                 res = await self.commit(bucket, Op("delete_version", key=key, version_id=version_id))
             was_marker = bool(res.removed and res.removed[0].marker)

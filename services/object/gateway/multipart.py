@@ -17,13 +17,14 @@ import uuid
 
 from plumbing.atomic import fsync_dir, write_json_atomic
 
+from . import objectlock, sse
 from .access import new_object_acl
 from .bucket_ops import iso_time, owner_xml
 from .buckets import Bucket
 from .core import Gateway, Stored
 from .errors import S3Error, child_text, el, parse_xml, xml_doc
 from .index import Op
-from .checksums import ALGORITHMS, composite
+from .checksums import ALGORITHMS, CRCS, composite, full_object
 from .object_ops import copy_source, meta_from_headers, raise_precondition, write_conditions
 from .tiers import check_write_class
 from .request import Request, Response, xml_response
@@ -66,13 +67,15 @@ async def create(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     algo = (req.headers.get("x-amz-checksum-algorithm") or "").lower()
     if algo and algo not in ALGORITHMS:
         raise S3Error("InvalidRequest", f"Unsupported checksum algorithm {algo!r}; use one of {ALGORITHMS}")
-    if req.headers.get("x-amz-checksum-type", "COMPOSITE").upper() != "COMPOSITE":
-        raise S3Error("NotImplemented", "Full-object checksums of multipart uploads are not implemented; "
-                      "use the COMPOSITE checksum type")
+    ck_type = _checksum_type(req.headers, algo)
+    wk = sse.for_write(gw.keyring, req.headers, bucket)
     upload_id = uuid.uuid4().hex
     meta = new_object_acl(gw, req, bucket, meta_from_headers(req.headers))
+    meta.update(objectlock.for_new_version(bucket, req.headers))
     info = {"key": req.key, "meta": meta, "initiated": time.time(),
-            "owner": req.auth.user, "ck_algo": algo}
+            "owner": req.auth.user, "ck_algo": algo, "ck_type": ck_type}
+    if wk:
+        info["sse"] = wk.upload_info()
 
     def make():
         path = os.path.join(bucket.uploads_dir, upload_id)
@@ -81,9 +84,29 @@ async def create(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         fsync_dir(bucket.uploads_dir)
 
     await gw.run(make)
-    headers = {"x-amz-checksum-algorithm": algo.upper(), "x-amz-checksum-type": "COMPOSITE"} if algo else {}
+    headers = {"x-amz-checksum-algorithm": algo.upper(), "x-amz-checksum-type": ck_type} if algo else {}
+    headers.update(wk.headers() if wk else {})
     return xml_response(xml_doc("InitiateMultipartUploadResult", el("Bucket", bucket.name) + el("Key", req.key)
                                 + el("UploadId", upload_id)), headers=headers)
+
+
+def _checksum_type(headers: dict[str, str], algo: str) -> str:
+    """COMPOSITE or FULL_OBJECT (the default for CRC64NVME, the only type it allows; SHA
+    algorithms allow only COMPOSITE), with S3's errors."""
+    given = (headers.get("x-amz-checksum-type") or "").upper()
+    if given not in ("", "COMPOSITE", "FULL_OBJECT"):
+        raise S3Error("InvalidRequest", "Value for x-amz-checksum-type header is invalid.")
+    if given and not algo:
+        raise S3Error("InvalidRequest", "The x-amz-checksum-type header can only be used with the "
+                      "x-amz-checksum-algorithm header.")
+    kind = given or ("FULL_OBJECT" if algo == "crc64nvme" else "COMPOSITE")
+    if kind == "FULL_OBJECT" and algo and algo not in CRCS:
+        raise S3Error("InvalidRequest", f"The FULL_OBJECT checksum type cannot be used with the {algo} checksum "
+                      "algorithm.")
+    if kind == "COMPOSITE" and algo == "crc64nvme":
+        raise S3Error("InvalidRequest", "The COMPOSITE checksum type cannot be used with the crc64nvme checksum "
+                      "algorithm.")
+    return kind
 
 
 def _part_number(req: Request) -> int:
@@ -115,15 +138,18 @@ def _record_part(path: str, number: int, part: dict) -> None:
 async def upload_part(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """UploadPart: the part is durable before the 200."""
     number = _part_number(req)
-    path, _ = await gw.run(_load_upload, bucket, req.query["uploadId"], req.key)
+    path, info = await gw.run(_load_upload, bucket, req.query["uploadId"], req.key)
     body = req.body()
     if body.size is None:
         raise S3Error("MissingContentLength")
-    stored = await gw.store_body(bucket, body, req.headers, dest_dir=os.path.join(path, "parts"), force_file=True)
+    wk = sse.for_upload(gw.keyring, info.get("sse"), req.headers)
+    cipher = wk.cipher() if wk else None
+    stored = await gw.store_body(bucket, body, req.headers, dest_dir=os.path.join(path, "parts"), force_file=True,
+                                 cipher=cipher)
     part = {"etag": stored.md5_hex, "size": stored.size, "file": stored.loc["file"], "mtime": time.time(),
-            "ck": stored.checksums}
+            "ck": stored.checksums, "np": sse.nonce_text(cipher)}
     await gw.run(_record_part, path, number, part)
-    headers = {"etag": f'"{stored.md5_hex}"'}
+    headers = {"etag": f'"{stored.md5_hex}"', **(wk.headers() if wk else {})}
     for algo, value in stored.checksums.items():
         headers[f"x-amz-checksum-{algo}"] = value
     return Response(200, headers)
@@ -147,17 +173,24 @@ def _copy_range(value: str, size: int) -> tuple[int, int]:
 async def upload_part_copy(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """UploadPartCopy, with an optional x-amz-copy-source-range."""
     number = _part_number(req)
-    path, _ = await gw.run(_load_upload, bucket, req.query["uploadId"], req.key)
+    path, info = await gw.run(_load_upload, bucket, req.query["uploadId"], req.key)
     src = await copy_source(gw, req)
+    src_key = sse.check_read(gw.keyring, src.meta, req.headers, sse.COPY_CUSTOMER)
+    wk = sse.for_upload(gw.keyring, info.get("sse"), req.headers)
+    cipher = wk.cipher() if wk else None
     start, end = 0, src.size
     rng = req.headers.get("x-amz-copy-source-range")
     if rng is not None:
         start, end = _copy_range(rng, src.size)
-    stored = await gw.copy_data(bucket, src, start, end, dest_dir=os.path.join(path, "parts"), force_file=True)
-    part = {"etag": stored.md5_hex, "size": stored.size, "file": stored.loc["file"], "mtime": time.time(), "ck": {}}
+    algorithms = {info["ck_algo"]} if info.get("ck_algo") else set()
+    stored = await gw.copy_data(bucket, src, start, end, dest_dir=os.path.join(path, "parts"), force_file=True,
+                                cipher=cipher, src_key=src_key, algorithms=algorithms)
+    part = {"etag": stored.md5_hex, "size": stored.size, "file": stored.loc["file"], "mtime": time.time(),
+            "ck": stored.checksums, "np": sse.nonce_text(cipher)}
     await gw.run(_record_part, path, number, part)
+    checks = "".join(el(f"Checksum{a.upper()}", v) for a, v in stored.checksums.items())
     return xml_response(xml_doc("CopyPartResult", el("LastModified", iso_time(part["mtime"]))
-                                + el("ETag", f'"{stored.md5_hex}"')))
+                                + el("ETag", f'"{stored.md5_hex}"') + checks), headers=wk.headers() if wk else {})
 
 
 def _part_checksum_claims(body: bytes) -> dict[int, dict[str, str]]:
@@ -183,6 +216,18 @@ def _composite_checksums(wanted: list, chosen: list, claims: dict, upload_id: st
     for part in chosen:
         algos &= set(part.get("ck", {}))
     return {a: composite(a, [p["ck"][a] for p in chosen]) for a in sorted(algos)}
+
+
+def _full_object_checksums(algo: str, chosen: list, headers: dict[str, str]) -> dict:
+    """The FULL_OBJECT checksum (the CRC of the whole body, from the parts' CRCs); a value the
+    Complete request states (``x-amz-checksum-<algo>``) must match it (``BadDigest``)."""
+    if not algo or any(algo not in p.get("ck", {}) for p in chosen):
+        return {}
+    value = full_object(algo, [(p["ck"][algo], p["size"]) for p in chosen])
+    claimed = headers.get(f"x-amz-checksum-{algo}")
+    if claimed is not None and claimed != value:
+        raise S3Error("BadDigest", f"The {algo.upper()} you specified did not match the calculated checksum.")
+    return {algo: value}
 
 
 def _parse_complete(body: bytes) -> list[tuple[int, str]]:
@@ -211,13 +256,15 @@ def _done_path(bucket: Bucket, upload_id: str) -> str:
 
 def _complete_result(bucket: Bucket, req: Request, done: dict) -> Response:
     headers = {"x-amz-version-id": done["version_id"]} if bucket.versioning else {}
+    headers.update(sse.headers_for(done.get("sse")))
     checksums = done.get("checksums", {})
     host = req.headers.get("host", "")
     return xml_response(xml_doc("CompleteMultipartUploadResult",
                                 el("Location", f"http://{host}/{bucket.name}/{req.key}") + el("Bucket", bucket.name)
                                 + el("Key", req.key) + el("ETag", f'"{done["etag"]}"')
                                 + "".join(el(f"Checksum{a.upper()}", v) for a, v in checksums.items())
-                                + (el("ChecksumType", "COMPOSITE") if checksums else "")), headers=headers)
+                                + (el("ChecksumType", done.get("ck_type", "COMPOSITE")) if checksums else "")),
+                        headers=headers)
 
 
 def _repeat_complete(bucket: Bucket, upload_id: str, key: str, wanted: list) -> dict | None:
@@ -276,6 +323,11 @@ async def complete(gw: Gateway, req: Request, bucket: Bucket) -> Response:
             raise S3Error("EntityTooSmall", UploadId=upload_id, PartNumber=str(n), ProposedSize=str(part["size"]),
                           MinSizeAllowed=str(MIN_PART_SIZE))
     checksums = _composite_checksums(wanted, chosen, _part_checksum_claims(raw), upload_id)
+    ck_type = info.get("ck_type") or "COMPOSITE"
+    if ck_type == "FULL_OBJECT":
+        checksums = _full_object_checksums(info["ck_algo"], chosen, req.headers)
+    else:
+        checksums.pop("crc64nvme", None)  # CRC64NVME has no COMPOSITE form
     total = sum(p["size"] for p in chosen)
     bucket.check_quota(total)
     etag = hashlib.md5(b"".join(bytes.fromhex(p["etag"]) for p in chosen)).hexdigest() + f"-{len(chosen)}"
@@ -306,13 +358,17 @@ async def complete(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     stored = Stored({"parts": locs, "dir": final_dir}, total, etag, {}, False)
     meta = dict(info["meta"])
     meta["ck"] = checksums
+    if any(p.get("ck") for p in chosen):
+        meta["pck"] = [p.get("ck", {}) for p in chosen]
+    if info.get("sse"):
+        meta["sse"] = sse.completed_meta(info["sse"], [p["np"] for p in chosen])
     rec = gw.make_record(bucket, req.key, stored, etag, meta)
     result = await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled", **conditions))
     if result.precondition:
         await gw.run(unseal)
         raise_precondition(result.precondition, conditions)
     done = {"key": req.key, "parts": [list(p) for p in wanted], "etag": etag, "version_id": rec.version_id,
-            "checksums": checksums}
+            "checksums": checksums, "ck_type": ck_type, "sse": sse.describe(info.get("sse"))}
     await gw.run(_record_done, bucket, upload_id, done)
     return _complete_result(bucket, req, done)
 

@@ -5,6 +5,7 @@ import base64
 from email.utils import formatdate, parsedate_to_datetime
 from urllib.parse import parse_qsl, unquote
 
+from . import objectlock, sse
 from .bucket_ops import iso_time
 from .buckets import Bucket
 from .core import Gateway
@@ -94,6 +95,8 @@ def object_headers(rec: Record, versioned: bool) -> dict[str, str]:
     sizes = part_sizes(rec.loc)
     if sizes is not None:
         h["x-amz-mp-parts-count"] = str(len(sizes))
+    h.update(sse.headers_for(m.get("sse")))
+    h.update(objectlock.headers_for(m))
     return h
 
 
@@ -218,16 +221,21 @@ async def put_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     check_write_class(headers)
     bucket.check_quota(body.size)
     meta = new_object_acl(gw, req, bucket, meta_from_headers(headers))
-    stored = await gw.store_body(bucket, body, headers)
+    meta.update(objectlock.for_new_version(bucket, headers))
+    wk = sse.for_write(gw.keyring, headers, bucket)
+    cipher = wk.cipher() if wk else None
+    stored = await gw.store_body(bucket, body, headers, cipher=cipher)
     meta["ck"] = stored.checksums
-    rec = gw.make_record(bucket, req.key, stored, stored.md5_hex, meta)
+    if wk:
+        meta["sse"] = wk.meta(cipher.np)
+    rec = gw.make_record(bucket, req.key, stored, sse.etag_for(wk, stored.md5_hex), meta)
     result = await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled", **conditions),
                              stored.in_segment)
     if result.precondition:
         if not stored.in_segment:
             await gw.run(remove_location, stored.loc)
         raise_precondition(result.precondition, conditions)
-    out = {"etag": f'"{rec.etag}"'}
+    out = {"etag": f'"{rec.etag}"', **(wk.headers() if wk else {})}
     if bucket.versioning:
         out["x-amz-version-id"] = rec.version_id
     for algo, value in stored.checksums.items():
@@ -238,10 +246,13 @@ async def put_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
 async def get_object(gw: Gateway, req: Request, bucket: Bucket, retry: bool = True) -> Response:
     """GetObject / HeadObject with Range, conditions and response-* overrides."""
     rec = await lookup(gw, bucket, req.key, _version_query(req), req.method)
+    ckey = sse.check_read(gw.keyring, rec.meta, req.headers)
     check_conditions(req.headers, rec)
     if req.method == "GET":
         check_readable(rec)  # an archive class needs RestoreObject first
     headers = object_headers(rec, bool(bucket.versioning))
+    if ckey:
+        headers[sse.CUSTOMER + "key-md5"] = ckey.md5
     restore = gw.cold.restore_header(bucket, rec) if rec.tier != "hot" else None
     if restore:
         headers["x-amz-restore"] = restore
@@ -265,7 +276,7 @@ async def get_object(gw: Gateway, req: Request, bucket: Bucket, retry: bool = Tr
     if req.method == "HEAD":
         return Response(status, headers, b"")
     try:
-        stream = await gw.open_reader(rec, start, end)
+        stream = await gw.open_reader(rec, start, end, ckey)
     except FileNotFoundError:
         # overwritten and its files removed between the index read and the open: start again
         if retry:
@@ -301,7 +312,7 @@ def part_range(req: Request, rec: Record, headers: dict) -> tuple[int, int] | No
 
 async def delete_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """DeleteObject (204 whether or not the key existed)."""
-    result = await gw.delete_version_or_key(bucket, req.key, _version_query(req))
+    result = await gw.delete_version_or_key(bucket, req.key, _version_query(req), objectlock.bypass(req.headers))
     headers = {}
     if result.get("DeleteMarker"):
         headers["x-amz-delete-marker"] = "true"
@@ -338,7 +349,7 @@ async def delete_objects(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         try:
             if (key, vid) in refused:
                 raise refused[(key, vid)]
-            result = await gw.delete_version_or_key(bucket, key, vid)
+            result = await gw.delete_version_or_key(bucket, key, vid, objectlock.bypass(req.headers))
         except S3Error as err:
             out.append(f"<Error>{el('Key', key)}{el('Code', err.code)}{el('Message', err.message)}</Error>")
             continue
@@ -376,16 +387,21 @@ async def copy_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """CopyObject with the COPY/REPLACE metadata and tagging directives."""
     check_write_class(req.headers)
     src = await copy_source(gw, req)
+    src_key = sse.check_read(gw.keyring, src.meta, req.headers, sse.COPY_CUSTOMER)
     directive = req.headers.get("x-amz-metadata-directive", "COPY").upper()
     tag_directive = req.headers.get("x-amz-tagging-directive", "COPY").upper()
     if directive not in ("COPY", "REPLACE") or tag_directive not in ("COPY", "REPLACE"):
         raise S3Error("InvalidArgument", "Unknown metadata or tagging directive")
     sb, sk, _ = parse_copy_source(req.headers["x-amz-copy-source"])
-    if sb == bucket.name and sk == req.key and directive == "COPY" and "x-amz-storage-class" not in req.headers:
+    if (sb == bucket.name and sk == req.key and directive == "COPY" and "x-amz-storage-class" not in req.headers
+            and not sse.requested(req.headers)):
         raise S3Error("InvalidRequest", "This copy request is illegal because it is trying to copy an object to "
                       "itself without changing the object's metadata, storage class, website redirect location "
                       "or encryption attributes.")
-    meta = dict(src.meta) if directive == "COPY" else meta_from_headers(req.headers)
+    meta = objectlock.strip(src.meta) if directive == "COPY" else meta_from_headers(req.headers)
+    meta.pop("sse", None)
+    meta.pop("pck", None)
+    meta.update(objectlock.for_new_version(bucket, req.headers))
     meta.pop("tags", None)
     meta.pop("sc", None)  # a copy is written to STANDARD
     if tag_directive == "COPY" and src.meta.get("tags"):
@@ -394,13 +410,19 @@ async def copy_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         meta["tags"] = parse_tag_header(req.headers["x-amz-tagging"])
     new_object_acl(gw, req, bucket, meta)  # a copy gets its own owner and ACL, never the source's
     bucket.check_quota(src.size)
-    stored = await gw.copy_data(bucket, src)
+    wk = sse.for_write(gw.keyring, req.headers, bucket)
+    cipher = wk.cipher() if wk else None
+    stored = await gw.copy_data(bucket, src, cipher=cipher, src_key=src_key)
     # a multipart source's composite checksum does not describe the single-part copy
     meta["ck"] = src.meta.get("ck", {}) if part_sizes(src.loc) is None else {}
     etag = src.etag
+    if src_key or (wk and wk.mode == "SSE-C"):  # an SSE-C ETag is no MD5 of the plaintext
+        etag = sse.etag_for(wk, stored.md5_hex)
+    if wk:
+        meta["sse"] = wk.meta(cipher.np)
     rec = gw.make_record(bucket, req.key, stored, etag, meta)
     await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled"), stored.in_segment)
-    headers = {}
+    headers = wk.headers() if wk else {}
     if bucket.versioning:
         headers["x-amz-version-id"] = rec.version_id
     if src.version_id != "null":
@@ -451,13 +473,16 @@ ATTRIBUTES = ("ETag", "Checksum", "ObjectParts", "StorageClass", "ObjectSize")
 
 async def get_attributes(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """GetObjectAttributes: the ``x-amz-object-attributes`` asked for, without the body (no
-    restore needed, whatever the storage class); ObjectParts lists part numbers and sizes."""
+    restore needed, whatever the storage class); ObjectParts pages the parts (numbers, sizes,
+    checksums) with ``x-amz-max-parts`` and ``x-amz-part-number-marker``."""
     wanted = [a.strip() for a in req.headers.get("x-amz-object-attributes", "").split(",") if a.strip()]
     unknown = [a for a in wanted if a not in ATTRIBUTES]
     if not wanted or unknown:
         raise S3Error("InvalidArgument", f"x-amz-object-attributes must name some of {', '.join(ATTRIBUTES)}",
                       ArgumentName="x-amz-object-attributes", ArgumentValue=",".join(unknown))
+    max_parts, marker = _int_header(req, "x-amz-max-parts", 1000), _int_header(req, "x-amz-part-number-marker", 0)
     rec = await lookup(gw, bucket, req.key, _version_query(req))
+    sse.check_read(gw.keyring, rec.meta, req.headers)
     check_conditions(req.headers, rec)
     body = []
     if "ETag" in wanted:
@@ -469,9 +494,15 @@ async def get_attributes(gw: Gateway, req: Request, bucket: Bucket) -> Response:
                     + el("ChecksumType", kind) + "</Checksum>")
     sizes = part_sizes(rec.loc)
     if "ObjectParts" in wanted and sizes is not None:
-        parts = "".join(f"<Part>{el('PartNumber', n)}{el('Size', s)}</Part>" for n, s in enumerate(sizes, 1))
-        body.append(f"<ObjectParts>{el('TotalPartsCount', len(sizes))}{el('PartsCount', len(sizes))}"
-                    f"{el('IsTruncated', False)}{parts}</ObjectParts>")
+        part_checks = rec.meta.get("pck") or [{}] * len(sizes)
+        numbers = list(range(marker + 1, len(sizes) + 1))
+        page, truncated = numbers[:max_parts], len(numbers) > max_parts
+        parts = "".join(f"<Part>{el('PartNumber', n)}{el('Size', sizes[n - 1])}"
+                        + "".join(el(f"Checksum{a.upper()}", v) for a, v in part_checks[n - 1].items())
+                        + "</Part>" for n in page)
+        body.append(f"<ObjectParts>{el('PartsCount', len(sizes))}{el('PartNumberMarker', marker)}"
+                    + (el("NextPartNumberMarker", page[-1]) if page else "")
+                    + f"{el('MaxParts', max_parts)}{el('IsTruncated', truncated)}{parts}</ObjectParts>")
     if "StorageClass" in wanted:
         body.append(el("StorageClass", storage_class(rec)))
     if "ObjectSize" in wanted:
@@ -480,6 +511,20 @@ async def get_attributes(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     if bucket.versioning or rec.version_id != "null":
         headers["x-amz-version-id"] = rec.version_id
     return xml_response(xml_doc("GetObjectAttributesResponse", "".join(body)), headers=headers)
+
+
+def _int_header(req: Request, name: str, default: int) -> int:
+    raw = req.headers.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0 or (name == "x-amz-max-parts" and value > 1000):
+        raise S3Error("InvalidArgument", f"{name} must be an integer between 0 and "
+                      f"{1000 if name == 'x-amz-max-parts' else 10000}", ArgumentName=name, ArgumentValue=raw)
+    return value
 
 
 async def restore_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:

@@ -40,6 +40,7 @@ import sqlite3
 import threading
 import time
 
+from . import objectlock, sse
 from .errors import S3Error
 from .index import Op, next_seq, prepare_shm
 
@@ -289,10 +290,15 @@ async def restore_page(gw, bucket, name: str, target_name: str, after: str = "",
         if have is not None and not have.marker and have.etag == src.etag and have.size == src.size:
             skipped += 1  # copied by an earlier attempt of this restore
             continue
-        stored = await gw.copy_data(target, src)
-        meta = dict(src.meta)
+        wk = sse.same_as(gw.keyring, src.meta.get("sse"))  # encrypted stays encrypted, under a new key
+        cipher = wk.cipher() if wk else None
+        stored = await gw.copy_data(target, src, cipher=cipher)
+        meta = objectlock.strip(src.meta)
+        if wk:
+            meta["sse"] = wk.meta(cipher.np)
         if "parts" in src.loc:
             meta["ck"] = {}  # composite checksums do not carry over to a single-part copy
+            meta.pop("pck", None)
         rec = gw.make_record(target, key, stored, src.etag, meta)
         await gw.commit(target, Op("put", rec, versioned=target.versioning == "Enabled"), stored.in_segment)
         copied += 1

@@ -61,6 +61,7 @@ from plumbing.redisurl import redis_from_url
 
 from .errors import S3Error, child_text
 from .index import Op, Record
+from .sse import physical_ranges, physical_size
 from .storage import LargeFileWriter, file_ranges, remove_location
 
 log = logging.getLogger("strata.s3.tiers")
@@ -207,6 +208,8 @@ class ColdTier:
 
     def _source_pieces(self, rec: Record) -> list[tuple[str, int, int]]:
         loc = rec.loc
+        if "sse" in rec.meta:  # ciphertext is moved as it is, packages and tags
+            return physical_ranges(rec, loc, self.gw.segments.dir)
         if "seg" in loc:
             return [(os.path.join(self.gw.segments.dir, f"{loc['seg']:08d}.seg"), loc["off"], rec.size)]
         return file_ranges(loc, rec.size, 0, rec.size)
@@ -239,11 +242,12 @@ class ColdTier:
                     piece_md5s.append(part_md5.digest())
                 os.fsync(out.fileno())
             digest = md5.hexdigest()
-            if size != rec.size:
-                raise IOError(f"read {size} bytes of {rec.key}, the index says {rec.size}")
-            if "-" not in rec.etag and digest != rec.etag:
+            if size != physical_size(rec):
+                raise IOError(f"read {size} bytes of {rec.key}, the index says {physical_size(rec)}")
+            encrypted = "sse" in rec.meta  # the ETag is a digest of the plaintext
+            if "-" not in rec.etag and digest != rec.etag and not encrypted:
                 raise IOError(f"the hot copy of {rec.key} does not match its ETag")
-            if "parts" in rec.loc and rec.etag.endswith(f"-{len(piece_md5s)}"):
+            if "parts" in rec.loc and rec.etag.endswith(f"-{len(piece_md5s)}") and not encrypted:
                 composite = hashlib.md5(b"".join(piece_md5s)).hexdigest() + f"-{len(piece_md5s)}"
                 if composite != rec.etag:
                     raise IOError(f"the hot parts of {rec.key} do not match its ETag")
@@ -375,7 +379,7 @@ class ColdTier:
                     self.take(budget, len(block), "prewarm")
                     md5.update(block)
                     writer.write(block)
-            if writer.size != rec.size or md5.hexdigest() != rec.loc.get("md5", md5.hexdigest()):
+            if writer.size != physical_size(rec) or md5.hexdigest() != rec.loc.get("md5", md5.hexdigest()):
                 raise IOError(f"the cold copy of {rec.key} at {rec.loc['file']} does not match its checksum")
             return writer.finish()
         except BaseException:

@@ -9,17 +9,18 @@ from tests.kit import Gateway
 ACCESS, SECRET = "STRATAADMINKEY", "strata-admin-secret"
 USER_ACCESS, USER_SECRET = "ALICEKEY", "alice-secret"
 ADMIN_TOKEN = "test-admin-token"
+SSE_MASTER_KEY = "c3RyYXRhLXRlc3QtbWFzdGVyLWtleS0zMi1ieXRlcyE="   # 32 bytes, base64 (tests only)
 
 
 class GatewayProcess(Gateway):
-    """The kit's gateway with an admin and a user (alice), the admin token and domain
-    ``localhost``; ``client()`` is a boto3 client of the admin (or of given keys)."""
+    """The kit's gateway with an admin and a user (alice), the admin token, domain
+    ``localhost`` and an SSE master key; ``client()`` is a boto3 client of the admin (or of given keys)."""
 
     def __init__(self, workdir: str, **settings):
         super().__init__(workdir, {
             ACCESS: {"secret_key": SECRET, "user": "admin", "admin": True},
             USER_ACCESS: {"secret_key": USER_SECRET, "user": "alice", "admin": False},
-        }, admin_token=ADMIN_TOKEN, **{"domains": ["localhost"], **settings})
+        }, admin_token=ADMIN_TOKEN, **{"domains": ["localhost"], "sse_master_key": SSE_MASTER_KEY, **settings})
 
     def client(self, access=ACCESS, secret=SECRET, **config):
         config.setdefault("max_pool_connections", 64)
