@@ -14,11 +14,10 @@ than the cluster has domains, a conf path that does not exist, an EC profile the
 refuses) raises InvalidArgument / InsufficientDevices before anything is created; a cluster
 that does not answer raises Unreachable.
 
-Volumes are RBD images (``ceph_rbd.py``). File systems (CephFS) are not served by this
-module yet: they are declared off in ``capabilities()["features_off"]``. The snapshot,
-clone, rollback and stream methods of ``ceph_rbd.py`` hand ``kind="filesystem"`` to the
-``fs_*`` methods below (``fs_create_snapshot``, ``fs_send_snapshot``, ...): a CephFS module
-replaces those, together with ``create_filesystem`` and the other file-system methods.
+Volumes are RBD images (``ceph_rbd.py``). File systems are directories of the cluster's
+CephFS (``ceph_files.py`` over ``ceph_fs.py``), mounted with ceph-fuse at the pool's
+mountpoint once the pool holds one; the snapshot, clone, rollback and stream methods of
+``ceph_rbd.py`` hand ``kind="filesystem"`` to the ``fs_*`` methods of ``ceph_files.py``.
 
 ``pool_info`` reports the cluster's health for the pool: ``health`` is ``online`` (its PGs
 active+clean), ``degraded`` (PGs degraded, undersized or recovering, or an OSD it uses
@@ -40,6 +39,7 @@ from typing import Optional
 
 from plumbing.atomic import write_json_atomic
 
+from .ceph_files import FS_CAPABILITIES, CephFilesMixin
 from .ceph_rbd import CephRbdMixin
 from .driver import MEDIA, DeviceInfo, Driver, PoolInfo, validate_name
 from .errors import (AlreadyExists, InsufficientDevices, InUse, InvalidArgument, NotFound,
@@ -49,8 +49,6 @@ FAILURE_DOMAINS = ("osd", "host", "rack")
 LEGACY_REDUNDANCY = {"none": "replicated:1", "mirror": "replicated:2",
                      "mirror3": "replicated:3"}
 _REDUNDANCY_RE = re.compile(r"^(?:replicated:(\d{1,2})|ec:(\d{1,2})\+(\d{1,2}))$")
-FS_OFF = ("CephFS file systems are not served by the ceph driver's block part; use RBD "
-          "volumes on this pool, or file systems on a local pool")
 CONNECT_TIMEOUT = 5
 
 
@@ -114,7 +112,7 @@ class _Connection:
                 self.cluster = None
 
 
-class CephDriver(CephRbdMixin, Driver):
+class CephDriver(CephFilesMixin, CephRbdMixin, Driver):
     """Pools on Ceph clusters; RBD volumes with snapshots, clones and send streams.
 
     ``ceph_conf``, ``client`` and ``keyring`` are the defaults for pools created without
@@ -142,17 +140,15 @@ class CephDriver(CephRbdMixin, Driver):
             "driver": self.name,
             "redundancy": ["replicated:N", "ec:K+M"],
             "failure_domains": list(FAILURE_DOMAINS),
-            "media": list(MEDIA), "quotas": False, "instant_snapshots": True,
+            "media": list(MEDIA), "instant_snapshots": True,
             "readonly_snapshots": True, "send_receive": True, "scrub": False,
-            "volumes": True, "filesystems": False, "clones": True,
+            "volumes": True, "clones": True, **FS_CAPABILITIES,
             "clones_depend_on_snapshot": True, "block_devices": False,
             "image_devices": False, "thin_provisioning": True, "rollback": True,
             # VolumeInfo.path is qemu's rbd filename: rbd:POOL/IMAGE:id=CLIENT:conf=PATH
             "volume_paths": "rbd",
             "exports": ["iscsi", "nbd", "vhost-user-blk"],
             "features_off": {
-                "filesystems": FS_OFF,
-                "quotas": FS_OFF,
                 "scrub": "Ceph scrubs its placement groups itself (osd_scrub_* settings, "
                          "'ceph pg deep-scrub'); Strata does not drive it",
             },
@@ -375,12 +371,16 @@ class CephDriver(CephRbdMixin, Driver):
         return _domains_of(self._mon(rec, "osd tree")["nodes"], rec["failure_domain"])
 
     def activate_pool(self, name) -> PoolInfo:
-        """Nothing to mount: check the cluster answers and the pool exists."""
+        """Check the cluster answers and the pool exists; mount its file systems' directory
+        when it has one."""
+        self._files_activate(name)
         return self.pool_info(name)
 
     def deactivate_pool(self, name) -> None:
-        """Close this process's connection to the pool's cluster; data stays in Ceph."""
+        """Close this process's connection to the pool's cluster (and unmount its file
+        systems); data stays in Ceph."""
         rec = self._load(name)
+        self._files_deactivate(rec)
         for key, conn in list(self._connections.items()):
             if key[0] == rec["ceph_conf"] and key[1] == rec["client"]:
                 conn.drop()
@@ -392,6 +392,7 @@ class CephDriver(CephRbdMixin, Driver):
         if images:
             raise InUse(f"pool {name!r} still holds volumes: {', '.join(images)}; delete "
                         "them first")
+        self._files_destroy(rec)
         for pool in (rec.get("data_pool"), rec["rados_pool"]):
             if pool:
                 self._delete_rados_pool(rec, pool)
@@ -402,7 +403,8 @@ class CephDriver(CephRbdMixin, Driver):
     def pool_info(self, name) -> PoolInfo:
         """Capacity from ``ceph df``, health from the pool's PGs and the cluster's checks."""
         rec = self._load(name)
-        base = dict(name=name, driver=self.name, mountpoint="", redundancy=rec["redundancy"],
+        base = dict(name=name, driver=self.name, mountpoint=self._files_pool_mountpoint(rec),
+                    redundancy=rec["redundancy"],
                     media=rec["media"], features_off=self.capabilities()["features_off"])
         try:
             return PoolInfo(**base, **self._live_state(rec))
@@ -413,7 +415,7 @@ class CephDriver(CephRbdMixin, Driver):
                                            "failed_domains": []})
 
     def _live_state(self, rec) -> dict:
-        pools = [p for p in (rec["rados_pool"], rec.get("data_pool")) if p]
+        pools = [p for p in (rec["rados_pool"], rec.get("data_pool"), rec.get("fs_pool")) if p]
         df = {p["name"]: p["stats"] for p in self._mon(rec, "df")["pools"]}
         if rec["rados_pool"] not in df:
             raise NotFound(f"RADOS pool {rec['rados_pool']!r} of pool {rec['name']!r} is gone "
@@ -478,59 +480,6 @@ class CephDriver(CephRbdMixin, Driver):
         """Not driven by Strata: Ceph scrubs its placement groups itself."""
         self._load(name)
         raise Unsupported(self.capabilities()["features_off"]["scrub"])
-
-    # -- file systems: not here (see capabilities) --------------------------------------
-    def create_filesystem(self, pool, name, quota_bytes=None):
-        validate_name(name, "file system name")
-        self._load(pool)
-        raise Unsupported(FS_OFF)
-
-    def set_filesystem_quota(self, pool, name, quota_bytes):
-        validate_name(name, "file system name")
-        self._load(pool)
-        raise Unsupported(FS_OFF)
-
-    def filesystem_info(self, pool, name):
-        validate_name(name, "file system name")
-        self._load(pool)
-        raise NotFound(f"file system {name!r} does not exist in pool {pool!r}")
-
-    def list_filesystems(self, pool) -> list:
-        self._load(pool)
-        return []
-
-    def delete_filesystem(self, pool, name) -> None:
-        self.filesystem_info(pool, name)
-
-    # snapshots, clones and streams of file systems (the volume methods hand these over)
-    def fs_create_snapshot(self, pool, source, name):
-        self._no_filesystem(pool, source)
-
-    def fs_delete_snapshot(self, pool, source, name):
-        self._no_filesystem(pool, source)
-
-    def fs_list_snapshots(self, pool, source):
-        self._no_filesystem(pool, source)
-
-    def fs_clone_snapshot(self, pool, source, snapshot, new_name):
-        self._no_filesystem(pool, source)
-
-    def fs_rollback(self, pool, name, snapshot):
-        self._no_filesystem(pool, name)
-
-    def fs_changed_since(self, pool, name, snapshot):
-        self._no_filesystem(pool, name)
-
-    def fs_copy_snapshot(self, pool, source, snapshot, target, name):
-        self._no_filesystem(pool, source)
-
-    def fs_send_snapshot(self, pool, source, snapshot, parent, parent_source):
-        self._no_filesystem(pool, source)
-
-    def fs_receive_snapshot(self, pool, target, stream, name):
-        validate_name(target, "file system name")
-        self._load(pool)
-        raise Unsupported(FS_OFF)
 
 
 class CephRefused(InvalidArgument):

@@ -22,6 +22,7 @@ from services.checkpoints.models import (
     CheckpointVersion,
 )
 from services.object.public import plane_s3_config
+from services.storage import service as storage
 
 log = logging.getLogger(__name__)
 V = CheckpointVersion.State
@@ -93,6 +94,9 @@ def create_job(**fields) -> CheckpointJob:
         base = job_directory(job)
         if base:
             os.makedirs(base, exist_ok=True)
+            # on Ceph, each job's directory gets its own metadata server (round-robin), so
+            # a burst of many jobs' shard creates is shared by the active MDS
+            storage.spread_directory(job.filesystem, job.name, job.pk)
     return job
 
 

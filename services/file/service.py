@@ -38,6 +38,7 @@ from services.file.runtime import acl
 from services.file.runtime.btrfs_mounts import is_mount_point
 from services.file.runtime.smb_users import delete_smb_user as runtime_delete_smb_user
 from services.file.runtime.smb_users import delete_unix_user
+from services.storage import service as storage
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +126,11 @@ def export_spec(exp: NfsExport) -> dict:
     """The runtime's REST shape of an export row (validated)."""
     spec = {"export_id": exp.pk, "path": share_path(exp.filesystem, exp.path),
             "pseudo": exp.pseudo, "clients": list(exp.clients), "snapshots": not exp.path}
+    source = storage.filesystem_source(exp.filesystem)
+    if source:  # a ceph pool: Ganesha reaches the directory through FSAL_CEPH
+        rel = relative_path(exp.filesystem, exp.path)
+        spec["ceph"] = dict(source, path=source["path"] + (f"/{rel}" if rel else ""))
+        spec["snapshots"] = True  # CephFS shows .snapshots in every directory
     NfsExportSpec.from_dict(spec)
     return spec
 

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parent.parent.parent
 
 def add_arguments(parser) -> None:
     """``--s3-port`` (default 9000), ``--s3-host`` (default: ``--host``), ``--s3-endpoint``,
-    ``--s3-domain``."""
+    ``--s3-domain``, ``--s3-pool``."""
     parser.add_argument("--s3-port", type=int, default=DEFAULT_S3_PORT,
                         help=f"port of the S3 gateway (default {DEFAULT_S3_PORT})")
     parser.add_argument("--s3-host", default=None,
@@ -30,6 +30,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--s3-domain", action="append", dest="s3_domains", default=None,
                         help="domain for virtual-host-style bucket addressing "
                              "(<bucket>.DOMAIN; repeatable; default: localhost)")
+    parser.add_argument("--s3-pool", default=None,
+                        help="pool that keeps the gateway's data (its file system 's3', made "
+                             "on the first start), e.g. a ceph pool so that buckets survive "
+                             "the loss of an OSD (default: the pool named default)")
 
 
 def s3_address(options: dict) -> tuple[str, int]:

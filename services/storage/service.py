@@ -267,3 +267,31 @@ def _refresh(obj, info_fn, summary) -> None:
     else:
         obj.state, obj.error, obj.used_bytes = State.ONLINE, "", info.used_bytes
     obj.save(update_fields=["state", "error", "used_bytes", "updated_at"])
+
+
+# -- file systems on ceph pools ------------------------------------------------------------
+
+def filesystem_source(fs: FileSystem) -> dict | None:
+    """Where a file system of a ceph pool lives in its cluster (``{conf, client, filesystem,
+    path}``) for daemons that reach CephFS themselves (Ganesha's FSAL_CEPH); None on other
+    pools."""
+    drv = driver_for(fs.pool.driver)
+    if not hasattr(drv, "filesystem_source"):
+        return None
+    return drv.filesystem_source(fs.pool.name, fs.name)
+
+
+def spread_directory(fs: FileSystem, relpath: str, index: int) -> int | None:
+    """Pin directory ``relpath`` of ``fs`` to an active metadata server (MDS rank),
+    round-robin by ``index``, on pools whose driver can (ceph: several active MDS); the
+    rank, or None where there is nothing to spread."""
+    drv = driver_for(fs.pool.driver)
+    if not drv.capabilities().get("dir_pinning"):
+        return None
+    ranks = drv.mds_ranks(fs.pool.name)
+    if len(ranks) < 2:
+        return None
+    rank = ranks[index % len(ranks)]
+    drv.pin_directory(fs.pool.name, f"fs/{fs.name}/{relpath}", rank)
+    return rank
+

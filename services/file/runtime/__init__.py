@@ -29,6 +29,7 @@ from .smb_users import (
 )
 from .specs import (
                      DEFAULT_SNAPSHOT_FORMAT,
+                     CephExportSource,
                      NfsClientRule,
                      NfsExport,
                      NfsSettings,
@@ -38,6 +39,7 @@ from .specs import (
 
 __all__ = [
                      "DEFAULT_SNAPSHOT_FORMAT",
+                     "CephExportSource",
                      "CommandError",
                      "ConfigValidationError",
                      "DaemonStartError",

@@ -44,9 +44,15 @@ def build_ganesha_config(settings: NfsSettings, exports: list[NfsExport]) -> dic
         ids.add(export.export_id)
         pseudos.add(export.pseudo)
         blocks.append(_export_block(settings, export))
-        if export.snapshots:
+        # FSAL_CEPH walks into CephFS snapshots itself (client_snapdir = .snapshots)
+        if export.snapshots and export.ceph is None:
             blocks.append(_export_block(settings, snapshot_export(export)))
     io = settings.max_io_bytes
+    confs = {e.ceph.conf for e in exports if e.ceph is not None}
+    if len(confs) > 1:
+        raise InvalidShareSpec("one NFS server serves file systems of one Ceph cluster: "
+                               f"exports name {len(confs)} ({', '.join(sorted(confs))})")
+    ceph = {"CEPH": {"Ceph_Conf": ceph_client_conf_path(settings)}} if confs else {}
     return {
         "NFS_CORE_PARAM": {
             "Protocols": [4],
@@ -74,8 +80,22 @@ def build_ganesha_config(settings: NfsSettings, exports: list[NfsExport]) -> dic
         # NFSv4.1 clients probe pNFS on every open; VFS has no layouts and Ganesha would log
         # a warning per open (a log write on the data path).
         "LOG": {"COMPONENTS": {"PNFS": "MAJ"}},
+        **ceph,
         "EXPORT": blocks,
     }
+
+
+def ceph_client_conf_path(settings: NfsSettings) -> str:
+    """The ceph.conf Ganesha's libcephfs reads: the cluster's, plus what Strata needs of
+    the client (see :func:`ceph_client_conf`)."""
+    return os.path.join(settings.state_dir, "ceph.conf")
+
+
+def ceph_client_conf(cluster_conf_text: str) -> str:
+    """The cluster's ceph.conf with a ``[client]`` section added (Ceph merges repeated
+    sections): snapshots appear as ``.snapshots`` as on every other pool."""
+    return (cluster_conf_text.rstrip("\n") + "\n\n# added by Strata for NFS-Ganesha\n"
+            "[client]\nclient_snapdir = " + SNAPSHOT_DIR + "\n")
 
 
 def snapshot_export(export: NfsExport) -> NfsExport:
@@ -98,7 +118,7 @@ def _export_block(settings: NfsSettings, export: NfsExport) -> dict:
     io = settings.max_io_bytes
     return {
         "Export_Id": export.export_id,
-        "Path": export.path,
+        "Path": export.ceph.path if export.ceph else export.path,
         "Pseudo": export.pseudo,
         "Protocols": [4],
         "Transports": ["TCP"],
@@ -109,7 +129,8 @@ def _export_block(settings: NfsSettings, export: NfsExport) -> dict:
         "MaxWrite": io,
         "PrefRead": io,
         "PrefWrite": io,
-        "FSAL": {"Name": "VFS"},
+        "FSAL": ({"Name": "CEPH", "User_Id": export.ceph.client,
+                  "Filesystem": export.ceph.filesystem} if export.ceph else {"Name": "VFS"}),
         "CLIENT": [
             {
                 "Clients": [rule.address],

@@ -15,7 +15,8 @@ from plumbing.atomic import write_if_changed
 from plumbing.process import probe_address
 
 from .errors import DaemonStartError, FilesystemMissing, InvalidShareSpec, ReloadError
-from .ganesha import build_ganesha_config, render_ganesha_conf
+from .ganesha import (build_ganesha_config, ceph_client_conf, ceph_client_conf_path,
+                      render_ganesha_conf)
 from .process import ChildDaemon, require_binary
 from .specs import SNAPSHOT_DIR, NfsExport, NfsSettings
 
@@ -143,7 +144,19 @@ class NfsServer(ChildDaemon):
         self.apply(current, timeout)
 
     def _render(self, exports: list[NfsExport]) -> str:
+        ceph = [e.ceph for e in exports if e.ceph is not None]
+        if ceph:
+            try:
+                with open(ceph[0].conf, encoding="utf-8") as f:
+                    cluster_conf = f.read()
+            except OSError as exc:
+                raise FilesystemMissing(f"cannot read the Ceph cluster's conf "
+                                        f"{ceph[0].conf!r}: {exc}") from None
+            os.makedirs(self.settings.state_dir, exist_ok=True)
+            write_if_changed(ceph_client_conf_path(self.settings), ceph_client_conf(cluster_conf))
         for export in exports:
+            if export.ceph is not None:
+                continue  # Ganesha reaches it through libcephfs: no local path to check
             if not os.path.isdir(export.path):
                 raise FilesystemMissing(
                     f"export {export.pseudo!r}: path {export.path!r} does not exist "

@@ -68,6 +68,24 @@ class NfsClientRule:
 
 
 @dataclass
+class CephExportSource:
+    """Where an export on a ceph pool lives: Ganesha reaches it through FSAL_CEPH
+    (libcephfs) rather than a local mount. ``path`` is the directory in the CephFS
+    ``filesystem`` of the cluster of ``conf``, reached as cephx user ``client``."""
+
+    conf: str
+    client: str
+    filesystem: str
+    path: str
+
+    def __post_init__(self) -> None:
+        for what in ("conf", "client", "filesystem", "path"):
+            check_text(f"ceph {what}", getattr(self, what))
+        if not os.path.isabs(self.path) or not os.path.isabs(self.conf):
+            raise InvalidShareSpec("ceph path and conf must be absolute")
+
+
+@dataclass
 class NfsExport:
     """One NFSv4 export: a directory (``path``) shown at ``pseudo`` to the listed clients.
 
@@ -81,10 +99,13 @@ class NfsExport:
     pseudo: str
     clients: list[NfsClientRule] = field(default_factory=list)
     snapshots: bool = True
+    ceph: CephExportSource | None = None
 
     def __post_init__(self) -> None:
         self.clients = [c if isinstance(c, NfsClientRule) else NfsClientRule(**c)
                         for c in self.clients]
+        if isinstance(self.ceph, dict):
+            self.ceph = CephExportSource(**self.ceph)
         if not isinstance(self.export_id, int) or not 1 <= self.export_id <= MAX_EXPORT_ID:
             raise InvalidShareSpec(
                 f"export id {self.export_id!r} must be an integer in 1..{MAX_EXPORT_ID}")
@@ -100,9 +121,11 @@ class NfsExport:
     @classmethod
     def from_dict(cls, data: dict) -> NfsExport:
         """Build from the REST shape
-        ``{export_id, path, pseudo, clients: [{address, access, squash}], snapshots?}``."""
+        ``{export_id, path, pseudo, clients: [{address, access, squash}], snapshots?, ceph?}``
+        (``ceph``: the fields of :class:`CephExportSource`)."""
         return cls(export_id=data["export_id"], path=data["path"], pseudo=data["pseudo"],
-                   clients=list(data.get("clients", [])), snapshots=data.get("snapshots", True))
+                   clients=list(data.get("clients", [])), snapshots=data.get("snapshots", True),
+                   ceph=data.get("ceph"))
 
 
 @dataclass

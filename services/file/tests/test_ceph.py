@@ -1,0 +1,73 @@
+"""NFS and SMB on a ceph pool: Ganesha serves a CephFS file system through FSAL_CEPH
+(libcephfs, no local mount in its path) and Samba shares the same file system through the
+pool's ceph-fuse mount; bytes written by each client read back by hash, and a CephFS
+snapshot is seen by both under ``.snapshots``."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from services.file.runtime import CephExportSource, NfsClientRule, NfsExport, SmbShare
+from tests.ceph_fs_support import cephfs_pool
+
+from .nfs_client import connect, read_hash, sha, write_file
+from .smb_client import SmbProtocolClient, smbclient
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def files(ceph_cluster, scratch):
+    with cephfs_pool(ceph_cluster, Path(scratch)) as fs:
+        yield fs
+
+
+def _source(files, name):
+    return CephExportSource(conf=files.conf, client=files.client,
+                            filesystem=files.filesystem_name(),
+                            path=f"{files.pool_root('p')}/fs/{name}")
+
+
+def test_nfs_through_fsal_ceph_writes_reads_and_shows_snapshots(files, nfs_factory):
+    pytest.importorskip("nfs_rs")
+    fs = files.create_filesystem("p", "data")
+    export = NfsExport(1, fs.path, "/data", [NfsClientRule("127.0.0.1", "rw", "no_root_squash")],
+                       ceph=_source(files, "data"))
+    server = nfs_factory([export])
+    assert "Name = CEPH;" in Path(server.conf_path).read_text()
+    payload = os.urandom(24 * MiB + 5)
+    with connect(server.settings.port, "/data") as client:
+        client.mkdir("ckpt")
+        write_file(client, "ckpt/shard-0", payload)
+        assert read_hash(client, "ckpt/shard-0") == (len(payload), sha(payload))
+    # the same bytes in the CephFS, seen through the pool's ceph-fuse mount
+    assert sha(Path(fs.path, "ckpt", "shard-0").read_bytes()) == sha(payload)
+    files.create_snapshot("p", "data", "s1")
+    with connect(server.settings.port, "/data") as client:
+        write_file(client, "ckpt/shard-0", b"changed")
+        assert read_hash(client, ".snapshots/s1/ckpt/shard-0") == (len(payload), sha(payload))
+        assert read_hash(client, "ckpt/shard-0")[0] == len(b"changed")
+
+
+def test_smb_over_the_ceph_fuse_mount(files, smb_factory, smb_users, scratch):
+    fs = files.create_filesystem("p", "share")
+    server = smb_factory([SmbShare("ckpt", fs.path, encrypt=True)])
+    user, password = smb_users(server)
+    files.set_filesystem_access("p", "share", mode=0o777)
+    data = os.urandom(16 * MiB)
+    local = os.path.join(scratch, "shard.bin")
+    Path(local).write_bytes(data)
+    done = smbclient(server, "ckpt", user, password,
+                     f"put {local} cli.bin; get cli.bin {local}.back", encrypt=True)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert sha(Path(local + ".back").read_bytes()) == sha(data)
+    assert sha(Path(fs.path, "cli.bin").read_bytes()) == sha(data)
+    with SmbProtocolClient(server, user, password, encrypt=True) as client:
+        client.write("ckpt", "py.bin", data)
+        assert client.read_hash("ckpt", "py.bin") == (len(data), hashlib.sha256(data).hexdigest())
+        files.create_snapshot("p", "share", "s1")
+        assert client.read_hash("ckpt", ".snapshots/s1/py.bin")[1] == sha(data)

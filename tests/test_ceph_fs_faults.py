@@ -1,0 +1,132 @@
+"""An OSD (the only one of CRUSH host host1) is killed with SIGKILL in the middle of a
+checkpoint-style burst of shard files on a CephFS file system and of S3 PUTs to a gateway
+whose data lives on CephFS: writes go on (2 of 3 copies, min_size 2), the pool shows
+degraded naming host1, every acknowledged shard and object reads back by hash after the
+OSD restarts and the pool is healthy again."""
+import hashlib
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.kit import Gateway
+
+pytestmark = pytest.mark.root
+ACCESS, SECRET = "CEPHFSKILLKEY", "cephfs-kill-secret"
+
+
+@pytest.fixture
+def ceph_files_pool(ceph_cluster):
+    """(driver, pool) of a replicated:3 ceph pool over the hosts, with file systems."""
+    from dataplane.ceph import CephDriver
+    from tests.dataplane_support import teardown_state_dir
+
+    state = tempfile.mkdtemp(prefix="strata-test-")
+    drv = CephDriver(state, ceph_conf=str(ceph_cluster.conf), client=ceph_cluster.client,
+                     pool_prefix=f"fsk{os.getpid()}-{os.path.basename(state)[-6:]}.")
+    drv.create_pool("files", [], redundancy="replicated:3", failure_domain="host")
+    try:
+        yield drv, "files"
+    finally:
+        teardown_state_dir(drv, state)
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_osd_killed_mid_checkpoint_burst_and_s3_puts_loses_no_acknowledged_write(
+        ceph_cluster, ceph_files_pool, tmp_path, request):
+    import boto3
+
+    drv, pool = ceph_files_pool
+    ckpt = Path(drv.create_filesystem(pool, "ckpt").path)
+    for job in range(4):
+        (ckpt / f"job-{job}").mkdir()
+        drv.pin_directory(pool, f"fs/ckpt/job-{job}", job % 2)
+    s3root = drv.create_filesystem(pool, "s3").path
+    (tmp_path / "gw").mkdir()
+    gw = Gateway(tmp_path / "gw", {ACCESS: {"secret_key": SECRET, "user": "u", "admin": True}},
+                 data_root=s3root)
+    request.addfinalizer(gw.stop)
+    gw.start(timeout=30)
+    s3 = boto3.client("s3", endpoint_url=gw.endpoint, aws_access_key_id=ACCESS,
+                      aws_secret_access_key=SECRET, region_name="us-east-1")
+    s3.create_bucket(Bucket="ckpt")
+    shards, objects, errors = {}, {}, []
+    stop = threading.Event()
+
+    def burst():
+        n = 0
+        while not stop.is_set() and n < 2000:
+            data = os.urandom(128 * 1024)
+            path = ckpt / f"job-{n % 4}" / f"shard-{n}"
+            try:
+                with open(path, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as exc:
+                errors.append(f"{path}: {exc}")
+                return
+            shards[path] = sha(data)
+            n += 1
+
+    def puts():
+        n = 0
+        while not stop.is_set() and n < 2000:
+            data = os.urandom(64 * 1024)
+            try:
+                s3.put_object(Bucket="ckpt", Key=f"obj-{n}", Body=data)
+            except Exception as exc:  # noqa: BLE001 - any failure of an acknowledged path
+                errors.append(f"obj-{n}: {exc}")
+                return
+            objects[f"obj-{n}"] = sha(data)
+            n += 1
+
+    threads = [threading.Thread(target=burst), threading.Thread(target=puts)]
+    for t in threads:
+        t.start()
+    try:
+        _until(lambda: len(shards) >= 8 and len(objects) >= 8, 60, errors)
+        ceph_cluster.kill_osd(1)
+        before = (len(shards), len(objects))
+        degraded = _wait(lambda: drv.pool_info(pool), lambda i: i.health == "degraded", 60)
+        assert "host1" in degraded.health_detail["failed_domains"]
+        # writes go on with one host down
+        _until(lambda: len(shards) >= before[0] + 16 and len(objects) >= before[1] + 16, 120,
+               errors)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(180)
+        ceph_cluster.start_osd(1)
+    assert not errors, errors
+    healthy = _wait(lambda: drv.pool_info(pool), lambda i: i.health == "online", 180)
+    assert healthy.health_detail["failed_domains"] == []
+    for path, digest in shards.items():
+        assert sha(path.read_bytes()) == digest, path
+    for key, digest in objects.items():
+        assert sha(s3.get_object(Bucket="ckpt", Key=key)["Body"].read()) == digest, key
+    ceph_cluster.wait_healthy(120)
+
+
+def _until(check, timeout, errors):
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert not errors, errors
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def _wait(get, ok, timeout):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = get()
+        if ok(value) or time.monotonic() > deadline:
+            assert ok(value), value
+            return value
+        time.sleep(0.5)
