@@ -1,8 +1,6 @@
 """Fixtures: gateway processes with temporary state, boto3 clients, fresh buckets."""
 from __future__ import annotations
 
-import shutil
-import tempfile
 import uuid
 
 import pytest
@@ -14,27 +12,15 @@ from services.object.tests.gatewayproc import GatewayProcess  # noqa: E402
 
 @pytest.fixture(scope="session")
 def gateway():
-    workdir = tempfile.mkdtemp(prefix="strata-test-")
-    gw = GatewayProcess(workdir)
-    try:
-        gw.start()
+    with GatewayProcess.running() as gw:
         yield gw
-    finally:
-        gw.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture
 def fresh_gateway():
     """A gateway of its own (for crash tests)."""
-    workdir = tempfile.mkdtemp(prefix="strata-test-")
-    gw = GatewayProcess(workdir)
-    try:
-        gw.start()
+    with GatewayProcess.running() as gw:
         yield gw
-    finally:
-        gw.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture

@@ -1,6 +1,10 @@
 """A real gateway subprocess on a free port with a temporary config and data root."""
 from __future__ import annotations
 
+import shutil
+import tempfile
+from contextlib import contextmanager
+
 import boto3
 from botocore.config import Config
 
@@ -21,6 +25,20 @@ class GatewayProcess(Gateway):
             ACCESS: {"secret_key": SECRET, "user": "admin", "admin": True},
             USER_ACCESS: {"secret_key": USER_SECRET, "user": "alice", "admin": False},
         }, admin_token=ADMIN_TOKEN, **{"domains": ["localhost"], "sse_master_key": SSE_MASTER_KEY, **settings})
+
+    @classmethod
+    @contextmanager
+    def running(cls, workdir: str | None = None, **settings):
+        """A started gateway in ``workdir`` (a new temporary directory if None), stopped and
+        its directory removed afterwards."""
+        workdir = workdir or tempfile.mkdtemp(prefix="strata-test-")
+        gw = cls(workdir, **settings)
+        try:
+            gw.start()
+            yield gw
+        finally:
+            gw.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
 
     def client(self, access=ACCESS, secret=SECRET, **config):
         config.setdefault("max_pool_connections", 64)

@@ -29,16 +29,11 @@ def sse_gateway():
     workdir = tempfile.mkdtemp(prefix="strata-test-")
     cold = os.path.join(workdir, "capacity")
     os.makedirs(cold)
-    gw = GatewayProcess(workdir, sse_master_key=MASTER, kms_keys=[KMS_KEY], cold_root=cold,
-                        lifecycle_day_seconds=1, lifecycle_interval=0, segment_bytes=256 * 1024,
-                        compaction_interval=3600)
-    gw.cold_root = cold
-    try:
-        gw.start()
+    with GatewayProcess.running(workdir, sse_master_key=MASTER, kms_keys=[KMS_KEY],
+                                cold_root=cold, lifecycle_day_seconds=1, lifecycle_interval=0,
+                                segment_bytes=256 * 1024, compaction_interval=3600) as gw:
+        gw.cold_root = cold
         yield gw
-    finally:
-        gw.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ AccessDenied and leaves the version readable, including lifecycle's noncurrent e
 from __future__ import annotations
 
 import datetime as dt
-import shutil
-import tempfile
 import time
 import uuid
 
@@ -18,14 +16,8 @@ from services.object.tests.gatewayproc import ADMIN_TOKEN, GatewayProcess
 
 @pytest.fixture(scope="module")
 def lock_gateway():
-    workdir = tempfile.mkdtemp(prefix="strata-test-")
-    gw = GatewayProcess(workdir, lifecycle_interval=0, lifecycle_day_seconds=1)
-    try:
-        gw.start()
+    with GatewayProcess.running(lifecycle_interval=0, lifecycle_day_seconds=1) as gw:
         yield gw
-    finally:
-        gw.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture
