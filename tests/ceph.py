@@ -11,6 +11,7 @@ import atexit
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 
 import pytest
 
@@ -66,3 +67,20 @@ def stop_shared_cluster() -> None:
 def ceph_cluster():
     """A healthy development Ceph cluster (mon, mgr, 3 OSDs under hosts host0..2, 2 MDS)."""
     return shared_cluster()
+
+
+@contextmanager
+def replicated_pool(cluster, pool: str, tag: str):
+    """(driver, pool) of a replicated:3 pool spread over the cluster's hosts, with a state
+    directory of its own; RADOS pools are prefixed with ``tag`` and made unique per run."""
+    from dataplane.ceph import CephDriver  # loads librados: only once a cluster is running
+    from tests.dataplane_support import teardown_state_dir
+
+    state = tempfile.mkdtemp(prefix="strata-test-")
+    drv = CephDriver(state, ceph_conf=str(cluster.conf), client=cluster.client,
+                     pool_prefix=f"{tag}{os.getpid()}-{os.path.basename(state)[-6:]}.")
+    drv.create_pool(pool, [], redundancy="replicated:3", failure_domain="host")
+    try:
+        yield drv, pool
+    finally:
+        teardown_state_dir(drv, state)

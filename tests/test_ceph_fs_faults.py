@@ -5,13 +5,13 @@ degraded naming host1, every acknowledged shard and object reads back by hash af
 OSD restarts and the pool is healthy again."""
 import hashlib
 import os
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.ceph import replicated_pool
 from tests.kit import Gateway
 
 pytestmark = pytest.mark.root
@@ -21,17 +21,8 @@ ACCESS, SECRET = "CEPHFSKILLKEY", "cephfs-kill-secret"
 @pytest.fixture
 def ceph_files_pool(ceph_cluster):
     """(driver, pool) of a replicated:3 ceph pool over the hosts, with file systems."""
-    from dataplane.ceph import CephDriver
-    from tests.dataplane_support import teardown_state_dir
-
-    state = tempfile.mkdtemp(prefix="strata-test-")
-    drv = CephDriver(state, ceph_conf=str(ceph_cluster.conf), client=ceph_cluster.client,
-                     pool_prefix=f"fsk{os.getpid()}-{os.path.basename(state)[-6:]}.")
-    drv.create_pool("files", [], redundancy="replicated:3", failure_domain="host")
-    try:
-        yield drv, "files"
-    finally:
-        teardown_state_dir(drv, state)
+    with replicated_pool(ceph_cluster, "files", "fsk") as found:
+        yield found
 
 
 def sha(data: bytes) -> str:

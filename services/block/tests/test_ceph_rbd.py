@@ -5,7 +5,6 @@ middle of a write stream through NBD."""
 import hashlib
 import os
 import subprocess
-import tempfile
 import threading
 
 import pytest
@@ -14,6 +13,7 @@ from services.block.tests.conftest import make_volume, random_file, sha256_file
 from services.block.tests.qemuio import QemuIo
 from services.block.tests.test_iscsi import group, image_opts
 from services.block.transports.base import QosLimits
+from tests.ceph import replicated_pool
 
 pytestmark = pytest.mark.root
 MiB = 1 << 20
@@ -22,17 +22,8 @@ MiB = 1 << 20
 @pytest.fixture
 def ceph_pool(ceph_cluster):
     """(driver, pool name) of a replicated:3 pool spread over the cluster's hosts."""
-    from dataplane.ceph import CephDriver
-    from tests.dataplane_support import teardown_state_dir
-
-    state = tempfile.mkdtemp(prefix="strata-test-")
-    drv = CephDriver(state, ceph_conf=str(ceph_cluster.conf), client=ceph_cluster.client,
-                     pool_prefix=f"blk{os.getpid()}-{os.path.basename(state)[-6:]}.")
-    drv.create_pool("rbd", [], redundancy="replicated:3", failure_domain="host")
-    try:
-        yield drv, "rbd"
-    finally:
-        teardown_state_dir(drv, state)
+    with replicated_pool(ceph_cluster, "rbd", "blk") as found:
+        yield found
 
 
 def rbd_bytes(drv, pool, name, size) -> str:
