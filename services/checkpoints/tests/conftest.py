@@ -2,8 +2,14 @@
 made through the API as a user would."""
 import hashlib
 import os
+import shutil
+import tempfile
 
 import pytest
+
+from tests.kit import Gateway
+
+ACCESS, SECRET = "CKPTTESTKEY", "ckpt-test-secret"   # the S3 gateway's admin key
 
 
 def make_job(api, name="llm", fs="train", **policy):
@@ -60,3 +66,16 @@ def latest_step(api, job):
 @pytest.fixture
 def job(api):
     return make_job(api)
+
+
+@pytest.fixture
+def gateway():
+    """A Strata S3 gateway subprocess on a free port, with its data in a temporary dir."""
+    work = tempfile.mkdtemp(prefix="strata-test-")
+    gw = Gateway(work, {ACCESS: {"secret_key": SECRET, "user": "trainer", "admin": True}})
+    try:
+        gw.start(timeout=30)
+        yield {"endpoint": gw.endpoint, "access_key": ACCESS, "secret_key": SECRET}
+    finally:
+        gw.stop()
+        shutil.rmtree(work, ignore_errors=True)

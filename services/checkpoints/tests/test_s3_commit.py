@@ -4,8 +4,6 @@ retention deletes a superseded version's objects."""
 import base64
 import hashlib
 import os
-import shutil
-import tempfile
 
 import pytest
 
@@ -13,25 +11,11 @@ from services.checkpoints import retention
 from services.checkpoints.models import CheckpointJob
 from services.checkpoints.s3source import S3Source, make_client
 from services.checkpoints.verify import crc32c_update
-from tests.kit import Gateway
+from services.checkpoints.tests.conftest import ACCESS, SECRET
 
 pytest.importorskip("boto3", reason="S3 commit tests need boto3")
 pytest.importorskip("uvicorn", reason="the S3 gateway needs uvicorn")
 pytestmark = [pytest.mark.django_db]
-ACCESS, SECRET = "CKPTTESTKEY", "ckpt-test-secret"
-
-
-@pytest.fixture
-def gateway():
-    """A Strata S3 gateway subprocess on a free port, with its data in a temporary dir."""
-    work = tempfile.mkdtemp(prefix="strata-test-")
-    gw = Gateway(work, {ACCESS: {"secret_key": SECRET, "user": "trainer", "admin": True}})
-    try:
-        gw.start(timeout=30)
-        yield {"endpoint": gw.endpoint, "access_key": ACCESS, "secret_key": SECRET}
-    finally:
-        gw.stop()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def put(s3, prefix, name, data, crc=False):

@@ -1,29 +1,13 @@
 """A pin of a checkpoint version kept in a bucket with Object Lock is an S3 legal hold on its
 objects: no S3 client can delete them while the pin holds; unpinning lifts the holds."""
-import shutil
-import tempfile
-
 import pytest
 from botocore.exceptions import ClientError
 
 from services.checkpoints.s3source import make_client
-from tests.kit import Gateway
+from services.checkpoints.tests.conftest import ACCESS, SECRET
 
 pytest.importorskip("boto3", reason="S3 tests need boto3")
 pytestmark = [pytest.mark.django_db]
-ACCESS, SECRET = "CKPTPINKEY", "ckpt-pin-secret"
-
-
-@pytest.fixture
-def gateway():
-    work = tempfile.mkdtemp(prefix="strata-test-")
-    gw = Gateway(work, {ACCESS: {"secret_key": SECRET, "user": "trainer", "admin": True}})
-    try:
-        gw.start(timeout=30)
-        yield {"endpoint": gw.endpoint, "access_key": ACCESS, "secret_key": SECRET}
-    finally:
-        gw.stop()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def test_pin_holds_the_versions_objects_in_a_locked_bucket_only(api, gateway, settings):
