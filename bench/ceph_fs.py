@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import json
 import multiprocessing
 import os
 import shutil
@@ -227,6 +228,17 @@ class RssSampler:
         self.peak = max(self.peak, self.rss())
 
 
+def requests_by_rank(files) -> dict:
+    """Client requests each active MDS rank has handled so far (its perf counters)."""
+    counts = {}
+    for rank in files.active_ranks():
+        rc, out, _err = files.fs.mds_command(str(rank), json.dumps(
+            {"prefix": "perf dump", "format": "json"}), b"")
+        if rc == 0:
+            counts[rank] = json.loads(out)["mds_server"]["handle_client_request"]
+    return counts
+
+
 def set_mds(files, count, pins):
     """``max_mds count`` and each job directory pinned (or unpinned, -1), then wait until
     the ranks serve what they should."""
@@ -322,14 +334,18 @@ def checkpoint_bursts(cluster, files, fs, source, tmp, args) -> None:
                     set_mds(files, 2 if side.startswith("2") else 1, pins)
                     step += "-2" if side.startswith("2") else "-1"
                     sampler.peak = 0
+                    before = requests_by_rank(files)
                     rate = burst(_burst_job_ceph,
                                  lambda j: (conf, client, f"{cephfs_dir}/job-{j}/{step}"),
                                  args.shards, sampler)
                     peaks.append(sampler.peak)
+                    after = requests_by_rank(files)
+                    served = ", ".join(f"rank {r}: {after[r] - before.get(r, 0)}"
+                                       for r in sorted(after))
                 bursts[side].append(rate)
                 print(f"  round {i + 1}: {side:<18}{rate:>9.0f} creates/s"
-                      + (f", cluster RSS peak {sampler.peak / GiB:.2f} GiB"
-                         if side != local_name else ""), flush=True)
+                      + (f", cluster RSS peak {sampler.peak / GiB:.2f} GiB, client requests "
+                         f"by MDS {served}" if side != local_name else ""), flush=True)
     finally:
         for name in local.list_filesystems("lb"):
             local.delete_filesystem("lb", name)
@@ -345,7 +361,8 @@ def checkpoint_bursts(cluster, files, fs, source, tmp, args) -> None:
     print(f"  cluster resident memory (mon, mgr, 3 OSDs, 2 MDS): idle before {idle / GiB:.2f} "
           f"GiB; peak during a burst: median {statistics.median(peaks) / GiB:.2f} GiB, "
           f"max {max(peaks) / GiB:.2f} GiB (aim < 4 GiB)")
-    print(f"  (replicated:3 over 3 CRUSH hosts on this one machine, {os.cpu_count()} CPUs)")
+    print(f"  (replicated:3 over 3 CRUSH hosts on this one machine, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f} at the end)")
 
 
 def main() -> int:
@@ -373,12 +390,9 @@ def main() -> int:
         if args.only != "frontend":
             checkpoint_bursts(cluster, files, fs, source, tmp, args)
     finally:
-        if drv is not None:
+        if drv is not None:    # the cluster goes whole below: only unmount the pool
             try:
-                drv._files(drv._load("bench")).evict_dead_local_clients()
-                for name in drv.list_filesystems("bench"):
-                    drv.delete_filesystem("bench", name)
-                drv.destroy_pool("bench")
+                drv.deactivate_pool("bench")
             except Exception as exc:
                 print(f"cleanup: {exc}", file=sys.stderr)
         if cluster is not None:
