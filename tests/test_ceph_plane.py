@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from services.file.tests.nfs_client import connect, read_hash, sha, write_file
+from services.file.tests.nfs_client import connect, listdir, read_hash, sha, write_file
 from services.file.tests.plane_support import plane_daemons
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db]
@@ -176,10 +176,72 @@ def test_nfs_export_of_a_ceph_file_system_is_served_through_fsal_ceph(
             write_file(client, "ckpt/shard-0", payload)
             write_file(client, "ckpt/.metadata", b"index")
             assert read_hash(client, "ckpt/shard-0") == (len(payload), sha(payload))
-            assert sorted(client.listdir("ckpt")) == [".metadata", "shard-0"]
-            assert "ckpt" in client.listdir(".")
+            assert listdir(client, "ckpt") == [".metadata", "shard-0"]
+            assert listdir(client, ".") == ["ckpt"]
         # the bytes are in the CephFS directory of the file system
         where = f"/strata/{ceph_pool}/fs/train/ckpt/shard-0"
         assert cephfs_sha(cephfs, where) == sha(payload)
         gone = api.delete(f"/api/v1/nfs-exports/{made.json()['id']}/")
         assert gone.status_code == 204
+
+
+def test_s3_pool_option_puts_the_gateway_data_on_the_ceph_pool(api, ceph_cluster, settings,
+                                                               tmp_path):
+    """`strata up --s3-pool POOL`: while POOL does not exist the gateway gets no data root
+    (never the default pool behind the user's back); once it is a ceph pool, the gateway's
+    file system is made on it and what boto3 PUTs is kept in the CephFS."""
+    import boto3
+
+    from services.object import bootstrap, service as object_service
+    from tests.kit import Gateway
+
+    name = f"s3-{uuid.uuid4().hex[:6]}"
+    settings.SERVICE_OPTIONS = {"s3_pool": name}
+    assert api.post("/api/v1/pools/", {"name": "default", "driver": "directory"},
+                    format="json").status_code == 201
+    assert bootstrap.ensure_gateway() is None
+    made = api.post("/api/v1/pools/", {"name": name, "driver": "ceph",
+                                       "ceph_conf": str(ceph_cluster.conf),
+                                       "ceph_client": ceph_cluster.client,
+                                       "redundancy": "replicated:3", "failure_domain": "host"},
+                    format="json")
+    assert made.status_code == 201, made.json()
+    from services.storage.drivers import driver_for   # the plane's own driver instance
+
+    drv = driver_for("ceph")
+    gw = None
+    try:
+        gw_row = bootstrap.ensure_gateway()
+        assert gw_row.filesystem.pool.name == name
+        root = object_service.data_root(gw_row)
+        assert root.startswith(drv.pool_info(name).mountpoint + "/")   # its ceph-fuse mount
+        os.makedirs(root, exist_ok=True)
+        gw = Gateway(tmp_path / "gw", {"CEPHS3POOLKEY": {"secret_key": "ceph-s3-pool-secret",
+                                                          "user": "u", "admin": True}},
+                     data_root=root)
+        gw.start(timeout=30)
+        s3 = boto3.client("s3", endpoint_url=gw.endpoint, aws_access_key_id="CEPHS3POOLKEY",
+                          aws_secret_access_key="ceph-s3-pool-secret", region_name="us-east-1")
+        s3.create_bucket(Bucket="ckpt")
+        body = os.urandom(6 * MiB)
+        s3.put_object(Bucket="ckpt", Key="step-1/shard-0", Body=body)
+        got = s3.get_object(Bucket="ckpt", Key="step-1/shard-0")["Body"].read()
+        assert sha(got) == sha(body)
+        gw.stop()
+        gw = None
+        # the object's bytes are in the CephFS directory of the gateway's file system
+        from dataplane.ceph_fs import CephFileSystems   # loads libcephfs: only with a cluster
+
+        files = CephFileSystems(ceph_cluster.conf, ceph_cluster.client, str(ceph_cluster.keyring))
+        try:
+            where = f"/strata/{name}/fs/{gw_row.filesystem.name}".encode()
+            wait_for(lambda: int(files.fs.getxattr(where, "ceph.dir.rbytes")) >= len(body),
+                     "the object's bytes counted in the CephFS directory")
+        finally:
+            files.close()
+    finally:
+        if gw is not None:
+            gw.stop()
+        for fs_name in drv.list_filesystems(name):
+            drv.delete_filesystem(name, fs_name)
+        drv.destroy_pool(name)
