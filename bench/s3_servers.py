@@ -10,6 +10,7 @@ shared cores were, unlike wall-clock throughput.
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import random
 import shutil
@@ -93,6 +94,7 @@ def _binary(name: str) -> str | None:
 
 # -- Strata ------------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=None)
 def strata_accepts_workers() -> bool:
     """True when ``python -m services.object.gateway`` has a ``--workers`` option."""
     out = subprocess.run([sys.executable, "-m", "services.object.gateway", "--help"], cwd=REPO,
@@ -102,15 +104,17 @@ def strata_accepts_workers() -> bool:
 
 def start_strata(workdir: str, workers: int | None = None, name: str = "Strata",
                  sse: bool = False) -> Server:
-    """Strata's S3 gateway (``--workers N`` when given), its data under ``workdir``;
-    ``sse``: every PUT asks for SSE-S3 (``x-amz-server-side-encryption: AES256``)."""
+    """Strata's S3 gateway, its data under ``workdir``, with ``workers`` worker processes
+    (``--workers``; none given: one a core) when the gateway has that option; ``sse``: every
+    PUT asks for SSE-S3 (``x-amz-server-side-encryption: AES256``)."""
     d = tempfile.mkdtemp(prefix="strata-", dir=workdir)
     settings = {"sse_master_key": base64.b64encode(os.urandom(32)).decode()} if sse else {}
-    gw = Gateway(d, {ACCESS: {"secret_key": SECRET, "user": "bench", "admin": True}},
-                 extra_args=["--workers", str(workers)] if workers else (), **settings)
+    if strata_accepts_workers():
+        settings["workers"] = workers or len(os.sched_getaffinity(0))
+    note = f"gateway, {settings.get('workers', 1)} worker process(es); fsync before acknowledgement"
+    gw = Gateway(d, {ACCESS: {"secret_key": SECRET, "user": "bench", "admin": True}}, **settings)
     gw.start(timeout=60)
-    return Server(name, gw.endpoint, lambda: [gw.proc.pid], gw.stop,
-                  "gateway process and its workers; fsync before acknowledgement",
+    return Server(name, gw.endpoint, lambda: [gw.proc.pid], gw.stop, note,
                   put_args=["--sse", "AES256"] if sse else [])
 
 

@@ -125,11 +125,10 @@ class Gateway:
     its config in ``workdir``/gateway.json and its log in ``workdir``/gateway.log.
     ``users`` maps access keys to ``{"secret_key", "user", "admin"}``; further ``settings``
     go into the config as they are. ``stop`` then ``start`` keeps its data; ``kill9``
-    simulates a crash; ``env`` is extra environment for the next start and ``extra_args``
-    extra command-line arguments (``["--workers", "2"]``)."""
+    simulates a crash; ``env`` is extra environment for the next start."""
 
     def __init__(self, workdir, users: dict, *, data_root: str | None = None,
-                 admin_token: str = "", extra_args: list | tuple = (), **settings):
+                 admin_token: str = "", **settings):
         self.workdir = str(workdir)
         self.config_path = os.path.join(self.workdir, "gateway.json")
         self.data_root = data_root or os.path.join(self.workdir, "data")
@@ -139,7 +138,6 @@ class Gateway:
         self.proc = None
         self.settings = settings
         self.env: dict[str, str] = {}
-        self.extra_args = list(extra_args)
         self.write_config(users)
 
     def write_config(self, users: dict) -> None:
@@ -155,7 +153,7 @@ class Gateway:
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "services.object.gateway", "--config", self.config_path,
-                 "--host", "127.0.0.1", "--port", str(self.port), *self.extra_args],
+                 "--host", "127.0.0.1", "--port", str(self.port)],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **self.env})
         try:
             wait_port(self.port, timeout, proc=self.proc, what=f"S3 gateway (see {log_path})")
