@@ -326,7 +326,8 @@ def print_tables(results: dict, sz: Sizes, notes: dict) -> None:
         lines = [(f"Strata / {n}", ratio(rate("Strata"), rate(n))) for n in peers]
         if "Strata SSE-S3" in results:
             lines.append(("SSE-S3 / plaintext", ratio(rate("Strata SSE-S3"), rate("Strata"))))
-        table("Strata / peer", ["x"] * len(rows), lines)
+        if lines:
+            table("Strata / peer", ["x"] * len(rows), lines)
     table("server CPU, medians", ["ms/1k ops" if u == "op/s" else "ms/MiB" for _, _, u, _ in rows],
           [(n, [results[n][k]["cpu"] for k, *_ in rows]) for n in servers])
     for n in servers:
@@ -409,8 +410,9 @@ def main(argv=None) -> int:
               f"DCP S3 writer {total / dcp['dcp']:.1f} MiB/s, s5cmd {total / dcp['s5cmd']:.1f} MiB/s, "
               f"writer / s5cmd = {dcp['s5cmd'] / dcp['dcp']:.2f} (goal >= 0.8; catalog commit not timed)")
     if scaling:
-        print("Strata 2 workers vs 1: " + ", ".join(f"{k} {v:.2f}x" for k, v in scaling.items())
-              + " (goal >= 1.3)")
+        labels = {k: label for k, label, _, _ in sz.rows()}
+        print("Strata 2 workers vs 1: " + ", ".join(f"{labels[k]} {v:.2f}x" for k, v in scaling.items())
+              + f" (medians of {args.repeat}; goal >= 1.3)")
     elif "strata" in wanted:
         print("Strata 2 workers vs 1: not available (the gateway has no --workers option yet)")
     print(f"load average (1 min) during the run: min {min(LOAD):.2f}, median "
