@@ -216,6 +216,7 @@ def test_s3_pool_option_puts_the_gateway_data_on_the_ceph_pool(api, ceph_cluster
         root = object_service.data_root(gw_row)
         assert root.startswith(drv.pool_info(name).mountpoint + "/")   # its ceph-fuse mount
         os.makedirs(root, exist_ok=True)
+        (tmp_path / "gw").mkdir()
         gw = Gateway(tmp_path / "gw", {"CEPHS3POOLKEY": {"secret_key": "ceph-s3-pool-secret",
                                                           "user": "u", "admin": True}},
                      data_root=root)
