@@ -228,6 +228,20 @@ class RssSampler:
         self.peak = max(self.peak, self.rss())
 
 
+def cpu_seconds(pids: dict) -> dict:
+    """CPU time (user + system, seconds) each daemon has used so far, by name."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used = {}
+    for name, pid in pids.items():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            used[name] = (int(fields[11]) + int(fields[12])) / tick
+        except OSError:
+            pass
+    return used
+
+
 def requests_by_rank(files) -> dict:
     """Client requests each active MDS rank has handled so far (its perf counters)."""
     counts = {}
@@ -312,9 +326,12 @@ def checkpoint_bursts(cluster, files, fs, source, tmp, args) -> None:
     pins = {}
     for job in range(JOBS):       # job directories, made (and pinned) when a job is created
         (ckpt / f"job-{job}").mkdir(parents=True)
+        # an MDS hands a pinned directory over once it holds something, not while empty
+        (ckpt / f"job-{job}" / ".job").write_text(f"job-{job}\n")
         pins[f"fs/b/ckpt/job-{job}"] = job % 2
     cephfs_dir = f"{source['path']}/ckpt"
-    sampler = RssSampler(cluster.pids().values())
+    daemons = cluster.pids()
+    sampler = RssSampler(daemons.values())
     idle = sampler.rss()
     local, local_name, lpath = local_pool(tmp)
     for job in range(JOBS):
@@ -334,14 +351,20 @@ def checkpoint_bursts(cluster, files, fs, source, tmp, args) -> None:
                     set_mds(files, 2 if side.startswith("2") else 1, pins)
                     step += "-2" if side.startswith("2") else "-1"
                     sampler.peak = 0
-                    before = requests_by_rank(files)
+                    before, cpu0, t0 = requests_by_rank(files), cpu_seconds(daemons), \
+                        time.monotonic()
                     rate = burst(_burst_job_ceph,
                                  lambda j: (conf, client, f"{cephfs_dir}/job-{j}/{step}"),
                                  args.shards, sampler)
                     peaks.append(sampler.peak)
-                    after = requests_by_rank(files)
+                    after, cpu1, took = requests_by_rank(files), cpu_seconds(daemons), \
+                        time.monotonic() - t0
                     served = ", ".join(f"rank {r}: {after[r] - before.get(r, 0)}"
                                        for r in sorted(after))
+                    busy = {n: (cpu1[n] - cpu0.get(n, 0)) / took for n in cpu1}
+                    served += "; share of a CPU: " + ", ".join(
+                        f"{n} {busy[n]:.0%}" for n in sorted(busy)
+                        if n.startswith("mds") or n == "osd.0")
                 bursts[side].append(rate)
                 print(f"  round {i + 1}: {side:<18}{rate:>9.0f} creates/s"
                       + (f", cluster RSS peak {sampler.peak / GiB:.2f} GiB, client requests "

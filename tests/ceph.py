@@ -69,6 +69,12 @@ def ceph_cluster():
     return shared_cluster()
 
 
+def ceph_pool_body(cluster, name: str, **extra) -> dict:
+    """The body of ``POST /api/v1/pools/`` for ceph pool ``name`` on ``cluster``."""
+    return {"name": name, "driver": "ceph", "ceph_conf": str(cluster.conf),
+            "ceph_client": cluster.client, **extra}
+
+
 @contextmanager
 def driver_pool(cluster, pool: str, tag: str, redundancy: str = "replicated:3",
                 failure_domain: str = "host"):

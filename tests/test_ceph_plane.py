@@ -3,9 +3,11 @@ Ceph cluster: each checkpoint job's directory is pinned to its own MDS rank when
 created; a version is committed through the catalog only once every shard is whole, and a
 restore reads every byte back by hash (also through a libcephfs client of its own, so the
 bytes are in the cluster, not in a cache); an NFS export of the file system is served by
-Ganesha through FSAL_CEPH to nfs-rs, which writes, reads and lists directories."""
+Ganesha through FSAL_CEPH to nfs-rs, which writes, reads and lists directories; and
+`strata up --s3-pool` on a ceph pool keeps the S3 gateway's data in the CephFS."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import threading
@@ -13,37 +15,45 @@ import time
 import uuid
 from pathlib import Path
 
+import boto3
 import pytest
 
 from services.file.tests.nfs_client import connect, listdir, read_hash, sha, write_file
 from services.file.tests.plane_support import plane_daemons
+from services.object import bootstrap
+from services.object import service as object_service
+from services.storage.drivers import driver_for
+from tests.ceph import ceph_pool_body
+from tests.kit import Gateway
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db]
 MiB = 1 << 20
 
 
-@pytest.fixture
-def ceph_pool(api, ceph_cluster, data_dir):
-    """A replicated:3 ceph pool over the cluster's hosts, made through the API, with file
-    system ``train``; everything it holds is deleted after."""
-    name = f"cp-{uuid.uuid4().hex[:6]}"
-    made = api.post("/api/v1/pools/", {"name": name, "driver": "ceph",
-                                       "ceph_conf": str(ceph_cluster.conf),
-                                       "ceph_client": ceph_cluster.client,
-                                       "redundancy": "replicated:3", "failure_domain": "host"},
-                    format="json")
+@contextlib.contextmanager
+def plane_ceph_pool(api, cluster, name: str):
+    """Ceph pool ``name`` (replicated:3 over the cluster's hosts) made through the API; its
+    file systems and RADOS pools are deleted after, through the plane's own driver."""
+    made = api.post("/api/v1/pools/", ceph_pool_body(cluster, name, redundancy="replicated:3",
+                                                     failure_domain="host"), format="json")
     assert made.status_code == 201, made.json()
     try:
-        fs = api.post("/api/v1/filesystems/", {"name": "train", "pool": name}, format="json")
-        assert fs.status_code == 201, fs.json()
-        yield name
+        yield made.json()
     finally:
-        from services.storage.drivers import driver_for   # the plane's own driver instance
-
-        drv = driver_for("ceph")
+        drv = driver_for("ceph")   # the plane's own driver instance
         for fs_name in drv.list_filesystems(name):
             drv.delete_filesystem(name, fs_name)
         drv.destroy_pool(name)
+
+
+@pytest.fixture
+def ceph_pool(api, ceph_cluster, data_dir):
+    """A ceph pool made through the API, with file system ``train``."""
+    name = f"cp-{uuid.uuid4().hex[:6]}"
+    with plane_ceph_pool(api, ceph_cluster, name):
+        fs = api.post("/api/v1/filesystems/", {"name": "train", "pool": name}, format="json")
+        assert fs.status_code == 201, fs.json()
+        yield name
 
 
 @pytest.fixture
@@ -185,64 +195,39 @@ def test_nfs_export_of_a_ceph_file_system_is_served_through_fsal_ceph(
         assert gone.status_code == 204
 
 
-def test_s3_pool_option_puts_the_gateway_data_on_the_ceph_pool(api, ceph_cluster, settings,
-                                                               tmp_path):
+def test_s3_pool_option_puts_the_gateway_data_on_the_ceph_pool(api, ceph_cluster, cephfs,
+                                                               settings, tmp_path):
     """`strata up --s3-pool POOL`: while POOL does not exist the gateway gets no data root
     (never the default pool behind the user's back); once it is a ceph pool, the gateway's
     file system is made on it and what boto3 PUTs is kept in the CephFS."""
-    import boto3
-
-    from services.object import bootstrap, service as object_service
-    from tests.kit import Gateway
-
     name = f"s3-{uuid.uuid4().hex[:6]}"
     settings.SERVICE_OPTIONS = {"s3_pool": name}
     assert api.post("/api/v1/pools/", {"name": "default", "driver": "directory"},
                     format="json").status_code == 201
     assert bootstrap.ensure_gateway() is None
-    made = api.post("/api/v1/pools/", {"name": name, "driver": "ceph",
-                                       "ceph_conf": str(ceph_cluster.conf),
-                                       "ceph_client": ceph_cluster.client,
-                                       "redundancy": "replicated:3", "failure_domain": "host"},
-                    format="json")
-    assert made.status_code == 201, made.json()
-    from services.storage.drivers import driver_for   # the plane's own driver instance
-
-    drv = driver_for("ceph")
-    gw = None
-    try:
+    with plane_ceph_pool(api, ceph_cluster, name):
         gw_row = bootstrap.ensure_gateway()
         assert gw_row.filesystem.pool.name == name
         root = object_service.data_root(gw_row)
-        assert root.startswith(drv.pool_info(name).mountpoint + "/")   # its ceph-fuse mount
+        assert root.startswith(driver_for("ceph").pool_info(name).mountpoint + "/")  # ceph-fuse
         os.makedirs(root, exist_ok=True)
         (tmp_path / "gw").mkdir()
         gw = Gateway(tmp_path / "gw", {"CEPHS3POOLKEY": {"secret_key": "ceph-s3-pool-secret",
                                                           "user": "u", "admin": True}},
                      data_root=root)
-        gw.start(timeout=30)
-        s3 = boto3.client("s3", endpoint_url=gw.endpoint, aws_access_key_id="CEPHS3POOLKEY",
-                          aws_secret_access_key="ceph-s3-pool-secret", region_name="us-east-1")
-        s3.create_bucket(Bucket="ckpt")
-        body = os.urandom(6 * MiB)
-        s3.put_object(Bucket="ckpt", Key="step-1/shard-0", Body=body)
-        got = s3.get_object(Bucket="ckpt", Key="step-1/shard-0")["Body"].read()
-        assert sha(got) == sha(body)
-        gw.stop()
-        gw = None
-        # the object's bytes are in the CephFS directory of the gateway's file system
-        from dataplane.ceph_fs import CephFileSystems   # loads libcephfs: only with a cluster
-
-        files = CephFileSystems(ceph_cluster.conf, ceph_cluster.client, str(ceph_cluster.keyring))
         try:
-            where = f"/strata/{name}/fs/{gw_row.filesystem.name}".encode()
-            wait_for(lambda: int(files.fs.getxattr(where, "ceph.dir.rbytes")) >= len(body),
-                     "the object's bytes counted in the CephFS directory")
+            gw.start(timeout=30)
+            s3 = boto3.client("s3", endpoint_url=gw.endpoint, aws_access_key_id="CEPHS3POOLKEY",
+                              aws_secret_access_key="ceph-s3-pool-secret",
+                              region_name="us-east-1")
+            s3.create_bucket(Bucket="ckpt")
+            body = os.urandom(6 * MiB)
+            s3.put_object(Bucket="ckpt", Key="step-1/shard-0", Body=body)
+            got = s3.get_object(Bucket="ckpt", Key="step-1/shard-0")["Body"].read()
+            assert sha(got) == sha(body)
         finally:
-            files.close()
-    finally:
-        if gw is not None:
             gw.stop()
-        for fs_name in drv.list_filesystems(name):
-            drv.delete_filesystem(name, fs_name)
-        drv.destroy_pool(name)
+        # the object's bytes are in the CephFS directory of the gateway's file system
+        where = f"/strata/{name}/fs/{gw_row.filesystem.name}".encode()
+        wait_for(lambda: int(cephfs.fs.getxattr(where, "ceph.dir.rbytes")) >= len(body),
+                 "the object's bytes counted in the CephFS directory")

@@ -2,7 +2,8 @@
 
 A service adds subcommands with `services/<name>/cli.py` (no Django, light imports):
 `register(subparsers) -> {command: handler}` where `handler(client, args, out) -> int | None`
-and `out(data, columns)` prints a table or JSON.
+and `out(data, columns)` prints a table or JSON. A handler marked `local = True` works on this
+machine without the appliance (it gets no client: `strata ceph dev-cluster`).
 """
 import argparse
 import json
