@@ -194,11 +194,14 @@ def burst(target, args_of, shards, sampler=None) -> float:
 
 
 class RssSampler:
-    """The largest sum of the cluster daemons' resident memory seen while running."""
+    """The largest sum of the cluster daemons' resident memory seen while running, and each
+    daemon's share of a CPU over that time."""
 
-    def __init__(self, pids):
-        self.pids, self.peak, self._stop = list(pids), 0, threading.Event()
+    def __init__(self, daemons: dict):
+        self.daemons = daemons
+        self.pids, self.peak, self._stop = list(daemons.values()), 0, threading.Event()
         self._thread = None
+        self.cpu_share: dict = {}
 
     def rss(self) -> int:
         total = 0
@@ -213,6 +216,7 @@ class RssSampler:
         return total
 
     def start(self):
+        self._cpu0, self._t0 = cpu_seconds(self.daemons), time.monotonic()
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -226,6 +230,8 @@ class RssSampler:
         self._stop.set()
         self._thread.join()
         self.peak = max(self.peak, self.rss())
+        took, cpu1 = time.monotonic() - self._t0, cpu_seconds(self.daemons)
+        self.cpu_share = {n: (cpu1[n] - self._cpu0.get(n, 0)) / took for n in cpu1}
 
 
 def cpu_seconds(pids: dict) -> dict:
@@ -330,8 +336,7 @@ def checkpoint_bursts(cluster, files, fs, source, tmp, args) -> None:
         (ckpt / f"job-{job}" / ".job").write_text(f"job-{job}\n")
         pins[f"fs/b/ckpt/job-{job}"] = job % 2
     cephfs_dir = f"{source['path']}/ckpt"
-    daemons = cluster.pids()
-    sampler = RssSampler(daemons.values())
+    sampler = RssSampler(cluster.pids())
     idle = sampler.rss()
     local, local_name, lpath = local_pool(tmp)
     for job in range(JOBS):
@@ -351,20 +356,16 @@ def checkpoint_bursts(cluster, files, fs, source, tmp, args) -> None:
                     set_mds(files, 2 if side.startswith("2") else 1, pins)
                     step += "-2" if side.startswith("2") else "-1"
                     sampler.peak = 0
-                    before, cpu0, t0 = requests_by_rank(files), cpu_seconds(daemons), \
-                        time.monotonic()
+                    before = requests_by_rank(files)
                     rate = burst(_burst_job_ceph,
                                  lambda j: (conf, client, f"{cephfs_dir}/job-{j}/{step}"),
                                  args.shards, sampler)
                     peaks.append(sampler.peak)
-                    after, cpu1, took = requests_by_rank(files), cpu_seconds(daemons), \
-                        time.monotonic() - t0
+                    after = requests_by_rank(files)
                     served = ", ".join(f"rank {r}: {after[r] - before.get(r, 0)}"
                                        for r in sorted(after))
-                    busy = {n: (cpu1[n] - cpu0.get(n, 0)) / took for n in cpu1}
-                    served += "; share of a CPU: " + ", ".join(
-                        f"{n} {busy[n]:.0%}" for n in sorted(busy)
-                        if n.startswith("mds") or n == "osd.0")
+                    served += "; share of a CPU during it: " + ", ".join(
+                        f"{n} {share:.0%}" for n, share in sorted(sampler.cpu_share.items()))
                 bursts[side].append(rate)
                 print(f"  round {i + 1}: {side:<18}{rate:>9.0f} creates/s"
                       + (f", cluster RSS peak {sampler.peak / GiB:.2f} GiB, client requests "
