@@ -286,6 +286,7 @@ def _apply_protection(bucket: Bucket, info: dict) -> None:
 
 
 ACCESS_FIELDS = ("acl", "public_access_block", "object_ownership")
+PROTECTION_FIELDS = ("encryption", "kms_key_id", "object_lock", "lock_mode", "lock_days")
 
 
 def _access_body(changes: dict) -> dict:
@@ -405,7 +406,7 @@ def refresh_usage(buckets=None) -> bool:
     for bucket in rows:
         _apply_info(bucket, reported[bucket.name])
     Bucket.objects.bulk_update(rows, ["used_bytes", "used_objects", "versioning", "usage_updated_at",
-                                      *ACCESS_FIELDS], batch_size=500)
+                                      *ACCESS_FIELDS, *PROTECTION_FIELDS], batch_size=500)
     return True
 
 
