@@ -2,10 +2,15 @@
 Distributed Checkpoints through Strata's gateway: ``S3StorageWriter`` / ``S3StorageReader``
 pointed at the gateway by ``AWS_ENDPOINT_URL`` with path-style addressing, every tensor and
 value equal after the load, with both of its readers (range-coalescing and sequential), on a
-plain bucket and on one whose default encryption stores the bytes SSE-S3."""
+plain bucket and on one whose default encryption stores the bytes SSE-S3; and two gloo ranks
+saving a sharded state, loaded back by one rank and by three."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +21,9 @@ from s3torchconnector import S3ClientConfig, S3ReaderConstructor  # noqa: E402
 from s3torchconnector.dcp import S3StorageReader, S3StorageWriter  # noqa: E402
 
 from services.object.tests.gatewayproc import ACCESS, SECRET  # noqa: E402
+from tests.kit import free_port  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[3]
 
 MiB = 1 << 20
 REGION = "us-east-1"
@@ -81,3 +89,39 @@ def test_dcp_save_and_load_through_s3torchconnector(endpoint, s3, encryption):
         dcp.load(loaded, storage_reader=S3StorageReader(REGION, uri, s3client_config=config,
                                                         reader_constructor=reader))
         assert same(loaded, saved)
+
+
+def run_ranks(mode: str, world: int, uri: str) -> list[str]:
+    """``world`` rank processes of s3t_ranks.py; their output (each must exit 0)."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-m", "services.object.tests.s3t_ranks", mode, "--rank", str(r),
+                               "--world", str(world), "--port", str(port), "--uri", uri],
+                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(world)]
+    outs = []
+    try:
+        for proc in procs:
+            out, _ = proc.communicate(timeout=300)
+            assert proc.returncode == 0, out
+            outs.append(out)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return outs
+
+
+def test_two_ranks_save_one_and_three_load(endpoint, s3):
+    bucket = f"s3t-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=bucket)
+    uri = f"s3://{bucket}/llm/step-200"
+    run_ranks("save", 2, uri)
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"])
+    assert "llm/step-200/.metadata" in keys, keys
+    for rank in (0, 1):   # each rank wrote its shard files (two writer threads each)
+        assert any(k.startswith(f"llm/step-200/__{rank}_") and k.endswith(".distcp") for k in keys), keys
+    for world in (1, 3):
+        outs = run_ranks("load", world, uri)
+        assert all("tensors equal" in out for out in outs), outs
