@@ -227,10 +227,11 @@ class Gateway:
     # -- reading ---------------------------------------------------------------------------
 
     async def open_reader(self, rec: Record, start: int = 0, end: int | None = None,
-                          ckey: sse.CustomerKey | None = None) -> AsyncIterator[bytes]:
+                          ckey: sse.CustomerKey | None = None) -> bytes | AsyncIterator[bytes]:
         """Open an object's bytes [start, end) now (so a concurrent overwrite that removes the
         old files cannot break a response whose headers are already sent) and stream them
-        (decrypted, with the customer's key ``ckey`` for SSE-C)."""
+        (decrypted, with the customer's key ``ckey`` for SSE-C); a small plaintext object's
+        bytes come read already (one response body, no stream)."""
         end = rec.size if end is None else end
         if end <= start:
             return self.read(rec, start, end)
@@ -239,7 +240,7 @@ class Gateway:
             return await sse.open_decrypting(self, rec, loc, start, end, ckey)
         if "seg" in loc:
             # small reads are page-cache hits as a rule: a thread hop (and GIL hand-off) costs more
-            return _once(self.segments.read(loc, rec.size, start, end - start))
+            return self.segments.read(loc, rec.size, start, end - start)
         handles = await self.run(open_pieces, file_ranges(loc, rec.size, start, end))
         return self._stream_handles(handles)
 
