@@ -270,7 +270,11 @@ class Gateway:
         if "seg" in loc and "sse" not in rec.meta:
             yield self.segments.read(loc, rec.size, start, end - start)
             return
-        async for data in await self.open_reader(rec, start, end, ckey):
+        reader = await self.open_reader(rec, start, end, ckey)
+        if isinstance(reader, bytes):
+            yield reader
+            return
+        async for data in reader:
             yield data
 
     # -- removing ---------------------------------------------------------------------------
