@@ -11,6 +11,7 @@ import uvicorn
 
 from .app import create_app
 from .config import ConfigError, ConfigWatcher
+from .httpproto import GatewayHttpProtocol
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,9 +37,10 @@ def main(argv: list[str] | None = None) -> int:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     # worker threads (fsync, SQLite commits, hashing) must not hold the event loop off for 5 ms
     sys.setswitchinterval(0.0005)
-    uvicorn.run(create_app(args.config), host=args.host, port=args.port, loop="uvloop", http="httptools",
+    uvicorn.run(create_app(args.config), host=args.host, port=args.port, loop="uvloop", http=GatewayHttpProtocol,
                 lifespan="on", log_level=args.log_level, access_log=False, timeout_keep_alive=30,
-                backlog=2048, ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile)
+                backlog=2048, ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
+                server_header=False)  # the app says "Server: Strata"
     return 0
 
 
