@@ -78,7 +78,7 @@ def _check_tags(tags: dict) -> None:
             raise S3Error("InvalidTag", f"Tag {k!r} has an invalid key or value length")
 
 
-def object_headers(rec: Record, versioned: bool) -> dict[str, str]:
+def object_headers(rec: Record, versioned: bool, keyring: sse.Keyring | None = None) -> dict[str, str]:
     """Response headers describing a stored version."""
     m = rec.meta
     h = {"etag": f'"{rec.etag}"', "last-modified": http_date(rec.mtime), "accept-ranges": "bytes",
@@ -95,7 +95,7 @@ def object_headers(rec: Record, versioned: bool) -> dict[str, str]:
     sizes = part_sizes(rec.loc)
     if sizes is not None:
         h["x-amz-mp-parts-count"] = str(len(sizes))
-    h.update(sse.headers_for(m.get("sse")))
+    h.update(sse.headers_for(m.get("sse"), keyring=keyring))
     h.update(objectlock.headers_for(m))
     return h
 
@@ -250,7 +250,7 @@ async def get_object(gw: Gateway, req: Request, bucket: Bucket, retry: bool = Tr
     check_conditions(req.headers, rec)
     if req.method == "GET":
         check_readable(rec)  # an archive class needs RestoreObject first
-    headers = object_headers(rec, bool(bucket.versioning))
+    headers = object_headers(rec, bool(bucket.versioning), gw.keyring)
     if ckey:
         headers[sse.CUSTOMER + "key-md5"] = ckey.md5
     restore = gw.cold.restore_header(bucket, rec) if rec.tier != "hot" else None
