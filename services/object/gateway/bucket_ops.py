@@ -238,7 +238,9 @@ async def list_objects(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     records, prefixes, truncated, last = await gw.run(
         lambda: collect(bucket.index.iter_current(prefix, after), prefix, delimiter, after, limit)
         if limit else ([], [], False, ""))
-    parts = [el("Name", bucket.name), el("Prefix", enc(prefix))]
+    # ListObjects (v1) returns the prefix as sent even with encoding-type=url, as S3 does
+    # (clients decode only Delimiter, Marker, NextMarker and keys there)
+    parts = [el("Name", bucket.name), el("Prefix", enc(prefix) if v2 else prefix)]
     if v2:
         if "continuation-token" in q:
             parts.append(el("ContinuationToken", q["continuation-token"]))

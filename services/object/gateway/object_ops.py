@@ -245,6 +245,7 @@ async def put_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
 
 async def get_object(gw: Gateway, req: Request, bucket: Bucket, retry: bool = True) -> Response:
     """GetObject / HeadObject with Range, conditions and response-* overrides."""
+    sse.refuse_on_read(req.headers)
     rec = await lookup(gw, bucket, req.key, _version_query(req), req.method)
     ckey = sse.check_read(gw.keyring, rec.meta, req.headers)
     check_conditions(req.headers, rec)

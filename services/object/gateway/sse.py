@@ -417,6 +417,15 @@ def data_key(keyring: Keyring, info: dict, ckey: CustomerKey | None) -> bytes:
                       "is not the one it was written with") from None
 
 
+def refuse_on_read(headers: dict[str, str]) -> None:
+    """GET and HEAD take no SSE-S3 / SSE-KMS request headers (the object says how it is
+    encrypted): S3 answers 400 ``InvalidArgument`` to them."""
+    for name in (SSE_HEADER, KMS_KEY_HEADER):
+        if name in headers:
+            raise S3Error("InvalidArgument", f"{name} header is not supported for this operation.",
+                          ArgumentName=name, ArgumentValue=headers[name])
+
+
 def check_read(keyring: Keyring, meta: dict, headers: dict[str, str], prefix: str = CUSTOMER) -> CustomerKey | None:
     """The customer key a read of this version must carry (and carries), with S3's errors:
     SSE-C parameters on an object that is not SSE-C are refused too."""

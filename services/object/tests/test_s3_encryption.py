@@ -17,6 +17,7 @@ import pytest
 import requests
 from botocore.exceptions import ClientError
 
+from services.object.tests import s3raw
 from services.object.tests.gatewayproc import ACCESS, ADMIN_TOKEN, SECRET, GatewayProcess
 
 MIB = 1024 * 1024
@@ -119,13 +120,22 @@ def test_sse_s3_put_get_head_ranges_and_no_plaintext_at_rest(s3, bucket, sse_gat
     assert found_on_disk(root, large_marker) == []
 
 
-def test_sse_kms_key_ids(s3, bucket):
+def test_sse_kms_key_ids(sse_gateway, s3, bucket):
     put = s3.put_object(Bucket=bucket, Key="k", Body=b"kms data", ServerSideEncryption="aws:kms",
                         SSEKMSKeyId=KMS_KEY)
     assert (put["ServerSideEncryption"], put["SSEKMSKeyId"]) == ("aws:kms", KMS_ARN)
     head = s3.head_object(Bucket=bucket, Key="k")
     assert (head["ServerSideEncryption"], head["SSEKMSKeyId"]) == ("aws:kms", KMS_ARN)
     assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"kms data"
+    # a read names no SSE-S3/KMS parameters (the object knows how it is encrypted): 400
+    for ask in ({"x-amz-server-side-encryption": "aws:kms"},
+                {"x-amz-server-side-encryption-aws-kms-key-id": KMS_KEY}):
+        for op in ("GetObject", "HeadObject"):
+            url, method = f"{sse_gateway.endpoint}/{bucket}/k", "GET" if op == "GetObject" else "HEAD"
+            r = requests.request(method, url, headers=s3raw.sign(method, url, ACCESS, SECRET, headers=ask))
+            assert r.status_code == 400, (op, ask, r.status_code)
+            if op == "GetObject":
+                assert "<Code>InvalidArgument</Code>" in r.text
     up = s3.create_multipart_upload(Bucket=bucket, Key="mp", ServerSideEncryption="aws:kms", SSEKMSKeyId=KMS_KEY)
     assert up["SSEKMSKeyId"] == KMS_ARN
     part = s3.upload_part(Bucket=bucket, Key="mp", UploadId=up["UploadId"], PartNumber=1, Body=b"part")
