@@ -191,6 +191,13 @@ def test_lifecycle_rule_ids_validated(s3, bucket):
     assert error(lambda: s3.put_bucket_lifecycle_configuration(
         Bucket=bucket, LifecycleConfiguration={"Rules": [rule("x" * 256)]})) == (400, "InvalidArgument")
     s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [rule("x" * 255)]})
+    # rules put without an ID get one, kept from then on
+    unnamed = {"Status": "Enabled", "Filter": {"Prefix": "logs/"}, "Expiration": {"Days": 3}}
+    s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [unnamed, rule("mine")]})
+    got = s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+    assert [r["ID"] for r in got][1] == "mine" and len(got[0]["ID"]) == 48
+    assert got[0]["Expiration"] == {"Days": 3} and got[0]["Filter"] == {"Prefix": "logs/"}
+    assert s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"][0]["ID"] == got[0]["ID"]
 
 
 def test_chunked_upload_without_content_length_and_content_encoding_kept(gateway, s3, bucket):
