@@ -259,13 +259,19 @@ async def post_object(gw, req: Request) -> Response:
         raise S3Error("InvalidArgument", "Bucket POST must contain a field named 'key'.  If it is specified, "
                       "please check the order of the fields.", ArgumentName="key")
     signer = authenticate_form(fields, gw.config)
+    key = fields["key"].replace("${filename}", filename)
     if signer is not None:
-        check_policy(fields["policy"], fields, req.bucket, len(data))
+        # the key's conditions may name it as sent or as stored (${filename} replaced)
+        try:
+            check_policy(fields["policy"], fields, req.bucket, len(data))
+        except S3Error:
+            if key == fields["key"]:
+                raise
+            check_policy(fields["policy"], {**fields, "key": key}, req.bucket, len(data))
         req.auth = signer
     elif "policy" in fields:
         raise S3Error("InvalidArgument", "Bucket POST must contain a field named 'AWSAccessKeyId'.  If it is "
                       "specified, please check the order of the fields.", ArgumentName="AWSAccessKeyId")
-    key = fields["key"].replace("${filename}", filename)
     if not key:
         raise S3Error("InvalidArgument", "User key must have a length greater than 0.", ArgumentName="key")
     req.key = key

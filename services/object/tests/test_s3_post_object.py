@@ -45,6 +45,13 @@ def test_sigv4_form_with_conditions(s3, bucket):
     assert (r.status_code, xml_code(r)) == (403, "AccessDenied") and "Extra input fields" in r.text
     r = post(form["url"], {**form["fields"], "key": "elsewhere/x"})
     assert (r.status_code, xml_code(r)) == (403, "AccessDenied")
+    # a condition on the key may name the stored key, ${filename} replaced
+    named = s3.generate_presigned_post(bucket, "${filename}", Conditions=[["starts-with", "$key", "report"]],
+                                       ExpiresIn=300)
+    assert post(named["url"], named["fields"], b"by name", filename="report.csv").status_code == 204
+    assert s3.get_object(Bucket=bucket, Key="report.csv")["Body"].read() == b"by name"
+    r = post(named["url"], named["fields"], b"by name", filename="other.csv")
+    assert (r.status_code, xml_code(r)) == (403, "AccessDenied")
     r = post(form["url"], {**form["fields"], "x-amz-signature": "0" * 64})
     assert (r.status_code, xml_code(r)) == (403, "SignatureDoesNotMatch")
     # fields named x-ignore-* are ignored
