@@ -353,7 +353,8 @@ async def delete_objects(gw: Gateway, req: Request, bucket: Bucket) -> Response:
                 raise refused[(key, vid)]
             result = await gw.delete_version_or_key(bucket, key, vid, may_bypass_governance(req, bucket, key, vid))
         except S3Error as err:
-            out.append(f"<Error>{el('Key', key)}{el('Code', err.code)}{el('Message', err.message)}</Error>")
+            version = el("VersionId", vid) if vid else ""
+            out.append(f"<Error>{el('Key', key)}{version}{el('Code', err.code)}{el('Message', err.message)}</Error>")
             continue
         if quiet:
             continue

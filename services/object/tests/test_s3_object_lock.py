@@ -121,7 +121,7 @@ def test_governance_retention_and_bypass(s3, locked_bucket):
     assert marker["DeleteMarker"] is True
     assert s3.get_object(Bucket=locked_bucket, Key="g", VersionId=vid)["Body"].read() == b"gov"
     res = s3.delete_objects(Bucket=locked_bucket, Delete={"Objects": [{"Key": "g", "VersionId": vid}]})
-    assert [(x["Key"], x["Code"]) for x in res["Errors"]] == [("g", "AccessDenied")]
+    assert [(x["Key"], x["VersionId"], x["Code"]) for x in res["Errors"]] == [("g", vid, "AccessDenied")]
     s3.delete_object(Bucket=locked_bucket, Key="g", VersionId=vid, BypassGovernanceRetention=True)
     with pytest.raises(ClientError) as e:
         s3.head_object(Bucket=locked_bucket, Key="g", VersionId=vid)
