@@ -14,7 +14,7 @@ from .buckets import Bucket
 from .core import Gateway
 from .errors import S3Error, child_text, el, parse_xml, xml_doc
 from .index import Record
-from .lifecycle import parse_rules
+from .lifecycle import name_rules, parse_rules
 from .policy import parse_policy
 from .request import Request, Response, xml_response
 
@@ -131,7 +131,8 @@ async def put_lifecycle(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """PutBucketLifecycleConfiguration (see :mod:`.lifecycle` for the supported actions)."""
     body = await req.body().read_all(256 * 1024)
     rules = parse_rules(body, gw.cold.root)
-    await gw.run(bucket.set_setting, "lifecycle", {"rules": rules, "xml": body.decode()})
+    xml = name_rules(body.decode(), rules)
+    await gw.run(bucket.set_setting, "lifecycle", {"rules": rules, "xml": xml})
     return Response(200)
 
 
@@ -238,7 +239,9 @@ async def list_objects(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     records, prefixes, truncated, last = await gw.run(
         lambda: collect(bucket.index.iter_current(prefix, after), prefix, delimiter, after, limit)
         if limit else ([], [], False, ""))
-    parts = [el("Name", bucket.name), el("Prefix", enc(prefix))]
+    # ListObjects (v1) returns the prefix as sent even with encoding-type=url, as S3 does
+    # (clients decode only Delimiter, Marker, NextMarker and keys there)
+    parts = [el("Name", bucket.name), el("Prefix", enc(prefix) if v2 else prefix)]
     if v2:
         if "continuation-token" in q:
             parts.append(el("ContinuationToken", q["continuation-token"]))

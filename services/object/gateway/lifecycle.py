@@ -24,6 +24,8 @@ import calendar
 import json
 import logging
 import os
+import re
+import secrets
 import shutil
 import time
 
@@ -91,6 +93,21 @@ def parse_rules(body: bytes, cold_root: str | None = None) -> list[dict]:
     if not rules:
         raise S3Error("MalformedXML", "A lifecycle configuration needs at least one Rule")
     return rules
+
+
+def name_rules(xml: str, rules: list[dict]) -> str:
+    """Give each rule put without an ``ID`` one, as S3 does (a random 48-character name),
+    in ``rules`` and in the stored document ``xml`` that GetBucketLifecycleConfiguration returns."""
+    order = iter(rules)
+
+    def named(match: re.Match) -> str:
+        rule = next(order, None)
+        if rule is None or rule["id"] or re.search(r"<ID\b", match.group(2)):
+            return match.group(0)
+        rule["id"] = secrets.token_hex(24)
+        return f"{match.group(1)}<ID>{rule['id']}</ID>{match.group(2)}</Rule>"
+
+    return re.sub(r"(<Rule>)(.*?)</Rule>", named, xml, flags=re.S)
 
 
 def _expiry_candidates(bucket: Bucket, rule: dict, now: float, day: float) -> tuple[list, list]:

@@ -254,9 +254,9 @@ def _done_path(bucket: Bucket, upload_id: str) -> str:
     return _upload_dir(bucket, upload_id) + DONE_SUFFIX
 
 
-def _complete_result(bucket: Bucket, req: Request, done: dict) -> Response:
+def _complete_result(gw: Gateway, bucket: Bucket, req: Request, done: dict) -> Response:
     headers = {"x-amz-version-id": done["version_id"]} if bucket.versioning else {}
-    headers.update(sse.headers_for(done.get("sse")))
+    headers.update(sse.headers_for(done.get("sse"), keyring=gw.keyring))
     checksums = done.get("checksums", {})
     host = req.headers.get("host", "")
     return xml_response(xml_doc("CompleteMultipartUploadResult",
@@ -306,7 +306,7 @@ async def complete(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         done = await gw.run(_repeat_complete, bucket, upload_id, req.key, wanted) if err.code == "NoSuchUpload" else None
         if done is None:
             raise
-        return _complete_result(bucket, req, done)
+        return _complete_result(gw, bucket, req, done)
     conditions = write_conditions(bucket, req.key, req.headers)
     parts = await gw.run(_parts, path)
     numbers = [n for n, _ in wanted]
@@ -370,7 +370,7 @@ async def complete(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     done = {"key": req.key, "parts": [list(p) for p in wanted], "etag": etag, "version_id": rec.version_id,
             "checksums": checksums, "ck_type": ck_type, "sse": sse.describe(info.get("sse"))}
     await gw.run(_record_done, bucket, upload_id, done)
-    return _complete_result(bucket, req, done)
+    return _complete_result(gw, bucket, req, done)
 
 
 async def abort(gw: Gateway, req: Request, bucket: Bucket) -> Response:

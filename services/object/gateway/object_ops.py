@@ -85,7 +85,7 @@ def _check_tags(tags: dict) -> None:
             raise S3Error("InvalidTag", f"Tag {k!r} has an invalid key or value length")
 
 
-def object_headers(rec: Record, versioned: bool) -> dict[str, str]:
+def object_headers(rec: Record, versioned: bool, keyring: sse.Keyring | None = None) -> dict[str, str]:
     """Response headers describing a stored version."""
     m = rec.meta
     h = {"etag": f'"{rec.etag}"', "last-modified": http_date(rec.mtime), "accept-ranges": "bytes",
@@ -102,7 +102,7 @@ def object_headers(rec: Record, versioned: bool) -> dict[str, str]:
     sizes = part_sizes(rec.loc)
     if sizes is not None:
         h["x-amz-mp-parts-count"] = str(len(sizes))
-    h.update(sse.headers_for(m.get("sse")))
+    h.update(sse.headers_for(m.get("sse"), keyring=keyring))
     h.update(objectlock.headers_for(m))
     return h
 
@@ -252,12 +252,13 @@ async def put_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
 
 async def get_object(gw: Gateway, req: Request, bucket: Bucket, retry: bool = True) -> Response:
     """GetObject / HeadObject with Range, conditions and response-* overrides."""
+    sse.refuse_on_read(req.headers)
     rec = await lookup(gw, bucket, req.key, _version_query(req), req.method)
     ckey = sse.check_read(gw.keyring, rec.meta, req.headers)
     check_conditions(req.headers, rec)
     if req.method == "GET":
         check_readable(rec)  # an archive class needs RestoreObject first
-    headers = object_headers(rec, bool(bucket.versioning))
+    headers = object_headers(rec, bool(bucket.versioning), gw.keyring)
     if ckey:
         headers[sse.CUSTOMER + "key-md5"] = ckey.md5
     restore = gw.cold.restore_header(bucket, rec) if rec.tier != "hot" else None
@@ -360,7 +361,8 @@ async def delete_objects(gw: Gateway, req: Request, bucket: Bucket) -> Response:
                 raise refused[(key, vid)]
             result = await gw.delete_version_or_key(bucket, key, vid, may_bypass_governance(req, bucket, key, vid))
         except S3Error as err:
-            out.append(f"<Error>{el('Key', key)}{el('Code', err.code)}{el('Message', err.message)}</Error>")
+            version = el("VersionId", vid) if vid else ""
+            out.append(f"<Error>{el('Key', key)}{version}{el('Code', err.code)}{el('Message', err.message)}</Error>")
             continue
         if quiet:
             continue

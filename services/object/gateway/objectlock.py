@@ -11,8 +11,8 @@ What it refuses (403 ``AccessDenied``, as S3): deleting a version (DeleteObject 
 DeleteObjects with a versionId, and lifecycle's noncurrent expiration, which goes through the
 same :meth:`.core.Gateway.delete_version_or_key`) that has a legal hold, COMPLIANCE retention
 in force, or GOVERNANCE retention in force without ``x-amz-bypass-governance-retention:
-true``; shortening or removing COMPLIANCE retention; shortening, removing or weakening
-GOVERNANCE retention without the bypass header. A delete without a versionId only adds a
+true``; shortening or removing COMPLIANCE retention; shortening, removing or changing the
+mode of GOVERNANCE retention without the bypass header. A delete without a versionId only adds a
 delete marker, and an overwrite adds a version: both are allowed, the locked versions stay.
 The bypass header counts only for callers allowed ``s3:BypassGovernanceRetention`` (the
 owner and admins unless the bucket policy denies it, others through a policy Allow: see
@@ -223,8 +223,9 @@ def new_retention(bucket, rec, body: bytes, bypass_governance: bool, now: float 
         new = {"mode": mode, "until": ts}
     old = in_force(rec.meta, now)
     if old is not None:
-        weaker = (new is None or new["until"] < old["until"]
-                  or (old["mode"] == "COMPLIANCE" and new["mode"] != "COMPLIANCE"))
+        # changing the mode either way counts as altering the lock (GOVERNANCE to COMPLIANCE
+        # needs the bypass, as on S3; COMPLIANCE never changes)
+        weaker = new is None or new["until"] < old["until"] or new["mode"] != old["mode"]
         if weaker and (old["mode"] == "COMPLIANCE" or not bypass_governance):
             raise S3Error("AccessDenied", LOCKED)
     meta = dict(rec.meta)

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from typing import AsyncIterator
 from urllib.parse import quote, urlencode
 
-from . import access, sigv2
+from . import access, objectlock, sigv2, sse
 from .errors import ERROR_CODES, S3Error, el, parse_xml, xml_doc
 from .index import Op
 from .object_ops import meta_from_headers
@@ -259,20 +259,26 @@ async def post_object(gw, req: Request) -> Response:
         raise S3Error("InvalidArgument", "Bucket POST must contain a field named 'key'.  If it is specified, "
                       "please check the order of the fields.", ArgumentName="key")
     signer = authenticate_form(fields, gw.config)
+    key = fields["key"].replace("${filename}", filename)
     if signer is not None:
-        check_policy(fields["policy"], fields, req.bucket, len(data))
+        # the key's conditions may name it as sent or as stored (${filename} replaced)
+        try:
+            check_policy(fields["policy"], fields, req.bucket, len(data))
+        except S3Error:
+            if key == fields["key"]:
+                raise
+            check_policy(fields["policy"], {**fields, "key": key}, req.bucket, len(data))
         req.auth = signer
     elif "policy" in fields:
         raise S3Error("InvalidArgument", "Bucket POST must contain a field named 'AWSAccessKeyId'.  If it is "
                       "specified, please check the order of the fields.", ArgumentName="AWSAccessKeyId")
-    key = fields["key"].replace("${filename}", filename)
     if not key:
         raise S3Error("InvalidArgument", "User key must have a length greater than 0.", ArgumentName="key")
     req.key = key
     req.method = "PUT"
     bucket = access.authorize(gw, req)  # s3:PutObject for the signer, or anonymous
     headers = {name: value for name, value in fields.items()
-               if name in HEADER_FIELDS or name.startswith("x-amz-meta-")}
+               if name in HEADER_FIELDS or name.startswith(("x-amz-meta-", "x-amz-server-side-encryption"))}
     if "acl" in fields:
         headers["x-amz-acl"] = fields["acl"]
     if "x-amz-storage-class" in fields:
@@ -282,15 +288,20 @@ async def post_object(gw, req: Request) -> Response:
     sub = Request("PUT", req.raw_path, "", headers, {}, bucket=bucket.name, key=key, auth=req.auth,
                   request_id=req.request_id, client=req.client, scheme=req.scheme)
     meta = access.new_object_acl(gw, sub, bucket, meta_from_headers(headers))
+    meta.update(objectlock.for_new_version(bucket, headers))
     bucket.check_quota(len(data))
-    stored = await gw.store_body(bucket, FormBody(data), headers)
+    wk = sse.for_write(gw.keyring, headers, bucket)   # the form's SSE fields, or the bucket's default
+    cipher = wk.cipher() if wk else None
+    stored = await gw.store_body(bucket, FormBody(data), headers, cipher=cipher)
     meta["ck"] = stored.checksums
-    rec = gw.make_record(bucket, key, stored, stored.md5_hex, meta)
+    if wk:
+        meta["sse"] = wk.meta(cipher.np)
+    rec = gw.make_record(bucket, key, stored, sse.etag_for(wk, stored.md5_hex), meta)
     await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled"), stored.in_segment)
     etag = f'"{rec.etag}"'
     host = req.headers.get("host", "")
     path = f"/{quote(key)}" if host.startswith(bucket.name + ".") else f"/{bucket.name}/{quote(key)}"
-    out = {"etag": etag, "location": f"{req.scheme}://{host}{path}"}
+    out = {"etag": etag, "location": f"{req.scheme}://{host}{path}", **(wk.headers() if wk else {})}
     if bucket.versioning:
         out["x-amz-version-id"] = rec.version_id
     redirect = fields.get("success_action_redirect") or fields.get("redirect")

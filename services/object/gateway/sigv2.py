@@ -84,8 +84,8 @@ def verify_header(method: str, resource_path: str, raw_query: str, headers: dict
     if user is None:
         raise S3Error("InvalidAccessKeyId", AWSAccessKeyId=access_key)
     amz_date = headers.get("x-amz-date")
-    date = amz_date or headers.get("date")
-    if not date:
+    date = amz_date if amz_date is not None else headers.get("date")
+    if not date:   # an x-amz-date sent empty does not fall back to Date
         raise S3Error("AccessDenied", "AWS authentication requires a valid Date or x-amz-date header")
     ts = parse_amz_date(date)
     if ts < 0:

@@ -182,6 +182,8 @@ def _verify_header(method, raw_path, raw_query, headers, auth, users, region, no
     if not amz_date:
         raise S3Error("AccessDenied", "AWS authentication requires a valid Date or x-amz-date header")
     _check_skew(amz_date, now)
+    # signed with a Date header only: the string to sign carries that time in ISO 8601 basic form
+    amz_date = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(parse_amz_date(amz_date)))
     payload_hash = headers.get("x-amz-content-sha256")
     if not payload_hash:
         raise S3Error("InvalidRequest", "Missing required header for this request: x-amz-content-sha256")

@@ -53,6 +53,7 @@ TAG = 16
 PACKAGE = CHUNK + TAG
 READ_PACKAGES = 16          # about 1 MiB of ciphertext per read
 DEFAULT_KMS_KEY = "aws/s3"
+KMS_ACCOUNT = "000000000000"   # the account part of key ARNs, as the plane's (models.KMS_ACCOUNT)
 SSE_HEADER = "x-amz-server-side-encryption"
 KMS_KEY_HEADER = "x-amz-server-side-encryption-aws-kms-key-id"
 BUCKET_KEY_HEADER = "x-amz-server-side-encryption-bucket-key-enabled"
@@ -137,6 +138,12 @@ class Keyring:
             if c in self.aliases:
                 return self.aliases[c]
         raise S3Error("KMS.NotFoundException", f"Invalid keyId '{given}'")
+
+    def key_arn(self, kid: str) -> str:
+        """The ARN of KMS key ``kid`` (what S3 reports as SSEKMSKeyId): the one the config
+        gives, else ``arn:aws:kms:REGION:ACCOUNT:key/ID``."""
+        spec = self.kms.get(kid)
+        return (spec[2] if spec else "") or f"arn:aws:kms:{self.region}:{KMS_ACCOUNT}:key/{kid}"
 
     def kms_kek(self, kid: str) -> AESGCM:
         """The key-encryption key of KMS key ``kid`` (``KMS.DisabledException`` while the key
@@ -266,6 +273,7 @@ class WriteKey:
     kms_id: str = ""
     bucket_key: bool = False
     customer_md5: str = ""
+    kms_arn: str = ""         # what the response headers name the KMS key by
     extra: dict = field(default_factory=dict)
 
     def cipher(self) -> ChunkCipher:
@@ -291,11 +299,15 @@ class WriteKey:
 
     def headers(self) -> dict[str, str]:
         """The response headers S3 sends for an object written this way."""
-        return headers_for({"m": self.mode, "kid": self.kms_id, "bk": self.bucket_key}, self.customer_md5)
+        out = headers_for({"m": self.mode, "kid": self.kms_id, "bk": self.bucket_key}, self.customer_md5)
+        if self.kms_arn:
+            out[KMS_KEY_HEADER] = self.kms_arn
+        return out
 
 
-def headers_for(info: dict | None, customer_md5: str = "") -> dict[str, str]:
-    """Response headers describing an object's encryption (``info``: ``meta["sse"]``)."""
+def headers_for(info: dict | None, customer_md5: str = "", keyring: Keyring | None = None) -> dict[str, str]:
+    """Response headers describing an object's encryption (``info``: ``meta["sse"]``); with
+    ``keyring``, a KMS key is named by its ARN, as S3 does."""
     if not info:
         return {}
     if info["m"] == "SSE-C":
@@ -305,7 +317,8 @@ def headers_for(info: dict | None, customer_md5: str = "") -> dict[str, str]:
         return out
     out = {SSE_HEADER: info["m"]}
     if info["m"] == "aws:kms":
-        out[KMS_KEY_HEADER] = info.get("kid") or DEFAULT_KMS_KEY
+        kid = info.get("kid") or DEFAULT_KMS_KEY
+        out[KMS_KEY_HEADER] = keyring.key_arn(kid) if keyring else kid
     if info.get("bk"):
         out[BUCKET_KEY_HEADER] = "true"
     return out
@@ -319,7 +332,7 @@ def _new_key(keyring: Keyring, mode: str, kms_id: str = "", ckey: CustomerKey | 
         return WriteKey(mode, dek, wrapped, customer_md5=ckey.md5)
     if mode == "aws:kms":
         wrapped = _wrap(keyring.kms_kek(kms_id), dek, b"kms:" + kms_id.encode())
-        return WriteKey(mode, dek, wrapped, kms_id=kms_id, bucket_key=bucket_key)
+        return WriteKey(mode, dek, wrapped, kms_id=kms_id, bucket_key=bucket_key, kms_arn=keyring.key_arn(kms_id))
     wrapped = _wrap(keyring.kek(b"sse-s3"), dek, b"sse-s3")
     return WriteKey(mode, dek, wrapped, bucket_key=bucket_key)
 
@@ -402,6 +415,15 @@ def data_key(keyring: Keyring, info: dict, ckey: CustomerKey | None) -> bytes:
                           "encrypted with") from None
         raise S3Error("InternalError", "The object's data key cannot be unwrapped: the appliance's master key "
                       "is not the one it was written with") from None
+
+
+def refuse_on_read(headers: dict[str, str]) -> None:
+    """GET and HEAD take no SSE-S3 / SSE-KMS request headers (the object says how it is
+    encrypted): S3 answers 400 ``InvalidArgument`` to them."""
+    for name in (SSE_HEADER, KMS_KEY_HEADER):
+        if name in headers:
+            raise S3Error("InvalidArgument", f"{name} header is not supported for this operation.",
+                          ArgumentName=name, ArgumentValue=headers[name])
 
 
 def check_read(keyring: Keyring, meta: dict, headers: dict[str, str], prefix: str = CUSTOMER) -> CustomerKey | None:
@@ -599,7 +621,8 @@ def for_upload(keyring: Keyring, info: dict | None, headers: dict[str, str]) -> 
     if not info:
         return None
     return WriteKey(info["m"], data_key(keyring, info, ckey), info["wk"], kms_id=info.get("kid", ""),
-                    bucket_key=bool(info.get("bk")), customer_md5=ckey.md5 if ckey else "")
+                    bucket_key=bool(info.get("bk")), customer_md5=ckey.md5 if ckey else "",
+                    kms_arn=keyring.key_arn(info["kid"]) if info.get("kid") else "")
 
 
 def completed_meta(info: dict | None, nonce_prefixes: list[str]) -> dict | None:

@@ -78,13 +78,13 @@ def test_kms_keys_through_the_api_and_s3(plane, api, data_dir):
     assert api.post("/api/v1/buckets/", {"name": "models"}, format="json").status_code == 201
     put = s3.put_object(Bucket="models", Key="by-id", Body=b"weights 1", ServerSideEncryption="aws:kms",
                         SSEKMSKeyId=kid)
-    assert (put["ServerSideEncryption"], put["SSEKMSKeyId"]) == ("aws:kms", kid)
+    assert (put["ServerSideEncryption"], put["SSEKMSKeyId"]) == ("aws:kms", key["arn"])
     for name, ref in (("by-alias", "alias/ckpt"), ("by-arn", key["arn"]),
                       ("by-alias-arn", "arn:aws:kms:us-east-1:000000000000:alias/ckpt")):
         assert s3.put_object(Bucket="models", Key=name, Body=b"weights 2", ServerSideEncryption="aws:kms",
-                             SSEKMSKeyId=ref)["SSEKMSKeyId"] == kid
+                             SSEKMSKeyId=ref)["SSEKMSKeyId"] == key["arn"]
     assert s3.get_object(Bucket="models", Key="by-id")["Body"].read() == b"weights 1"
-    assert s3.head_object(Bucket="models", Key="by-alias")["SSEKMSKeyId"] == kid
+    assert s3.head_object(Bucket="models", Key="by-alias")["SSEKMSKeyId"] == key["arn"]
     assert refused(lambda: s3.put_object(Bucket="models", Key="x", Body=b"x", ServerSideEncryption="aws:kms",
                                          SSEKMSKeyId=str(uuid.uuid4()))) == (400, "KMS.NotFoundException")
     for dirpath, _, files in os.walk(config["data_root"]):
@@ -97,7 +97,7 @@ def test_kms_keys_through_the_api_and_s3(plane, api, data_dir):
     changed = api.patch("/api/v1/buckets/models/", {"encryption": "aws:kms", "kms_key_id": "alias/ckpt"},
                         format="json")
     assert changed.status_code == 200, changed.content
-    assert s3.put_object(Bucket="models", Key="default", Body=b"weights 3")["SSEKMSKeyId"] == kid
+    assert s3.put_object(Bucket="models", Key="default", Body=b"weights 3")["SSEKMSKeyId"] == key["arn"]
 
     disabled = api.post(f"/api/v1/kms-keys/{kid}/disable/")
     assert disabled.status_code == 200 and disabled.json()["key_state"] == "Disabled"
@@ -148,6 +148,6 @@ def test_cli_manages_kms_keys(plane, api, live_server):
                                          SSEKMSKeyId="alias/cli-key")) == (400, "KMS.DisabledException")
     assert strata("kms-key", "enable", made["arn"])[1]["key_state"] == "Enabled"
     assert s3.put_object(Bucket="cli-kms", Key="k", Body=b"x", ServerSideEncryption="aws:kms",
-                         SSEKMSKeyId="alias/cli-key")["SSEKMSKeyId"] == made["key_id"]
+                         SSEKMSKeyId="alias/cli-key")["SSEKMSKeyId"] == made["arn"]
     code, err = strata("kms-key", "show", "no-such-key")
     assert code == 1 and "No KMS key" in err

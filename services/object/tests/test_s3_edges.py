@@ -191,6 +191,13 @@ def test_lifecycle_rule_ids_validated(s3, bucket):
     assert error(lambda: s3.put_bucket_lifecycle_configuration(
         Bucket=bucket, LifecycleConfiguration={"Rules": [rule("x" * 256)]})) == (400, "InvalidArgument")
     s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [rule("x" * 255)]})
+    # rules put without an ID get one, kept from then on
+    unnamed = {"Status": "Enabled", "Filter": {"Prefix": "logs/"}, "Expiration": {"Days": 3}}
+    s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [unnamed, rule("mine")]})
+    got = s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+    assert [r["ID"] for r in got][1] == "mine" and len(got[0]["ID"]) == 48
+    assert got[0]["Expiration"] == {"Days": 3} and got[0]["Filter"] == {"Prefix": "logs/"}
+    assert s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"][0]["ID"] == got[0]["ID"]
 
 
 def test_chunked_upload_without_content_length_and_content_encoding_kept(gateway, s3, bucket):
@@ -228,3 +235,18 @@ def test_unconfigured_settings_answer_as_s3(gateway, s3, bucket):
     body = b"<WebsiteConfiguration/>"
     r = requests.put(url, data=body, headers=s3raw.sign("PUT", url, ACCESS, SECRET, hashlib.sha256(body).hexdigest()))
     assert r.status_code == 501 and xml_code(r.text) == "NotImplemented"
+
+
+def test_list_objects_v1_returns_the_prefix_as_sent(s3, bucket):
+    """boto3 asks ListObjects for url-encoded keys; S3 still returns the v1 Prefix as sent
+    (clients do not decode it there), while keys, common prefixes and v2's Prefix come encoded."""
+    for key in ("a b/one", "a b/two", "plain"):
+        s3.put_object(Bucket=bucket, Key=key, Body=b"x")
+    for prefix in ("a b/", "\n"):
+        v1 = s3.list_objects(Bucket=bucket, Prefix=prefix)
+        v2 = s3.list_objects_v2(Bucket=bucket, Prefix=prefix)
+        assert v1["Prefix"] == v2["Prefix"] == prefix
+    v1 = s3.list_objects(Bucket=bucket, Prefix="a b/")
+    assert [o["Key"] for o in v1["Contents"]] == ["a b/one", "a b/two"]
+    grouped = s3.list_objects(Bucket=bucket, Delimiter="/")
+    assert [p["Prefix"] for p in grouped["CommonPrefixes"]] == ["a b/"]

@@ -17,10 +17,12 @@ import pytest
 import requests
 from botocore.exceptions import ClientError
 
+from services.object.tests import s3raw
 from services.object.tests.gatewayproc import ACCESS, ADMIN_TOKEN, SECRET, GatewayProcess
 
 MIB = 1024 * 1024
 KMS_KEY = "ckpt-key-1"
+KMS_ARN = f"arn:aws:kms:us-east-1:000000000000:key/{KMS_KEY}"   # how S3 names the key in responses
 MASTER = base64.b64encode(b"m" * 32).decode()
 
 
@@ -118,18 +120,33 @@ def test_sse_s3_put_get_head_ranges_and_no_plaintext_at_rest(s3, bucket, sse_gat
     assert found_on_disk(root, large_marker) == []
 
 
-def test_sse_kms_key_ids(s3, bucket):
+def test_sse_kms_key_ids(sse_gateway, s3, bucket):
     put = s3.put_object(Bucket=bucket, Key="k", Body=b"kms data", ServerSideEncryption="aws:kms",
                         SSEKMSKeyId=KMS_KEY)
-    assert (put["ServerSideEncryption"], put["SSEKMSKeyId"]) == ("aws:kms", KMS_KEY)
+    assert (put["ServerSideEncryption"], put["SSEKMSKeyId"]) == ("aws:kms", KMS_ARN)
     head = s3.head_object(Bucket=bucket, Key="k")
-    assert (head["ServerSideEncryption"], head["SSEKMSKeyId"]) == ("aws:kms", KMS_KEY)
+    assert (head["ServerSideEncryption"], head["SSEKMSKeyId"]) == ("aws:kms", KMS_ARN)
     assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"kms data"
-    arn = f"arn:aws:kms:us-east-1:000000000000:key/{KMS_KEY}"
+    # a read names no SSE-S3/KMS parameters (the object knows how it is encrypted): 400
+    for ask in ({"x-amz-server-side-encryption": "aws:kms"},
+                {"x-amz-server-side-encryption-aws-kms-key-id": KMS_KEY}):
+        for op in ("GetObject", "HeadObject"):
+            url, method = f"{sse_gateway.endpoint}/{bucket}/k", "GET" if op == "GetObject" else "HEAD"
+            r = requests.request(method, url, headers=s3raw.sign(method, url, ACCESS, SECRET, headers=ask))
+            assert r.status_code == 400, (op, ask, r.status_code)
+            if op == "GetObject":
+                assert "<Code>InvalidArgument</Code>" in r.text
+    up = s3.create_multipart_upload(Bucket=bucket, Key="mp", ServerSideEncryption="aws:kms", SSEKMSKeyId=KMS_KEY)
+    assert up["SSEKMSKeyId"] == KMS_ARN
+    part = s3.upload_part(Bucket=bucket, Key="mp", UploadId=up["UploadId"], PartNumber=1, Body=b"part")
+    assert part["SSEKMSKeyId"] == KMS_ARN
+    done = s3.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=up["UploadId"], MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
+    assert done["SSEKMSKeyId"] == KMS_ARN
     assert s3.put_object(Bucket=bucket, Key="arn", Body=b"x", ServerSideEncryption="aws:kms",
-                         SSEKMSKeyId=arn)["SSEKMSKeyId"] == KMS_KEY
-    assert s3.put_object(Bucket=bucket, Key="default", Body=b"x",
-                         ServerSideEncryption="aws:kms")["SSEKMSKeyId"] == "aws/s3"
+                         SSEKMSKeyId=KMS_ARN)["SSEKMSKeyId"] == KMS_ARN
+    assert s3.put_object(Bucket=bucket, Key="default", Body=b"x", ServerSideEncryption="aws:kms")[
+        "SSEKMSKeyId"] == "arn:aws:kms:us-east-1:000000000000:key/aws/s3"
     with pytest.raises(ClientError) as e:
         s3.put_object(Bucket=bucket, Key="bad", Body=b"x", ServerSideEncryption="aws:kms", SSEKMSKeyId="no-such-key")
     assert error_of(e) == (400, "KMS.NotFoundException")
@@ -228,7 +245,7 @@ def test_bucket_default_encryption(s3, bucket):
     assert rule["ApplyServerSideEncryptionByDefault"] == {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": KMS_KEY}
     assert rule["BucketKeyEnabled"] is True
     put = s3.put_object(Bucket=bucket, Key="b", Body=b"b")
-    assert (put["ServerSideEncryption"], put["SSEKMSKeyId"], put["BucketKeyEnabled"]) == ("aws:kms", KMS_KEY, True)
+    assert (put["ServerSideEncryption"], put["SSEKMSKeyId"], put["BucketKeyEnabled"]) == ("aws:kms", KMS_ARN, True)
     # a request's own choice wins over the default
     assert s3.put_object(Bucket=bucket, Key="c", Body=b"c", ServerSideEncryption="AES256")[
         "ServerSideEncryption"] == "AES256"
@@ -342,7 +359,7 @@ def test_s5cmd_writes_and_reads_encrypted_objects(s3, bucket, sse_gateway, tmp_p
     s5("cp", "--sse", "aws:kms", "--sse-kms-key-id", KMS_KEY, str(src), f"s3://{bucket}/s5/kms")
     assert s3.head_object(Bucket=bucket, Key="s5/aes")["ServerSideEncryption"] == "AES256"
     head = s3.head_object(Bucket=bucket, Key="s5/kms")
-    assert (head["ServerSideEncryption"], head["SSEKMSKeyId"]) == ("aws:kms", KMS_KEY)
+    assert (head["ServerSideEncryption"], head["SSEKMSKeyId"]) == ("aws:kms", KMS_ARN)
     assert s5("cat", f"s3://{bucket}/s5/kms").stdout == body
     s5("cp", f"s3://{bucket}/s5/aes", str(tmp_path / "back.bin"))
     assert (tmp_path / "back.bin").read_bytes() == body

@@ -111,12 +111,17 @@ def test_governance_retention_and_bypass(s3, locked_bucket):
     assert error_of(e) == (403, "AccessDenied")
     s3.put_object_retention(Bucket=locked_bucket, Key="g", VersionId=vid,
                             Retention={"Mode": "GOVERNANCE", "RetainUntilDate": later(7200)})   # extending is free
+    with pytest.raises(ClientError) as e:   # so does turning it into COMPLIANCE
+        s3.put_object_retention(Bucket=locked_bucket, Key="g", VersionId=vid,
+                                Retention={"Mode": "COMPLIANCE", "RetainUntilDate": later(7200)})
+    assert error_of(e) == (403, "AccessDenied")
+    assert s3.get_object_retention(Bucket=locked_bucket, Key="g", VersionId=vid)["Retention"]["Mode"] == "GOVERNANCE"
     # a delete without a version id only adds a marker: the locked version stays
     marker = s3.delete_object(Bucket=locked_bucket, Key="g")
     assert marker["DeleteMarker"] is True
     assert s3.get_object(Bucket=locked_bucket, Key="g", VersionId=vid)["Body"].read() == b"gov"
     res = s3.delete_objects(Bucket=locked_bucket, Delete={"Objects": [{"Key": "g", "VersionId": vid}]})
-    assert [(x["Key"], x["Code"]) for x in res["Errors"]] == [("g", "AccessDenied")]
+    assert [(x["Key"], x["VersionId"], x["Code"]) for x in res["Errors"]] == [("g", vid, "AccessDenied")]
     s3.delete_object(Bucket=locked_bucket, Key="g", VersionId=vid, BypassGovernanceRetention=True)
     with pytest.raises(ClientError) as e:
         s3.head_object(Bucket=locked_bucket, Key="g", VersionId=vid)

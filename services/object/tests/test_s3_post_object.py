@@ -8,11 +8,14 @@ import base64
 import hashlib
 import hmac
 import json
+import os
 import uuid
 
 import boto3
+import pytest
 import requests
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from services.object.tests.gatewayproc import ACCESS, SECRET
 
@@ -44,6 +47,13 @@ def test_sigv4_form_with_conditions(s3, bucket):
     r = post(form["url"], {**form["fields"], "x-amz-meta-extra": "1"})
     assert (r.status_code, xml_code(r)) == (403, "AccessDenied") and "Extra input fields" in r.text
     r = post(form["url"], {**form["fields"], "key": "elsewhere/x"})
+    assert (r.status_code, xml_code(r)) == (403, "AccessDenied")
+    # a condition on the key may name the stored key, ${filename} replaced
+    named = s3.generate_presigned_post(bucket, "${filename}", Conditions=[["starts-with", "$key", "report"]],
+                                       ExpiresIn=300)
+    assert post(named["url"], named["fields"], b"by name", filename="report.csv").status_code == 204
+    assert s3.get_object(Bucket=bucket, Key="report.csv")["Body"].read() == b"by name"
+    r = post(named["url"], named["fields"], b"by name", filename="other.csv")
     assert (r.status_code, xml_code(r)) == (403, "AccessDenied")
     r = post(form["url"], {**form["fields"], "x-amz-signature": "0" * 64})
     assert (r.status_code, xml_code(r)) == (403, "SignatureDoesNotMatch")
@@ -163,3 +173,31 @@ def test_form_to_virtual_host_bucket(gateway, s3, bucket):
                       headers={"Host": f"{bucket}.localhost:{gateway.port}"})
     assert r.status_code == 204, r.text
     assert s3.get_object(Bucket=bucket, Key="addr")["Body"].read() == b"addr"
+
+
+def test_form_with_server_side_encryption(s3, bucket):
+    """SSE fields of a form encrypt the upload as the same headers would on PutObject."""
+    key = os.urandom(32)
+    sse_c = {"x-amz-server-side-encryption-customer-algorithm": "AES256",
+             "x-amz-server-side-encryption-customer-key": base64.b64encode(key).decode(),
+             "x-amz-server-side-encryption-customer-key-MD5": base64.b64encode(hashlib.md5(key).digest()).decode()}
+    form = s3.generate_presigned_post(bucket, "secret.txt", Fields=sse_c,
+                                      Conditions=[{k: v} for k, v in sse_c.items()], ExpiresIn=300)
+    assert post(form["url"], form["fields"], b"customer keyed").status_code == 204
+    got = s3.get_object(Bucket=bucket, Key="secret.txt", SSECustomerAlgorithm="AES256", SSECustomerKey=key)
+    assert got["Body"].read() == b"customer keyed"
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket=bucket, Key="secret.txt")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    form = s3.generate_presigned_post(bucket, "s3key.txt", Fields={"x-amz-server-side-encryption": "AES256"},
+                                      Conditions=[{"x-amz-server-side-encryption": "AES256"}], ExpiresIn=300)
+    r = post(form["url"], form["fields"], b"appliance keyed")
+    assert r.status_code == 204 and r.headers["x-amz-server-side-encryption"] == "AES256"
+    assert s3.head_object(Bucket=bucket, Key="s3key.txt")["ServerSideEncryption"] == "AES256"
+    # a form without SSE fields gets the bucket's default encryption, as PutObject does
+    s3.put_bucket_encryption(Bucket=bucket, ServerSideEncryptionConfiguration={
+        "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]})
+    form = s3.generate_presigned_post(bucket, "plain.txt", ExpiresIn=300)
+    assert post(form["url"], form["fields"], b"by default").status_code == 204
+    assert s3.head_object(Bucket=bucket, Key="plain.txt")["ServerSideEncryption"] == "AES256"
+    assert s3.get_object(Bucket=bucket, Key="plain.txt")["Body"].read() == b"by default"

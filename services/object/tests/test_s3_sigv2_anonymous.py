@@ -121,6 +121,9 @@ def test_sigv2_header_errors_on_the_wire(gateway, bucket):
     del headers["Date"]
     r = requests.put(url, data=b"x", headers=headers)
     assert r.status_code == 403 and xml_code(r.text) == "AccessDenied"
+    # an x-amz-date sent empty (and signed so) does not fall back to Date
+    r = requests.put(url, data=b"x", headers=v2_headers("PUT", url, {"X-Amz-Date": ""}))
+    assert r.status_code == 403 and xml_code(r.text) == "AccessDenied", r.text
     stale = formatdate(time.time() - 3600, usegmt=True)
     r = requests.put(url, data=b"x", headers=v2_headers("PUT", url, date=stale))
     assert r.status_code == 403 and xml_code(r.text) == "RequestTimeTooSkewed"

@@ -67,6 +67,22 @@ def test_wrong_key_wrong_signature_and_skew(gateway, s3, bucket, monkeypatch):
     still_serving(s3, bucket)
 
 
+def test_sigv4_dated_by_the_date_header(gateway, bucket):
+    """A SigV4 request may carry its time in ``Date`` (RFC 1123) instead of X-Amz-Date; the
+    string to sign still has it in ISO 8601 basic form (botocore signs so when given a Date)."""
+    from email.utils import formatdate
+
+    client = gateway.client()
+    stamp = formatdate(usegmt=True)
+    sent = []
+    client.meta.events.register("before-call.s3.PutObject",
+                                lambda params, **_: params["headers"].update({"Date": stamp, "X-Amz-Date": stamp}))
+    client.meta.events.register("before-send.s3.PutObject", lambda request, **_: sent.append(dict(request.headers)))
+    client.put_object(Bucket=bucket, Key="dated", Body=b"by Date")
+    assert "Date" in sent[0] and "X-Amz-Date" not in sent[0]
+    assert client.get_object(Bucket=bucket, Key="dated")["Body"].read() == b"by Date"
+
+
 def test_new_users_take_effect_without_restart(gateway, bucket):
     gateway.write_config({ACCESS: {"secret_key": SECRET, "user": "admin", "admin": True},
                           USER_ACCESS: {"secret_key": USER_SECRET, "user": "alice"},
