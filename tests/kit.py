@@ -125,10 +125,12 @@ class Gateway:
     its config in ``workdir``/gateway.json and its log in ``workdir``/gateway.log.
     ``users`` maps access keys to ``{"secret_key", "user", "admin"}``; further ``settings``
     go into the config as they are. ``stop`` then ``start`` keeps its data; ``kill9``
-    simulates a crash; ``env`` is extra environment for the next start."""
+    simulates a crash; ``env`` is extra environment for the next start. ``workers``: its
+    ``--workers`` (default ``STRATA_TEST_S3_WORKERS``, else 1: one process, as the tests
+    that do not ask were written for)."""
 
     def __init__(self, workdir, users: dict, *, data_root: str | None = None,
-                 admin_token: str = "", **settings):
+                 admin_token: str = "", workers: int | None = None, **settings):
         self.workdir = str(workdir)
         self.config_path = os.path.join(self.workdir, "gateway.json")
         self.data_root = data_root or os.path.join(self.workdir, "data")
@@ -137,6 +139,7 @@ class Gateway:
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.proc = None
         self.settings = settings
+        self.workers = workers or int(os.environ.get("STRATA_TEST_S3_WORKERS") or 1)
         self.env: dict[str, str] = {}
         self.write_config(users)
 
@@ -153,7 +156,7 @@ class Gateway:
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "services.object.gateway", "--config", self.config_path,
-                 "--host", "127.0.0.1", "--port", str(self.port)],
+                 "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers)],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **self.env})
         try:
             wait_port(self.port, timeout, proc=self.proc, what=f"S3 gateway (see {log_path})")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
 
 from . import protection_ops, snapshots
 from .acl_ops import access_info, set_access
@@ -64,7 +65,8 @@ async def _body(req: Request) -> dict:
 async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
     m = req.method
     if parts == ["health"] and m == "GET":
-        return _json({"status": "ok", "buckets": len(gw.buckets.buckets)})
+        return _json({"status": "ok", "buckets": len(gw.buckets.buckets), "pid": os.getpid(),
+                      "worker": gw.role.slot if gw.role is not None else None})
     if parts == ["compact"] and m == "POST":
         return _json(await compact_once(gw))
     if parts == ["gc"] and m == "POST":

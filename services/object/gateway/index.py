@@ -4,7 +4,14 @@ A key always lives in shard ``crc32(key) % shards``, so concurrent writers to di
 spread over independent databases (and independent write locks). Each shard holds every
 version of its keys; ``latest`` marks the version a plain GET sees. Writes arrive as batches
 from the group committer (:mod:`.commit`), one transaction per shard per batch, with
-``synchronous=FULL`` so an acknowledged PUT survives power loss.
+``synchronous=FULL`` so an acknowledged PUT survives power loss. Each shard also keeps its
+usage (bytes and objects of every stored version) in a one-row table, changed in the same
+transaction, so every process serving the bucket reads the same figures.
+
+Several worker processes may write one shard (:mod:`.workers`): SQLite's own locks serialise
+their transactions (``BEGIN IMMEDIATE``, waiting up to 30 s for the lock), a conditional put
+is checked inside its transaction (so If-None-Match is atomic across processes), and what a
+transaction committed is what the next read of any process sees (WAL). No row is cached.
 
 Each shard's WAL index (``-shm``, memory-mapped by SQLite) is made NOCOW before SQLite makes
 it: on btrfs a full pool cannot copy a page of a copy-on-write mapping, and the kernel then
@@ -45,6 +52,11 @@ CREATE INDEX IF NOT EXISTS cold ON versions(key) WHERE tier != 'hot';
 CREATE INDEX IF NOT EXISTS by_segment ON versions(json_extract(loc, '$.seg'))
     WHERE json_extract(loc, '$.seg') IS NOT NULL;
 CREATE INDEX IF NOT EXISTS by_seq ON versions(seq);
+CREATE TABLE IF NOT EXISTS usage (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    bytes INTEGER NOT NULL,
+    objects INTEGER NOT NULL
+);
 """
 
 _seq_lock = threading.Lock()
@@ -151,6 +163,15 @@ class Shard:
         prepare_shm(path)
         self._writer = self._connect()
         self._writer.executescript(SCHEMA)
+        db = self._writer
+        db.execute("BEGIN IMMEDIATE")
+        try:  # a shard from before the usage table (or a new one): count it once
+            db.execute("INSERT OR IGNORE INTO usage SELECT 0, COALESCE(SUM(size),0), COUNT(*) "
+                       "FROM versions WHERE marker=0")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
@@ -191,6 +212,9 @@ class Shard:
             db.execute("BEGIN IMMEDIATE")
             try:
                 results = [self._apply_one(db, op) for op in ops]
+                added = sum(r.bytes_delta for r in results), sum(r.objects_delta for r in results)
+                if any(added):
+                    db.execute("UPDATE usage SET bytes=bytes+?, objects=objects+? WHERE id=0", added)
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -304,7 +328,7 @@ class BucketIndex:
         """(bytes, objects) over every stored version."""
         total_bytes = total_objects = 0
         for shard in self.shards:
-            b, n = shard.query("SELECT COALESCE(SUM(size),0), COUNT(*) FROM versions WHERE marker=0")[0]
+            b, n = shard.query("SELECT bytes, objects FROM usage WHERE id=0")[0]
             total_bytes += b
             total_objects += n
         return total_bytes, total_objects
@@ -331,17 +355,24 @@ class BucketIndex:
 
     def consistent_cut(self) -> list[sqlite3.Connection]:
         """One connection per shard, each inside a read transaction begun while every shard's
-        write lock was held: together they see the index as of one instant (every commit
-        before it, none after). The caller reads through them and closes them."""
+        write lock was held, in this process and (SQLite's write lock, ``BEGIN IMMEDIATE``)
+        in every other: together they see the index as of one instant (every commit before
+        it, none after). The caller reads through them and closes them."""
         conns = [shard._connect() for shard in self.shards]
         locks = [shard.write_lock for shard in self.shards]
         for lock in locks:
             lock.acquire()
+        begun = []
         try:
+            for shard in self.shards:  # a batch holds one shard at a time: no deadlock
+                shard._writer.execute("BEGIN IMMEDIATE")
+                begun.append(shard._writer)
             for db in conns:
                 db.execute("BEGIN")
                 db.execute("SELECT 1 FROM versions LIMIT 1").fetchall()  # the first read pins the snapshot
         finally:
+            for writer in begun:
+                writer.execute("ROLLBACK")
             for lock in reversed(locks):
                 lock.release()
         return conns
