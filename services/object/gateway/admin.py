@@ -196,6 +196,5 @@ async def _set_quota(gw: Gateway, bucket, data: dict) -> dict:
     quota = {"bytes": _check_quota_value("bytes", data.get("bytes")),
              "objects": _check_quota_value("objects", data.get("objects"))}
     quota = {k: v for k, v in quota.items() if v is not None}
-    bucket.settings["quota"] = quota
-    await gw.run(bucket.save)
+    await gw.run(bucket.set_setting, "quota", quota)
     return quota

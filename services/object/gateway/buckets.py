@@ -89,12 +89,18 @@ class Bucket:
 
     def set_setting(self, name: str, value) -> None:
         """Store (or with None, remove) one setting and persist the settings (blocking)."""
+        self.update_settings({name: value})
+
+    def update_settings(self, changes: dict) -> None:
+        """Store (value None: remove) several settings at once, durably (blocking); settings
+        another process changed meanwhile stay as it left them."""
         with self.settings_lock.held():
             self.reload()
-            if value is None:
-                self.settings.pop(name, None)
-            else:
-                self.settings[name] = value
+            for name, value in changes.items():
+                if value is None:
+                    self.settings.pop(name, None)
+                else:
+                    self.settings[name] = value
             self.save()
 
     def set_versioning(self, status: str) -> None:

@@ -79,7 +79,10 @@ class SegmentStore:
         """Write ``data`` at the end of the active segment (not yet durable); return its location."""
         with self._lock:
             if self.offset + len(data) > self.segment_bytes and self.offset:
+                old = self.seg_id
                 self._open_segment()
+                if old not in self._dirty:  # synced already: closed for good (else sync closes it)
+                    os.close(self._write_fds.pop(old))
             offset = self.offset
             self.offset += len(data)
             seg_id, fd = self.seg_id, self.fd
