@@ -17,6 +17,7 @@ import uvicorn
 from .app import create_app
 from .config import ConfigError, ConfigWatcher
 from .core import WorkerRole
+from .workers import Supervisor, die_with_parent
 
 
 def default_workers() -> int:
@@ -60,14 +61,12 @@ def main(argv: list[str] | None = None) -> int:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     tls = ["--ssl-certfile", args.ssl_certfile, "--ssl-keyfile", args.ssl_keyfile] if args.ssl_certfile else []
     if args.worker_fd is None and workers > 1:
-        from .workers import Supervisor
         return Supervisor(args.config, args.host, args.port, workers,
                           ["--log-level", args.log_level, *tls]).run()
     # worker threads (fsync, SQLite commits, hashing) must not hold the event loop off for 5 ms
     sys.setswitchinterval(0.0005)
     role = None
     if args.worker_fd is not None:
-        from .workers import die_with_parent
         die_with_parent()
         role = WorkerRole(slot=args.worker_slot, started=args.started)
     config = uvicorn.Config(create_app(args.config, role), host=args.host, port=args.port, loop="uvloop",
