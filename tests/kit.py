@@ -120,6 +120,31 @@ def _http_get(token):
     return get
 
 
+def children(pid: int) -> list[int]:
+    """PIDs of the processes whose parent is ``pid``."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            out.append(int(name))
+    return sorted(out)
+
+
+def _alive(pid: int) -> bool:
+    """False once ``pid`` has exited (a zombie counts as exited)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 class Gateway:
     """A Strata S3 gateway subprocess (``python -m services.object.gateway``) on a free port,
     its config in ``workdir``/gateway.json and its log in ``workdir``/gateway.log.
@@ -165,10 +190,22 @@ class Gateway:
             raise
         return self
 
+    def worker_pids(self) -> list[int]:
+        """PIDs of its worker processes (none when it serves alone, ``workers=1``)."""
+        return children(self.proc.pid) if self.proc is not None else []
+
     def kill9(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
+            workers = self.worker_pids()
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+            # its workers die with it (SIGKILL from the kernel), and the port they shared closes
+            # a moment later: until then a new start would find the old port answering
+            deadline = time.monotonic() + 10
+            while any(_alive(pid) for pid in workers) or (workers and port_answers(self.port)):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"workers {workers} of the killed gateway still hold port {self.port}")
+                time.sleep(0.02)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -61,8 +61,12 @@ def main(argv: list[str] | None = None) -> int:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     tls = ["--ssl-certfile", args.ssl_certfile, "--ssl-keyfile", args.ssl_keyfile] if args.ssl_certfile else []
     if args.worker_fd is None and workers > 1:
-        return Supervisor(args.config, args.host, args.port, workers,
-                          ["--log-level", args.log_level, *tls]).run()
+        try:
+            supervisor = Supervisor(args.config, args.host, args.port, workers, ["--log-level", args.log_level, *tls])
+        except OSError as exc:
+            print(f"strata-s3: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
+            return 1
+        return supervisor.run()
     # worker threads (fsync, SQLite commits, hashing) must not hold the event loop off for 5 ms
     sys.setswitchinterval(0.0005)
     role = None

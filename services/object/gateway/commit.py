@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
-from .index import BucketIndex, Op, OpResult
+from .index import BucketIndex, Op, OpResult, seq_floor_now
 from .shared import IDLE, SeqFloors
 from .storage import SegmentStore, remove_location
 
@@ -97,7 +96,7 @@ class GroupCommitter:
         """Call before taking a sequence number for a put: with nothing in flight, publish
         a floor at or below it (see :class:`.shared.SeqFloors`)."""
         if not self.in_flight:
-            self.floors.set(time.time_ns())
+            self.floors.set(seq_floor_now())
 
     def update_floor(self) -> None:
         """Publish the lowest sequence number in flight (idle if none; call on the event loop,

@@ -30,7 +30,7 @@ from .compaction import INTERVAL_SECONDS, collect_all_orphans, compaction_loop
 from .lifecycle import lifecycle_loop
 from .config import ConfigWatcher
 from .errors import S3Error
-from .index import Op, OpResult, Record, next_seq
+from .index import Op, OpResult, Record, next_seq, set_seq_slot
 from .shared import MAX_WORKERS, FileLock, SeqFloors, run_dir
 from .snapshots import deleting_version
 from . import objectlock, sse
@@ -90,6 +90,7 @@ class Gateway:
         # files older than this belong to no PUT in flight
         self.started = role.started if role is not None and role.started else time.time()
         self.floors = SeqFloors(root, role.slot if role is not None else 0)
+        set_seq_slot(role.slot if role is not None else 0)
         if role is None:  # serving alone: what the parent of several workers does once
             reset_tmp(root)
             self.floors.reset(MAX_WORKERS)

@@ -61,13 +61,30 @@ CREATE TABLE IF NOT EXISTS usage (
 
 _seq_lock = threading.Lock()
 _last_seq = 0
+_seq_slot = 0
+SEQ_SLOTS = 256
+
+
+def set_seq_slot(slot: int) -> None:
+    """Make this process's sequence numbers ``slot`` modulo :data:`SEQ_SLOTS` (its worker
+    slot, see .workers), so that no two worker processes ever take the same one."""
+    global _seq_slot, _last_seq
+    with _seq_lock:
+        _seq_slot, _last_seq = slot % SEQ_SLOTS, 0
+
+
+def seq_floor_now() -> int:
+    """A number no sequence number taken from now on, in any process, is below."""
+    return time.time_ns() - SEQ_SLOTS
 
 
 def next_seq() -> int:
-    """A process-wide increasing sequence number (nanoseconds, never repeating)."""
+    """An increasing sequence number, unique across the worker processes of a data root
+    (nanoseconds, their lowest bits the worker slot, never repeating)."""
     global _last_seq
     with _seq_lock:
-        _last_seq = max(_last_seq + 1, time.time_ns())
+        now = time.time_ns() // SEQ_SLOTS * SEQ_SLOTS + _seq_slot
+        _last_seq = max(_last_seq + SEQ_SLOTS, now)
         return _last_seq
 
 

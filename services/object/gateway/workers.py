@@ -18,6 +18,7 @@ What the workers share, and how it stays consistent, is in :mod:`.shared` and th
 from __future__ import annotations
 
 import ctypes
+import errno
 import logging
 import os
 import signal
@@ -37,11 +38,22 @@ POLL_SECONDS = 0.1
 STOP_SECONDS = 10.0
 
 
-def listen(host: str, port: int, backlog: int = 2048) -> socket.socket:
-    """The one listening socket every worker accepts on (inherited by them)."""
+def listen(host: str, port: int, backlog: int = 2048, patience: float = 3.0) -> socket.socket:
+    """The one listening socket every worker accepts on (inherited by them). The workers of
+    a gateway that was just killed may hold the port for a moment more: retried for
+    ``patience`` seconds."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            sock.bind((host, port))
+            break
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or time.monotonic() > deadline:
+                sock.close()
+                raise
+            time.sleep(0.1)
     sock.listen(backlog)
     sock.set_inheritable(True)
     return sock

@@ -25,28 +25,12 @@ from services.object.tests.gatewayproc import ACCESS, ADMIN_TOKEN, SECRET, Gatew
 from services.object.tests.s3raw import sign
 
 
-def _children(pid: int) -> list[int]:
-    """PIDs whose parent is ``pid`` (the gateway's workers)."""
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            out.append(int(name))
-    return sorted(out)
-
-
 def _wait_workers(gw, count: int, timeout: float = 30, without: int | None = None) -> list[int]:
     """The gateway's worker PIDs, once there are ``count`` of them (not ``without``) and each
     answers."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        pids = [p for p in _children(gw.proc.pid) if p != without]
+        pids = [p for p in gw.worker_pids() if p != without]
         if len(pids) == count:
             try:
                 for pid in pids:
@@ -55,7 +39,7 @@ def _wait_workers(gw, count: int, timeout: float = 30, without: int | None = Non
             except (AssertionError, OSError):
                 pass
         time.sleep(0.2)
-    raise AssertionError(f"the gateway does not have {count} answering workers: {_children(gw.proc.pid)}")
+    raise AssertionError(f"the gateway does not have {count} answering workers: {gw.worker_pids()}")
 
 
 class Conn:
@@ -68,7 +52,7 @@ class Conn:
     @classmethod
     def to(cls, gw, pid: int) -> "Conn":
         """A connection served by worker ``pid``."""
-        others = [p for p in _children(gw.proc.pid) if p != pid]
+        others = [p for p in gw.worker_pids() if p != pid]
         for other in others:
             os.kill(other, signal.SIGSTOP)
         try:
