@@ -18,7 +18,7 @@ test: setup
 
 bench: setup
 	.venv/bin/pip install -q -e '.[test,bench]'
-	for b in bench/*.py; do .venv/bin/python $$b || exit 1; done
+	for b in bench/*.py; do grep -q '^if __name__ == "__main__"' $$b || continue; .venv/bin/python $$b || exit 1; done
 
 clean:
 	rm -rf .venv .pytest_cache test-output

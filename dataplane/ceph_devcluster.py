@@ -19,6 +19,8 @@ From Python::
     cluster.client                             # "admin" (client.admin)
     cluster.command("osd tree")                # a mon command's JSON answer
     cluster.kill_osd(1); cluster.start_osd(1)  # SIGKILL one "host", start it again
+    cluster.start_rgw(PORT, replicas=1)        # radosgw (S3) on 127.0.0.1:PORT; stop_rgw()
+    cluster.rgw_user("bench", ACCESS, SECRET)  # an S3 user of that radosgw
     cluster.wait_healthy()
     cluster.down()
 
@@ -41,7 +43,7 @@ import uuid
 from pathlib import Path
 
 from plumbing.atomic import write_atomic, write_json_atomic
-from plumbing.process import free_port
+from plumbing.process import free_port, port_open
 
 from .errors import CommandFailed, Unreachable
 
@@ -50,6 +52,10 @@ MDS_NAMES = ("a", "b")
 MGR_NAME = "x"
 MON_NAME = "a"
 GiB = 1 << 30
+# the default zone's pools (radosgw 16.2 makes them on first use, with the default size)
+RGW_POOLS = (".rgw.root", "default.rgw.control", "default.rgw.meta", "default.rgw.log",
+             "default.rgw.buckets.index", "default.rgw.buckets.data",
+             "default.rgw.buckets.non-ec")
 
 
 def ceph_key() -> str:
@@ -217,14 +223,14 @@ keyring = {r}/ceph.$name.keyring
                     return False
         return str(self.conf).encode() in argv
 
-    def _start(self, kind: str, ident: str) -> int:
+    def _start(self, kind: str, ident: str, argv: list | None = None) -> int:
         name = f"{kind}.{ident}"
         pid = self._pids().get(name)
         if pid and self._ours(pid):
             return pid
         log = open(self.root / "log" / f"{name}.out", "ab")
         try:
-            proc = subprocess.Popen([f"ceph-{kind}", "-f", "-c", str(self.conf), "-i", ident],
+            proc = subprocess.Popen(argv or [f"ceph-{kind}", "-f", "-c", str(self.conf), "-i", ident],
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                     start_new_session=True, close_fds=True)
         finally:
@@ -243,6 +249,7 @@ keyring = {r}/ceph.$name.keyring
                 os.kill(pid, signal.SIGKILL)
                 while self._ours(pid):
                     time.sleep(0.05)
+            _reap(pid, wait=True)  # a daemon we started is our child: leave no zombie
         self._record_pid(name, None)
 
     def _mkfs_osds(self, state: dict) -> None:
@@ -290,7 +297,8 @@ keyring = {r}/ceph.$name.keyring
     def down(self, sig=signal.SIGTERM) -> None:
         """Stop every daemon of this cluster by its recorded PID (MDS and OSDs before the
         mon; SIGKILL after 10 s); the data stays in ``root``."""
-        order = ([f"mds.{m}" for m in MDS_NAMES] + [f"osd.{i}" for i in range(OSDS)]
+        order = ([n for n in self._pids() if n.startswith("rgw.")]
+                 + [f"mds.{m}" for m in MDS_NAMES] + [f"osd.{i}" for i in range(OSDS)]
                  + [f"mgr.{MGR_NAME}", f"mon.{MON_NAME}"])
         for name in order:
             self._stop(name, sig=sig)
@@ -312,6 +320,44 @@ keyring = {r}/ceph.$name.keyring
     def start_osd(self, osd: int) -> int:
         """Start an OSD again; returns its PID."""
         return self._start("osd", str(osd))
+
+    def start_rgw(self, port: int, name: str = "s3", replicas: int | None = None,
+                  timeout: float = 60) -> int:
+        """Start a radosgw (Debian ``radosgw``) as ``client.rgw.NAME``, serving S3 on
+        127.0.0.1:``port`` (beast, with tcp_nodelay: without it small GETs wait ~48 ms);
+        returns its PID once the port answers. ``replicas`` makes the default zone's pools
+        before radosgw does, with that size (the cluster's default is 3, one copy a host);
+        it is stopped by :meth:`down` like the other daemons."""
+        entity = f"client.rgw.{name}"
+        got = self.command("auth get-or-create", entity=entity,
+                           caps=["mon", "allow rw", "osd", "allow rwx", "mgr", "allow rw"])
+        key = got[0]["key"] if isinstance(got, list) else got["key"]
+        write_atomic(self.root / f"ceph.{entity}.keyring", _keyring_entry(entity, key, {}),
+                     mode=0o600)
+        if replicas:
+            for pool in RGW_POOLS:
+                self.command("osd pool create", pool=pool, pg_num=8)
+                self.command("osd pool set", pool=pool, var="size", val=str(replicas),
+                             yes_i_really_mean_it=True)
+                self.command("osd pool set", pool=pool, var="min_size", val="1")
+                self.command("osd pool application enable", pool=pool, app="rgw")
+        data = self.root / "rgw" / name
+        data.mkdir(parents=True, exist_ok=True)
+        pid = self._start("rgw", name, ["radosgw", "-f", "-c", str(self.conf), "-n", entity,
+                                        "--rgw-data", str(data), "--rgw-frontends",
+                                        f"beast endpoint=127.0.0.1:{port} tcp_nodelay=1"])
+        self._wait(lambda: port_open("127.0.0.1", port), timeout, f"radosgw on port {port}")
+        return pid
+
+    def stop_rgw(self, name: str = "s3") -> None:
+        """Stop the radosgw ``client.rgw.NAME`` (SIGTERM, SIGKILL after 10 s)."""
+        self._stop(f"rgw.{name}")
+
+    def rgw_user(self, uid: str, access_key: str, secret_key: str) -> None:
+        """Create an S3 user of the cluster's radosgw with these keys (``radosgw-admin``)."""
+        _run(["radosgw-admin", "-c", self.conf, "-n", "client.admin", "user", "create",
+              f"--uid={uid}", f"--display-name={uid}", f"--access-key={access_key}",
+              f"--secret-key={secret_key}"])
 
     def pids(self) -> dict:
         """The running daemons' PIDs by name ("osd.0": PID, ...)."""
@@ -373,9 +419,9 @@ keyring = {r}/ceph.$name.keyring
         raise Unreachable(f"ceph dev cluster: no {what} after {timeout:.0f} s: {detail}")
 
 
-def _reap(pid: int) -> None:
+def _reap(pid: int, wait: bool = False) -> None:
     try:
-        os.waitpid(pid, os.WNOHANG)
+        os.waitpid(pid, 0 if wait else os.WNOHANG)
     except ChildProcessError:
         pass
 

@@ -14,7 +14,7 @@ APT_PACKAGES=(
   qemu-system-x86 busybox-static linux-image-cloud-amd64 cpio
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
   ceph-mon ceph-mgr ceph-osd ceph-mds ceph-common python3-rados python3-rbd python3-cephfs
-  tgt-rbd ceph-fuse nfs-ganesha-ceph
+  tgt-rbd ceph-fuse nfs-ganesha-ceph radosgw
   chromium
 )
 
@@ -32,7 +32,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   # Debian starts some daemons on install; Strata runs its own copies on its own ports.
-  for svc in nfs-ganesha smbd nmbd tgt ceph.target ceph-crash; do
+  for svc in nfs-ganesha smbd nmbd tgt ceph.target ceph-crash ceph-radosgw.target; do
     command -v systemctl >/dev/null && systemctl disable --now "$svc" >/dev/null 2>&1 || true
   done
 fi

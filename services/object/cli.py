@@ -1,4 +1,5 @@
-"""`strata bucket ...` and `strata s3-key ...` (a thin REST client; no Django, light imports).
+"""`strata bucket ...`, `strata s3-key ...` and `strata kms-key ...` (a thin REST client; no
+Django, light imports).
 
 `strata s3-key create` prints the secret: the only time it is shown.
 """
@@ -15,6 +16,7 @@ BUCKET_COLS = ["name", "owner", "pool", "versioning", "used_bytes", "used_object
 PROTECTION_COLS = ["encryption", "kms_key_id", "object_lock", "lock_mode", "lock_days"]
 ACCESS_COLS = ["acl", "public_access_block", "object_ownership"]
 KEY_COLS = ["access_key", "user", "admin", "description", "created_by", "created_at"]
+KMS_COLS = ["key_id", "alias", "key_state", "description", "arn", "created_by", "created_at"]
 
 
 def _size_or_none(text: str):
@@ -99,7 +101,17 @@ def register(sub) -> dict:
     x.add_argument("--admin", action="store_true", help="the key sees every bucket")
     x.add_argument("--description", default="")
     x = k.add_parser("delete", help="revoke at once"); x.add_argument("access_key")
-    return {"bucket": bucket, "s3-key": s3_key}
+
+    m = sub.add_parser("kms-key", help="SSE-KMS keys kept by the appliance").add_subparsers(
+        dest="action", required=True)
+    m.add_parser("list")
+    for action, what in (("show", "show a key"), ("enable", "objects under it can be written and read again"),
+                         ("disable", "refuse new objects under it and reads of its objects")):
+        m.add_parser(action, help=what).add_argument("key", help="key id, alias/NAME or ARN")
+    x = m.add_parser("create", help="a new key (random material, sealed at rest)")
+    x.add_argument("--alias", help="alias/NAME (or NAME)")
+    x.add_argument("--description", default="")
+    return {"bucket": bucket, "s3-key": s3_key, "kms-key": kms_key}
 
 
 def bucket(c, args, out):
@@ -185,3 +197,26 @@ def s3_key(c, args, out):
             print("The secret key is shown only now: store it.")
     elif args.action == "delete":
         c.delete(f"s3-keys/{args.access_key}/")
+
+
+def _kms_path(ref: str) -> str:
+    """The API path of a key named by id, alias/NAME or ARN (the API takes the id or NAME)."""
+    tail = ref.split(":", 5)[-1] if ref.startswith("arn:") else ref
+    for prefix in ("key/", "alias/"):
+        if tail.startswith(prefix):
+            tail = tail[len(prefix):]
+    return f"kms-keys/{tail}/"
+
+
+def kms_key(c, args, out):
+    if args.action == "list":
+        out(c.list("kms-keys/"), KMS_COLS)
+    elif args.action == "show":
+        out(c.get(_kms_path(args.key)), KMS_COLS + ["updated_at"])
+    elif args.action == "create":
+        body = {"description": args.description}
+        if args.alias:
+            body["alias"] = args.alias
+        out(c.post("kms-keys/", body), KMS_COLS)
+    elif args.action in ("enable", "disable"):
+        out(c.post(_kms_path(args.key) + f"{args.action}/"), KMS_COLS)

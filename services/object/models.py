@@ -1,4 +1,5 @@
-"""Desired state of the object service: the gateway's data root, buckets and S3 access keys.
+"""Desired state of the object service: the gateway's data root, buckets, S3 access keys and
+the SSE-KMS keys the appliance keeps.
 
 The S3 gateway (``services.object.gateway``) never reads these tables: the plane writes the
 keys into the gateway's config file and mirrors buckets through its admin interface
@@ -118,3 +119,36 @@ class S3Key(models.Model):
 
     def __str__(self):
         return self.access_key
+
+
+KMS_ACCOUNT = "000000000000"   # the account part of the appliance's KMS key ARNs
+KMS_ALIAS_RE = r"^alias/(?!aws)[A-Za-z0-9_-]{1,250}$"
+
+
+class KmsKey(models.Model):
+    """An SSE-KMS key kept by the appliance (what AWS KMS is to S3): an id (a UUID, as AWS's),
+    an optional alias (``alias/NAME``), a description, enabled or not, and its 256-bit key
+    material, sealed with the plane's SECRET_KEY (``plane.secrets``) like S3 secrets and the
+    SSE master key. The gateway gets the material only in its 0600 config file; a disabled
+    key refuses new objects and reads of its objects (``KMS.DisabledException``). A key is
+    never deleted: its objects would be unreadable for good."""
+
+    key_id = models.CharField(max_length=36, unique=True)
+    alias = models.CharField(max_length=256, unique=True, null=True, blank=True, validators=[RegexValidator(
+        KMS_ALIAS_RE, "An alias is alias/NAME: NAME of letters, digits, _ and - (not starting with aws, which AWS reserves).")])
+    description = models.CharField(max_length=256, blank=True, default="")
+    enabled = models.BooleanField(default=True)
+    sealed_material = models.TextField()
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def arn(self, region: str) -> str:
+        return f"arn:aws:kms:{region}:{KMS_ACCOUNT}:key/{self.key_id}"
+
+    def __str__(self):
+        return self.alias or self.key_id

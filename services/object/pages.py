@@ -1,6 +1,7 @@
-"""Console pages of the object service: buckets and S3 access keys."""
+"""Console pages of the object service: buckets (each with its settings page, see
+``console_urls.py``), S3 access keys and KMS keys."""
 from plane.pages import Action, Column, FormField, Page
-from services.object.models import CANNED_ACLS, PUBLIC_ACCESS_FLAGS, Bucket, S3Key
+from services.object.models import CANNED_ACLS, PUBLIC_ACCESS_FLAGS, Bucket, KmsKey, S3Key
 from services.object.service import sync_for_listing
 
 
@@ -12,9 +13,10 @@ def buckets():
 
 PAGES = [
     Page(slug="buckets", title="Buckets", group="Object", api="/api/v1/buckets/",
-         queryset=buckets,
+         queryset=buckets, detail="/console/buckets/",
          help="S3 buckets served by the gateway. Usage is what the gateway last reported "
-              "(every stored version counts). A bucket can be deleted only when empty.",
+              "(every stored version counts). A bucket can be deleted only when empty. A bucket's "
+              "page shows its ACL, policy, CORS, encryption and Object Lock settings.",
          columns=[Column("name", "Name"), Column("owner", "Owner"),
                   Column("filesystem.pool.name", "Pool"), Column("versioning", "Versioning"),
                   Column("acl", "ACL"), Column("object_ownership", "Object ownership"),
@@ -55,4 +57,18 @@ PAGES = [
                          help="16-128 characters; leave empty to generate one (API only shows it)."),
                FormField("description", "Description"),
                FormField("admin", "Admin key (sees every bucket)", "checkbox")]),
+    Page(slug="kms-keys", title="KMS keys", group="Object", api="/api/v1/kms-keys/", lookup="key_id",
+         queryset=lambda: KmsKey.objects.select_related("created_by"), deletable=False,
+         help="SSE-KMS keys kept by the appliance: name one (id, alias or ARN) in "
+              "x-amz-server-side-encryption-aws-kms-key-id or a bucket's default encryption. A "
+              "disabled key refuses new objects and reads of its objects until enabled again. Keys "
+              "are never deleted: their objects would be unreadable.",
+         columns=[Column("key_id", "Key id"), Column("alias", "Alias"), Column("description", "Description"),
+                  Column("enabled", "Enabled"), Column("created_by.username", "Created by"),
+                  Column("created_at", "Created", "time")],
+         form=[FormField("alias", "Alias", help="alias/NAME or NAME (letters, digits, _ and -)."),
+               FormField("description", "Description")],
+         actions=[Action("Disable", "/api/v1/kms-keys/{key}/disable/",
+                         confirm="Disable KMS key {name}? Its objects cannot be read until it is enabled."),
+                  Action("Enable", "/api/v1/kms-keys/{key}/enable/")]),
 ]

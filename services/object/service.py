@@ -1,5 +1,5 @@
 """The object service's logic: mirror buckets into the S3 gateway through its admin interface
-and write its config file (access keys) whenever keys change.
+and write its config file (access keys, KMS keys) whenever keys change.
 
 Every change of a bucket runs inside one database transaction with the gateway call, so a
 refusal from the gateway rolls the row back. Key changes rewrite the gateway's config after
@@ -23,7 +23,7 @@ from plane.secrets import seal, unseal
 from plumbing.errors import Conflict, Invalid, NotFound, Unavailable
 from services.object import gatewayconf
 from services.object.admin_client import GatewayAdminClient, GatewayAdminError
-from services.object.models import Bucket, Gateway, S3Key
+from services.object.models import Bucket, Gateway, KmsKey, S3Key
 from services.object.up import s3_address
 from services.storage.models import FileSystem
 
@@ -130,7 +130,8 @@ def render_gateway_config() -> dict | None:
                                      domains=_options().get("s3_domains"),
                                      io_budget_redis=settings.CELERY_BROKER_URL,
                                      io_budget=io_budget_rates(), cold_root=cold_root(),
-                                     sse_master_key=unseal(gw.sealed_master_key) if gw.sealed_master_key else "")
+                                     sse_master_key=unseal(gw.sealed_master_key) if gw.sealed_master_key else "",
+                                     kms_keys=kms_keys_config(gw.region))
 
 
 def ensure_master_key(gw: Gateway) -> None:
@@ -139,6 +140,16 @@ def ensure_master_key(gw: Gateway) -> None:
     if not gw.sealed_master_key:
         gw.sealed_master_key = seal(base64.b64encode(secrets.token_bytes(32)).decode())
         gw.save(update_fields=["sealed_master_key"])
+
+
+# -- KMS keys (SSE-KMS) -----------------------------------------------------------------------
+
+def kms_keys_config(region: str) -> dict:
+    """The gateway config's ``kms_keys``: every key's material (unsealed), state, alias and ARN."""
+    return {k.key_id: {"material": unseal(k.sealed_material), "enabled": k.enabled,
+                       "aliases": [k.alias] if k.alias else [], "arn": k.arn(region)}
+            for k in KmsKey.objects.all()}
+
 
 
 # -- the capacity tier (lifecycle transitions) ------------------------------------------------
@@ -275,6 +286,7 @@ def _apply_protection(bucket: Bucket, info: dict) -> None:
 
 
 ACCESS_FIELDS = ("acl", "public_access_block", "object_ownership")
+PROTECTION_FIELDS = ("encryption", "kms_key_id", "object_lock", "lock_mode", "lock_days")
 
 
 def _access_body(changes: dict) -> dict:
@@ -394,7 +406,7 @@ def refresh_usage(buckets=None) -> bool:
     for bucket in rows:
         _apply_info(bucket, reported[bucket.name])
     Bucket.objects.bulk_update(rows, ["used_bytes", "used_objects", "versioning", "usage_updated_at",
-                                      *ACCESS_FIELDS], batch_size=500)
+                                      *ACCESS_FIELDS, *PROTECTION_FIELDS], batch_size=500)
     return True
 
 

@@ -2,7 +2,8 @@ from rest_framework import serializers
 
 from plane.api.limits import INT64
 from plane.roles import ADMIN, role_of
-from services.object.models import CANNED_ACLS, OWNERSHIPS, Bucket, S3Key
+from services.object.kms import normalize_alias
+from services.object.models import CANNED_ACLS, OWNERSHIPS, Bucket, KmsKey, S3Key
 
 
 class PublicAccessBlockSerializer(serializers.Serializer):
@@ -145,3 +146,33 @@ class S3KeyCreateSerializer(S3KeySerializer):
             raise serializers.ValidationError(
                 "Only an admin may create keys for another S3 user or admin keys.")
         return attrs
+
+
+class KmsKeySerializer(serializers.ModelSerializer):
+    """An SSE-KMS key of the appliance (its material is never shown)."""
+
+    alias = serializers.CharField(max_length=256, required=False, allow_null=True, allow_blank=True,
+                                  help_text="alias/NAME (or NAME): another name clients may use for the key.")
+    arn = serializers.SerializerMethodField(help_text="The key's ARN (clients may name the key by it).")
+    key_state = serializers.SerializerMethodField(help_text="Enabled or Disabled, as AWS KMS says.")
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = KmsKey
+        fields = ["id", "key_id", "arn", "alias", "description", "enabled", "key_state", "created_by",
+                  "created_at", "updated_at"]
+        read_only_fields = ["key_id", "enabled", "created_by", "created_at", "updated_at"]
+
+    def get_arn(self, key) -> str:
+        return key.arn(self.context.get("region") or "us-east-1")
+
+    def get_key_state(self, key) -> str:
+        return "Enabled" if key.enabled else "Disabled"
+
+    def validate_alias(self, value):
+        value = normalize_alias(value)
+        if value is not None:
+            KmsKey._meta.get_field("alias").run_validators(value)
+            if KmsKey.objects.filter(alias=value).exclude(pk=getattr(self.instance, "pk", None)).exists():
+                raise serializers.ValidationError(f"A KMS key with alias {value} exists already.")
+        return value

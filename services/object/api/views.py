@@ -5,9 +5,9 @@ from rest_framework.response import Response
 
 from plane.api.responses import job_accepted
 from plane.api.serializers import JobSerializer
-from services.object import service, tasks
+from services.object import kms, service, tasks
 from services.object.api import serializers as s
-from services.object.models import Bucket, S3Key
+from services.object.models import Bucket, Gateway, KmsKey, S3Key
 
 
 ERROR_RESPONSE = OpenApiResponse(
@@ -124,3 +124,47 @@ class LifecycleRunViewSet(viewsets.ViewSet):
     @extend_schema(request=None, responses={202: JobSerializer})
     def create(self, request):
         return job_accepted(tasks.start_lifecycle_pass(request.user), request)
+
+
+class KmsKeyViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                    mixins.UpdateModelMixin, viewsets.GenericViewSet):
+    """SSE-KMS keys kept by the appliance (ids for ``x-amz-server-side-encryption-aws-kms-key-id``
+    and bucket default encryption). A disabled key refuses new objects and reads of its objects
+    (S3 answers 400 KMS.DisabledException) until enabled again. Keys are never deleted: their
+    objects would be unreadable for good. The detail takes the key id or its alias's NAME
+    (``/kms-keys/NAME/`` for ``alias/NAME``). A change of alias reaches the gateway at once."""
+
+    queryset = KmsKey.objects.select_related("created_by")
+    serializer_class = s.KmsKeySerializer
+    lookup_field = "key_id"
+    lookup_value_regex = r"[^/]+"
+    http_method_names = ["get", "post", "patch", "head", "options"]
+
+    def get_object(self):
+        key = kms.find_kms_key(self.kwargs["key_id"])
+        self.check_object_permissions(self.request, key)
+        return key
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        gw = Gateway.objects.first()
+        context["region"] = gw.region if gw else "us-east-1"
+        return context
+
+    def perform_create(self, serializer):
+        serializer.instance = kms.create_kms_key(created_by=self.request.user, **serializer.validated_data)
+
+    def perform_update(self, serializer):
+        serializer.instance = kms.update_kms_key(serializer.instance, serializer.validated_data)
+
+    @extend_schema(request=None, responses={200: s.KmsKeySerializer})
+    @action(detail=True, methods=["post"])
+    def enable(self, request, key_id=None):
+        """EnableKey: objects under this key can be written and read again."""
+        return Response(self.get_serializer(kms.set_kms_key_enabled(self.get_object(), True)).data)
+
+    @extend_schema(request=None, responses={200: s.KmsKeySerializer})
+    @action(detail=True, methods=["post"])
+    def disable(self, request, key_id=None):
+        """DisableKey: new objects under this key and reads of its objects are refused."""
+        return Response(self.get_serializer(kms.set_kms_key_enabled(self.get_object(), False)).data)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import time
 from urllib.parse import parse_qsl
 
-from . import acl, policy
+from . import acl, objectlock, policy
 from .buckets import Bucket
 from .errors import ERROR_CODES, S3Error
 from .request import Request
@@ -226,6 +226,21 @@ def check_access(req: Request, bucket: Bucket, action: str, key: str = "", versi
         if acl.granted(object_grants(bucket, rec.meta), user, perm, ignore_public):
             return
     raise denied(resource)
+
+
+def may_bypass_governance(req: Request, bucket: Bucket, key: str, version_id: str | None = None) -> bool:
+    """Whether ``req`` asks to bypass GOVERNANCE retention (``x-amz-bypass-governance-retention:
+    true``) and may: ``s3:BypassGovernanceRetention`` on the object, which admins and the bucket
+    owner have unless the bucket policy denies it, and others only through a policy Allow (no
+    ACL grants it). Without it the header is ignored, so a GOVERNANCE-locked version stays
+    refused with 403 ``AccessDenied``, as S3 answers."""
+    if not objectlock.bypass(req.headers):
+        return False
+    try:
+        check_access(req, bucket, "s3:BypassGovernanceRetention", key, version_id)
+    except S3Error:
+        return False
+    return True
 
 
 def authorize(gw, req: Request) -> Bucket:

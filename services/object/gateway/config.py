@@ -42,6 +42,11 @@ def parse_config(text: str, path: str = "config") -> dict:
     if budget is not None and not isinstance(budget, dict):
         raise ConfigError(f"{path}: 'io_budget' must be an object {{rate, burst, classes, "
                           "foreground_share}}")
+    kms = data.get("kms_keys")
+    if kms is not None and not (isinstance(kms, list) and all(isinstance(k, str) for k in kms)) and not (
+            isinstance(kms, dict) and all(isinstance(v, dict) for v in kms.values())):
+        raise ConfigError(f"{path}: 'kms_keys' must be a list of key ids or map key ids to "
+                          "{material, enabled, aliases, arn}")
     data.setdefault("region", "us-east-1")
     data.setdefault("admin_token", "")
     data["users"] = users

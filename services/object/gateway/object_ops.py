@@ -11,7 +11,7 @@ from .buckets import Bucket
 from .core import Gateway
 from .errors import S3Error, child_text, el, parse_xml, xml_doc
 from .index import Op, Record
-from .access import check_access, new_object_acl
+from .access import check_access, may_bypass_governance, new_object_acl
 from .request import Request, Response, xml_response
 from .storage import remove_location
 from .tiers import check_readable, check_write_class, parse_restore_days, part_sizes, storage_class
@@ -312,7 +312,8 @@ def part_range(req: Request, rec: Record, headers: dict) -> tuple[int, int] | No
 
 async def delete_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """DeleteObject (204 whether or not the key existed)."""
-    result = await gw.delete_version_or_key(bucket, req.key, _version_query(req), objectlock.bypass(req.headers))
+    vid = _version_query(req)
+    result = await gw.delete_version_or_key(bucket, req.key, vid, may_bypass_governance(req, bucket, req.key, vid))
     headers = {}
     if result.get("DeleteMarker"):
         headers["x-amz-delete-marker"] = "true"
@@ -349,7 +350,7 @@ async def delete_objects(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         try:
             if (key, vid) in refused:
                 raise refused[(key, vid)]
-            result = await gw.delete_version_or_key(bucket, key, vid, objectlock.bypass(req.headers))
+            result = await gw.delete_version_or_key(bucket, key, vid, may_bypass_governance(req, bucket, key, vid))
         except S3Error as err:
             out.append(f"<Error>{el('Key', key)}{el('Code', err.code)}{el('Message', err.message)}</Error>")
             continue

@@ -14,8 +14,9 @@ in force, or GOVERNANCE retention in force without ``x-amz-bypass-governance-ret
 true``; shortening or removing COMPLIANCE retention; shortening, removing or weakening
 GOVERNANCE retention without the bypass header. A delete without a versionId only adds a
 delete marker, and an overwrite adds a version: both are allowed, the locked versions stay.
-Anyone allowed to delete a version may send the bypass header (the owner and admins; bucket
-policies do not yet distinguish ``s3:BypassGovernanceRetention``).
+The bypass header counts only for callers allowed ``s3:BypassGovernanceRetention`` (the
+owner and admins unless the bucket policy denies it, others through a policy Allow: see
+:func:`.access.may_bypass_governance`); for anyone else it is ignored.
 """
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ Put/GetObjectLegalHold. The rules live in :mod:`.sse` and :mod:`.objectlock`."""
 from __future__ import annotations
 
 from . import objectlock, sse
+from .access import may_bypass_governance
 from .buckets import Bucket
 from .core import Gateway
 from .errors import S3Error
@@ -58,7 +59,7 @@ async def put_retention(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """PutObjectRetention (shortening or removing needs what :mod:`.objectlock` says)."""
     body = await req.body().read_all(MAX_DOCUMENT)
     rec = await lookup(gw, bucket, req.key, req.query.get("versionId") or None)
-    meta = objectlock.new_retention(bucket, rec, body, objectlock.bypass(req.headers))
+    meta = objectlock.new_retention(bucket, rec, body, may_bypass_governance(req, bucket, rec.key, rec.version_id))
     return await _set_meta(gw, bucket, rec, meta)
 
 

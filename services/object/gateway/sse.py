@@ -8,9 +8,13 @@ in the version's index metadata ``meta["sse"]["wk"]``):
 - SSE-S3: by a key derived (HKDF-SHA256) from the appliance's master key, which the plane
   generates at first start, keeps sealed in its database and writes into the gateway's
   config file (``sse_master_key``, mode 0600, outside ``data_root``); it is never logged.
-- SSE-KMS: by a key derived from the master key and the KMS key id; the ids the appliance
-  offers are the config's ``kms_keys`` (plus ``aws/s3``, the default when a request names
-  none). Another id is refused with ``KMS.NotFoundException``.
+- SSE-KMS: by a key derived from the KMS key's own material (the keys the plane manages:
+  random 256 bits each, sealed in its database, given to the gateway in its 0600 config as
+  ``kms_keys: {id: {"material", "enabled", "aliases", "arn"}}``), or from the master key and
+  the id (``aws/s3``, the default when a request names none, and ids listed as
+  ``kms_keys: [id, ...]``). A request may name a key by id, ``alias/NAME`` or ARN; another
+  is refused with ``KMS.NotFoundException``, a disabled key (new objects and reads of its
+  objects alike) with ``KMS.DisabledException``, both 400 as S3 answers them.
 - SSE-C: by the customer's key itself, which is never stored: a later request proves it has
   the same key by unwrapping the data key (the GCM tag fails otherwise: ``AccessDenied``),
   as S3 proves it with a salted HMAC of the key.
@@ -59,6 +63,7 @@ ERROR_CODES.update({
     "InvalidEncryptionAlgorithmError": (400, "The encryption request you specified is not valid. "
                                              "The valid value is AES256."),
     "KMS.NotFoundException": (400, "Invalid keyId"),
+    "KMS.DisabledException": (400, "The request was rejected because the specified KMS key is not enabled."),
     "ServerSideEncryptionConfigurationNotFoundError": (404, "The server side encryption configuration "
                                                             "was not found"),
 })
@@ -81,28 +86,37 @@ def _unb64(text: str) -> bytes:
 
 
 class Keyring:
-    """The appliance's master key and KMS key ids, from the gateway config."""
+    """The appliance's master key and KMS keys, from the gateway config (rebuilt when the
+    config file changes, so a key the plane creates or disables counts from the next request)."""
 
     def __init__(self, config: dict):
-        raw = config.get("sse_master_key") or ""
-        try:
-            self.master = base64.b64decode(raw, validate=True) if raw else None
-        except binascii.Error:
-            self.master = None
-        if self.master is not None and len(self.master) != 32:
-            self.master = None
-        self.kms_ids = {DEFAULT_KMS_KEY, *(config.get("kms_keys") or [])}
+        self.master = _key_bytes(config.get("sse_master_key"))
+        self.region = config.get("region") or "us-east-1"
+        kms = config.get("kms_keys") or []
+        # id -> (material or None: derived from the master key, enabled, ARN)
+        self.kms: dict[str, tuple[bytes | None, bool, str]] = {DEFAULT_KMS_KEY: (None, True, "")}
+        self.aliases: dict[str, str] = {}
+        for kid in kms if isinstance(kms, list) else ():
+            self.kms[str(kid)] = (None, True, "")
+        for kid, spec in kms.items() if isinstance(kms, dict) else ():
+            material = _key_bytes(spec.get("material"))
+            if material is None:
+                continue  # unreadable material: the key is unknown rather than wrongly derived
+            self.kms[kid] = (material, bool(spec.get("enabled", True)), spec.get("arn") or "")
+            for alias in spec.get("aliases") or ():
+                self.aliases[alias] = kid
         self._keks: dict[bytes, AESGCM] = {}
 
-    def kek(self, purpose: bytes) -> AESGCM:
-        """The key-encryption key for ``purpose`` (derived from the master key)."""
-        if self.master is None:
+    def kek(self, purpose: bytes, material: bytes | None = None) -> AESGCM:
+        """The key-encryption key for ``purpose`` (derived from ``material``, by default the
+        master key)."""
+        if material is None and self.master is None:
             raise S3Error("InvalidRequest", "Server-side encryption is not available: this gateway has no "
                           "master key (sse_master_key) in its configuration")
         aes = self._keks.get(purpose)
         if aes is None:
             key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
-                       info=b"strata-sse:" + purpose).derive(self.master)
+                       info=b"strata-sse:" + purpose).derive(material or self.master)
             aes = self._keks[purpose] = AESGCM(key)
         return aes
 
@@ -118,9 +132,31 @@ class Keyring:
             if tail.startswith("key/"):
                 candidates.append(tail[4:])
         for c in candidates:
-            if c in self.kms_ids:
+            if c in self.kms:
                 return c
+            if c in self.aliases:
+                return self.aliases[c]
         raise S3Error("KMS.NotFoundException", f"Invalid keyId '{given}'")
+
+    def kms_kek(self, kid: str) -> AESGCM:
+        """The key-encryption key of KMS key ``kid`` (``KMS.DisabledException`` while the key
+        is disabled, ``KMS.NotFoundException`` once it is gone from the config)."""
+        spec = self.kms.get(kid)
+        if spec is None:
+            raise S3Error("KMS.NotFoundException", f"Invalid keyId '{kid}'")
+        material, enabled, arn = spec
+        if not enabled:
+            raise S3Error("KMS.DisabledException", f"{arn or kid} is disabled.")
+        return self.kek(b"kms:" + kid.encode(), material)
+
+
+def _key_bytes(text) -> bytes | None:
+    """32 key bytes from base64 text (None when absent or not such)."""
+    try:
+        raw = base64.b64decode(text, validate=True) if isinstance(text, str) and text else None
+    except binascii.Error:
+        return None
+    return raw if raw is not None and len(raw) == 32 else None
 
 
 def _wrap(aes: AESGCM, dek: bytes, aad: bytes) -> str:
@@ -282,7 +318,7 @@ def _new_key(keyring: Keyring, mode: str, kms_id: str = "", ckey: CustomerKey | 
         wrapped = _wrap(AESGCM(ckey.key), dek, b"sse-c")
         return WriteKey(mode, dek, wrapped, customer_md5=ckey.md5)
     if mode == "aws:kms":
-        wrapped = _wrap(keyring.kek(b"kms:" + kms_id.encode()), dek, b"kms:" + kms_id.encode())
+        wrapped = _wrap(keyring.kms_kek(kms_id), dek, b"kms:" + kms_id.encode())
         return WriteKey(mode, dek, wrapped, kms_id=kms_id, bucket_key=bucket_key)
     wrapped = _wrap(keyring.kek(b"sse-s3"), dek, b"sse-s3")
     return WriteKey(mode, dek, wrapped, bucket_key=bucket_key)
@@ -358,7 +394,7 @@ def data_key(keyring: Keyring, info: dict, ckey: CustomerKey | None) -> bytes:
             return _unwrap(AESGCM(ckey.key), info["wk"], b"sse-c")
         if mode == "aws:kms":
             kid = info.get("kid") or DEFAULT_KMS_KEY
-            return _unwrap(keyring.kek(b"kms:" + kid.encode()), info["wk"], b"kms:" + kid.encode())
+            return _unwrap(keyring.kms_kek(kid), info["wk"], b"kms:" + kid.encode())
         return _unwrap(keyring.kek(b"sse-s3"), info["wk"], b"sse-s3")
     except InvalidTag:
         if mode == "SSE-C":

@@ -1,6 +1,7 @@
 """The config file the plane writes for the gateway, and the launcher `strata up` runs."""
 from __future__ import annotations
 
+import base64
 import json
 import os
 import socket
@@ -8,8 +9,12 @@ import stat
 import subprocess
 import sys
 
+import pytest
+
 from services.object import gatewayconf, up
-from services.object.gateway.config import parse_config
+from services.object.gateway.config import ConfigError, parse_config
+from services.object.gateway.errors import S3Error
+from services.object.gateway.sse import Keyring
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -25,6 +30,30 @@ def test_rendered_config_is_what_the_gateway_accepts(tmp_path):
     parsed = parse_config(path.read_text())
     assert parsed["users"]["AK"] == {"secret_key": "s" * 20, "user": "alice", "admin": False}
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_kms_keys_in_the_config(tmp_path):
+    """The plane's KMS keys reach the gateway's keyring (material, state, alias); a malformed
+    ``kms_keys`` is refused as a whole, so the gateway keeps its previous config."""
+    material = base64.b64encode(b"k" * 32).decode()
+    cfg = gatewayconf.render_config(data_root=str(tmp_path), admin_token="t", users={}, kms_keys={
+        "11111111-2222-3333-4444-555555555555": {"material": material, "enabled": True,
+                                                 "aliases": ["alias/ckpt"], "arn": "arn:aws:kms:x:0:key/1"},
+        "66666666-2222-3333-4444-555555555555": {"material": material, "enabled": False, "aliases": [],
+                                                 "arn": "arn:aws:kms:x:0:key/6"}})
+    ring = Keyring(parse_config(json.dumps(cfg)))
+    assert ring.kms_id("alias/ckpt") == ring.kms_id("arn:aws:kms:us-east-1:0:alias/ckpt") == \
+        "11111111-2222-3333-4444-555555555555"
+    ring.kms_kek("11111111-2222-3333-4444-555555555555")
+    with pytest.raises(S3Error) as e:
+        ring.kms_kek("66666666-2222-3333-4444-555555555555")
+    assert e.value.code == "KMS.DisabledException" and "arn:aws:kms:x:0:key/6" in e.value.message
+    with pytest.raises(S3Error) as e:
+        ring.kms_id("alias/other")
+    assert e.value.code == "KMS.NotFoundException"
+    for bad in ({"id": "not a spec"}, "id", [1]):
+        with pytest.raises(ConfigError):
+            parse_config(json.dumps({**cfg, "kms_keys": bad}))
 
 
 def test_first_start_gets_a_valid_empty_config_and_no_stale_gate(tmp_path):

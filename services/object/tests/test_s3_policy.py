@@ -351,3 +351,51 @@ def test_tenants_see_nothing_of_each_other_unless_a_policy_says_so(alice, bob, c
     assert still == [], still
     assert [op for op, call in on_alice.items() if not denied(lambda: call(carol))] == []
     assert name not in [b["Name"] for b in bob.list_buckets()["Buckets"]]
+
+
+def test_bypass_governance_retention_is_a_policy_action(gw, alice, bob):
+    """``x-amz-bypass-governance-retention: true`` works only for callers allowed
+    s3:BypassGovernanceRetention: the owner (until a policy denies it) and admins, others only
+    through a policy Allow (an Allow of s3:DeleteObjectVersion is not enough). Refused: 403
+    AccessDenied, and the version stays."""
+    import datetime as dt
+    bucket = f"worm-{uuid.uuid4().hex[:10]}"
+    alice.create_bucket(Bucket=bucket, ObjectLockEnabledForBucket=True)
+    until = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) + dt.timedelta(hours=1)
+
+    def locked(key):
+        return alice.put_object(Bucket=bucket, Key=key, Body=b"ckpt", ObjectLockMode="GOVERNANCE",
+                                ObjectLockRetainUntilDate=until)["VersionId"]
+
+    def shorten(client, key, vid):
+        client.put_object_retention(Bucket=bucket, Key=key, VersionId=vid, BypassGovernanceRetention=True,
+                                    Retention={"Mode": "GOVERNANCE", "RetainUntilDate": until - dt.timedelta(minutes=30)})
+
+    vid = locked("owner")
+    alice.delete_object(Bucket=bucket, Key="owner", VersionId=vid, BypassGovernanceRetention=True)
+
+    deny = allow("*", "s3:BypassGovernanceRetention", f"arn:aws:s3:::{bucket}/*", effect="Deny")
+    put_policy(alice, bucket, deny)
+    vid = locked("denied")
+    assert denied(lambda: alice.delete_object(Bucket=bucket, Key="denied", VersionId=vid,
+                                              BypassGovernanceRetention=True))
+    assert denied(lambda: shorten(alice, "denied", vid))
+    res = alice.delete_objects(Bucket=bucket, BypassGovernanceRetention=True,
+                               Delete={"Objects": [{"Key": "denied", "VersionId": vid}]})
+    assert [(e["Key"], e["Code"]) for e in res["Errors"]] == [("denied", "AccessDenied")]
+    assert alice.get_object(Bucket=bucket, Key="denied", VersionId=vid)["Body"].read() == b"ckpt"
+    admin = gw.client()   # an admin key is not bound by bucket policies
+    admin.delete_object(Bucket=bucket, Key="denied", VersionId=vid, BypassGovernanceRetention=True)
+
+    delete_versions = allow({"AWS": "bob"}, ["s3:DeleteObjectVersion", "s3:PutObjectRetention"],
+                            f"arn:aws:s3:::{bucket}/*")
+    put_policy(alice, bucket, delete_versions)
+    vid = locked("other")
+    assert denied(lambda: bob.delete_object(Bucket=bucket, Key="other", VersionId=vid,
+                                            BypassGovernanceRetention=True))
+    assert denied(lambda: shorten(bob, "other", vid))
+    put_policy(alice, bucket, delete_versions,
+               allow({"AWS": "bob"}, "s3:BypassGovernanceRetention", f"arn:aws:s3:::{bucket}/*"))
+    shorten(bob, "other", vid)
+    bob.delete_object(Bucket=bucket, Key="other", VersionId=vid, BypassGovernanceRetention=True)
+    assert [v["Key"] for v in alice.list_object_versions(Bucket=bucket).get("Versions", [])] == []
