@@ -31,7 +31,7 @@ from .lifecycle import lifecycle_loop
 from .config import ConfigWatcher
 from .errors import S3Error
 from .index import Op, OpResult, Record, next_seq, set_seq_slot
-from .shared import MAX_WORKERS, FileLock, SeqFloors, run_dir
+from .shared import MAX_WORKERS, FileLock, Generation, SeqFloors, run_dir
 from .snapshots import deleting_version
 from . import objectlock, sse
 from .tiers import ColdTier, read_loc
@@ -94,6 +94,7 @@ class Gateway:
         if role is None:  # serving alone: what the parent of several workers does once
             reset_tmp(root)
             self.floors.reset(MAX_WORKERS)
+            Generation.restart(root)
         # one lifecycle pass, one compaction at a time, whichever process asks
         self.lifecycle_lock = FileLock(os.path.join(run_dir(root), "lifecycle.lock"))
         self.compaction_lock = FileLock(os.path.join(run_dir(root), "compaction.lock"))

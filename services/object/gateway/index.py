@@ -8,8 +8,9 @@ from the group committer (:mod:`.commit`), one transaction per shard per batch, 
 usage (bytes and objects of every stored version) in a one-row table, changed in the same
 transaction, so every process serving the bucket reads the same figures.
 
-Several worker processes may write one shard (:mod:`.workers`): SQLite's own locks serialise
-their transactions (``BEGIN IMMEDIATE``, waiting up to 30 s for the lock), a conditional put
+Several worker processes may write one shard (:mod:`.workers`): an ``flock`` on
+``shard-NN.db.lock`` (a waiter wakes as soon as it is free), then SQLite's own lock (``BEGIN
+IMMEDIATE``, up to 30 s) serialise their transactions, a conditional put
 is checked inside its transaction (so If-None-Match is atomic across processes), and what a
 transaction committed is what the next read of any process sees (WAL). No row is cached.
 
@@ -20,6 +21,7 @@ while writes fail cleanly (InsufficientStorage).
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -175,6 +177,9 @@ class Shard:
     def __init__(self, path: str):
         self.path = path
         self.write_lock = threading.Lock()
+        # writers of every process take this flock before SQLite's write lock: a waiter wakes
+        # the moment it is free (SQLite's own busy handler polls with sleeps of 1-100 ms)
+        self._flock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         self._pool_lock = threading.Lock()
         self._idle: list[sqlite3.Connection] = []
         prepare_shm(path)
@@ -221,10 +226,21 @@ class Shard:
             db.close()
         with self.write_lock:
             self._writer.close()
+            os.close(self._flock_fd)
+
+    @contextlib.contextmanager
+    def writing(self):
+        """Hold the shard's write lock, in this process and across processes."""
+        with self.write_lock:
+            fcntl.flock(self._flock_fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(self._flock_fd, fcntl.LOCK_UN)
 
     def apply(self, ops: list[Op]) -> list[OpResult]:
         """Apply ``ops`` in one durable transaction."""
-        with self.write_lock:
+        with self.writing():
             db = self._writer
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -372,17 +388,21 @@ class BucketIndex:
 
     def consistent_cut(self) -> list[sqlite3.Connection]:
         """One connection per shard, each inside a read transaction begun while every shard's
-        write lock was held, in this process and (SQLite's write lock, ``BEGIN IMMEDIATE``)
-        in every other: together they see the index as of one instant (every commit before
-        it, none after). The caller reads through them and closes them."""
+        write lock was held, for every process (:meth:`Shard.writing`, then SQLite's own):
+        together they see the index as of one instant (every commit before it, none after).
+        The caller reads through them and closes them."""
         conns = [shard._connect() for shard in self.shards]
-        locks = [shard.write_lock for shard in self.shards]
-        for lock in locks:
-            lock.acquire()
+        with contextlib.ExitStack() as held:
+            for shard in self.shards:
+                held.enter_context(shard.writing())
+            self._begin_cut(conns)
+        return conns
+
+    def _begin_cut(self, conns: list[sqlite3.Connection]) -> None:
         begun = []
         try:
             for shard in self.shards:  # a batch holds one shard at a time: no deadlock
-                shard._writer.execute("BEGIN IMMEDIATE")
+                shard._writer.execute("BEGIN IMMEDIATE")  # also against a writer without the flock
                 begun.append(shard._writer)
             for db in conns:
                 db.execute("BEGIN")
@@ -390,9 +410,6 @@ class BucketIndex:
         finally:
             for writer in begun:
                 writer.execute("ROLLBACK")
-            for lock in reversed(locks):
-                lock.release()
-        return conns
 
     def changes(self, after: int, upto: int, limit: int) -> list[Record]:
         """Versions (and delete markers) with ``after < seq <= upto``, oldest first, at most

@@ -1,8 +1,9 @@
 """What the worker processes of one gateway (``--workers N``, see :mod:`.workers`) share
 besides the index shards and the files: locks, the settings generation, and the sequence
-floors of writes in flight. All of it lives in ``<data_root>/run/``, and none of it needs a
-process to clean up after a ``kill -9``: ``flock`` locks die with their holder, and the
-parent resets a dead worker's floor before it starts the next one.
+floors of writes in flight. It lives in ``<data_root>/run/`` (a bucket's locks in its
+directory), and none of it needs a process to clean up after a ``kill -9``: ``flock`` locks
+die with their holder, and the parent resets a dead worker's floor before it starts the next
+one.
 
 - :class:`FileLock`: one holder at a time across processes (a lifecycle pass, a compaction),
   or shared/exclusive (version removals against a snapshot being recorded). Taken by polling
@@ -92,6 +93,13 @@ class Generation:
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         self.seen = os.fstat(fd).st_size
         os.close(fd)
+
+    @staticmethod
+    def restart(root: str) -> None:
+        """Empty the log (only while no process of the data root runs: at the start of a
+        gateway, before any worker)."""
+        with open(os.path.join(run_dir(root), "generation"), "wb"):
+            pass
 
     def bump(self, name: str) -> None:
         """Tell every process that bucket ``name`` changed (``*``: the set of buckets)."""

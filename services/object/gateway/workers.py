@@ -30,7 +30,7 @@ import time
 from plumbing.process import RestartPolicy, describe_exit
 
 from .config import ConfigWatcher
-from .shared import IDLE, SeqFloors
+from .shared import IDLE, Generation, SeqFloors
 from .storage import reset_tmp
 
 log = logging.getLogger("strata.s3.workers")
@@ -101,6 +101,7 @@ class Supervisor:
         root = ConfigWatcher(self.config_path).config["data_root"]
         os.makedirs(root, exist_ok=True)
         reset_tmp(root)  # partial bodies of a previous run: no worker is writing yet
+        Generation.restart(root)
         floors = SeqFloors(root, None)
         floors.reset(self.workers)
         started = time.time()  # files older than this belong to no PUT in flight

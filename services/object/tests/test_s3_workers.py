@@ -43,25 +43,34 @@ def _wait_workers(gw, count: int, timeout: float = 30, without: int | None = Non
 
 
 class Conn:
-    """One keep-alive connection, so one worker; S3 requests signed as the admin user."""
+    """One keep-alive connection, so one worker; S3 requests signed as the admin user. A
+    connection the worker closed while idle (its keep-alive timeout) is opened again to the
+    same worker."""
 
     def __init__(self, gw):
         self.gw = gw
+        self.worker: int | None = None
         self.http = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=30)
 
     @classmethod
     def to(cls, gw, pid: int) -> "Conn":
         """A connection served by worker ``pid``."""
-        others = [p for p in gw.worker_pids() if p != pid]
+        conn = cls(gw)
+        conn._pin(pid)
+        return conn
+
+    def _pin(self, pid: int) -> None:
+        others = [p for p in self.gw.worker_pids() if p != pid]
         for other in others:
             os.kill(other, signal.SIGSTOP)
         try:
-            conn = cls(gw)
-            assert conn.pid() == pid
+            self.http.close()
+            self.http.connect()
+            assert self.pid() == pid
+            self.worker = pid
         finally:
             for other in others:
                 os.kill(other, signal.SIGCONT)
-        return conn
 
     def request(self, method: str, path: str, body: bytes = b"", headers: dict | None = None,
                 signed: bool = True) -> tuple[int, dict, bytes]:
@@ -69,8 +78,15 @@ class Conn:
         if signed:
             headers = sign(method, self.gw.endpoint + path, ACCESS, SECRET, hashlib.sha256(body).hexdigest(),
                            headers)
-        self.http.request(method, path, body=body, headers=headers)
-        resp = self.http.getresponse()
+        try:
+            self.http.request(method, path, body=body, headers=headers)
+            resp = self.http.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            if self.worker is None:
+                raise
+            self._pin(self.worker)  # closed while idle: nothing was served on it
+            self.http.request(method, path, body=body, headers=headers)
+            resp = self.http.getresponse()
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
 
     def pid(self) -> int:
@@ -226,6 +242,28 @@ def test_bucket_settings_changed_through_one_worker_are_seen_by_the_others(multi
     assert a.request("HEAD", f"/{bucket}")[0] == 404 and b.request("GET", f"/{bucket}/doc")[0] == 404
     assert b.request("PUT", f"/{bucket}")[0] == 200
     assert a.request("GET", f"/{bucket}?versioning")[2].count(b"Enabled") == 0
+
+
+def test_snapshot_taken_through_one_worker_holds_versions_in_the_others(multi):
+    _, (a, b, c) = multi
+    bucket = _new_bucket(a)
+    body = (b'<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+            b"<Status>Enabled</Status></VersioningConfiguration>")
+    assert a.request("PUT", f"/{bucket}?versioning", body)[0] == 200
+    status, headers, _ = b.request("PUT", f"/{bucket}/k", b"v1")
+    held = headers["x-amz-version-id"]
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": "application/json"}
+    assert a.request("POST", f"/_strata/admin/buckets/{bucket}/snapshots", json.dumps({"name": "keep"}).encode(),
+                     admin, signed=False)[0] == 201
+    status, headers, _ = c.request("PUT", f"/{bucket}/k", b"v2")
+    free = headers["x-amz-version-id"]
+    for conn in (b, c):  # the hold is known to every worker at once
+        status, _, xml = conn.request("DELETE", f"/{bucket}/k?versionId={held}")
+        assert status == 403 and b"held by snapshot keep" in xml
+    assert b.request("DELETE", f"/{bucket}/k?versionId={free}")[0] == 204
+    # versioning cannot be suspended through another worker while the snapshot exists
+    suspend = body.replace(b"Enabled", b"Suspended")
+    assert c.request("PUT", f"/{bucket}?versioning", suspend)[0] == 409
 
 
 def test_kill9_of_a_worker_mid_puts_loses_no_acknowledged_put():
