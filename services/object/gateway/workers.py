@@ -1,6 +1,6 @@
 """Several gateway processes on one port (``--workers N``, N > 1).
 
-The parent binds the listening socket once and starts N workers, each
+The parent binds the socket once and starts N workers, each
 ``python -m services.object.gateway --config ... --worker-fd FD --worker-slot I``, all
 accepting on that one socket (the kernel gives each new connection to one of them; a
 connection stays with its worker). The parent serves nothing: it does what a start does once
@@ -38,10 +38,12 @@ POLL_SECONDS = 0.1
 STOP_SECONDS = 10.0
 
 
-def listen(host: str, port: int, backlog: int = 2048, patience: float = 3.0) -> socket.socket:
-    """The one listening socket every worker accepts on (inherited by them). The workers of
-    a gateway that was just killed may hold the port for a moment more: retried for
-    ``patience`` seconds."""
+def bind(host: str, port: int, patience: float = 3.0) -> socket.socket:
+    """The one socket every worker accepts on (inherited by them), bound but not listening:
+    the first worker that serves makes it listen, so a client is refused (and tries again)
+    until a worker answers, rather than waiting in the queue of a socket nobody serves yet.
+    The workers of a gateway that was just killed may hold the port for a moment more: the
+    bind is retried for ``patience`` seconds."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     deadline = time.monotonic() + patience
@@ -54,7 +56,6 @@ def listen(host: str, port: int, backlog: int = 2048, patience: float = 3.0) -> 
                 sock.close()
                 raise
             time.sleep(0.1)
-    sock.listen(backlog)
     sock.set_inheritable(True)
     return sock
 
@@ -76,7 +77,7 @@ class Supervisor:
 
     def __init__(self, config_path: str, host: str, port: int, workers: int, worker_args: list[str]):
         self.config_path, self.workers, self.worker_args = config_path, workers, worker_args
-        self.sock = listen(host, port)
+        self.sock = bind(host, port)
         self.procs: list[subprocess.Popen | None] = [None] * workers
         self.started_at = [0.0] * workers
         self.due: list[float | None] = [0.0] * workers
