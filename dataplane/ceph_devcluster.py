@@ -441,6 +441,10 @@ def main(argv=None) -> int:
     parser.add_argument("dir")
     args = parser.parse_args(argv)
     cluster = DevCluster(args.dir)
+    if args.action != "up" and not cluster._state():
+        print(f"error: no development cluster in {cluster.root} (start one with 'up')",
+              file=sys.stderr)
+        return 1
     try:
         if args.action == "up":
             cluster.up()

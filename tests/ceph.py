@@ -69,18 +69,26 @@ def ceph_cluster():
     return shared_cluster()
 
 
+def ceph_pool_body(cluster, name: str, **extra) -> dict:
+    """The body of ``POST /api/v1/pools/`` for ceph pool ``name`` on ``cluster``."""
+    return {"name": name, "driver": "ceph", "ceph_conf": str(cluster.conf),
+            "ceph_client": cluster.client, **extra}
+
+
 @contextmanager
-def replicated_pool(cluster, pool: str, tag: str):
-    """(driver, pool) of a replicated:3 pool spread over the cluster's hosts, with a state
-    directory of its own; RADOS pools are prefixed with ``tag`` and made unique per run."""
+def driver_pool(cluster, pool: str, tag: str, redundancy: str = "replicated:3",
+                failure_domain: str = "host"):
+    """(driver, pool) of a ceph pool (by default replicated:3 spread over the cluster's
+    hosts) with a state directory of its own; RADOS pools are prefixed with ``tag`` and made
+    unique per run. Everything in it is deleted after."""
     from dataplane.ceph import CephDriver  # loads librados: only once a cluster is running
     from tests.dataplane_support import teardown_state_dir
 
     state = tempfile.mkdtemp(prefix="strata-test-")
     drv = CephDriver(state, ceph_conf=str(cluster.conf), client=cluster.client,
                      pool_prefix=f"{tag}{os.getpid()}-{os.path.basename(state)[-6:]}.")
-    drv.create_pool(pool, [], redundancy="replicated:3", failure_domain="host")
     try:
+        drv.create_pool(pool, [], redundancy=redundancy, failure_domain=failure_domain)
         yield drv, pool
     finally:
         teardown_state_dir(drv, state)

@@ -30,7 +30,10 @@ def test_quota_refuses_writes_past_it_with_edquot(cephfs):
             for _ in range(64):
                 written += f.write(os.urandom(MiB))
     assert exc.value.errno == errno.EDQUOT
-    assert written < 9 * MiB   # refused within one write of the limit
+    # CephFS checks quotas in its clients against sizes the MDS reports about once a
+    # second: a busy machine overshoots by a few MiB (12 MiB seen at load 12), never
+    # by the 56 MiB more this loop tries
+    assert written < 24 * MiB
     # raising the quota lets writes go on
     cephfs.set_filesystem_quota("p", "q", 32 * MiB)
     with open(os.path.join(fs.path, "more"), "wb") as f:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ceph import replicated_pool
+from tests.ceph import driver_pool
 from tests.kit import Gateway
 
 pytestmark = pytest.mark.root
@@ -21,7 +21,7 @@ ACCESS, SECRET = "CEPHFSKILLKEY", "cephfs-kill-secret"
 @pytest.fixture
 def ceph_files_pool(ceph_cluster):
     """(driver, pool) of a replicated:3 ceph pool over the hosts, with file systems."""
-    with replicated_pool(ceph_cluster, "files", "fsk") as found:
+    with driver_pool(ceph_cluster, "files", "fsk") as found:
         yield found
 
 

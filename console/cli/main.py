@@ -2,7 +2,8 @@
 
 A service adds subcommands with `services/<name>/cli.py` (no Django, light imports):
 `register(subparsers) -> {command: handler}` where `handler(client, args, out) -> int | None`
-and `out(data, columns)` prints a table or JSON.
+and `out(data, columns)` prints a table or JSON. A handler marked `local = True` works on this
+machine without the appliance (it gets no client: `strata ceph dev-cluster`).
 """
 import argparse
 import json
@@ -58,10 +59,13 @@ def run(args, handlers: dict | None = None) -> int:
         common = {"cmd", "data_dir", "json", "host", "port", "default_pool_size"}
         options = {k: v for k, v in vars(args).items() if k not in common}
         return up(args.data_dir or "var", args.host, args.port, args.default_pool_size, options)
-    c = RestClient.from_environment(args.data_dir)
     out = lambda data, cols: show(data, cols, args.json)  # noqa: E731
-    if handlers and args.cmd in handlers:
-        return handlers[args.cmd](c, args, out) or 0
+    handler = (handlers or {}).get(args.cmd)
+    if getattr(handler, "local", False):  # works on this machine without the appliance
+        return handler(None, args, out) or 0
+    c = RestClient.from_environment(args.data_dir)
+    if handler:
+        return handler(c, args, out) or 0
     if args.cmd == "health":
         print(json.dumps(c.get("health"), indent=2))
         return 0

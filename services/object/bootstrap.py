@@ -21,8 +21,12 @@ FILESYSTEM = "s3"
 
 
 def _pick_pool() -> Pool | None:
-    wanted = service._options().get("s3_pool") or "default"
-    return Pool.objects.filter(name=wanted).first() or Pool.objects.filter(state="online").first()
+    """The pool `--s3-pool` names (None while it does not exist: the gateway's data is never
+    put elsewhere behind the user's back), else ``default``, else the first online pool."""
+    wanted = service._options().get("s3_pool")
+    if wanted:
+        return Pool.objects.filter(name=wanted).first()
+    return Pool.objects.filter(name="default").first() or Pool.objects.filter(state="online").first()
 
 
 def ensure_gateway() -> Gateway | None:
@@ -77,8 +81,9 @@ def open_gate(gw: Gateway) -> None:
 def bootstrap(creds: dict) -> dict:
     gw = ensure_gateway()
     if gw is None:
-        log.warning("object service: no pool to keep S3 data on; create a pool named default "
-                    "and restart `strata up`")
+        wanted = service._options().get("s3_pool") or "default"
+        log.warning("object service: no pool to keep S3 data on; create pool %s (e.g. `strata "
+                    "pool create %s --driver ceph ...`) and restart `strata up`", wanted, wanted)
         return {}
     key, secret = ensure_admin_key(creds)
     service.ensure_plane_key()

@@ -36,7 +36,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--s3-pool", default=None,
                         help="pool that keeps the gateway's data (its file system 's3', made "
                              "on the first start), e.g. a ceph pool so that buckets survive "
-                             "the loss of an OSD (default: the pool named default)")
+                             "the loss of an OSD (default: the pool named default); "
+                             "S3 waits while the pool does not exist")
 
 
 def s3_address(options: dict) -> tuple[str, int]:

@@ -6,6 +6,7 @@ No Django here (a thin REST client, see console/cli/main.py)::
     strata fs create ckpt --pool p1 --quota 100G
     strata volume create vm1 20G
     strata snapshot create nightly --filesystem ckpt
+    strata ceph dev-cluster up /var/lib/strata-ceph     # a development Ceph cluster
 """
 from plane.cli.jobs import JOB_COLS, parse_size, watch_job
 
@@ -83,7 +84,27 @@ def register(subparsers) -> dict:
     g.add_argument("--filesystem"); g.add_argument("--volume")
     x = snap.add_parser("delete"); x.add_argument("id", type=int)
     x = snap.add_parser("clone"); x.add_argument("id", type=int); x.add_argument("name")
-    return {"pool": run, "fs": run, "filesystem": run, "volume": run, "snapshot": run}
+
+    ceph = subparsers.add_parser("ceph", help="Ceph on this machine").add_subparsers(
+        dest="what", required=True)
+    x = ceph.add_parser("dev-cluster", help="a development Ceph cluster on 127.0.0.1 (mon, "
+                        "mgr, 3 OSDs each under its own CRUSH host, 2 MDS); needs root")
+    x.add_argument("action", choices=["up", "down", "status", "destroy"])
+    x.add_argument("dir", help="the cluster's directory (ceph.conf, keyring, data, logs)")
+    return {"pool": run, "fs": run, "filesystem": run, "volume": run, "snapshot": run,
+            "ceph": dev_cluster}
+
+
+def dev_cluster(_client, args, _out) -> int:
+    """`strata ceph dev-cluster up|down|status|destroy DIR`: runs on this machine, not
+    through the appliance (see dataplane.ceph_devcluster)."""
+    # loaded only for this command: the rest of the CLI stays light
+    from dataplane.ceph_devcluster import main as dev_cluster_main
+
+    return dev_cluster_main([args.action, args.dir])
+
+
+dev_cluster.local = True   # console/cli/main.py: no appliance credentials needed
 
 
 def run(c, args, out) -> int:

@@ -13,7 +13,7 @@ from services.block.tests.conftest import make_volume, random_file, sha256_file
 from services.block.tests.qemuio import QemuIo
 from services.block.tests.test_iscsi import group, image_opts
 from services.block.transports.base import QosLimits
-from tests.ceph import replicated_pool
+from tests.ceph import driver_pool
 
 pytestmark = pytest.mark.root
 MiB = 1 << 20
@@ -22,7 +22,7 @@ MiB = 1 << 20
 @pytest.fixture
 def ceph_pool(ceph_cluster):
     """(driver, pool name) of a replicated:3 pool spread over the cluster's hosts."""
-    with replicated_pool(ceph_cluster, "rbd", "blk") as found:
+    with driver_pool(ceph_cluster, "rbd", "blk") as found:
         yield found
 
 

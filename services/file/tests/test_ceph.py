@@ -1,7 +1,8 @@
 """NFS and SMB on a ceph pool: Ganesha serves a CephFS file system through FSAL_CEPH
 (libcephfs, no local mount in its path) and Samba shares the same file system through the
-pool's ceph-fuse mount; bytes written by each client read back by hash, and a CephFS
-snapshot is seen by both under ``.snapshots``."""
+pool's ceph-fuse mount; bytes written by each client read back by hash, directories list
+over NFS (the export's root included), and a CephFS snapshot is seen by both under
+``.snapshots``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from services.file.runtime import CephExportSource, NfsClientRule, NfsExport, SmbShare
 from tests.ceph_fs_support import cephfs_pool
 
-from .nfs_client import connect, read_hash, sha, write_file
+from .nfs_client import connect, listdir, read_hash, sha, write_file
 from .smb_client import SmbProtocolClient, smbclient
 
 MiB = 1 << 20
@@ -44,6 +45,9 @@ def test_nfs_through_fsal_ceph_writes_reads_and_shows_snapshots(files, nfs_facto
         client.mkdir("ckpt")
         write_file(client, "ckpt/shard-0", payload)
         assert read_hash(client, "ckpt/shard-0") == (len(payload), sha(payload))
+        client.mkdir("ckpt/rank1")
+        assert listdir(client, "ckpt") == ["rank1", "shard-0"]
+        assert listdir(client, ".") == ["ckpt"]
     # the same bytes in the CephFS, seen through the pool's ceph-fuse mount
     assert sha(Path(fs.path, "ckpt", "shard-0").read_bytes()) == sha(payload)
     files.create_snapshot("p", "data", "s1")

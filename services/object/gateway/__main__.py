@@ -17,6 +17,7 @@ import uvicorn
 from .app import create_app
 from .config import ConfigError, ConfigWatcher
 from .core import WorkerRole
+from .httpproto import GatewayHttpProtocol
 from .workers import Supervisor, die_with_parent
 
 
@@ -74,9 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         die_with_parent()
         role = WorkerRole(slot=args.worker_slot, started=args.started)
     config = uvicorn.Config(create_app(args.config, role), host=args.host, port=args.port, loop="uvloop",
-                            http="httptools", lifespan="on", log_level=args.log_level, access_log=False,
+                            http=GatewayHttpProtocol, lifespan="on", log_level=args.log_level, access_log=False,
                             timeout_keep_alive=30, backlog=2048, ssl_certfile=args.ssl_certfile,
-                            ssl_keyfile=args.ssl_keyfile)
+                            ssl_keyfile=args.ssl_keyfile, server_header=False)  # the app says "Server: Strata"
     server = uvicorn.Server(config)
     if args.worker_fd is None:
         server.run()

@@ -84,15 +84,19 @@ class S3App:
                 return
 
     async def _http(self, scope, receive, send) -> None:
-        headers: dict[str, str] = {}
-        for name, value in scope["headers"]:
-            n = name.decode("latin-1").lower()
-            v = value.decode("latin-1")
-            headers[n] = f"{headers[n]},{v}" if n in headers else v
+        self.gw.watcher.refresh()  # once per request: a new key works at once
+        raw_headers = scope["headers"]
+        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in raw_headers}
+        if len(headers) != len(raw_headers):  # a repeated header: its values joined, in order
+            headers = {}
+            for name, value in raw_headers:
+                n = name.decode("latin-1").lower()
+                v = value.decode("latin-1")
+                headers[n] = f"{headers[n]},{v}" if n in headers else v
         raw_path = scope.get("raw_path", b"").decode("latin-1") or scope["path"]
         raw_path = raw_path.split("?", 1)[0]
         raw_query = scope.get("query_string", b"").decode("latin-1")
-        query = dict(parse_qsl(raw_query, keep_blank_values=True))
+        query = dict(parse_qsl(raw_query, keep_blank_values=True)) if raw_query else {}
         state = {"done": headers.get("content-length", "0") == "0" and "transfer-encoding" not in headers}
 
         async def tracked_receive():
@@ -137,13 +141,13 @@ class S3App:
         return Response(err.status, headers, err.to_xml(req.request_id))
 
     async def _send(self, send, req: Request, resp: Response) -> None:
-        headers = [(b"x-amz-request-id", req.request_id.encode()), (b"server", b"Strata")]
         body = resp.body
         streaming = not isinstance(body, (bytes, bytearray))
+        headers = [(b"x-amz-request-id", req.request_id.encode()), (b"server", b"Strata")]
         if not streaming and "content-length" not in resp.headers:
-            headers.append((b"content-length", str(len(body)).encode()))
-        for name, value in resp.headers.items():
-            headers.append((name.lower().encode("latin-1"), str(value).encode("latin-1", "replace")))
+            headers.append((b"content-length", b"%d" % len(body)))
+        headers += [(name.lower().encode("latin-1"), str(value).encode("latin-1", "replace"))
+                    for name, value in resp.headers.items()]
         try:
             await send({"type": "http.response.start", "status": resp.status, "headers": headers})
             if not streaming:

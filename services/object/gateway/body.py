@@ -76,12 +76,17 @@ class Body:
 
     async def read_all(self, limit: int = 64 << 20) -> bytes:
         """The whole body in memory (only for small XML documents and small objects)."""
-        out = bytearray()
+        first, out = b"", None  # a body that arrives in one piece is returned as it is (no copy)
         async for data in self.stream():
-            out += data
-            if len(out) > limit:
+            if out is None and not first:
+                first = data
+            else:
+                if out is None:
+                    out = bytearray(first)
+                out += data
+            if len(first if out is None else out) > limit:
                 raise S3Error("EntityTooLarge", f"This request body may not exceed {limit} bytes")
-        return bytes(out)
+        return first if out is None else bytes(out)
 
     async def _dechunk(self) -> AsyncIterator[bytes]:
         signed = self.mode in (sigv4.STREAMING_SIGNED, sigv4.STREAMING_SIGNED_TRAILER)

@@ -1,8 +1,9 @@
 """The gateway's configuration file, re-read whenever its mtime changes.
 
-See services/object/README.md for the contract. Checking costs one ``stat`` at most every
-``CHECK_INTERVAL`` seconds; a file that fails to parse keeps the previous configuration in
-force (and is logged), so a half-written file can never lock every user out.
+See services/object/README.md for the contract. Each request checks once (``refresh``: one
+``stat``, so a new key works at once); anything else reading the configuration (``current``)
+checks at most every ``CHECK_INTERVAL`` seconds. A file that fails to parse keeps the previous
+configuration in force (and is logged), so a half-written file can never lock every user out.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import os
 import time
 
 log = logging.getLogger("strata.s3.config")
-CHECK_INTERVAL = 0.0  # one stat per request: cheap, and a new key works at once
+CHECK_INTERVAL = 1.0  # background readers; requests refresh() first
 
 
 class ConfigError(Exception):
@@ -53,31 +54,40 @@ def parse_config(text: str, path: str = "config") -> dict:
     return data
 
 
+def _identity(st: os.stat_result) -> tuple:
+    """What changes when the file is rewritten (a replace within one mtime tick changes the inode)."""
+    return st.st_mtime_ns, st.st_ino, st.st_size
+
+
 class ConfigWatcher:
-    """Holds the current configuration; ``current()`` reloads it when the file changed."""
+    """Holds the current configuration; ``refresh()`` reloads it when the file changed."""
 
     def __init__(self, path: str):
         self.path = path
-        self._mtime = os.stat(path).st_mtime_ns
+        self._seen = _identity(os.stat(path))
         with open(path) as fh:
             self.config = parse_config(fh.read(), path)
         self._checked = time.monotonic()
 
     def current(self) -> dict:
-        """The configuration in force (reloaded if the file's mtime moved)."""
-        now = time.monotonic()
-        if now - self._checked >= CHECK_INTERVAL:
-            self._checked = now
-            try:
-                mtime = os.stat(self.path).st_mtime_ns
-                if mtime != self._mtime:
-                    with open(self.path) as fh:
-                        new = parse_config(fh.read(), self.path)
-                    if new["data_root"] != self.config["data_root"]:
-                        log.warning("data_root changed in %s; restart the gateway to use it", self.path)
-                        new["data_root"] = self.config["data_root"]
-                    self.config, self._mtime = new, mtime
-                    log.info("reloaded %s (%d users)", self.path, len(new["users"]))
-            except (OSError, ConfigError) as exc:
-                log.error("keeping previous configuration: %s", exc)
+        """The configuration in force (checked against the file at most every CHECK_INTERVAL)."""
+        if time.monotonic() - self._checked >= CHECK_INTERVAL:
+            return self.refresh()
+        return self.config
+
+    def refresh(self) -> dict:
+        """The configuration in force, reloaded now if the file changed (one ``stat``)."""
+        self._checked = time.monotonic()
+        try:
+            seen = _identity(os.stat(self.path))
+            if seen != self._seen:
+                with open(self.path) as fh:
+                    new = parse_config(fh.read(), self.path)
+                if new["data_root"] != self.config["data_root"]:
+                    log.warning("data_root changed in %s; restart the gateway to use it", self.path)
+                    new["data_root"] = self.config["data_root"]
+                self.config, self._seen = new, seen
+                log.info("reloaded %s (%d users)", self.path, len(new["users"]))
+        except (OSError, ConfigError) as exc:
+            log.error("keeping previous configuration: %s", exc)
         return self.config

@@ -35,8 +35,8 @@ from .shared import MAX_WORKERS, FileLock, Generation, SeqFloors, run_dir
 from .snapshots import deleting_version
 from . import objectlock, sse
 from .tiers import ColdTier, read_loc
-from .storage import (SEGMENT_SIZE, SMALL_OBJECT_LIMIT, LargeFileWriter, SegmentStore, file_ranges, open_pieces,
-                      read_open_pieces, reset_tmp)
+from .storage import (READ_BLOCK, SEGMENT_SIZE, SMALL_OBJECT_LIMIT, LargeFileWriter, SegmentStore, file_ranges,
+                      open_pieces, read_open_pieces, read_pieces, reset_tmp)
 
 log = logging.getLogger("strata.s3")
 WRITE_BLOCK = 1024 * 1024
@@ -261,10 +261,11 @@ class Gateway:
     # -- reading ---------------------------------------------------------------------------
 
     async def open_reader(self, rec: Record, start: int = 0, end: int | None = None,
-                          ckey: sse.CustomerKey | None = None) -> AsyncIterator[bytes]:
+                          ckey: sse.CustomerKey | None = None) -> bytes | AsyncIterator[bytes]:
         """Open an object's bytes [start, end) now (so a concurrent overwrite that removes the
         old files cannot break a response whose headers are already sent) and stream them
-        (decrypted, with the customer's key ``ckey`` for SSE-C)."""
+        (decrypted, with the customer's key ``ckey`` for SSE-C); a plaintext range of at most
+        one block comes read already (one response body, no stream)."""
         end = rec.size if end is None else end
         if end <= start:
             return self.read(rec, start, end)
@@ -273,8 +274,11 @@ class Gateway:
             return await sse.open_decrypting(self, rec, loc, start, end, ckey)
         if "seg" in loc:
             # small reads are page-cache hits as a rule: a thread hop (and GIL hand-off) costs more
-            return _once(self.segments.read(loc, rec.size, start, end - start))
-        handles = await self.run(open_pieces, file_ranges(loc, rec.size, start, end))
+            return self.segments.read(loc, rec.size, start, end - start)
+        pieces = file_ranges(loc, rec.size, start, end)
+        if end - start <= READ_BLOCK:  # one block: opened and read in one thread hop, one body
+            return await self.run(read_pieces, pieces)
+        handles = await self.run(open_pieces, pieces)
         return self._stream_handles(handles)
 
     async def _stream_handles(self, handles) -> AsyncIterator[bytes]:
@@ -300,7 +304,11 @@ class Gateway:
         if "seg" in loc and "sse" not in rec.meta:
             yield self.segments.read(loc, rec.size, start, end - start)
             return
-        async for data in await self.open_reader(rec, start, end, ckey):
+        reader = await self.open_reader(rec, start, end, ckey)
+        if isinstance(reader, bytes):
+            yield reader
+            return
+        async for data in reader:
             yield data
 
     # -- removing ---------------------------------------------------------------------------

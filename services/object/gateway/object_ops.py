@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import base64
-from email.utils import formatdate, parsedate_to_datetime
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from urllib.parse import parse_qsl, unquote
 
 from . import objectlock, sse
@@ -25,9 +26,15 @@ RESPONSE_OVERRIDES = {"response-content-type": "content-type", "response-content
                       "response-content-encoding": "content-encoding"}
 
 
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
 def http_date(ts: float) -> str:
-    """RFC 7231 date."""
-    return formatdate(ts, usegmt=True)
+    """RFC 7231 date (what ``email.utils.formatdate(ts, usegmt=True)`` says, for less CPU)."""
+    t = datetime.fromtimestamp(ts, timezone.utc)  # rounded to the microsecond, as formatdate does
+    return (f"{_DAYS[t.weekday()]}, {t.day:02d} {_MONTHS[t.month - 1]} {t.year:04d} "
+            f"{t.hour:02d}:{t.minute:02d}:{t.second:02d} GMT")
 
 
 def meta_from_headers(headers: dict[str, str]) -> dict:
@@ -259,9 +266,10 @@ async def get_object(gw: Gateway, req: Request, bucket: Bucket, retry: bool = Tr
     rng = parse_range(req.headers.get("range"), rec.size)
     if "partNumber" in req.query:
         rng = part_range(req, rec, headers)
-    for q, header in RESPONSE_OVERRIDES.items():
-        if q in req.query:
-            headers[header] = req.query[q]
+    if req.query:
+        for q, header in RESPONSE_OVERRIDES.items():
+            if q in req.query:
+                headers[header] = req.query[q]
     status = 200
     start, end = 0, rec.size
     if rng is not None:

@@ -606,9 +606,12 @@ _OBJECT_SUBRESOURCES = {
 }
 
 
+_SLOTS = {"GET": 0, "HEAD": 0, "PUT": 1, "POST": 1}
+
+
 def action_for(method: str, query: dict, has_key: bool, copy: bool = False) -> str:
     """The IAM action name of an S3 request (as AWS documents each operation's permission)."""
-    slot = {"GET": 0, "HEAD": 0, "PUT": 1, "POST": 1}.get(method, 2)
+    slot = _SLOTS.get(method, 2)
     if not has_key:
         for name, actions in _BUCKET_SUBRESOURCES.items():
             if name in query:
@@ -621,9 +624,10 @@ def action_for(method: str, query: dict, has_key: bool, copy: bool = False) -> s
             return "s3:DeleteObject"
         return "s3:ListBucket"
     versioned = bool(query.get("versionId"))
-    for name, actions in _OBJECT_SUBRESOURCES.items():
-        if name in query:
-            return actions[slot + (3 if versioned else 0)]
+    if query:
+        for name, actions in _OBJECT_SUBRESOURCES.items():
+            if name in query:
+                return actions[slot + (3 if versioned else 0)]
     if "uploadId" in query:
         if method == "GET":
             return "s3:ListMultipartUploadParts"

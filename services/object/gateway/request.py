@@ -1,12 +1,32 @@
 """Request and response objects shared by the handlers."""
 from __future__ import annotations
 
-import uuid
+import itertools
+import os
 from dataclasses import dataclass, field
 from typing import AsyncIterator
 
 from .body import Body
 from .sigv4 import AuthContext
+
+
+_ids = itertools.count()
+_id_prefix = ""
+
+
+def _new_process_ids() -> None:
+    global _ids, _id_prefix
+    _ids, _id_prefix = itertools.count(), os.urandom(3).hex().upper()
+
+
+_new_process_ids()
+os.register_at_fork(after_in_child=_new_process_ids)
+
+
+def new_request_id() -> str:
+    """A 16-character id unique to one request: a random per-process prefix and a counter
+    (no system call, unlike a uuid4)."""
+    return f"{_id_prefix}{next(_ids) & 0xFFFFFFFFFF:010X}"
 
 
 @dataclass
@@ -24,7 +44,7 @@ class Request:
     auth: AuthContext | None = None
     client: str = ""          # the peer's address (aws:SourceIp)
     scheme: str = "http"      # "https" behind TLS (aws:SecureTransport)
-    request_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16].upper())
+    request_id: str = field(default_factory=new_request_id)
 
     def body(self) -> Body:
         """The request body reader."""

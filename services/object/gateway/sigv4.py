@@ -54,8 +54,8 @@ def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
 
 
 def hmac_hex(key: bytes, msg: str) -> str:
-    """Hex HMAC-SHA256 of ``msg``."""
-    return hmac.new(key, msg.encode(), hashlib.sha256).hexdigest()
+    """Hex HMAC-SHA256 of ``msg`` (one-shot: OpenSSL's, not the pure-Python HMAC object)."""
+    return hmac.digest(key, msg.encode(), "sha256").hex()
 
 
 def _uri_encode(value: str) -> str:
@@ -64,6 +64,8 @@ def _uri_encode(value: str) -> str:
 
 def canonical_query(raw_query: str, skip: str | None = None) -> str:
     """Sorted, re-encoded query string as SigV4 wants it."""
+    if not raw_query:
+        return ""
     pairs = []
     for part in raw_query.split("&"):
         if not part:
@@ -88,8 +90,10 @@ def _canonical_headers(headers: dict[str, str], signed: list[str]) -> str:
     return "".join(lines)
 
 
+@lru_cache(maxsize=64)
 def parse_amz_date(value: str) -> float:
-    """Seconds since the epoch for an ISO8601 basic (``20130524T000000Z``) or HTTP date."""
+    """Seconds since the epoch for an ISO8601 basic (``20130524T000000Z``) or HTTP date
+    (cached: concurrent requests carry the same few dates)."""
     try:
         return calendar.timegm(time.strptime(value, "%Y%m%dT%H%M%SZ"))
     except ValueError:

@@ -436,6 +436,16 @@ def read_open_pieces(handles: list) -> Iterator[bytes]:
             yield data
 
 
+def read_pieces(pieces: list[tuple[str, int, int]]) -> bytes:
+    """The bytes of ``pieces``, opened and read at once (blocking; for a block or so)."""
+    handles = open_pieces(pieces)
+    try:
+        return b"".join(read_open_pieces(handles))
+    finally:
+        for fh, _, _ in handles:
+            fh.close()
+
+
 def remove_location(loc: dict) -> None:
     """Delete the files of a replaced large, multipart or cold object (segments are compacted later)."""
     paths = [loc["file"]] if "file" in loc else [p for p, _ in loc.get("parts", [])]

@@ -8,6 +8,7 @@ import base64
 import hashlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import zlib
@@ -217,3 +218,51 @@ def test_aws_cli(gateway, bucket, tmp_path):
     assert (tmp_path / "back.bin").read_bytes() == data
     cli("rm", f"s3://{bucket}/cli/f.bin")
     assert "cli/f.bin" not in cli("ls", "--recursive", f"s3://{bucket}/")
+
+
+def _read_responses(data: bytes, methods: list[str]) -> list[tuple[int, dict, bytes]]:
+    """Split the bytes of pipelined HTTP/1.1 responses (one per request method, in order)."""
+    out = []
+    for method in methods:
+        head, _, data = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers: dict = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers.setdefault(name.strip().lower(), []).append(value.strip())
+        size = 0 if method == "HEAD" else int(headers["content-length"][0])
+        out.append((int(lines[0].split(" ", 2)[1]), headers, data[:size]))
+        data = data[size:]
+    assert data == b""
+    return out
+
+
+def test_pipelined_requests_get_whole_responses_in_order(s3, gateway, bucket):
+    """Several requests sent at once on one connection: each answer (headers, then its body)
+    arrives whole and in order, small and block-sized objects alike."""
+    small, large = os.urandom(4096), os.urandom(300 * 1024)
+    s3.put_object(Bucket=bucket, Key="small", Body=small)
+    s3.put_object(Bucket=bucket, Key="large", Body=large)
+    plan = [("HEAD", "small"), ("GET", "small"), ("GET", "large"), ("HEAD", "large"), ("GET", "small")]
+    netloc = gateway.endpoint.rsplit("/", 1)[1]
+    wire = b""
+    for i, (method, key) in enumerate(plan):
+        url = f"{gateway.endpoint}/{bucket}/{key}"
+        headers = s3raw.sign(method, url, ACCESS, SECRET)
+        if i == len(plan) - 1:
+            headers["Connection"] = "close"
+        wire += (f"{method} /{bucket}/{key} HTTP/1.1\r\nHost: {netloc}\r\n"
+                 + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode()
+    host, port = netloc.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(wire)
+        data = b""
+        while got := sock.recv(1 << 20):
+            data += got
+    answers = _read_responses(data, [m for m, _ in plan])
+    bodies = {"small": small, "large": large}
+    for (method, key), (status, headers, body) in zip(plan, answers):
+        assert status == 200
+        assert headers["content-length"] == [str(len(bodies[key]))]
+        assert headers["server"] == ["Strata"]
+        assert body == (b"" if method == "HEAD" else bodies[key])

@@ -13,6 +13,7 @@ from rest_framework.authtoken.models import Token
 
 from plumbing.process import free_port
 from services.storage.models import Pool, Volume
+from tests.ceph import ceph_pool_body
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db]
 MiB = 1 << 20
@@ -23,14 +24,9 @@ def rados_pools(cluster) -> set:
     return {p["pool_name"] for p in cluster.command("osd pool ls", detail="detail")}
 
 
-def ceph_body(cluster, name, **extra):
-    return {"name": name, "driver": "ceph", "ceph_conf": str(cluster.conf),
-            "ceph_client": cluster.client, **extra}
-
-
 def test_a_ceph_pool_reports_health_per_failure_domain_and_holds_volumes(api, ceph_cluster):
     name = f"cp-{uuid.uuid4().hex[:6]}"
-    r = api.post("/api/v1/pools/", ceph_body(ceph_cluster, name, failure_domain="host",
+    r = api.post("/api/v1/pools/", ceph_pool_body(ceph_cluster, name, failure_domain="host",
                                              redundancy="replicated:3"), format="json")
     assert r.status_code == 201, r.json()
     pool = r.json()
@@ -72,7 +68,7 @@ def test_bad_ceph_pool_requests_are_400_with_the_reason_and_create_nothing(
         api, ceph_cluster, extra, field, reason):
     before = rados_pools(ceph_cluster)
     profiles = set(ceph_cluster.command("osd erasure-code-profile ls"))
-    r = api.post("/api/v1/pools/", ceph_body(ceph_cluster, "bad", **extra), format="json")
+    r = api.post("/api/v1/pools/", ceph_pool_body(ceph_cluster, "bad", **extra), format="json")
     assert r.status_code == 400, r.json()
     body = r.json()
     assert body["error"] == "invalid" or body["error"] == "insufficient_devices", body

@@ -1,0 +1,233 @@
+"""A file system on a ceph pool, through the plane (REST API) on the session's development
+Ceph cluster: each checkpoint job's directory is pinned to its own MDS rank when the job is
+created; a version is committed through the catalog only once every shard is whole, and a
+restore reads every byte back by hash (also through a libcephfs client of its own, so the
+bytes are in the cluster, not in a cache); an NFS export of the file system is served by
+Ganesha through FSAL_CEPH to nfs-rs, which writes, reads and lists directories; and
+`strata up --s3-pool` on a ceph pool keeps the S3 gateway's data in the CephFS."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import boto3
+import pytest
+
+from services.file.tests.nfs_client import connect, listdir, read_hash, sha, write_file
+from services.file.tests.plane_support import plane_daemons
+from services.object import bootstrap
+from services.object import service as object_service
+from services.storage.drivers import driver_for
+from tests.ceph import ceph_pool_body
+from tests.kit import Gateway
+
+pytestmark = [pytest.mark.root, pytest.mark.django_db]
+MiB = 1 << 20
+
+
+@contextlib.contextmanager
+def plane_ceph_pool(api, cluster, name: str):
+    """Ceph pool ``name`` (replicated:3 over the cluster's hosts) made through the API; its
+    file systems and RADOS pools are deleted after, through the plane's own driver."""
+    made = api.post("/api/v1/pools/", ceph_pool_body(cluster, name, redundancy="replicated:3",
+                                                     failure_domain="host"), format="json")
+    assert made.status_code == 201, made.json()
+    try:
+        yield made.json()
+    finally:
+        drv = driver_for("ceph")   # the plane's own driver instance
+        for fs_name in drv.list_filesystems(name):
+            drv.delete_filesystem(name, fs_name)
+        drv.destroy_pool(name)
+
+
+@pytest.fixture
+def ceph_pool(api, ceph_cluster, data_dir):
+    """A ceph pool made through the API, with file system ``train``."""
+    name = f"cp-{uuid.uuid4().hex[:6]}"
+    with plane_ceph_pool(api, ceph_cluster, name):
+        fs = api.post("/api/v1/filesystems/", {"name": "train", "pool": name}, format="json")
+        assert fs.status_code == 201, fs.json()
+        yield name
+
+
+@pytest.fixture
+def cephfs(ceph_cluster):
+    """A libcephfs client of the cluster's CephFS of its own (not the plane's mount)."""
+    from dataplane.ceph_fs import CephFileSystems   # loads libcephfs: only with a cluster
+
+    files = CephFileSystems(ceph_cluster.conf, ceph_cluster.client, str(ceph_cluster.keyring))
+    yield files
+    files.close()
+
+
+def wait_for(check, what, timeout=90):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def cephfs_sha(cephfs, path: str) -> str:
+    """sha256 of a CephFS file read through libcephfs."""
+    fd = cephfs.fs.open(path.encode(), "r", 0)
+    digest, offset = hashlib.sha256(), 0
+    try:
+        while block := cephfs.fs.read(fd, offset, 4 * MiB):
+            digest.update(block)
+            offset += len(block)
+    finally:
+        cephfs.fs.close(fd)
+    return digest.hexdigest()
+
+
+def test_checkpoint_jobs_on_cephfs_pinned_apart_commit_whole_versions_and_restore(
+        api, ceph_pool, cephfs):
+    ranks = wait_for(lambda: cephfs.active_ranks() if len(cephfs.active_ranks()) > 1 else None,
+                     "two active MDS ranks")
+    for job in ("job-a", "job-b"):
+        r = api.post("/api/v1/checkpoint-jobs/", {"name": job, "filesystem": "train"},
+                     format="json")
+        assert r.status_code == 201, r.json()
+    # each job's directory was pinned to an MDS rank of its own when the job was made
+    jobs_dir = f"/strata/{ceph_pool}/fs/train"
+    pins = {job: int(cephfs.fs.getxattr(f"{jobs_dir}/{job}".encode(), "ceph.dir.pin"))
+            for job in ("job-a", "job-b")}
+    assert sorted(pins.values()) == ranks[:2]
+
+    versions, shards = {}, {}
+    for job in ("job-a", "job-b"):
+        v = api.post(f"/api/v1/checkpoint-jobs/{job}/versions/", {"step": 100}, format="json")
+        assert v.status_code == 201, v.json()
+        versions[job] = v.json()
+        assert versions[job]["path"].startswith(str(Path(api.get(
+            f"/api/v1/pools/{ceph_pool}/").json()["mountpoint"])))
+        shards[job] = {f"rank{r}/shard.distcp": os.urandom(3 * MiB + r) for r in range(4)}
+    manifests = {job: [{"name": n, "size": len(d), "sha256": sha(d)}
+                       for n, d in shards[job].items()] for job in shards}
+
+    def rank(job, name, data, upto):
+        path = Path(versions[job]["path"], name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data[:upto])
+            f.flush()
+            os.fsync(f.fileno())
+
+    # every rank of both jobs writes at once; rank 3 of job-a is cut short
+    threads = [threading.Thread(target=rank, args=(job, n, d, len(d) // 2 if (
+        job == "job-a" and n.startswith("rank3")) else len(d)))
+        for job in shards for n, d in shards[job].items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    def commit(job):
+        return api.post(f"/api/v1/checkpoint-jobs/{job}/versions/{versions[job]['id']}/commit/",
+                        {"manifest": manifests[job]}, format="json")
+
+    refused = commit("job-a")
+    assert refused.status_code == 409, refused.json()
+    assert [(s["name"], s["problem"]) for s in refused.json()["shards"]] == [
+        ("rank3/shard.distcp", "short")]
+    assert api.get("/api/v1/checkpoint-jobs/job-a/latest/").status_code == 404
+    rank("job-a", "rank3/shard.distcp", shards["job-a"]["rank3/shard.distcp"], None)
+    for job in ("job-a", "job-b"):
+        done = commit(job)
+        assert done.status_code == 200, done.json()
+        assert done.json()["state"] == "committed"
+        assert done.json()["size_bytes"] == sum(len(d) for d in shards[job].values())
+
+    # and the ranks they were pinned to are the ones serving them now
+    wanted = {f"fs/train/{job}": rank for job, rank in pins.items()}
+    wait_for(lambda: all(cephfs.subtree_ranks(ceph_pool).get(d) == r for d, r in wanted.items()),
+             f"the job directories served by ranks {wanted}")
+
+    for job in ("job-a", "job-b"):
+        latest = api.get(f"/api/v1/checkpoint-jobs/{job}/latest/").json()
+        assert latest["id"] == versions[job]["id"]
+        lease = api.post(f"/api/v1/checkpoint-jobs/{job}/versions/{latest['id']}/lease/",
+                         {"ttl_seconds": 60, "holder": "restore-test"}, format="json")
+        assert lease.status_code in (200, 201), lease.json()
+        for name, data in shards[job].items():
+            assert sha(Path(latest["path"], name).read_bytes()) == sha(data)
+            where = f"/strata/{ceph_pool}/fs/train/{job}/step-100/{name}"
+            assert cephfs_sha(cephfs, where) == sha(data)
+        assert api.delete(f"/api/v1/checkpoint-leases/{lease.json()['id']}/").status_code == 204
+
+
+def test_nfs_export_of_a_ceph_file_system_is_served_through_fsal_ceph(
+        api, ceph_pool, cephfs, data_dir, settings):
+    pytest.importorskip("nfs_rs")
+    with plane_daemons(data_dir, settings) as daemons:
+        made = api.post("/api/v1/nfs-exports/", {"filesystem": "train",
+                                                 "clients": ["127.0.0.1 rw no_root_squash"]},
+                        format="json")
+        assert made.status_code == 201, made.json()
+        assert made.json()["state"] == "online", (made.json(), daemons.log("ganesha"))
+        conf = Path(data_dir, "run", "ganesha", "ganesha.conf")
+        conf = conf if conf.exists() else next(Path(data_dir).rglob("ganesha*.conf"))
+        text = conf.read_text()
+        assert "Name = CEPH;" in text and f"/strata/{ceph_pool}/fs/train" in text
+
+        port = settings.SERVICE_OPTIONS["nfs_port"]
+        payload = os.urandom(8 * MiB + 3)
+        with connect(port, "/train") as client:
+            client.mkdir("ckpt")
+            write_file(client, "ckpt/shard-0", payload)
+            write_file(client, "ckpt/.metadata", b"index")
+            assert read_hash(client, "ckpt/shard-0") == (len(payload), sha(payload))
+            assert listdir(client, "ckpt") == [".metadata", "shard-0"]
+            assert listdir(client, ".") == ["ckpt"]
+        # the bytes are in the CephFS directory of the file system
+        where = f"/strata/{ceph_pool}/fs/train/ckpt/shard-0"
+        assert cephfs_sha(cephfs, where) == sha(payload)
+        gone = api.delete(f"/api/v1/nfs-exports/{made.json()['id']}/")
+        assert gone.status_code == 204
+
+
+def test_s3_pool_option_puts_the_gateway_data_on_the_ceph_pool(api, ceph_cluster, cephfs,
+                                                               settings, tmp_path):
+    """`strata up --s3-pool POOL`: while POOL does not exist the gateway gets no data root
+    (never the default pool behind the user's back); once it is a ceph pool, the gateway's
+    file system is made on it and what boto3 PUTs is kept in the CephFS."""
+    name = f"s3-{uuid.uuid4().hex[:6]}"
+    settings.SERVICE_OPTIONS = {"s3_pool": name}
+    assert api.post("/api/v1/pools/", {"name": "default", "driver": "directory"},
+                    format="json").status_code == 201
+    assert bootstrap.ensure_gateway() is None
+    with plane_ceph_pool(api, ceph_cluster, name):
+        gw_row = bootstrap.ensure_gateway()
+        assert gw_row.filesystem.pool.name == name
+        root = object_service.data_root(gw_row)
+        assert root.startswith(driver_for("ceph").pool_info(name).mountpoint + "/")  # ceph-fuse
+        os.makedirs(root, exist_ok=True)
+        (tmp_path / "gw").mkdir()
+        gw = Gateway(tmp_path / "gw", {"CEPHS3POOLKEY": {"secret_key": "ceph-s3-pool-secret",
+                                                          "user": "u", "admin": True}},
+                     data_root=root)
+        try:
+            gw.start(timeout=30)
+            s3 = boto3.client("s3", endpoint_url=gw.endpoint, aws_access_key_id="CEPHS3POOLKEY",
+                              aws_secret_access_key="ceph-s3-pool-secret",
+                              region_name="us-east-1")
+            s3.create_bucket(Bucket="ckpt")
+            body = os.urandom(6 * MiB)
+            s3.put_object(Bucket="ckpt", Key="step-1/shard-0", Body=body)
+            got = s3.get_object(Bucket="ckpt", Key="step-1/shard-0")["Body"].read()
+            assert sha(got) == sha(body)
+        finally:
+            gw.stop()
+        # the object's bytes are in the CephFS directory of the gateway's file system
+        where = f"/strata/{name}/fs/{gw_row.filesystem.name}".encode()
+        wait_for(lambda: int(cephfs.fs.getxattr(where, "ceph.dir.rbytes")) >= len(body),
+                 "the object's bytes counted in the CephFS directory")
