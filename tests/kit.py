@@ -120,15 +120,42 @@ def _http_get(token):
     return get
 
 
+def children(pid: int) -> list[int]:
+    """PIDs of the processes whose parent is ``pid``."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            out.append(int(name))
+    return sorted(out)
+
+
+def _alive(pid: int) -> bool:
+    """False once ``pid`` has exited (a zombie counts as exited)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 class Gateway:
     """A Strata S3 gateway subprocess (``python -m services.object.gateway``) on a free port,
     its config in ``workdir``/gateway.json and its log in ``workdir``/gateway.log.
     ``users`` maps access keys to ``{"secret_key", "user", "admin"}``; further ``settings``
     go into the config as they are. ``stop`` then ``start`` keeps its data; ``kill9``
-    simulates a crash; ``env`` is extra environment for the next start."""
+    simulates a crash; ``env`` is extra environment for the next start. ``workers``: its
+    ``--workers`` (default ``STRATA_TEST_S3_WORKERS``, else 1: one process, as the tests
+    that do not ask were written for)."""
 
     def __init__(self, workdir, users: dict, *, data_root: str | None = None,
-                 admin_token: str = "", **settings):
+                 admin_token: str = "", workers: int | None = None, **settings):
         self.workdir = str(workdir)
         self.config_path = os.path.join(self.workdir, "gateway.json")
         self.data_root = data_root or os.path.join(self.workdir, "data")
@@ -137,6 +164,7 @@ class Gateway:
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.proc = None
         self.settings = settings
+        self.workers = workers or int(os.environ.get("STRATA_TEST_S3_WORKERS") or 1)
         self.env: dict[str, str] = {}
         self.write_config(users)
 
@@ -153,7 +181,7 @@ class Gateway:
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "services.object.gateway", "--config", self.config_path,
-                 "--host", "127.0.0.1", "--port", str(self.port)],
+                 "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers)],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **self.env})
         try:
             wait_port(self.port, timeout, proc=self.proc, what=f"S3 gateway (see {log_path})")
@@ -162,10 +190,22 @@ class Gateway:
             raise
         return self
 
+    def worker_pids(self) -> list[int]:
+        """PIDs of its worker processes (none when it serves alone, ``workers=1``)."""
+        return children(self.proc.pid) if self.proc is not None else []
+
     def kill9(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
+            workers = self.worker_pids()
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+            # its workers die with it (SIGKILL from the kernel), and the port they shared closes
+            # a moment later: until then a new start would find the old port answering
+            deadline = time.monotonic() + 10
+            while any(_alive(pid) for pid in workers) or (workers and port_answers(self.port)):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"workers {workers} of the killed gateway still hold port {self.port}")
+                time.sleep(0.02)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -7,10 +7,10 @@ launcher instead: it writes ``run/s3/waiting`` (the ready check), waits until th
 has written the real config and the ``run/s3/start`` gate naming the same data root, which
 must be an existing directory, then replaces itself (``exec``, same PID) with::
 
-    python -m services.object.gateway --config CONFIG --host HOST --port PORT
+    python -m services.object.gateway --config CONFIG --host HOST --port PORT [--workers N]
 
     python -m services.object.serve --data-dir DIR --host 127.0.0.1 --port 9000 \
-        [--ssl-certfile CERT --ssl-keyfile KEY]
+        [--workers N] [--ssl-certfile CERT --ssl-keyfile KEY]
 """
 from __future__ import annotations
 
@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", required=True, type=Path)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9000)
+    parser.add_argument("--workers", type=int, default=None,
+                        help="gateway worker processes (default: the gateway's, the number of cores)")
     parser.add_argument("--log-level", default="warning")
     parser.add_argument("--ssl-certfile", default=None, help="serve HTTPS with this certificate")
     parser.add_argument("--ssl-keyfile", default=None)
@@ -68,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"strata-s3: starting the gateway on {args.host}:{args.port} with {config}", flush=True)
     argv = [sys.executable, "-m", "services.object.gateway", "--config", str(config),
             "--host", args.host, "--port", str(args.port), "--log-level", args.log_level]
+    if args.workers:
+        argv += ["--workers", str(args.workers)]
     if args.ssl_certfile:
         argv += ["--ssl-certfile", args.ssl_certfile, "--ssl-keyfile", args.ssl_keyfile]
     os.execv(sys.executable, argv)

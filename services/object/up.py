@@ -1,4 +1,4 @@
-"""What the object service adds to `strata up`: ``--s3-port`` and the S3 gateway daemon.
+"""What the object service adds to `strata up`: ``--s3-port``, ``--s3-workers`` and the S3 gateway daemon.
 
 Light imports only (this module is imported by every `strata` command). The daemon is the
 launcher :mod:`services.object.serve`, which becomes the gateway once the plane's bootstrap
@@ -18,10 +18,13 @@ REPO = Path(__file__).resolve().parent.parent.parent
 
 
 def add_arguments(parser) -> None:
-    """``--s3-port`` (default 9000), ``--s3-host`` (default: ``--host``), ``--s3-endpoint``,
-    ``--s3-domain``, ``--s3-pool``."""
+    """``--s3-port`` (default 9000), ``--s3-workers`` (default: the cores), ``--s3-host``
+    (default: ``--host``), ``--s3-endpoint``, ``--s3-domain``, ``--s3-pool``."""
     parser.add_argument("--s3-port", type=int, default=DEFAULT_S3_PORT,
                         help=f"port of the S3 gateway (default {DEFAULT_S3_PORT})")
+    parser.add_argument("--s3-workers", type=int, default=None,
+                        help="S3 gateway worker processes sharing the port (default: the number of "
+                             "cores; 1: one process)")
     parser.add_argument("--s3-host", default=None,
                         help="address the S3 gateway listens on (default: --data-host, else --host)")
     parser.add_argument("--s3-endpoint", default=None,
@@ -60,6 +63,8 @@ def daemons(data_dir: Path, options: dict) -> list[DaemonSpec]:
     pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     argv = [sys.executable, "-m", "services.object.serve", "--data-dir", str(data_dir),
             "--host", host, "--port", str(port)]
+    if options.get("s3_workers"):
+        argv += ["--workers", str(int(options["s3_workers"]))]
     if options.get("tls_cert"):  # `strata up --tls`: S3 over HTTPS with the appliance's certificate
         argv += ["--ssl-certfile", options["tls_cert"], "--ssl-keyfile", options["tls_key"]]
     gate = gatewayconf.gate_path(data_dir)

@@ -1,7 +1,7 @@
 """Strata's S3-compatible gateway: an ASGI app (uvicorn + uvloop + httptools), no Django.
 
-Run ``python -m services.object.gateway --config CONFIG.json --host HOST --port PORT``. The
-config contract, the admin interface, storage, lifecycle, snapshots, performance and the
+Run ``python -m services.object.gateway --config CONFIG.json --host HOST --port PORT [--workers N]``. The
+config contract, worker processes, the admin interface, storage, lifecycle, snapshots, performance and the
 module layers (request handling on top of the store) are described in
 ``services/object/README.md``.
 """

@@ -193,12 +193,7 @@ async def set_access(gw: Gateway, bucket: Bucket, data: dict) -> dict:
         raise S3Error("InvalidBucketState", "A public ACL is refused while the bucket's public access block "
                       "has BlockPublicAcls")
     if changes:
-        for name, value in changes.items():
-            if value is None:
-                bucket.settings.pop(name, None)
-            else:
-                bucket.settings[name] = value
-        await gw.run(bucket.save)
+        await gw.run(bucket.update_settings, changes)
     return access_info(bucket)
 
 
@@ -223,6 +218,5 @@ def create_settings(gw: Gateway, req: Request) -> dict:
 async def apply_create_settings(gw: Gateway, bucket: Bucket, settings: dict) -> None:
     """Store what :func:`create_settings` returned on the new bucket."""
     if settings:
-        bucket.settings.update(settings)
-        await gw.run(bucket.save)
+        await gw.run(bucket.update_settings, settings)
 

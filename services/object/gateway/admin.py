@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
 
 from . import protection_ops, snapshots
 from .acl_ops import access_info, set_access
@@ -64,7 +65,8 @@ async def _body(req: Request) -> dict:
 async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
     m = req.method
     if parts == ["health"] and m == "GET":
-        return _json({"status": "ok", "buckets": len(gw.buckets.buckets)})
+        return _json({"status": "ok", "buckets": len(gw.buckets.buckets), "pid": os.getpid(),
+                      "worker": gw.role.slot if gw.role is not None else None})
     if parts == ["compact"] and m == "POST":
         return _json(await compact_once(gw))
     if parts == ["gc"] and m == "POST":
@@ -194,6 +196,5 @@ async def _set_quota(gw: Gateway, bucket, data: dict) -> dict:
     quota = {"bytes": _check_quota_value("bytes", data.get("bytes")),
              "objects": _check_quota_value("objects", data.get("objects"))}
     quota = {k: v for k, v in quota.items() if v is not None}
-    bucket.settings["quota"] = quota
-    await gw.run(bucket.save)
+    await gw.run(bucket.set_setting, "quota", quota)
     return quota

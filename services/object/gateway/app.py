@@ -11,7 +11,7 @@ from plumbing.errors import is_disk_full
 from . import access, acl_ops, admin, bucket_ops, bucket_tagging, cors, foreground, multipart, object_ops, \
     post_object, protection_ops, unconfigured
 from .auth import authenticate
-from .core import Gateway
+from .core import Gateway, WorkerRole
 from .errors import S3Error
 from .request import Request, Response
 
@@ -47,8 +47,9 @@ def _route(gw: Gateway, host: str, path: str) -> tuple[str, str]:
 class S3App:
     """ASGI callable serving S3 and the admin interface."""
 
-    def __init__(self, config_path: str):
+    def __init__(self, config_path: str, role: WorkerRole | None = None):
         self.config_path = config_path
+        self.role = role
         self.gw: Gateway | None = None
 
     async def __call__(self, scope, receive, send):
@@ -63,7 +64,7 @@ class S3App:
 
     async def _startup(self) -> None:
         if self.gw is None:
-            self.gw = Gateway(self.config_path)
+            self.gw = Gateway(self.config_path, role=self.role)
             await self.gw.start()
 
     async def _lifespan(self, receive, send) -> None:
@@ -325,6 +326,6 @@ async def object_dispatch(gw: Gateway, req: Request) -> Response:
     raise S3Error("MethodNotAllowed")
 
 
-def create_app(config_path: str) -> S3App:
-    """The ASGI application for ``config_path``."""
-    return S3App(config_path)
+def create_app(config_path: str, role: WorkerRole | None = None) -> S3App:
+    """The ASGI application for ``config_path`` (``role``: a worker of several, see .workers)."""
+    return S3App(config_path, role)

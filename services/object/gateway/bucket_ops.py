@@ -91,8 +91,7 @@ async def create_bucket(gw: Gateway, req: Request) -> Response:
     else:
         await apply_create_settings(gw, bucket, settings)
         if lock:  # Object Lock keeps versioning on for good
-            bucket.settings["versioning"] = "Enabled"
-            await gw.run(bucket.set_setting, "object_lock", {"enabled": True})
+            await gw.run(bucket.update_settings, {"versioning": "Enabled", "object_lock": {"enabled": True}})
     return Response(200, {"location": f"/{req.bucket}"})
 
 

@@ -5,6 +5,11 @@ A request appends its bytes (segment or its own fsynced file), then awaits
 :meth:`GroupCommitter.commit`. The committer takes everything queued, fdatasyncs the dirty
 segments, applies the index ops shard by shard in parallel threads (each shard one durable
 SQLite transaction) and only then wakes the requests, which answer 200.
+
+Each worker process (:mod:`.workers`) has its own committer, its own segments and the same
+index shards (SQLite serialises the transactions of all of them). The committer keeps the
+worker's sequence floor (:class:`.shared.SeqFloors`) at the lowest sequence number of a put in
+flight, so the change feed never moves past a write another worker has yet to commit.
 """
 from __future__ import annotations
 
@@ -13,7 +18,8 @@ import logging
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
-from .index import BucketIndex, Op, OpResult
+from .index import BucketIndex, Op, OpResult, seq_floor_now
+from .shared import IDLE, SeqFloors
 from .storage import SegmentStore, remove_location
 
 log = logging.getLogger("strata.s3.commit")
@@ -22,14 +28,15 @@ log = logging.getLogger("strata.s3.commit")
 class GroupCommitter:
     """Batches index writes (and the segment fsync they depend on) across concurrent requests."""
 
-    def __init__(self, segments: SegmentStore, threads: int = 8):
+    def __init__(self, segments: SegmentStore, floors: SeqFloors, threads: int = 8):
         self.segments = segments
+        self.floors = floors
+        self.in_flight: dict[int, int] = defaultdict(int)   # seq of a put -> how many queued
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="s3-commit")
         self.shard_pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="s3-shard")
         self.pending: list[tuple[BucketIndex, Op, bool, asyncio.Future]] = []
         self.wake = asyncio.Event()
         self.task: asyncio.Task | None = None
-        self.on_applied = None   # callback(index, OpResult) for usage accounting
 
     def start(self) -> None:
         """Start the background commit loop on the running event loop."""
@@ -49,6 +56,8 @@ class GroupCommitter:
     async def commit(self, index: BucketIndex, op: Op, segment_data: bool) -> OpResult:
         """Queue ``op``; returns once it (and the segment bytes it points to) is durable."""
         fut = asyncio.get_running_loop().create_future()
+        if op.record is not None:
+            self.in_flight[op.record.seq] += 1
         self.pending.append((index, op, segment_data, fut))
         self.wake.set()
         return await fut
@@ -67,18 +76,32 @@ class GroupCommitter:
                 log.exception("group commit failed")
                 outcomes = [exc] * len(batch)
             garbage = []
-            for (index, _op, _seg, fut), outcome in zip(batch, outcomes):
+            for (_index, op, _seg, fut), outcome in zip(batch, outcomes):
+                if op.record is not None:
+                    self.in_flight[op.record.seq] -= 1
+                    if not self.in_flight[op.record.seq]:
+                        del self.in_flight[op.record.seq]
                 if isinstance(outcome, OpResult):
-                    if self.on_applied:
-                        self.on_applied(index, outcome)
                     garbage.extend(r.loc for r in outcome.removed if "seg" not in r.loc)
                 if not fut.done():
                     if isinstance(outcome, BaseException):
                         fut.set_exception(outcome)
                     else:
                         fut.set_result(outcome)
+            self.update_floor()
             if garbage:
                 loop.run_in_executor(self.pool, _remove_all, garbage)
+
+    def before_seq(self) -> None:
+        """Call before taking a sequence number for a put: with nothing in flight, publish
+        a floor at or below it (see :class:`.shared.SeqFloors`)."""
+        if not self.in_flight:
+            self.floors.set(seq_floor_now())
+
+    def update_floor(self) -> None:
+        """Publish the lowest sequence number in flight (idle if none; call on the event loop,
+        where no put is between its sequence number and its queueing)."""
+        self.floors.set(min(self.in_flight, default=IDLE))
 
     def _commit_batch(self, batch) -> list:
         if any(seg for _, _, seg, _ in batch):

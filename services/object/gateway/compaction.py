@@ -25,7 +25,13 @@ INTERVAL_SECONDS = 60.0
 
 
 async def compact_once(gw, live_ratio: float = LIVE_RATIO) -> dict:
-    """One pass over closed segments; returns counts for the admin interface and logs."""
+    """One pass over closed segments; returns counts for the admin interface and logs (one
+    pass at a time across every worker process: ``Gateway.compaction_lock``)."""
+    async with gw.compaction_lock.hold():
+        return await _compact(gw, live_ratio)
+
+
+async def _compact(gw, live_ratio: float) -> dict:
     stats = {"segments_checked": 0, "segments_removed": 0, "objects_moved": 0, "bytes_moved": 0,
              "bytes_reclaimed": 0}
     for seg_id, size in await gw.run(gw.segments.closed_segments):

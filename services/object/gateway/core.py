@@ -15,6 +15,7 @@ snapshots, tiers); the request handlers (:mod:`.app`, the ``*_ops`` modules, :mo
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 import uuid
@@ -29,13 +30,15 @@ from .compaction import INTERVAL_SECONDS, collect_all_orphans, compaction_loop
 from .lifecycle import lifecycle_loop
 from .config import ConfigWatcher
 from .errors import S3Error
-from .index import Op, OpResult, Record, next_seq
+from .index import Op, OpResult, Record, next_seq, set_seq_slot
+from .shared import MAX_WORKERS, FileLock, Generation, SeqFloors, run_dir
 from .snapshots import deleting_version
 from . import objectlock, sse
 from .tiers import ColdTier, read_loc
 from .storage import (READ_BLOCK, SEGMENT_SIZE, SMALL_OBJECT_LIMIT, LargeFileWriter, SegmentStore, file_ranges,
                       open_pieces, read_open_pieces, read_pieces, reset_tmp)
 
+log = logging.getLogger("strata.s3")
 WRITE_BLOCK = 1024 * 1024
 MAX_OBJECT_SIZE = 5 * 1024 ** 4
 
@@ -53,6 +56,18 @@ class BodySource(Protocol):
 
 
 @dataclass
+class WorkerRole:
+    """This process is worker ``slot`` of several on one port (:mod:`.workers`); the parent
+    started at ``started`` (and emptied ``tmp/`` then). Slot 0 runs the background jobs."""
+
+    slot: int
+    started: float | None = None
+
+
+MAINTENANCE_SECONDS = 5.0
+
+
+@dataclass
 class Stored:
     """Where a body went and what it hashed to."""
 
@@ -66,13 +81,23 @@ class Stored:
 class Gateway:
     """Everything a request handler needs: config, buckets, segments, committer, I/O threads."""
 
-    def __init__(self, config_path: str, index_shards: int = 8):
+    def __init__(self, config_path: str, index_shards: int = 8, role: WorkerRole | None = None):
         self.watcher = ConfigWatcher(config_path)
         root = self.watcher.config["data_root"]
         os.makedirs(root, exist_ok=True)
         self.root = root
-        self.started = time.time()  # files older than this belong to no PUT in flight
-        reset_tmp(root)
+        self.role = role
+        # files older than this belong to no PUT in flight
+        self.started = role.started if role is not None and role.started else time.time()
+        self.floors = SeqFloors(root, role.slot if role is not None else 0)
+        set_seq_slot(role.slot if role is not None else 0)
+        if role is None:  # serving alone: what the parent of several workers does once
+            reset_tmp(root)
+            self.floors.reset(MAX_WORKERS)
+            Generation.restart(root)
+        # one lifecycle pass, one compaction at a time, whichever process asks
+        self.lifecycle_lock = FileLock(os.path.join(run_dir(root), "lifecycle.lock"))
+        self.compaction_lock = FileLock(os.path.join(run_dir(root), "compaction.lock"))
         self.buckets = BucketStore(root, index_shards)
         self.segments = SegmentStore(root, int(self.watcher.config.get("segment_bytes") or SEGMENT_SIZE))
         self.background: list[asyncio.Task] = []
@@ -96,9 +121,12 @@ class Gateway:
 
     async def start(self) -> None:
         """Start background tasks (call on the serving event loop)."""
-        self.committer = GroupCommitter(self.segments)
-        self.committer.on_applied = self._account
+        self.committer = GroupCommitter(self.segments, self.floors)
         self.committer.start()
+        loop = asyncio.get_running_loop()
+        self.background.append(loop.create_task(self._maintain()))
+        if self.role is not None and self.role.slot != 0:
+            return  # worker 0 runs the background jobs
         interval = float(self.config.get("compaction_interval") or INTERVAL_SECONDS)
         self.background.append(asyncio.get_running_loop().create_task(compaction_loop(self, interval)))
         # crash leftovers: once per start, in the background
@@ -117,11 +145,17 @@ class Gateway:
         self.io.shutdown(wait=False)
         self.disk.shutdown(wait=False)
 
-    def _account(self, index, result: OpResult) -> None:
-        for bucket in self.buckets.buckets.values():
-            if bucket.index is index:
-                bucket.account(result)
-                return
+    async def _maintain(self) -> None:
+        """Every few seconds: drop cached read handles of segments another process removed,
+        and publish this process's sequence floor again (a put that took a sequence number
+        and failed before it was queued leaves it too low)."""
+        while True:
+            await asyncio.sleep(MAINTENANCE_SECONDS)
+            try:
+                self.segments.drop_removed()
+                self.committer.update_floor()
+            except Exception:  # noqa: BLE001 - try again next time; the log says why
+                log.exception("gateway maintenance failed")
 
     async def run(self, fn, *args):
         """Run blocking ``fn(*args)`` on the I/O thread pool."""
@@ -312,6 +346,7 @@ class Gateway:
     def make_record(self, bucket: Bucket, key: str, stored: Stored | None, etag: str, meta: dict,
                     marker: bool = False) -> Record:
         """A new latest version of ``key``."""
+        self.committer.before_seq()
         seq = next_seq()
         return Record(key=key, seq=seq, version_id=self.new_version_id(bucket, seq), latest=True,
                       marker=marker, size=stored.size if stored else 0, etag=etag, mtime=time.time(),

@@ -4,7 +4,15 @@ A key always lives in shard ``crc32(key) % shards``, so concurrent writers to di
 spread over independent databases (and independent write locks). Each shard holds every
 version of its keys; ``latest`` marks the version a plain GET sees. Writes arrive as batches
 from the group committer (:mod:`.commit`), one transaction per shard per batch, with
-``synchronous=FULL`` so an acknowledged PUT survives power loss.
+``synchronous=FULL`` so an acknowledged PUT survives power loss. Each shard also keeps its
+usage (bytes and objects of every stored version) in a one-row table, changed in the same
+transaction, so every process serving the bucket reads the same figures.
+
+Several worker processes may write one shard (:mod:`.workers`): an ``flock`` on
+``shard-NN.db.lock`` (a waiter wakes as soon as it is free), then SQLite's own lock (``BEGIN
+IMMEDIATE``, up to 30 s) serialise their transactions, a conditional put
+is checked inside its transaction (so If-None-Match is atomic across processes), and what a
+transaction committed is what the next read of any process sees (WAL). No row is cached.
 
 Each shard's WAL index (``-shm``, memory-mapped by SQLite) is made NOCOW before SQLite makes
 it: on btrfs a full pool cannot copy a page of a copy-on-write mapping, and the kernel then
@@ -13,6 +21,7 @@ while writes fail cleanly (InsufficientStorage).
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -45,17 +54,39 @@ CREATE INDEX IF NOT EXISTS cold ON versions(key) WHERE tier != 'hot';
 CREATE INDEX IF NOT EXISTS by_segment ON versions(json_extract(loc, '$.seg'))
     WHERE json_extract(loc, '$.seg') IS NOT NULL;
 CREATE INDEX IF NOT EXISTS by_seq ON versions(seq);
+CREATE TABLE IF NOT EXISTS usage (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    bytes INTEGER NOT NULL,
+    objects INTEGER NOT NULL
+);
 """
 
 _seq_lock = threading.Lock()
 _last_seq = 0
+_seq_slot = 0
+SEQ_SLOTS = 256
+
+
+def set_seq_slot(slot: int) -> None:
+    """Make this process's sequence numbers ``slot`` modulo :data:`SEQ_SLOTS` (its worker
+    slot, see .workers), so that no two worker processes ever take the same one."""
+    global _seq_slot, _last_seq
+    with _seq_lock:
+        _seq_slot, _last_seq = slot % SEQ_SLOTS, 0
+
+
+def seq_floor_now() -> int:
+    """A number no sequence number taken from now on, in any process, is below."""
+    return time.time_ns() - SEQ_SLOTS
 
 
 def next_seq() -> int:
-    """A process-wide increasing sequence number (nanoseconds, never repeating)."""
+    """An increasing sequence number, unique across the worker processes of a data root
+    (nanoseconds, their lowest bits the worker slot, never repeating)."""
     global _last_seq
     with _seq_lock:
-        _last_seq = max(_last_seq + 1, time.time_ns())
+        now = time.time_ns() // SEQ_SLOTS * SEQ_SLOTS + _seq_slot
+        _last_seq = max(_last_seq + SEQ_SLOTS, now)
         return _last_seq
 
 
@@ -146,11 +177,23 @@ class Shard:
     def __init__(self, path: str):
         self.path = path
         self.write_lock = threading.Lock()
+        # writers of every process take this flock before SQLite's write lock: a waiter wakes
+        # the moment it is free (SQLite's own busy handler polls with sleeps of 1-100 ms)
+        self._flock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         self._pool_lock = threading.Lock()
         self._idle: list[sqlite3.Connection] = []
         prepare_shm(path)
         self._writer = self._connect()
         self._writer.executescript(SCHEMA)
+        db = self._writer
+        db.execute("BEGIN IMMEDIATE")
+        try:  # a shard from before the usage table (or a new one): count it once
+            db.execute("INSERT OR IGNORE INTO usage SELECT 0, COALESCE(SUM(size),0), COUNT(*) "
+                       "FROM versions WHERE marker=0")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
@@ -183,14 +226,28 @@ class Shard:
             db.close()
         with self.write_lock:
             self._writer.close()
+            os.close(self._flock_fd)
+
+    @contextlib.contextmanager
+    def writing(self):
+        """Hold the shard's write lock, in this process and across processes."""
+        with self.write_lock:
+            fcntl.flock(self._flock_fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(self._flock_fd, fcntl.LOCK_UN)
 
     def apply(self, ops: list[Op]) -> list[OpResult]:
         """Apply ``ops`` in one durable transaction."""
-        with self.write_lock:
+        with self.writing():
             db = self._writer
             db.execute("BEGIN IMMEDIATE")
             try:
                 results = [self._apply_one(db, op) for op in ops]
+                added = sum(r.bytes_delta for r in results), sum(r.objects_delta for r in results)
+                if any(added):
+                    db.execute("UPDATE usage SET bytes=bytes+?, objects=objects+? WHERE id=0", added)
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -304,7 +361,7 @@ class BucketIndex:
         """(bytes, objects) over every stored version."""
         total_bytes = total_objects = 0
         for shard in self.shards:
-            b, n = shard.query("SELECT COALESCE(SUM(size),0), COUNT(*) FROM versions WHERE marker=0")[0]
+            b, n = shard.query("SELECT bytes, objects FROM usage WHERE id=0")[0]
             total_bytes += b
             total_objects += n
         return total_bytes, total_objects
@@ -331,20 +388,28 @@ class BucketIndex:
 
     def consistent_cut(self) -> list[sqlite3.Connection]:
         """One connection per shard, each inside a read transaction begun while every shard's
-        write lock was held: together they see the index as of one instant (every commit
-        before it, none after). The caller reads through them and closes them."""
+        write lock was held, for every process (:meth:`Shard.writing`, then SQLite's own):
+        together they see the index as of one instant (every commit before it, none after).
+        The caller reads through them and closes them."""
         conns = [shard._connect() for shard in self.shards]
-        locks = [shard.write_lock for shard in self.shards]
-        for lock in locks:
-            lock.acquire()
+        with contextlib.ExitStack() as held:
+            for shard in self.shards:
+                held.enter_context(shard.writing())
+            self._begin_cut(conns)
+        return conns
+
+    def _begin_cut(self, conns: list[sqlite3.Connection]) -> None:
+        begun = []
         try:
+            for shard in self.shards:  # a batch holds one shard at a time: no deadlock
+                shard._writer.execute("BEGIN IMMEDIATE")  # also against a writer without the flock
+                begun.append(shard._writer)
             for db in conns:
                 db.execute("BEGIN")
                 db.execute("SELECT 1 FROM versions LIMIT 1").fetchall()  # the first read pins the snapshot
         finally:
-            for lock in reversed(locks):
-                lock.release()
-        return conns
+            for writer in begun:
+                writer.execute("ROLLBACK")
 
     def changes(self, after: int, upto: int, limit: int) -> list[Record]:
         """Versions (and delete markers) with ``after < seq <= upto``, oldest first, at most

@@ -9,7 +9,7 @@ move stays crash-safe are in :mod:`.tiers`. Without a ``cold_root`` in the confi
 with a transition is refused with ``InvalidStorageClass`` saying why. Not implemented:
 ``NewerNoncurrentVersions``, object-size and tag filters (ignored: the prefix alone selects).
 
-One pass at a time (``ColdTier.pass_lock``): remove cold copies a crash left unreferenced,
+One pass at a time, across every worker process (``Gateway.lifecycle_lock``, an ``flock``): remove cold copies a crash left unreferenced,
 then per bucket and enabled rule expire, abort stale uploads and transition (to the coldest
 class whose time has come; a version never moves back to a warmer class), then drop expired
 restored copies. It runs every ``lifecycle_interval`` seconds in the background (0: never;
@@ -179,7 +179,7 @@ def _abort_stale_uploads(bucket: Bucket, prefix: str, older_than: float) -> int:
 
 async def apply_lifecycle(gw) -> dict:
     """One lifecycle pass over every bucket (see the module doc); returns counts."""
-    async with gw.cold.pass_lock:
+    async with gw.lifecycle_lock.hold():
         return await _apply(gw)
 
 

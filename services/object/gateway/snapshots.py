@@ -20,7 +20,9 @@ Holds: every removal of one version (DeleteObject and DeleteObjects with a versi
 lifecycle noncurrent-version expiration, all through ``Gateway.delete_version_or_key``)
 passes :func:`deleting_version`, which refuses a version a snapshot names with S3
 ``AccessDenied`` "... held by snapshot X ...". While a snapshot is being recorded, such
-removals in that bucket wait, so none can remove a version the snapshot is about to name.
+removals in that bucket wait, so none can remove a version the snapshot is about to name
+(an ``flock`` per bucket, so this holds across worker processes; a snapshot taken or deleted
+is announced through :class:`.shared.Generation`).
 Plain deletes add delete markers as usual; versioning cannot be suspended while a bucket
 has snapshots (a suspended bucket's writes replace the null version in place).
 
@@ -32,7 +34,6 @@ reading from cannot be deleted.
 """
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import re
@@ -43,6 +44,7 @@ import time
 from . import objectlock, sse
 from .errors import S3Error
 from .index import Op, next_seq, prepare_shm
+from .shared import FileLock
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS snapshots (
@@ -66,26 +68,15 @@ PAGE_KEYS = 500
 PAGE_BYTES = 256 << 20
 
 
-class HoldGate:
-    """Version removals in a bucket run concurrently; recording a snapshot waits for those in
-    flight and holds new ones back until the manifest is durable."""
-
-    def __init__(self):
-        self.active = 0
-        self.idle = asyncio.Event()
-        self.idle.set()
-        self.open = asyncio.Event()
-        self.open.set()
-        self.recording = asyncio.Lock()
-
-
 class SnapshotStore:
     """The snapshots of one bucket (the database is opened on first use, made on first
     snapshot)."""
 
     def __init__(self, bucket_dir: str):
         self.path = os.path.join(bucket_dir, "snapshots.db")
-        self.gate = HoldGate()
+        # version removals hold this shared, recording a snapshot exclusive (every process)
+        self.holds = FileLock(os.path.join(bucket_dir, "holds.lock"))
+        self.recording = FileLock(os.path.join(bucket_dir, "recording.lock"))
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self._names: set[str] | None = None
@@ -109,6 +100,10 @@ class SnapshotStore:
                 db = self._conn()
                 self._names = {r[0] for r in db.execute("SELECT name FROM snapshots")} if db else set()
         return self._names
+
+    def forget(self) -> None:
+        """Read the names from the database again next time (another process changed them)."""
+        self._names = None
 
     def close(self) -> None:
         with self._lock:
@@ -192,14 +187,10 @@ class SnapshotStore:
 @contextlib.asynccontextmanager
 async def deleting_version(gw, bucket, key: str, version_id: str):
     """Wrap the removal of one version: refuse it if a snapshot holds it (AccessDenied),
-    wait while a snapshot of the bucket is being recorded."""
+    wait while a snapshot of the bucket is being recorded (by any worker process)."""
     store = bucket.snapshots
-    gate = store.gate
-    while not gate.open.is_set():
-        await gate.open.wait()
-    gate.active += 1
-    gate.idle.clear()
-    try:
+    async with store.holds.hold(shared=True):
+        gw.buckets.refresh()  # a snapshot another process recorded before we got the lock
         if store.names():
             held = await gw.run(store.held_by, key, version_id)
             if held:
@@ -207,16 +198,12 @@ async def deleting_version(gw, bucket, key: str, version_id: str):
                               f"of bucket {bucket.name}; delete the snapshot first",
                               resource=f"/{bucket.name}/{key}")
         yield
-    finally:
-        gate.active -= 1
-        if gate.active == 0:
-            gate.idle.set()
 
 
 def check_can_suspend(bucket) -> None:
     """Versioning cannot be suspended while snapshots hold versions of the bucket."""
     names = bucket.snapshots.names()
-    if names or bucket.snapshots.gate.recording.locked():
+    if names or bucket.snapshots.recording.busy():
         raise S3Error("InvalidBucketState", f"Bucket {bucket.name} has snapshots ({', '.join(sorted(names))}); "
                       "versioning cannot be suspended while they hold versions. Delete them first.")
 
@@ -231,16 +218,14 @@ async def create(gw, bucket, name: str) -> dict:
                       f"{bucket.versioning or 'Disabled'}; a snapshot holds versions, so enable "
                       "versioning on the bucket first")
     store = bucket.snapshots
-    gate = store.gate
-    async with gate.recording:
+    async with store.recording.hold():
+        store.forget()
         if name in store.names():
             raise S3Error("SnapshotAlreadyExists", f"Bucket {bucket.name} already has a snapshot {name!r}")
-        gate.open.clear()
-        try:
-            await gate.idle.wait()
-            return await gw.run(store.record, bucket.index, name)
-        finally:
-            gate.open.set()
+        async with store.holds.hold():  # no version removal in flight, none starts
+            info = await gw.run(store.record, bucket.index, name)
+            gw.buckets.generation.bump(bucket.name)  # before removals go on: they look again
+        return info
 
 
 def restoring_from(gw, bucket, name: str) -> list[str]:
@@ -259,6 +244,7 @@ async def delete(gw, bucket, name: str) -> None:
         raise S3Error("InvalidBucketState", f"Snapshot {name} is being restored into {', '.join(users)}; "
                       "finish that restore (run it again) or delete that bucket first")
     await gw.run(store.delete, name)
+    gw.buckets.generation.bump(bucket.name)
 
 
 async def restore_page(gw, bucket, name: str, target_name: str, after: str = "",
@@ -312,12 +298,14 @@ async def restore_page(gw, bucket, name: str, target_name: str, after: str = "",
 
 async def changes(gw, bucket, after: int, limit: int) -> dict:
     """Versions and delete markers written after sequence ``after`` (for replication), oldest
-    first, up to a horizon below which every write is committed: ``upto`` is taken, then a
-    no-op commit on the empty key goes through the group committer behind every write that
-    already has its sequence number (a record gets one just before it is queued, with no
-    await in between). ``horizon`` is where the next call starts: ``upto``, or the last
-    change listed when ``truncated``."""
-    horizon = next_seq()
+    first, up to a horizon below which every write is committed: ``upto`` is taken, kept
+    below the sequence floor of every worker process (:class:`.shared.SeqFloors`: the lowest
+    number of a put still in flight there), then a no-op commit on the empty key goes
+    through this process's group committer behind every write that already has its sequence
+    number (a record gets one just before it is queued, with no await in between).
+    ``horizon`` is where the next call starts: ``upto``, or the last change listed when
+    ``truncated``."""
+    horizon = max(min(next_seq(), gw.floors.lowest() - 1), int(after))
     await gw.commit(bucket, Op("set_meta", key="", version_id="", meta={}))
     limit = max(1, min(int(limit), 5000))
     recs = await gw.run(bucket.index.changes, int(after), horizon, limit + 1)

@@ -2,7 +2,8 @@
 
 Layout under ``data_root``::
 
-    segments/00000001.seg      small objects, appended back to back (index holds offset, size)
+    segments/00000001.seg      small objects, appended back to back (index holds offset, size);
+                               each process appends only to its own (see SegmentStore)
     buckets/<name>/bucket.json bucket settings (written atomically)
     buckets/<name>/index/      SQLite shards (:mod:`.index`)
     buckets/<name>/data/xx/ID  large objects, one file each (multipart: one file per part)
@@ -32,23 +33,44 @@ READ_BLOCK = 1024 * 1024
 
 
 class SegmentStore:
-    """Append-only segment files shared by every bucket; appends happen on the event loop."""
+    """Append-only segment files shared by every bucket; appends happen on the event loop.
+
+    Every process serving the data root (:mod:`.workers`) appends only to segments it made
+    itself: a new segment takes a number no process ever used (above every file and the
+    high-water mark kept in ``segments/LOCK``, under that file's ``flock``) and is created
+    with ``O_EXCL``. Its maker holds an ``flock`` on it from its creation (under the same lock)
+    until its last bytes are fsynced; so a segment nobody holds will never grow again, which
+    is what :meth:`closed_segments` reports to compaction, whatever process made it (or died
+    holding it)."""
 
     def __init__(self, root: str, segment_bytes: int = SEGMENT_SIZE):
         self.segment_bytes = segment_bytes
         self.dir = os.path.join(root, "segments")
         os.makedirs(self.dir, exist_ok=True)
-        ids = [int(n.split(".")[0]) for n in os.listdir(self.dir) if n.endswith(".seg")]
+        self._lock_path = os.path.join(self.dir, "LOCK")
         self._lock = threading.Lock()
         self._read_fds: dict = {}
         self._dirty: set[int] = set()
         self._write_fds: dict[int, int] = {}
         # never append to a segment from a previous run: its tail may be torn
-        self._open_segment(max(ids, default=0) + 1)
+        self._open_segment()
 
-    def _open_segment(self, seg_id: int) -> None:
-        path = os.path.join(self.dir, f"{seg_id:08d}.seg")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    def _ids(self) -> list[int]:
+        return [int(n.split(".")[0]) for n in os.listdir(self.dir) if n.endswith(".seg")]
+
+    def _open_segment(self) -> None:
+        lock = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            high = os.pread(lock, 32, 0).strip()
+            seg_id = max(int(high or 0), max(self._ids(), default=0)) + 1
+            path = os.path.join(self.dir, f"{seg_id:08d}.seg")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX)  # ours until it is closed (see the class doc)
+            os.ftruncate(lock, 0)
+            os.pwrite(lock, str(seg_id).encode(), 0)
+        finally:
+            os.close(lock)
         fsync_dir(self.dir)
         self.seg_id, self.fd, self.offset = seg_id, fd, 0
         self._write_fds[seg_id] = fd
@@ -57,7 +79,10 @@ class SegmentStore:
         """Write ``data`` at the end of the active segment (not yet durable); return its location."""
         with self._lock:
             if self.offset + len(data) > self.segment_bytes and self.offset:
-                self._open_segment(self.seg_id + 1)
+                old = self.seg_id
+                self._open_segment()
+                if old not in self._dirty:  # synced already: closed for good (else sync closes it)
+                    os.close(self._write_fds.pop(old))
             offset = self.offset
             self.offset += len(data)
             seg_id, fd = self.seg_id, self.fd
@@ -81,29 +106,50 @@ class SegmentStore:
                 with self._lock:
                     if seg_id not in self._dirty and self._write_fds.get(seg_id) == fd:
                         del self._write_fds[seg_id]
-                        os.close(fd)
+                        os.close(fd)  # and its flock: closed for good
 
     def closed_segments(self) -> list[tuple[int, int]]:
-        """(segment id, file size) of every segment no longer appended to."""
+        """(segment id, file size) of every segment no process will append to any more."""
         out = []
-        for name in os.listdir(self.dir):
-            if name.endswith(".seg"):
-                seg_id = int(name.split(".")[0])
-                if seg_id < self.seg_id:
-                    out.append((seg_id, os.path.getsize(os.path.join(self.dir, name))))
+        lock = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_SH)  # no segment is between its creation and its flock
+            for seg_id in self._ids():
+                path = os.path.join(self.dir, f"{seg_id:08d}.seg")
+                try:
+                    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    continue
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    out.append((seg_id, os.fstat(fd).st_size))
+                except BlockingIOError:
+                    pass  # a live process appends to it (or has yet to fsync it)
+                finally:
+                    os.close(fd)
+        finally:
+            os.close(lock)
         return sorted(out)
 
     def remove(self, seg_id: int) -> None:
         """Delete a segment nothing refers to any more."""
         with self._lock:
-            if seg_id >= self.seg_id or seg_id in self._dirty:
+            if seg_id in self._write_fds or seg_id in self._dirty:
                 raise ValueError(f"segment {seg_id} is still being written")
-            fd = self._write_fds.pop(seg_id, None)
-            if fd is not None:
-                os.close(fd)
             # readers may hold the file object: dropping it lets the last one close it
             self._read_fds.pop(seg_id, None)
         os.unlink(os.path.join(self.dir, f"{seg_id:08d}.seg"))
+
+    def drop_removed(self) -> None:
+        """Forget read handles of segments that were deleted (by compaction in any process), so
+        their space is freed."""
+        for seg_id, fh in list(self._read_fds.items()):
+            try:
+                gone = os.fstat(fh.fileno()).st_nlink == 0
+            except (OSError, ValueError):
+                gone = True
+            if gone and self._read_fds.get(seg_id) is fh:
+                del self._read_fds[seg_id]
 
     def read(self, loc: dict, size: int, start: int = 0, length: int | None = None) -> bytes:
         """Bytes of a small object (optionally a sub-range)."""

@@ -149,11 +149,10 @@ def expiry_date(ts: float) -> str:
 
 
 class ColdTier:
-    """The gateway's tier state: the lifecycle lock, restores in flight, the I/O budget."""
+    """The gateway's tier state: restores in flight (in this process), the I/O budget."""
 
     def __init__(self, gw):
         self.gw = gw
-        self.pass_lock = asyncio.Lock()
         self.restoring: dict[tuple[str, str, int], asyncio.Task] = {}
         self._budget = None
         self._budget_key = None
@@ -299,7 +298,7 @@ class ColdTier:
 
     def collect_cold_orphans(self, buckets) -> dict:
         """Remove cold files no index entry refers to (a crash between copy and commit) and
-        partial copies in ``tmp/``. Call only with :attr:`pass_lock` held: transitions happen
+        partial copies in ``tmp/``. Call only with :attr:`.core.Gateway.lifecycle_lock` held: transitions happen
         only under it, so no copy is in flight. Restored copies nothing refers to (a crash
         between copy-back and commit) go too, once older than ``RESTORE_ORPHAN_AGE``."""
         stats = {"cold_orphans_removed": 0}

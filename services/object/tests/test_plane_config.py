@@ -88,3 +88,9 @@ def test_strata_up_options():
     opts = vars(parser.parse_args(["--s3-port", "9100", "--s3-domain", "s3.lan", "--s3-domain", "s3.local"]))
     assert up.s3_address({**opts, "host": "0.0.0.0"}) == ("0.0.0.0", 9100)
     assert opts["s3_domains"] == ["s3.lan", "s3.local"]
+    assert opts["s3_workers"] is None  # the gateway's default: the cores
+
+
+def test_strata_up_passes_the_s3_worker_count_to_the_gateway(tmp_path):
+    [spec] = up.daemons(tmp_path, {"s3_port": 9123, "host": "127.0.0.1", "s3_workers": 3})
+    assert spec.argv[-2:] == ["--workers", "3"]
