@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import resource
 import signal
 import socket
 import subprocess
@@ -152,10 +153,12 @@ class Gateway:
     go into the config as they are. ``stop`` then ``start`` keeps its data; ``kill9``
     simulates a crash; ``env`` is extra environment for the next start. ``workers``: its
     ``--workers`` (default ``STRATA_TEST_S3_WORKERS``, else 1: one process, as the tests
-    that do not ask were written for)."""
+    that do not ask were written for). ``nofile``: its file descriptor limit (soft and hard),
+    to run it as on a host with a small one."""
 
     def __init__(self, workdir, users: dict, *, data_root: str | None = None,
-                 admin_token: str = "", workers: int | None = None, **settings):
+                 admin_token: str = "", workers: int | None = None, nofile: int | None = None,
+                 **settings):
         self.workdir = str(workdir)
         self.config_path = os.path.join(self.workdir, "gateway.json")
         self.data_root = data_root or os.path.join(self.workdir, "data")
@@ -166,6 +169,7 @@ class Gateway:
         self.settings = settings
         self.workers = workers or int(os.environ.get("STRATA_TEST_S3_WORKERS") or 1)
         self.env: dict[str, str] = {}
+        self.nofile = nofile
         self.write_config(users)
 
     def write_config(self, users: dict) -> None:
@@ -182,13 +186,17 @@ class Gateway:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "services.object.gateway", "--config", self.config_path,
                  "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers)],
-                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **self.env})
+                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **self.env},
+                preexec_fn=self._limit_files if self.nofile else None)
         try:
             wait_port(self.port, timeout, proc=self.proc, what=f"S3 gateway (see {log_path})")
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _limit_files(self) -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
     def worker_pids(self) -> list[int]:
         """PIDs of its worker processes (none when it serves alone, ``workers=1``)."""

@@ -25,11 +25,13 @@ import contextlib
 import fcntl
 import json
 import os
+import resource
 import sqlite3
 import struct
 import threading
 import time
 import zlib
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -169,31 +171,66 @@ def prepare_shm(db_path: str) -> None:
         os.close(fd)
 
 
+class _OpenShards:
+    """The shards of this process that hold open files (SQLite connections, the flock file),
+    least recently used first. Past :meth:`limit` the oldest are closed until used again, so
+    that a gateway with thousands of buckets stays within its file descriptors (each open
+    shard holds about eight)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._lru: OrderedDict[Shard, None] = OrderedDict()
+        self._limit = 0
+
+    def limit(self) -> int:
+        if not self._limit:  # read late: the gateway raises its own limit when it starts
+            self._limit = max(16, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 20)
+        return self._limit
+
+    def touch(self, shard: "Shard") -> None:
+        """``shard`` is being used: it becomes the newest; the oldest beyond the limit close."""
+        victims = []
+        with self._lock:
+            self._lru[shard] = None
+            self._lru.move_to_end(shard)
+            while len(self._lru) > self.limit():
+                victims.append(self._lru.popitem(last=False)[0])
+        for victim in victims:
+            victim.release()
+
+    def forget(self, shard: "Shard") -> None:
+        with self._lock:
+            self._lru.pop(shard, None)
+
+
+OPEN_SHARDS = _OpenShards()
+
+
 class Shard:
-    """One SQLite database of the index; writes come only from the committer thread."""
+    """One SQLite database of the index; writes come only from the committer thread. Its
+    files are opened on use and may be closed while idle (:data:`OPEN_SHARDS`)."""
 
     MAX_IDLE_READERS = 2
 
     def __init__(self, path: str):
         self.path = path
         self.write_lock = threading.Lock()
-        # writers of every process take this flock before SQLite's write lock: a waiter wakes
-        # the moment it is free (SQLite's own busy handler polls with sleeps of 1-100 ms)
-        self._flock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self._flock_fd: int | None = None
+        self._writer: sqlite3.Connection | None = None
         self._pool_lock = threading.Lock()
         self._idle: list[sqlite3.Connection] = []
         prepare_shm(path)
-        self._writer = self._connect()
-        self._writer.executescript(SCHEMA)
-        db = self._writer
-        db.execute("BEGIN IMMEDIATE")
-        try:  # a shard from before the usage table (or a new one): count it once
-            db.execute("INSERT OR IGNORE INTO usage SELECT 0, COALESCE(SUM(size),0), COUNT(*) "
-                       "FROM versions WHERE marker=0")
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+        with self.writing():
+            db = self._writer
+            db.executescript(SCHEMA)
+            db.execute("BEGIN IMMEDIATE")
+            try:  # a shard from before the usage table (or a new one): count it once
+                db.execute("INSERT OR IGNORE INTO usage SELECT 0, COALESCE(SUM(size),0), COUNT(*) "
+                           "FROM versions WHERE marker=0")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
@@ -204,6 +241,7 @@ class Shard:
     def query(self, sql: str, args=()) -> list:
         """All rows of a read query, on a pooled connection (a few per shard, whatever the
         number of threads, so that many buckets do not exhaust file descriptors)."""
+        OPEN_SHARDS.touch(self)
         with self._pool_lock:
             db = self._idle.pop() if self._idle else None
         if db is None:
@@ -218,20 +256,48 @@ class Shard:
             if db is not None:
                 db.close()
 
+    def release(self) -> None:
+        """Close the files this shard is not using right now (they reopen on next use)."""
+        with self._pool_lock:
+            idle, self._idle = self._idle, []
+        for db in idle:
+            db.close()
+        if self.write_lock.acquire(blocking=False):  # a writer busy now keeps its files
+            try:
+                self._close_writer()
+            finally:
+                self.write_lock.release()
+
+    def _close_writer(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self._flock_fd is not None:
+            os.close(self._flock_fd)
+            self._flock_fd = None
+
     def close(self) -> None:
         """Close every connection (the shard is being deleted)."""
+        OPEN_SHARDS.forget(self)
         with self._pool_lock:
             idle, self._idle = self._idle, []
         for db in idle:
             db.close()
         with self.write_lock:
-            self._writer.close()
-            os.close(self._flock_fd)
+            self._close_writer()
 
     @contextlib.contextmanager
     def writing(self):
-        """Hold the shard's write lock, in this process and across processes."""
+        """Hold the shard's write lock, in this process and across processes; ``_writer`` is
+        open while it is held."""
+        OPEN_SHARDS.touch(self)
         with self.write_lock:
+            if self._flock_fd is None:
+                # writers of every process take this flock before SQLite's write lock: a waiter
+                # wakes the moment it is free (SQLite's busy handler polls with 1-100 ms sleeps)
+                self._flock_fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            if self._writer is None:
+                self._writer = self._connect()
             fcntl.flock(self._flock_fd, fcntl.LOCK_EX)
             try:
                 yield
