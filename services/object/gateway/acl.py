@@ -173,9 +173,11 @@ def owner_xml(user_id: str) -> str:
 
 
 def to_xml(owner: str, grants: list) -> bytes:
-    """The AccessControlPolicy document S3 answers to GET ?acl."""
+    """The AccessControlPolicy document S3 answers to GET ?acl: group grants first, then
+    grants to users (AWS documents no order; radosgw answers so, and S3 conformance suites
+    compare mixed lists in that order)."""
     parts = []
-    for kind, who, perm in grants:
+    for kind, who, perm in sorted(grants, key=lambda grant: grant[0] == "id"):
         if kind == "id":
             grantee = (f'<Grantee xmlns:xsi="{XSI}" xsi:type="CanonicalUser"><ID>{escape(who)}</ID>'
                        f"<DisplayName>{escape(who)}</DisplayName></Grantee>")
