@@ -221,6 +221,11 @@ async def list_objects(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     q = req.query
     v2 = q.get("list-type") == "2"
     prefix, delimiter = q.get("prefix", ""), q.get("delimiter", "")
+    if delimiter and q.get("allow-unordered", "").lower() == "true":
+        # radosgw's extension (clients written for it send it): our listing is always in key
+        # order, which an unordered one may be; like radosgw, it cannot go with a delimiter
+        raise S3Error("InvalidArgument", "allow-unordered cannot be used with a delimiter",
+                      ArgumentName="allow-unordered")
     limit = _max_keys(req)
     enc = _encoder(req)
     if v2:

@@ -250,3 +250,25 @@ def test_list_objects_v1_returns_the_prefix_as_sent(s3, bucket):
     assert [o["Key"] for o in v1["Contents"]] == ["a b/one", "a b/two"]
     grouped = s3.list_objects(Bucket=bucket, Delimiter="/")
     assert [p["Prefix"] for p in grouped["CommonPrefixes"]] == ["a b/"]
+
+
+def test_allow_unordered_listing(s3, bucket):
+    """radosgw's ``allow-unordered=true``: every key, once, across pages; refused with a delimiter."""
+    keys = [f"{d}/{k}" for d in ("abc", "def") for k in ("ink", "jet", "kin")] + ["ado", "zoo"]
+    for key in keys:
+        s3.put_object(Bucket=bucket, Key=key, Body=b"")
+
+    def unordered(**kwargs):
+        kwargs["params"]["url"] += "&allow-unordered=true"
+    s3.meta.events.register("before-call.s3.ListObjects", unordered)
+    s3.meta.events.register("before-call.s3.ListObjectsV2", unordered)
+    try:
+        first = [o["Key"] for o in s3.list_objects(Bucket=bucket, MaxKeys=5)["Contents"]]
+        rest = [o["Key"] for o in s3.list_objects(Bucket=bucket, MaxKeys=5, Marker=first[-1])["Contents"]]
+        assert sorted(first + rest) == sorted(keys)
+        assert len(s3.list_objects_v2(Bucket=bucket, Prefix="abc/")["Contents"]) == 3
+        for call in (s3.list_objects, s3.list_objects_v2):
+            assert error(lambda: call(Bucket=bucket, Delimiter="/")) == (400, "InvalidArgument")
+    finally:
+        s3.meta.events.unregister("before-call.s3.ListObjects", unordered)
+        s3.meta.events.unregister("before-call.s3.ListObjectsV2", unordered)
