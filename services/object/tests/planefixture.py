@@ -9,6 +9,7 @@ import time
 from types import SimpleNamespace
 
 import boto3
+import pytest
 from botocore.config import Config
 
 from services.object import bootstrap, up
@@ -62,3 +63,13 @@ def stop_procs(procs) -> None:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@pytest.fixture
+def plane(api, data_dir, settings):
+    """The plane's S3 gateway for one test, stopped after it (a test module imports this)."""
+    started = start_plane_gateway(api, data_dir, settings)
+    try:
+        yield started
+    finally:
+        stop_procs(started.procs)

@@ -21,24 +21,11 @@ from plane.models import AuditEvent
 from services.object import bootstrap, gatewayconf, service
 from services.object.models import Gateway, S3Key
 from services.object.tasks import reconcile_buckets
-from services.object.tests.planefixture import (
-    s3_client,
-    start_plane_gateway,
-    stop_procs,
-)
+from services.object.tests.planefixture import plane, s3_client  # noqa: F401 (plane: a fixture)
 from services.storage.models import Pool
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture
-def plane(api, data_dir, settings):
-    started = start_plane_gateway(api, data_dir, settings)
-    try:
-        yield started
-    finally:
-        stop_procs(started.procs)
 
 
 def _code(exc_info) -> str:

@@ -11,22 +11,13 @@ from pathlib import Path
 import pytest
 
 from conftest import _user
-from services.object.tests.planefixture import start_plane_gateway, stop_procs
+from services.object.tests.planefixture import plane  # noqa: F401 (plane: a fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[3]
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-
-@pytest.fixture
-def plane(api, data_dir, settings):
-    started = start_plane_gateway(api, data_dir, settings)
-    try:
-        yield started
-    finally:
-        stop_procs(started.procs)
 
 
 def test_bucket_page_shows_every_setting(plane, api, live_server, tmp_path):

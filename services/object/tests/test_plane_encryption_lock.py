@@ -18,19 +18,10 @@ from rest_framework.authtoken.models import Token
 
 from services.object import bootstrap
 from services.object.models import Gateway
-from services.object.tests.planefixture import start_plane_gateway, stop_procs
+from services.object.tests.planefixture import plane  # noqa: F401 (plane: a fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture
-def plane(api, data_dir, settings):
-    started = start_plane_gateway(api, data_dir, settings)
-    try:
-        yield started
-    finally:
-        stop_procs(started.procs)
 
 
 def check_master_key_made_once_sealed_and_kept_apart_from_the_data(plane, data_dir):

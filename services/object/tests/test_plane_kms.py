@@ -20,19 +20,10 @@ from rest_framework.authtoken.models import Token
 from plane.models import AuditEvent
 from plane.secrets import unseal
 from services.object.models import KmsKey
-from services.object.tests.planefixture import start_plane_gateway, stop_procs
+from services.object.tests.planefixture import plane  # noqa: F401 (plane: a fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture
-def plane(api, data_dir, settings):
-    started = start_plane_gateway(api, data_dir, settings)
-    try:
-        yield started
-    finally:
-        stop_procs(started.procs)
 
 
 def error_of(exc_info) -> tuple[int, str]:

@@ -20,7 +20,7 @@ from django_celery_beat.models import PeriodicTask
 
 from plane.celery import app
 from plane.models import Job
-from services.object.tests.planefixture import start_plane_gateway, stop_procs
+from services.object.tests.planefixture import plane  # noqa: F401 (plane: a fixture)
 from services.protection import bucket_replication, tasks
 from services.protection.api import views
 from services.protection.health import service_alerts
@@ -40,15 +40,6 @@ def sha(data: bytes) -> str:
 def body(s3, bucket, key, version=None) -> bytes:
     kw = {"VersionId": version} if version else {}
     return s3.get_object(Bucket=bucket, Key=key, **kw)["Body"].read()
-
-
-@pytest.fixture
-def plane(api, data_dir, settings):
-    started = start_plane_gateway(api, data_dir, settings)
-    try:
-        yield started
-    finally:
-        stop_procs(started.procs)
 
 
 @pytest.fixture
