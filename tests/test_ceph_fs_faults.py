@@ -85,8 +85,10 @@ def test_osd_killed_mid_checkpoint_burst_and_s3_puts_loses_no_acknowledged_write
         _until(lambda: len(shards) >= 8 and len(objects) >= 8, 60, errors)
         ceph_cluster.kill_osd(1)
         before = (len(shards), len(objects))
-        degraded = _wait(lambda: drv.pool_info(pool), lambda i: i.health == "degraded", 60)
-        assert "host1" in degraded.health_detail["failed_domains"]
+        # "degraded" alone may still be the pool settling (PGs not yet active+clean) before the
+        # monitors mark the killed OSD down: wait until the pool names the failed host
+        _wait(lambda: drv.pool_info(pool),
+              lambda i: i.health == "degraded" and "host1" in i.health_detail["failed_domains"], 60)
         # writes go on with one host down
         _until(lambda: len(shards) >= before[0] + 16 and len(objects) >= before[1] + 16, 120,
                errors)

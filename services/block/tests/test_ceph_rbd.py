@@ -123,8 +123,10 @@ def test_killing_an_osd_mid_stream_loses_no_acknowledged_write(qsd, ceph_cluster
             thread.join(0.1)
         ceph_cluster.kill_osd(1)
         before = len(acked)
-        degraded = _wait(lambda: drv.pool_info(pool), lambda i: i.health == "degraded", 60)
-        assert "host1" in degraded.health_detail["failed_domains"]
+        # "degraded" alone may still be the pool settling (PGs not yet active+clean) before the
+        # monitors mark the killed OSD down: wait until the pool names the failed host
+        degraded = _wait(lambda: drv.pool_info(pool),
+                         lambda i: i.health == "degraded" and "host1" in i.health_detail["failed_domains"], 60)
         assert any("osd.1" in r and "host1" in r for r in degraded.health_detail["reasons"])
         assert degraded.health_detail["status"] in ("HEALTH_WARN", "HEALTH_ERR")
         down = [d for d in degraded.devices if d.path == "osd.1"]
