@@ -14,7 +14,6 @@ import functools
 import os
 import random
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from plumbing.process import terminate
 from tests.kit import ROOT as REPO, Gateway, free_port, wait_port
 
 ACCESS, SECRET, REGION = "BENCHKEY", "bench-secret-key", "us-east-1"
@@ -75,16 +75,6 @@ class Server:
         return process_tree_cpu(self.pids())
 
 
-def _stop_popen(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def _binary(name: str) -> str | None:
     for candidate in (os.path.join(os.path.dirname(sys.executable), name), shutil.which(name)):
         if candidate and os.path.exists(candidate):
@@ -132,7 +122,7 @@ def start_moto(workdir: str) -> Server:
     log.close()
     wait_port(port, 60, proc=proc, what="moto_server")
     return Server("moto (memory)", f"http://127.0.0.1:{port}", lambda: [proc.pid],
-                  lambda: _stop_popen(proc), "in memory, no durability")
+                  lambda: terminate(proc, 15), "in memory, no durability")
 
 
 # -- SeaweedFS ---------------------------------------------------------------------------
@@ -178,10 +168,10 @@ def start_weed(workdir: str) -> Server:
             raise Unavailable(f"could not turn SeaweedFS's fsync on: {shell.stdout[-300:]}"
                               f" {shell.stderr[-300:]}")
     except BaseException:
-        _stop_popen(proc)
+        terminate(proc, 15)
         raise
     return Server("SeaweedFS (fsync)", f"http://127.0.0.1:{port}", lambda: [proc.pid],
-                  lambda: _stop_popen(proc), "weed server (master, volume, filer, s3)")
+                  lambda: terminate(proc, 15), "weed server (master, volume, filer, s3)")
 
 
 # -- radosgw on the development Ceph cluster ---------------------------------------------

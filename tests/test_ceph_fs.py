@@ -4,12 +4,12 @@ different active MDS ranks once pinned round-robin.
 """
 import errno
 import os
-import time
 
 import pytest
 
 from dataplane.ceph_fs import mds_rank_for
 from tests.ceph_fs_support import cephfs_pool
+from tests.kit import wait_for
 
 MiB = 1 << 20
 
@@ -44,8 +44,8 @@ def test_quota_refuses_writes_past_it_with_edquot(cephfs):
 def test_job_directories_pinned_round_robin_are_served_by_different_ranks(cephfs):
     """Checkpoint directories of two jobs, pinned to ranks round-robin, end up with two
     different MDS ranks authoritative for them; their shards read back."""
-    ranks = _wait(lambda: cephfs.active_ranks() if len(cephfs.active_ranks()) >= 2 else None,
-                  "two active MDS ranks")
+    ranks = wait_for(lambda: cephfs.active_ranks() if len(cephfs.active_ranks()) >= 2 else None,
+                     60, "two active MDS ranks", interval=0.5)
     fs = cephfs.create_filesystem("p", "ckpt")
     jobs = ["job-a", "job-b"]
     want = {}
@@ -63,18 +63,8 @@ def test_job_directories_pinned_round_robin_are_served_by_different_ranks(cephfs
         seen = cephfs.subtree_ranks("p")
         return seen if all(seen.get(d) == r for d, r in want.items()) else None
 
-    seen = _wait(served, f"subtrees {want} on their ranks")
+    seen = wait_for(served, 60, f"subtrees {want} on their ranks", interval=0.5)
     assert seen["fs/ckpt/job-a"] != seen["fs/ckpt/job-b"]
     for job in jobs:
         with open(os.path.join(fs.path, job, "shard-3"), "rb") as f:
             assert f.read() == job.encode() * 1000
-
-
-def _wait(check, what, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")

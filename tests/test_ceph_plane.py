@@ -11,7 +11,6 @@ import contextlib
 import hashlib
 import os
 import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from services.object import bootstrap
 from services.object import service as object_service
 from services.storage.drivers import driver_for
 from tests.ceph import ceph_pool_body
-from tests.kit import Gateway
+from tests.kit import Gateway, wait_for
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db]
 MiB = 1 << 20
@@ -66,16 +65,6 @@ def cephfs(ceph_cluster):
     files.close()
 
 
-def wait_for(check, what, timeout=90):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def cephfs_sha(cephfs, path: str) -> str:
     """sha256 of a CephFS file read through libcephfs."""
     fd = cephfs.fs.open(path.encode(), "r", 0)
@@ -92,7 +81,7 @@ def cephfs_sha(cephfs, path: str) -> str:
 def test_checkpoint_jobs_on_cephfs_pinned_apart_commit_whole_versions_and_restore(
         api, ceph_pool, cephfs):
     ranks = wait_for(lambda: cephfs.active_ranks() if len(cephfs.active_ranks()) > 1 else None,
-                     "two active MDS ranks")
+                     90, "two active MDS ranks", interval=0.5)
     for job in ("job-a", "job-b"):
         r = api.post("/api/v1/checkpoint-jobs/", {"name": job, "filesystem": "train"},
                      format="json")
@@ -150,7 +139,7 @@ def test_checkpoint_jobs_on_cephfs_pinned_apart_commit_whole_versions_and_restor
     # and the ranks they were pinned to are the ones serving them now
     wanted = {f"fs/train/{job}": rank for job, rank in pins.items()}
     wait_for(lambda: all(cephfs.subtree_ranks(ceph_pool).get(d) == r for d, r in wanted.items()),
-             f"the job directories served by ranks {wanted}")
+             90, f"the job directories served by ranks {wanted}", interval=0.5)
 
     for job in ("job-a", "job-b"):
         latest = api.get(f"/api/v1/checkpoint-jobs/{job}/latest/").json()
@@ -230,4 +219,4 @@ def test_s3_pool_option_puts_the_gateway_data_on_the_ceph_pool(api, ceph_cluster
         # the object's bytes are in the CephFS directory of the gateway's file system
         where = f"/strata/{name}/fs/{gw_row.filesystem.name}".encode()
         wait_for(lambda: int(cephfs.fs.getxattr(where, "ceph.dir.rbytes")) >= len(body),
-                 "the object's bytes counted in the CephFS directory")
+                 90, "the object's bytes counted in the CephFS directory", interval=0.5)
