@@ -59,8 +59,10 @@ def main(argv=None) -> int:
                                                   "secret_key": a.secret_key})
     MiB = 1 << 20
     if a.mode == "save":
+        # parts of 5 MiB past 5 MiB: the ranks' 6 MiB streams go up as multipart uploads
         writer = client.dcp_writer(a.job, a.step, via="s3", thread_count=2,
-                                   part_size=5 * MiB, max_concurrency=4)
+                                   part_size=5 * MiB, max_concurrency=4,
+                                   multipart_threshold=5 * MiB)
         dcp.save(state(a.world, zeros=False), storage_writer=writer)
         if a.rank == 0:
             assert writer.version.state == "committed", writer.version
