@@ -349,7 +349,8 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, help="Strata gateway --workers (default: its own)")
     ap.add_argument("--dcp-shards", type=int, default=4, help="DCP S3 writer: shards (streams)")
     ap.add_argument("--dcp-mib", type=int, default=16, help="DCP S3 writer: MiB a shard")
-    ap.add_argument("--only", choices=("dcp",), help="dcp: only the checkpoint row (starts Strata only)")
+    ap.add_argument("--only", choices=("dcp",),
+                    help="dcp: only the checkpoint row (starts Strata only)")
     ap.add_argument("--workdir", help="where servers keep data (default: $TMPDIR)")
     args = ap.parse_args(argv)
     if args.full:

@@ -53,8 +53,30 @@ MiB = 1 << 20
 METADATA = ".metadata"
 
 
+_CLIENTS: dict = {}  # (pid, endpoint, keys, region, ca bundle, pool) -> client
+_CLIENTS_LOCK = threading.Lock()
+_CLIENTS_KEPT = 8
+
+
 def s3_client(s3: dict, pool: int):
-    """A boto3 client for a Strata gateway whose connection pool fits `pool` threads."""
+    """A boto3 client for a Strata gateway whose connection pool fits `pool` threads.
+
+    Kept for the process: making one costs 0.15-0.5 s of CPU (botocore loads and resolves
+    the S3 model), which every save would pay again since the SDK hands out a new writer a
+    step; botocore clients are safe to share between threads. A forked child makes its own.
+    """
+    key = (os.getpid(), s3["endpoint"], s3["access_key"], s3["secret_key"], s3.get("region"),
+           s3.get("ca_bundle"), pool)
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            client = _CLIENTS[key] = _new_s3_client(s3, pool)
+            while len(_CLIENTS) > _CLIENTS_KEPT:
+                _CLIENTS.pop(next(iter(_CLIENTS)))
+        return client
+
+
+def _new_s3_client(s3: dict, pool: int):
     import boto3
     from botocore.config import Config
 
