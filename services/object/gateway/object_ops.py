@@ -285,7 +285,7 @@ async def get_object(gw: Gateway, req: Request, bucket: Bucket, retry: bool = Tr
     if req.method == "HEAD":
         return Response(status, headers, b"")
     try:
-        stream = await gw.open_reader(rec, start, end, ckey)
+        stream = await gw.open_reader(rec, start, end, ckey, zero_copy=req.zero_copy)
     except FileNotFoundError:
         # overwritten and its files removed between the index read and the open: start again
         if retry:
