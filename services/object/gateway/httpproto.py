@@ -36,7 +36,7 @@ HOLD_LIMIT = 16 * 1024  # writes up to this size may wait for the next one
 ZEROCOPY = "http.response.zerocopysend"
 STALL_SECONDS = 120.0     # a client that takes no byte for this long is cut off
 COPY_BLOCK = 1024 * 1024  # the copying fallback reads this much at a time
-SENDFILE_THREADS = 64     # responses sending at once (each waits on its slow client)
+SENDFILE_THREADS = 256    # responses sending at once (a thread waits on its slow client in poll)
 
 log = logging.getLogger("strata.s3")
 _pool: ThreadPoolExecutor | None = None
