@@ -67,6 +67,23 @@ class WorkerRole:
 MAINTENANCE_SECONDS = 5.0
 
 
+ZERO_COPY_MIN = 64 * 1024  # smaller ranges are read at once: one thread hop, not two
+
+
+class OpenFiles:
+    """A response body of opened file pieces, sent by the server without reading them
+    (``http.response.zerocopysend``); ``close`` when sent."""
+
+    __slots__ = ("handles",)
+
+    def __init__(self, handles: list):
+        self.handles = handles   # [(file object, offset, length)]
+
+    def close(self) -> None:
+        for fh, _, _ in self.handles:
+            fh.close()
+
+
 @dataclass
 class Stored:
     """Where a body went and what it hashed to."""
@@ -261,11 +278,14 @@ class Gateway:
     # -- reading ---------------------------------------------------------------------------
 
     async def open_reader(self, rec: Record, start: int = 0, end: int | None = None,
-                          ckey: sse.CustomerKey | None = None) -> bytes | AsyncIterator[bytes]:
+                          ckey: sse.CustomerKey | None = None,
+                          zero_copy: bool = False) -> bytes | AsyncIterator[bytes] | OpenFiles:
         """Open an object's bytes [start, end) now (so a concurrent overwrite that removes the
         old files cannot break a response whose headers are already sent) and stream them
         (decrypted, with the customer's key ``ckey`` for SSE-C); a plaintext range of at most
-        one block comes read already (one response body, no stream)."""
+        one block comes read already (one response body, no stream). ``zero_copy``: the
+        caller can send files as they are (``sendfile``), so plaintext ranges of files of at
+        least ZERO_COPY_MIN come as :class:`OpenFiles`, unread."""
         end = rec.size if end is None else end
         if end <= start:
             return self.read(rec, start, end)
@@ -276,6 +296,8 @@ class Gateway:
             # small reads are page-cache hits as a rule: a thread hop (and GIL hand-off) costs more
             return self.segments.read(loc, rec.size, start, end - start)
         pieces = file_ranges(loc, rec.size, start, end)
+        if zero_copy and end - start >= ZERO_COPY_MIN:
+            return OpenFiles(await self.run(open_pieces, pieces))
         if end - start <= READ_BLOCK:  # one block: opened and read in one thread hop, one body
             return await self.run(read_pieces, pieces)
         handles = await self.run(open_pieces, pieces)
