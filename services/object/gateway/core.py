@@ -76,6 +76,7 @@ class Stored:
     md5_hex: str
     checksums: dict
     in_segment: bool
+    data: bytes | None = None   # a deferred small body: appended by the commit (loc is empty)
 
 
 class Gateway:
@@ -161,17 +162,23 @@ class Gateway:
         """Run blocking ``fn(*args)`` on the I/O thread pool."""
         return await asyncio.get_running_loop().run_in_executor(self.io, fn, *args)
 
-    async def commit(self, bucket: Bucket, op: Op, in_segment: bool = False) -> OpResult:
-        """Durably apply one index op (group-committed with concurrent ones)."""
+    async def commit(self, bucket: Bucket, op: Op, in_segment: bool = False,
+                     stored: Stored | None = None) -> OpResult:
+        """Durably apply one index op (group-committed with concurrent ones); given the
+        ``stored`` body of :meth:`store_body` with ``defer``, the commit appends its bytes."""
+        if stored is not None and stored.data is not None:
+            return await self.committer.commit(bucket.index, op, stored.data)
         return await self.committer.commit(bucket.index, op, in_segment)
 
     # -- writing ---------------------------------------------------------------------------
 
     async def store_body(self, bucket: Bucket, body: BodySource, headers: dict[str, str],
                          dest_dir: str | None = None, force_file: bool = False,
-                         cipher: sse.ChunkCipher | None = None) -> Stored:
+                         cipher: sse.ChunkCipher | None = None, defer: bool = False) -> Stored:
         """Receive and durably store a body (not yet visible: the caller commits the index);
-        with a ``cipher`` the bytes are stored encrypted (:mod:`.sse`)."""
+        with a ``cipher`` the bytes are stored encrypted (:mod:`.sse`). ``defer``: a small
+        body is not appended here but kept in ``Stored.data``, for :meth:`commit` (given
+        ``stored``) to append with the rest of its batch, in one write off the event loop."""
         size = body.size
         if size is not None and size > MAX_OBJECT_SIZE:
             raise S3Error("EntityTooLarge")
@@ -181,8 +188,11 @@ class Gateway:
             data = await body.read_all(SMALL_OBJECT_LIMIT)
             digests.update(data)
             checks = digests.verify(headers, body.trailers, body.payload_hash)
-            loc = self.segments.append(cipher.seal_all(data) if cipher else data)
-            return Stored(loc, len(data), digests.md5.hexdigest(), checks, True)
+            if cipher:
+                data = cipher.seal_all(data)
+            if defer:
+                return Stored({}, digests.size, digests.md5.hexdigest(), checks, True, data)
+            return Stored(self.segments.append(data), digests.size, digests.md5.hexdigest(), checks, True)
         writer = LargeFileWriter(self.root, dest_dir or bucket.data_dir, in_place=True, pool=self.disk)
         try:
             await self._pump(body.stream(), writer, digests, size, cipher)
