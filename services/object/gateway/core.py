@@ -30,7 +30,7 @@ from .compaction import INTERVAL_SECONDS, collect_all_orphans, compaction_loop
 from .lifecycle import lifecycle_loop
 from .config import ConfigWatcher
 from .errors import S3Error
-from .index import Op, OpResult, Record, next_seq, set_seq_slot
+from .index import INDEX_SHARDS, Op, OpResult, Record, next_seq, set_seq_slot
 from .shared import MAX_WORKERS, FileLock, Generation, SeqFloors, run_dir
 from .snapshots import deleting_version
 from . import objectlock, sse
@@ -82,7 +82,7 @@ class Stored:
 class Gateway:
     """Everything a request handler needs: config, buckets, segments, committer, I/O threads."""
 
-    def __init__(self, config_path: str, index_shards: int = 8, role: WorkerRole | None = None):
+    def __init__(self, config_path: str, index_shards: int | None = None, role: WorkerRole | None = None):
         self.watcher = ConfigWatcher(config_path)
         root = self.watcher.config["data_root"]
         os.makedirs(root, exist_ok=True)
@@ -99,7 +99,7 @@ class Gateway:
         # one lifecycle pass, one compaction at a time, whichever process asks
         self.lifecycle_lock = FileLock(os.path.join(run_dir(root), "lifecycle.lock"))
         self.compaction_lock = FileLock(os.path.join(run_dir(root), "compaction.lock"))
-        self.buckets = BucketStore(root, index_shards)
+        self.buckets = BucketStore(root, index_shards or int(self.watcher.config.get("index_shards") or INDEX_SHARDS))
         self.segments = SegmentStore(root, int(self.watcher.config.get("segment_bytes") or SEGMENT_SIZE))
         self.background: list[asyncio.Task] = []
         self.committer: GroupCommitter | None = None
