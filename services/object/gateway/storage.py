@@ -46,7 +46,8 @@ def _pwritev_all(fd: int, blocks: list, offset: int) -> None:
 
 
 class SegmentStore:
-    """Append-only segment files shared by every bucket; appends happen on the event loop.
+    """Append-only segment files shared by every bucket; appends come from the event loop
+    (copies, compaction) and from the group committer's thread (a batch of small PUTs).
 
     Every process serving the data root (:mod:`.workers`) appends only to segments it made
     itself: a new segment takes a number no process ever used (above every file and the
