@@ -65,7 +65,7 @@ CREATE TABLE IF NOT EXISTS usage (
 
 # Index shards of a new bucket (an existing bucket keeps the number it has on disk; the config
 # may set another, "index_shards"). Each shard a batch touches costs one transaction and one
-# WAL fsync in every group commit: with 8, a batch of 16 small PUTs paid ~8 fsyncs and ~0.4 ms
+# WAL fsync in every group commit: with 8, a batch of ~12 small PUTs paid ~8 fsyncs and ~0.4 ms
 # of committer CPU per PUT; with 2, ~3 fsyncs and ~0.2 ms. Two still let two worker
 # processes commit at once (each one shard while the other takes the next).
 INDEX_SHARDS = 2
@@ -333,8 +333,8 @@ class Shard:
     @staticmethod
     def _apply_puts(db, ops: list[Op]) -> list[OpResult]:
         """What :meth:`_apply_one` does for each of ``ops`` (unconditional puts of distinct
-        keys), in a few statements for all of them: each SQLite call hands the GIL over, so
-        one call per batch instead of four per op is most of the committer's CPU saved."""
+        keys), in three statements for all of them instead of four per op: each SQLite call
+        hands the GIL over (to the event loop, and back after up to a switch interval)."""
         results = [OpResult() for _ in ops]
         by_key = {op.record.key: res for op, res in zip(ops, results)}
         unversioned = [op.record.key for op in ops if not op.versioned]
