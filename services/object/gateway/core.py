@@ -30,7 +30,7 @@ from .compaction import INTERVAL_SECONDS, collect_all_orphans, compaction_loop
 from .lifecycle import lifecycle_loop
 from .config import ConfigWatcher
 from .errors import S3Error
-from .index import Op, OpResult, Record, next_seq, set_seq_slot
+from .index import INDEX_SHARDS, Op, OpResult, Record, next_seq, set_seq_slot
 from .shared import MAX_WORKERS, FileLock, Generation, SeqFloors, run_dir
 from .snapshots import deleting_version
 from . import objectlock, sse
@@ -93,12 +93,13 @@ class Stored:
     md5_hex: str
     checksums: dict
     in_segment: bool
+    data: bytes | None = None   # a deferred small body: appended by the commit (loc is empty)
 
 
 class Gateway:
     """Everything a request handler needs: config, buckets, segments, committer, I/O threads."""
 
-    def __init__(self, config_path: str, index_shards: int = 8, role: WorkerRole | None = None):
+    def __init__(self, config_path: str, index_shards: int | None = None, role: WorkerRole | None = None):
         self.watcher = ConfigWatcher(config_path)
         root = self.watcher.config["data_root"]
         os.makedirs(root, exist_ok=True)
@@ -115,7 +116,7 @@ class Gateway:
         # one lifecycle pass, one compaction at a time, whichever process asks
         self.lifecycle_lock = FileLock(os.path.join(run_dir(root), "lifecycle.lock"))
         self.compaction_lock = FileLock(os.path.join(run_dir(root), "compaction.lock"))
-        self.buckets = BucketStore(root, index_shards)
+        self.buckets = BucketStore(root, index_shards or int(self.watcher.config.get("index_shards") or INDEX_SHARDS))
         self.segments = SegmentStore(root, int(self.watcher.config.get("segment_bytes") or SEGMENT_SIZE))
         self.background: list[asyncio.Task] = []
         self.committer: GroupCommitter | None = None
@@ -178,17 +179,23 @@ class Gateway:
         """Run blocking ``fn(*args)`` on the I/O thread pool."""
         return await asyncio.get_running_loop().run_in_executor(self.io, fn, *args)
 
-    async def commit(self, bucket: Bucket, op: Op, in_segment: bool = False) -> OpResult:
-        """Durably apply one index op (group-committed with concurrent ones)."""
+    async def commit(self, bucket: Bucket, op: Op, in_segment: bool = False,
+                     stored: Stored | None = None) -> OpResult:
+        """Durably apply one index op (group-committed with concurrent ones); given the
+        ``stored`` body of :meth:`store_body` with ``defer``, the commit appends its bytes."""
+        if stored is not None and stored.data is not None:
+            return await self.committer.commit(bucket.index, op, stored.data)
         return await self.committer.commit(bucket.index, op, in_segment)
 
     # -- writing ---------------------------------------------------------------------------
 
     async def store_body(self, bucket: Bucket, body: BodySource, headers: dict[str, str],
                          dest_dir: str | None = None, force_file: bool = False,
-                         cipher: sse.ChunkCipher | None = None) -> Stored:
+                         cipher: sse.ChunkCipher | None = None, defer: bool = False) -> Stored:
         """Receive and durably store a body (not yet visible: the caller commits the index);
-        with a ``cipher`` the bytes are stored encrypted (:mod:`.sse`)."""
+        with a ``cipher`` the bytes are stored encrypted (:mod:`.sse`). ``defer``: a small
+        body is not appended here but kept in ``Stored.data``, for :meth:`commit` (given
+        ``stored``) to append with the rest of its batch, in one write off the event loop."""
         size = body.size
         if size is not None and size > MAX_OBJECT_SIZE:
             raise S3Error("EntityTooLarge")
@@ -198,8 +205,11 @@ class Gateway:
             data = await body.read_all(SMALL_OBJECT_LIMIT)
             digests.update(data)
             checks = digests.verify(headers, body.trailers, body.payload_hash)
-            loc = self.segments.append(cipher.seal_all(data) if cipher else data)
-            return Stored(loc, len(data), digests.md5.hexdigest(), checks, True)
+            if cipher:
+                data = cipher.seal_all(data)
+            if defer:
+                return Stored({}, digests.size, digests.md5.hexdigest(), checks, True, data)
+            return Stored(self.segments.append(data), digests.size, digests.md5.hexdigest(), checks, True)
         writer = LargeFileWriter(self.root, dest_dir or bucket.data_dir, in_place=True, pool=self.disk)
         try:
             await self._pump(body.stream(), writer, digests, size, cipher)

@@ -247,13 +247,13 @@ async def put_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     meta.update(objectlock.for_new_version(bucket, headers))
     wk = sse.for_write(gw.keyring, headers, bucket)
     cipher = wk.cipher() if wk else None
-    stored = await gw.store_body(bucket, body, headers, cipher=cipher)
+    stored = await gw.store_body(bucket, body, headers, cipher=cipher, defer=True)
     meta["ck"] = stored.checksums
     if wk:
         meta["sse"] = wk.meta(cipher.np)
     rec = gw.make_record(bucket, req.key, stored, sse.etag_for(wk, stored.md5_hex), meta)
     result = await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled", **conditions),
-                             stored.in_segment)
+                             stored.in_segment, stored)
     if result.precondition:
         if not stored.in_segment:
             await gw.run(remove_location, stored.loc)
