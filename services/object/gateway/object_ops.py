@@ -12,6 +12,7 @@ from .buckets import Bucket
 from .core import Gateway
 from .errors import S3Error, child_text, el, parse_xml, xml_doc
 from .index import Op, Record
+from .lifecycle import add_expiration
 from .access import check_access, check_foreign_object, may_bypass_governance, new_object_acl
 from .request import Request, Response, xml_response
 from .storage import remove_location
@@ -247,6 +248,8 @@ async def put_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         out["x-amz-version-id"] = rec.version_id
     for algo, value in stored.checksums.items():
         out[f"x-amz-checksum-{algo}"] = value
+    if bucket.settings.get("lifecycle"):
+        add_expiration(gw, bucket, rec, out)
     return Response(200, out)
 
 
@@ -263,6 +266,8 @@ async def get_object(gw: Gateway, req: Request, bucket: Bucket, retry: bool = Tr
     headers = object_headers(rec, bool(bucket.versioning), gw.keyring)
     if ckey:
         headers[sse.CUSTOMER + "key-md5"] = ckey.md5
+    if bucket.settings.get("lifecycle") and "versionId" not in req.query:
+        add_expiration(gw, bucket, rec, headers)
     restore = gw.cold.restore_header(bucket, rec) if rec.tier != "hot" else None
     if restore:
         headers["x-amz-restore"] = restore
@@ -441,6 +446,8 @@ async def copy_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         headers["x-amz-version-id"] = rec.version_id
     if src.version_id != "null":
         headers["x-amz-copy-source-version-id"] = src.version_id
+    if bucket.settings.get("lifecycle"):
+        add_expiration(gw, bucket, rec, headers)
     return xml_response(xml_doc("CopyObjectResult", el("LastModified", iso_time(rec.mtime))
                                 + el("ETag", f'"{etag}"')), headers=headers)
 
