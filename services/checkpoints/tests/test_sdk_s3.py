@@ -24,7 +24,8 @@ torch = pytest.importorskip("torch", reason="the DCP helpers need torch==2.13.0"
 pytest.importorskip("boto3", reason="the S3 path needs boto3")
 import torch.distributed.checkpoint as dcp  # noqa: E402
 
-from services.checkpoints.tests.dcp_s3_ranks import SMALL, expected_big  # noqa: E402
+from services.checkpoints.tests.dcp_s3_ranks import BIG, SMALL  # noqa: E402
+from tests.dcp_state import expected_big  # noqa: E402
 from services.object.tests.gatewayproc import ACCESS, SECRET, GatewayProcess  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
@@ -192,12 +193,12 @@ def test_two_ranks_save_and_async_save_through_s3_load_with_one_and_three(client
 
     # one process (no process group) loads the sharded tensor whole, from both ranks' objects
     for version in (first, None):  # step 10, then the latest (11)
-        target = {"big": torch.zeros(expected_big().numel()),
+        target = {"big": torch.zeros(expected_big(BIG).numel()),
                   **{f"small.{i}": torch.zeros(16) for i in range(SMALL)},
                   "extra": {"step": 0, "name": ""}}
         with client.dcp_reader("llm", version) as reader:
             dcp.load(target, storage_reader=reader)
-        assert torch.equal(target["big"], expected_big())
+        assert torch.equal(target["big"], expected_big(BIG))
         assert all(torch.equal(target[f"small.{i}"], torch.full((16,), float(i)))
                    for i in range(SMALL))
         assert target["extra"] == {"step": 7, "name": "strata"}
