@@ -99,11 +99,18 @@ def test_filters_by_tag_and_size_bounds_and_expiration_header(short_day_gateway)
     assert s3.head_object(Bucket="lcf", Key="t/both")["Expiration"] == put["Expiration"]
     assert s3.get_object(Bucket="lcf", Key="t/both")["Expiration"] == put["Expiration"]
     assert "Expiration" not in s3.head_object(Bucket="lcf", Key="t/one")
+    copied = s3.copy_object(Bucket="lcf", Key="t/copy", CopySource={"Bucket": "lcf", "Key": "t/both"})
+    assert copied["Expiration"].endswith('rule-id="tagged"')   # the copy keeps the source's tags
+    up = s3.create_multipart_upload(Bucket="lcf", Key="t/mp", Tagging="tmp=yes&k=v")["UploadId"]
+    etag = s3.upload_part(Bucket="lcf", Key="t/mp", UploadId=up, PartNumber=1, Body=b"m")["ETag"]
+    done = s3.complete_multipart_upload(Bucket="lcf", Key="t/mp", UploadId=up,
+                                        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
+    assert done["Expiration"].endswith('rule-id="tagged"')
     s3.put_object(Bucket="lcf", Key="s/tiny", Body=b"1")
     assert s3.put_object(Bucket="lcf", Key="s/mid", Body=b"12345")["Expiration"].endswith('rule-id="small"')
     s3.put_object(Bucket="lcf", Key="s/big", Body=b"x" * 10)
     time.sleep(2.2)
     stats = GatewayAdminClient(gw.endpoint, ADMIN_TOKEN).apply_lifecycle()
-    assert stats["expired"] == 2
+    assert stats["expired"] == 4
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="lcf")["Contents"]]
     assert keys == ["s/big", "s/tiny", "t/none", "t/one"]
