@@ -11,8 +11,9 @@ from plumbing.errors import is_disk_full
 from . import access, acl_ops, admin, bucket_ops, bucket_tagging, cors, foreground, multipart, object_ops, \
     post_object, protection_ops, unconfigured
 from .auth import authenticate
-from .core import Gateway, WorkerRole
+from .core import Gateway, OpenFiles, WorkerRole
 from .errors import S3Error
+from .httpproto import ZEROCOPY
 from .request import Request, Response
 
 log = logging.getLogger("strata.s3")
@@ -106,7 +107,8 @@ class S3App:
             return message
 
         req = Request(scope["method"], raw_path, raw_query, headers, query, receive=tracked_receive,
-                      client=(scope.get("client") or ("", 0))[0], scheme=scope.get("scheme", "http"))
+                      client=(scope.get("client") or ("", 0))[0], scheme=scope.get("scheme", "http"),
+                      zero_copy=ZEROCOPY in (scope.get("extensions") or ()))
         try:
             path = unquote(raw_path)
             if path.startswith(ADMIN_PREFIX) or path == ADMIN_PREFIX.rstrip("/"):
@@ -148,6 +150,9 @@ class S3App:
             headers.append((b"content-length", b"%d" % len(body)))
         headers += [(name.lower().encode("latin-1"), str(value).encode("latin-1", "replace"))
                     for name, value in resp.headers.items()]
+        if isinstance(body, OpenFiles):
+            await self._send_files(send, resp.status, headers, body)
+            return
         try:
             await send({"type": "http.response.start", "status": resp.status, "headers": headers})
             if not streaming:
@@ -158,6 +163,19 @@ class S3App:
             await send({"type": "http.response.body", "body": b""})
         except OSError:
             pass  # client went away
+
+    @staticmethod
+    async def _send_files(send, status: int, headers: list, body: OpenFiles) -> None:
+        """A body of opened files, each piece sent by the server with sendfile (see .httpproto)."""
+        try:
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            for fh, offset, length in body.handles:
+                await send({"type": ZEROCOPY, "file": fh, "offset": offset, "count": length, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+        except OSError:
+            pass  # client went away
+        finally:
+            body.close()
 
     async def _s3(self, req: Request) -> Response:
         gw = self.gw

@@ -50,9 +50,10 @@ class Body:
         # the payload hash to verify against the body, when it is a real digest
         self.payload_hash = mode if len(mode) == 64 else None
 
-    async def raw(self) -> AsyncIterator[bytes]:
-        """Bytes as received, checked against Content-Length."""
-        got = 0
+    async def raw(self, already: int = 0) -> AsyncIterator[bytes]:
+        """Bytes as received, checked against Content-Length (``already``: bytes of it that
+        were received before)."""
+        got = already
         more = True
         while more:
             message = await self.receive()
@@ -76,8 +77,36 @@ class Body:
 
     async def read_all(self, limit: int = 64 << 20) -> bytes:
         """The whole body in memory (only for small XML documents and small objects)."""
+        if self.chunked:
+            return await self._join(self._dechunk(), limit)
+        # a body that arrives in one message (the rule for a small PUT) is returned as it is:
+        # no copy, and no async generator between it and the server
+        message = await self.receive()
+        if message["type"] == "http.disconnect":
+            raise S3Error("IncompleteBody")
+        data = message.get("body", b"")
+        if message.get("more_body", False):
+            return await self._join(self._rest(data), limit)
+        if self.content_length is not None and len(data) != self.content_length:
+            raise S3Error("IncompleteBody", "The body is longer than Content-Length"
+                          if len(data) > self.content_length else None)
+        if len(data) > limit:
+            raise S3Error("EntityTooLarge", f"This request body may not exceed {limit} bytes")
+        return data
+
+    async def _rest(self, first: bytes) -> AsyncIterator[bytes]:
+        """``first`` (already received), then the rest of :meth:`raw`."""
+        if self.content_length is not None and len(first) > self.content_length:
+            raise S3Error("IncompleteBody", "The body is longer than Content-Length")
+        if first:
+            yield first
+        async for data in self.raw(already=len(first)):
+            yield data
+
+    @staticmethod
+    async def _join(chunks: AsyncIterator[bytes], limit: int) -> bytes:
         first, out = b"", None  # a body that arrives in one piece is returned as it is (no copy)
-        async for data in self.stream():
+        async for data in chunks:
             if out is None and not first:
                 first = data
             else:

@@ -30,7 +30,7 @@ from .compaction import INTERVAL_SECONDS, collect_all_orphans, compaction_loop
 from .lifecycle import lifecycle_loop
 from .config import ConfigWatcher
 from .errors import S3Error
-from .index import Op, OpResult, Record, next_seq, set_seq_slot
+from .index import INDEX_SHARDS, Op, OpResult, Record, next_seq, set_seq_slot
 from .shared import MAX_WORKERS, FileLock, Generation, SeqFloors, run_dir
 from .snapshots import deleting_version
 from . import objectlock, sse
@@ -67,6 +67,23 @@ class WorkerRole:
 MAINTENANCE_SECONDS = 5.0
 
 
+ZERO_COPY_MIN = 64 * 1024  # smaller ranges are read at once: one thread hop, not two
+
+
+class OpenFiles:
+    """A response body of opened file pieces, sent by the server without reading them
+    (``http.response.zerocopysend``); ``close`` when sent."""
+
+    __slots__ = ("handles",)
+
+    def __init__(self, handles: list):
+        self.handles = handles   # [(file object, offset, length)]
+
+    def close(self) -> None:
+        for fh, _, _ in self.handles:
+            fh.close()
+
+
 @dataclass
 class Stored:
     """Where a body went and what it hashed to."""
@@ -76,12 +93,13 @@ class Stored:
     md5_hex: str
     checksums: dict
     in_segment: bool
+    data: bytes | None = None   # a deferred small body: appended by the commit (loc is empty)
 
 
 class Gateway:
     """Everything a request handler needs: config, buckets, segments, committer, I/O threads."""
 
-    def __init__(self, config_path: str, index_shards: int = 8, role: WorkerRole | None = None):
+    def __init__(self, config_path: str, index_shards: int | None = None, role: WorkerRole | None = None):
         self.watcher = ConfigWatcher(config_path)
         root = self.watcher.config["data_root"]
         os.makedirs(root, exist_ok=True)
@@ -98,7 +116,7 @@ class Gateway:
         # one lifecycle pass, one compaction at a time, whichever process asks
         self.lifecycle_lock = FileLock(os.path.join(run_dir(root), "lifecycle.lock"))
         self.compaction_lock = FileLock(os.path.join(run_dir(root), "compaction.lock"))
-        self.buckets = BucketStore(root, index_shards)
+        self.buckets = BucketStore(root, index_shards or int(self.watcher.config.get("index_shards") or INDEX_SHARDS))
         self.segments = SegmentStore(root, int(self.watcher.config.get("segment_bytes") or SEGMENT_SIZE))
         self.background: list[asyncio.Task] = []
         self.committer: GroupCommitter | None = None
@@ -161,17 +179,23 @@ class Gateway:
         """Run blocking ``fn(*args)`` on the I/O thread pool."""
         return await asyncio.get_running_loop().run_in_executor(self.io, fn, *args)
 
-    async def commit(self, bucket: Bucket, op: Op, in_segment: bool = False) -> OpResult:
-        """Durably apply one index op (group-committed with concurrent ones)."""
+    async def commit(self, bucket: Bucket, op: Op, in_segment: bool = False,
+                     stored: Stored | None = None) -> OpResult:
+        """Durably apply one index op (group-committed with concurrent ones); given the
+        ``stored`` body of :meth:`store_body` with ``defer``, the commit appends its bytes."""
+        if stored is not None and stored.data is not None:
+            return await self.committer.commit(bucket.index, op, stored.data)
         return await self.committer.commit(bucket.index, op, in_segment)
 
     # -- writing ---------------------------------------------------------------------------
 
     async def store_body(self, bucket: Bucket, body: BodySource, headers: dict[str, str],
                          dest_dir: str | None = None, force_file: bool = False,
-                         cipher: sse.ChunkCipher | None = None) -> Stored:
+                         cipher: sse.ChunkCipher | None = None, defer: bool = False) -> Stored:
         """Receive and durably store a body (not yet visible: the caller commits the index);
-        with a ``cipher`` the bytes are stored encrypted (:mod:`.sse`)."""
+        with a ``cipher`` the bytes are stored encrypted (:mod:`.sse`). ``defer``: a small
+        body is not appended here but kept in ``Stored.data``, for :meth:`commit` (given
+        ``stored``) to append with the rest of its batch, in one write off the event loop."""
         size = body.size
         if size is not None and size > MAX_OBJECT_SIZE:
             raise S3Error("EntityTooLarge")
@@ -181,8 +205,11 @@ class Gateway:
             data = await body.read_all(SMALL_OBJECT_LIMIT)
             digests.update(data)
             checks = digests.verify(headers, body.trailers, body.payload_hash)
-            loc = self.segments.append(cipher.seal_all(data) if cipher else data)
-            return Stored(loc, len(data), digests.md5.hexdigest(), checks, True)
+            if cipher:
+                data = cipher.seal_all(data)
+            if defer:
+                return Stored({}, digests.size, digests.md5.hexdigest(), checks, True, data)
+            return Stored(self.segments.append(data), digests.size, digests.md5.hexdigest(), checks, True)
         writer = LargeFileWriter(self.root, dest_dir or bucket.data_dir, in_place=True, pool=self.disk)
         try:
             await self._pump(body.stream(), writer, digests, size, cipher)
@@ -261,11 +288,14 @@ class Gateway:
     # -- reading ---------------------------------------------------------------------------
 
     async def open_reader(self, rec: Record, start: int = 0, end: int | None = None,
-                          ckey: sse.CustomerKey | None = None) -> bytes | AsyncIterator[bytes]:
+                          ckey: sse.CustomerKey | None = None,
+                          zero_copy: bool = False) -> bytes | AsyncIterator[bytes] | OpenFiles:
         """Open an object's bytes [start, end) now (so a concurrent overwrite that removes the
         old files cannot break a response whose headers are already sent) and stream them
         (decrypted, with the customer's key ``ckey`` for SSE-C); a plaintext range of at most
-        one block comes read already (one response body, no stream)."""
+        one block comes read already (one response body, no stream). ``zero_copy``: the
+        caller can send files as they are (``sendfile``), so plaintext ranges of files of at
+        least ZERO_COPY_MIN come as :class:`OpenFiles`, unread."""
         end = rec.size if end is None else end
         if end <= start:
             return self.read(rec, start, end)
@@ -276,6 +306,8 @@ class Gateway:
             # small reads are page-cache hits as a rule: a thread hop (and GIL hand-off) costs more
             return self.segments.read(loc, rec.size, start, end - start)
         pieces = file_ranges(loc, rec.size, start, end)
+        if zero_copy and end - start >= ZERO_COPY_MIN:
+            return OpenFiles(await self.run(open_pieces, pieces))
         if end - start <= READ_BLOCK:  # one block: opened and read in one thread hop, one body
             return await self.run(read_pieces, pieces)
         handles = await self.run(open_pieces, pieces)

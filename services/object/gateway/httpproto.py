@@ -1,5 +1,5 @@
 """The HTTP protocol the gateway serves with: uvicorn's httptools protocol, with the writes
-one event-loop step makes sent together.
+one event-loop step makes sent together, and zero-copy bodies from files.
 
 uvicorn writes a response's status line and headers, then its body, as two transport writes,
 and uvloop sends each at once: two system calls, two TCP segments and two wake-ups of the
@@ -7,14 +7,49 @@ client for every small response (a 4 KiB GET, any PUT's 200). Here a small write
 until the next write or the end of the loop step, whichever comes first, and then leaves with
 it in one ``writev``. Nothing waits longer than the step that wrote it; large writes (bodies
 streamed in blocks) are never held.
+
+Zero-copy: on plain TCP (not TLS) the scope offers ASGI's ``http.response.zerocopysend``
+extension. A message ``{"type": "http.response.zerocopysend", "file": FILE, "offset": N,
+"count": N, "more_body": bool}`` sends those bytes of an open file with ``sendfile(2)``: the
+kernel moves them from the page cache to the socket, never through Python's memory. It runs
+on a thread of its own (a cold file would otherwise hold the event loop while the disk
+reads), which waits for the socket to take more when it is full. The thread works on
+duplicates of the socket's and the file's descriptors, so a connection closed or a file
+closed meanwhile can never make it write elsewhere; the response's headers, still held,
+leave from the same thread just before the body (``MSG_MORE``: one segment with its first
+bytes). When uvloop still has earlier bytes of the connection buffered, the body is read and
+written through the transport instead (the same bytes, copied).
 """
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import select
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 HOLD_LIMIT = 16 * 1024  # writes up to this size may wait for the next one
+ZEROCOPY = "http.response.zerocopysend"
+STALL_SECONDS = 120.0     # a client that takes no byte for this long is cut off
+COPY_BLOCK = 1024 * 1024  # the copying fallback reads this much at a time
+SENDFILE_THREADS = 256    # responses sending at once (a thread waits on its slow client in poll)
+
+log = logging.getLogger("strata.s3")
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(SENDFILE_THREADS, thread_name_prefix="s3-sendfile")
+    return _pool
 
 
 class CoalescingTransport:
@@ -45,6 +80,11 @@ class CoalescingTransport:
         if held is not None and not self._transport.is_closing():
             self._transport.write(held)
 
+    def take_held(self) -> bytes:
+        """What is held, taken out (the caller sends it itself)."""
+        held, self._held = self._held, None
+        return held or b""
+
     def close(self) -> None:
         self.flush()
         self._transport.close()
@@ -60,8 +100,143 @@ class CoalescingTransport:
         return getattr(self._transport, name)
 
 
+def _wait_writable(fd: int) -> None:
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    if not poller.poll(STALL_SECONDS * 1000):
+        raise TimeoutError(f"the client took no byte for {STALL_SECONDS:.0f} s")
+
+
+def send_file_blocking(sock_fd: int, head: bytes, file_fd: int, offset: int, count: int) -> None:
+    """Send ``head`` then bytes [offset, offset + count) of ``file_fd`` on the non-blocking
+    socket ``sock_fd``, waiting whenever it is full (a worker thread; both descriptors are
+    the caller's duplicates and are closed here)."""
+    sock = socket.socket(fileno=sock_fd)
+    try:
+        view = memoryview(head)
+        while view:
+            try:
+                view = view[sock.send(view, socket.MSG_MORE if count else 0):]
+            except BlockingIOError:
+                _wait_writable(sock_fd)
+        while count > 0:
+            try:
+                sent = os.sendfile(sock_fd, file_fd, offset, count)
+            except BlockingIOError:
+                _wait_writable(sock_fd)
+                continue
+            if sent == 0:
+                raise EOFError("the file is shorter than the response says")
+            offset += sent
+            count -= sent
+    finally:
+        sock.close()
+        os.close(file_fd)
+
+
+def _read_block(fd: int, offset: int, length: int) -> bytes:
+    data = os.pread(fd, length, offset)
+    if not data:
+        raise EOFError("the file is shorter than the response says")
+    return data
+
+
+class ZeroCopySender:
+    """The ``send`` of one request/response cycle, with ``http.response.zerocopysend``."""
+
+    __slots__ = ("cycle", "send_asgi", "transport")
+
+    def __init__(self, cycle, transport: CoalescingTransport):
+        self.cycle = cycle
+        self.send_asgi = cycle.send
+        self.transport = transport
+
+    async def __call__(self, message: dict) -> None:
+        if message["type"] != ZEROCOPY:
+            await self.send_asgi(message)
+            return
+        cycle = self.cycle
+        if cycle.disconnected:
+            return
+        if not cycle.response_started or cycle.response_complete or cycle.chunked_encoding:
+            raise RuntimeError(f"'{ZEROCOPY}' needs a started response with a Content-Length")
+        file = message["file"]
+        fd = file if isinstance(file, int) else file.fileno()
+        offset = message.get("offset") or 0
+        count = message.get("count")
+        if count is None:
+            count = os.fstat(fd).st_size - offset
+        if count > cycle.expected_content_length:
+            raise RuntimeError("Response content longer than Content-Length")
+        cycle.expected_content_length -= count
+        raw = self.transport._transport
+        if count and cycle.scope["method"] != "HEAD":
+            if raw.get_write_buffer_size() == 0 and not raw.is_closing():
+                await self._sendfile(raw, fd, offset, count)
+            else:
+                await self._copy(fd, offset, count)
+        if not message.get("more_body", False):
+            await self.send_asgi({"type": "http.response.body", "body": b""})
+
+    async def _sendfile(self, raw, fd: int, offset: int, count: int) -> None:
+        sock_fd = raw.get_extra_info("socket").fileno()
+        head = self.transport.take_held()
+        dup_sock = os.dup(sock_fd)
+        try:
+            dup_file = os.dup(fd)
+        except BaseException:
+            os.close(dup_sock)
+            raise
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(_executor(), send_file_blocking, dup_sock, head, dup_file, offset, count)
+        except asyncio.CancelledError:
+            self._cut(raw, sock_fd)
+            raise
+        except EOFError as exc:
+            log.error("%s %s: %s; run a scrub", self.cycle.scope["method"], self.cycle.scope["path"], exc)
+            self._cut(raw, sock_fd)
+        except OSError:  # the client went away or stalled
+            self._cut(raw, sock_fd)
+
+    def _cut(self, raw, sock_fd: int) -> None:
+        """End the connection (the body cannot be finished): wake the sending thread, close."""
+        self.cycle.disconnected = True
+        if not raw.is_closing():
+            try:
+                sock = socket.socket(fileno=sock_fd)
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                finally:
+                    sock.detach()
+            except OSError:
+                pass
+            raw.abort()
+
+    async def _copy(self, fd: int, offset: int, count: int) -> None:
+        loop = asyncio.get_running_loop()
+        while count > 0 and not self.cycle.disconnected:
+            data = await loop.run_in_executor(_executor(), _read_block, fd, offset, min(COPY_BLOCK, count))
+            offset += len(data)
+            count -= len(data)
+            self.cycle.expected_content_length += len(data)  # counted again by the body send
+            await self.send_asgi({"type": "http.response.body", "body": data, "more_body": True})
+
+
 class GatewayHttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol on a :class:`CoalescingTransport`."""
+    """uvicorn's httptools protocol on a :class:`CoalescingTransport`, offering
+    ``http.response.zerocopysend`` on plain TCP."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(CoalescingTransport(transport, self.loop))
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self.scheme == "http":
+            self.scope["extensions"] = {ZEROCOPY: {}}
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle.scope is self.scope and self.scheme == "http":
+            cycle.send = ZeroCopySender(cycle, self.transport)

@@ -31,8 +31,24 @@ _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
+_http_dates: dict[int, str] = {}
+
+
 def http_date(ts: float) -> str:
-    """RFC 7231 date (what ``email.utils.formatdate(ts, usegmt=True)`` says, for less CPU)."""
+    """RFC 7231 date (what ``email.utils.formatdate(ts, usegmt=True)`` says, for less CPU):
+    formatted once per second of time, as objects written together share their seconds."""
+    sec = int(ts)
+    if 0 <= sec and ts - sec < 0.999999:  # rounding to the microsecond cannot carry into the next second
+        text = _http_dates.get(sec)
+        if text is None:
+            if len(_http_dates) >= 4096:
+                _http_dates.clear()
+            text = _http_dates[sec] = _format_http_date(sec)
+        return text
+    return _format_http_date(ts)
+
+
+def _format_http_date(ts: float) -> str:
     t = datetime.fromtimestamp(ts, timezone.utc)  # rounded to the microsecond, as formatdate does
     return (f"{_DAYS[t.weekday()]}, {t.day:02d} {_MONTHS[t.month - 1]} {t.year:04d} "
             f"{t.hour:02d}:{t.minute:02d}:{t.second:02d} GMT")
@@ -232,13 +248,13 @@ async def put_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     meta.update(objectlock.for_new_version(bucket, headers))
     wk = sse.for_write(gw.keyring, headers, bucket)
     cipher = wk.cipher() if wk else None
-    stored = await gw.store_body(bucket, body, headers, cipher=cipher)
+    stored = await gw.store_body(bucket, body, headers, cipher=cipher, defer=True)
     meta["ck"] = stored.checksums
     if wk:
         meta["sse"] = wk.meta(cipher.np)
     rec = gw.make_record(bucket, req.key, stored, sse.etag_for(wk, stored.md5_hex), meta)
     result = await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled", **conditions),
-                             stored.in_segment)
+                             stored.in_segment, stored)
     if result.precondition:
         if not stored.in_segment:
             await gw.run(remove_location, stored.loc)
@@ -292,7 +308,7 @@ async def get_object(gw: Gateway, req: Request, bucket: Bucket, retry: bool = Tr
     if req.method == "HEAD":
         return Response(status, headers, b"")
     try:
-        stream = await gw.open_reader(rec, start, end, ckey)
+        stream = await gw.open_reader(rec, start, end, ckey, zero_copy=req.zero_copy)
     except FileNotFoundError:
         # overwritten and its files removed between the index read and the open: start again
         if retry:

@@ -44,6 +44,7 @@ class Request:
     auth: AuthContext | None = None
     client: str = ""          # the peer's address (aws:SourceIp)
     scheme: str = "http"      # "https" behind TLS (aws:SecureTransport)
+    zero_copy: bool = False   # the server sends open files itself (sendfile, see .httpproto)
     request_id: str = field(default_factory=new_request_id)
 
     def body(self) -> Body:

@@ -90,9 +90,10 @@ class Generation:
 
     def __init__(self, root: str):
         self.path = os.path.join(run_dir(root), "generation")
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        self.seen = os.fstat(fd).st_size
-        os.close(fd)
+        # kept open to check its size with fstat (no path lookup per request); the file is
+        # never replaced while a process of the data root runs (see restart)
+        self._fd = os.open(self.path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self.seen = os.fstat(self._fd).st_size
 
     @staticmethod
     def restart(root: str) -> None:
@@ -112,15 +113,10 @@ class Generation:
     def changes(self) -> set[str]:
         """Names changed (by any process, this one too) since the last call; empty if none.
         The caller reloads after the call, so a change made during the reload is seen next."""
-        try:
-            size = os.stat(self.path).st_size
-        except FileNotFoundError:
-            return set()
+        size = os.fstat(self._fd).st_size
         if size <= self.seen:
             return set()
-        with open(self.path, "rb") as fh:
-            fh.seek(self.seen)
-            data = fh.read(size - self.seen)
+        data = os.pread(self._fd, size - self.seen, self.seen)
         whole = data.rfind(b"\n") + 1  # a line being appended is read next time
         self.seen += whole
         return set(data[:whole].decode(errors="replace").split())

@@ -104,6 +104,13 @@ def parse_amz_date(value: str) -> float:
         raise S3Error("AccessDenied", f"Unparseable request date {value!r}") from None
 
 
+@lru_cache(maxsize=64)
+def _iso_basic(value: str) -> str:
+    """The ISO 8601 basic form (``20130524T000000Z``) of a request date (cached, as
+    :func:`parse_amz_date` is)."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(parse_amz_date(value)))
+
+
 def _check_skew(amz_date: str, now: float) -> None:
     ts = parse_amz_date(amz_date)
     if ts < 0:
@@ -183,7 +190,7 @@ def _verify_header(method, raw_path, raw_query, headers, auth, users, region, no
         raise S3Error("AccessDenied", "AWS authentication requires a valid Date or x-amz-date header")
     _check_skew(amz_date, now)
     # signed with a Date header only: the string to sign carries that time in ISO 8601 basic form
-    amz_date = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(parse_amz_date(amz_date)))
+    amz_date = _iso_basic(amz_date)
     payload_hash = headers.get("x-amz-content-sha256")
     if not payload_hash:
         raise S3Error("InvalidRequest", "Missing required header for this request: x-amz-content-sha256")

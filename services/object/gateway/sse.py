@@ -187,7 +187,7 @@ class CustomerKey:
 def customer_key(headers: dict[str, str], prefix: str = CUSTOMER) -> CustomerKey | None:
     """The SSE-C key a request carries (``prefix``: the copy-source headers for a copy's
     source), with S3's errors for incomplete or inconsistent headers; None without any."""
-    alg, key, md5 = (headers.get(prefix + n) for n in ("algorithm", "key", "key-md5"))
+    alg, key, md5 = headers.get(prefix + "algorithm"), headers.get(prefix + "key"), headers.get(prefix + "key-md5")
     if alg is None and key is None and md5 is None:
         return None
     if alg is None:

@@ -30,10 +30,24 @@ from plumbing.atomic import fsync_dir
 SMALL_OBJECT_LIMIT = 128 * 1024
 SEGMENT_SIZE = 256 * 1024 * 1024
 READ_BLOCK = 1024 * 1024
+MAX_IOV = 512   # buffers in one pwritev (the kernel takes up to IOV_MAX, 1024)
+
+
+def _pwritev_all(fd: int, blocks: list, offset: int) -> None:
+    """Write ``blocks`` back to back at ``offset``, finishing any short write."""
+    done = os.pwritev(fd, blocks, offset)
+    want = sum(len(b) for b in blocks)
+    if done < want:  # rare: the rest, one buffer at a time
+        rest = memoryview(b"".join(blocks))[done:]
+        offset += done
+        while rest:
+            n = os.pwrite(fd, rest, offset)
+            rest, offset = rest[n:], offset + n
 
 
 class SegmentStore:
-    """Append-only segment files shared by every bucket; appends happen on the event loop.
+    """Append-only segment files shared by every bucket; appends come from the event loop
+    (copies, compaction) and from the group committer's thread (a batch of small PUTs).
 
     Every process serving the data root (:mod:`.workers`) appends only to segments it made
     itself: a new segment takes a number no process ever used (above every file and the
@@ -51,6 +65,7 @@ class SegmentStore:
         self._lock = threading.Lock()
         self._read_fds: dict = {}
         self._dirty: set[int] = set()
+        self._writing: dict[int, int] = {}   # segment id -> writes reserved, not yet ended
         self._write_fds: dict[int, int] = {}
         # never append to a segment from a previous run: its tail may be torn
         self._open_segment()
@@ -75,25 +90,53 @@ class SegmentStore:
         self.seg_id, self.fd, self.offset = seg_id, fd, 0
         self._write_fds[seg_id] = fd
 
+    def _reserve(self, size: int) -> tuple[int, int, int]:
+        """(segment id, fd, offset) of the next ``size`` bytes (call holding ``_lock``); the
+        segment counts a writer until :meth:`_written`, and its fd stays open meanwhile."""
+        if self.offset + size > self.segment_bytes and self.offset:
+            old = self.seg_id
+            self._open_segment()
+            # synced already and no write in flight: closed for good (else sync closes it)
+            if old not in self._dirty and not self._writing.get(old):
+                os.close(self._write_fds.pop(old))
+        offset = self.offset
+        self.offset += size
+        self._writing[self.seg_id] = self._writing.get(self.seg_id, 0) + 1
+        return self.seg_id, self.fd, offset
+
+    def _written(self, seg_id: int) -> None:
+        """A write reserved in ``seg_id`` ended (call holding ``_lock``): marked dirty only
+        now, so that a sync that takes the mark covers its bytes."""
+        left = self._writing.pop(seg_id) - 1
+        if left:
+            self._writing[seg_id] = left
+        self._dirty.add(seg_id)
+
     def append(self, data: bytes) -> dict:
         """Write ``data`` at the end of the active segment (not yet durable); return its location."""
+        return self.append_many([data])[0]
+
+    def append_many(self, blocks: list) -> list[dict]:
+        """Write ``blocks`` back to back at the end of the active segment (not yet durable),
+        with one ``pwritev`` for each run that lands in one segment; their locations. Safe
+        from any thread (the group committer writes a batch's small bodies this way)."""
         with self._lock:
-            if self.offset + len(data) > self.segment_bytes and self.offset:
-                old = self.seg_id
-                self._open_segment()
-                if old not in self._dirty:  # synced already: closed for good (else sync closes it)
-                    os.close(self._write_fds.pop(old))
-            offset = self.offset
-            self.offset += len(data)
-            seg_id, fd = self.seg_id, self.fd
-        view = memoryview(data)
-        written = 0
-        while written < len(data):
-            written += os.pwrite(fd, view[written:], offset + written)
-        with self._lock:
-            # marked dirty only once written: a sync that takes the mark must cover these bytes
-            self._dirty.add(seg_id)
-        return {"seg": seg_id, "off": offset}
+            places = [self._reserve(len(b)) for b in blocks]
+        try:
+            i = 0
+            while i < len(places):
+                seg_id, fd, offset = places[i]
+                j, end = i + 1, offset + len(blocks[i])
+                while j < len(places) and places[j][0] == seg_id and j - i < MAX_IOV:
+                    end += len(blocks[j])
+                    j += 1
+                _pwritev_all(fd, blocks[i:j], offset)
+                i = j
+        finally:
+            with self._lock:
+                for seg_id, _, _ in places:
+                    self._written(seg_id)
+        return [{"seg": seg_id, "off": offset} for seg_id, _, offset in places]
 
     def sync(self) -> None:
         """fdatasync every segment appended to since the last call (one fsync covers many PUTs)."""
@@ -104,7 +147,8 @@ class SegmentStore:
             os.fdatasync(fd)
             if seg_id != self.seg_id:
                 with self._lock:
-                    if seg_id not in self._dirty and self._write_fds.get(seg_id) == fd:
+                    if (seg_id not in self._dirty and not self._writing.get(seg_id)
+                            and self._write_fds.get(seg_id) == fd):
                         del self._write_fds[seg_id]
                         os.close(fd)  # and its flock: closed for good
 
@@ -134,7 +178,7 @@ class SegmentStore:
     def remove(self, seg_id: int) -> None:
         """Delete a segment nothing refers to any more."""
         with self._lock:
-            if seg_id in self._write_fds or seg_id in self._dirty:
+            if seg_id in self._write_fds or seg_id in self._dirty or seg_id in self._writing:
                 raise ValueError(f"segment {seg_id} is still being written")
             # readers may hold the file object: dropping it lets the last one close it
             self._read_fds.pop(seg_id, None)
