@@ -228,6 +228,23 @@ def check_access(req: Request, bucket: Bucket, action: str, key: str = "", versi
     raise denied(resource)
 
 
+def check_foreign_object(req: Request, bucket: Bucket, meta: dict, action: str, key: str) -> None:
+    """A read, ?acl read or ?acl write of an object version that someone other than the bucket
+    owner owns (metadata ``ow``), checked once the version is read. As S3 documents (object
+    context), only the object's ACL grants access to such an object: owning the bucket does not
+    (the bucket owner may still list and delete it), nor does a bucket policy Allow (a Deny
+    still refuses, in :func:`check_access`). ``AccessDenied`` unless the ACL grants it."""
+    owner = meta.get("ow")
+    if owner is None:   # the bucket owner's object (the usual case): check_access decided
+        return
+    user = req.auth.user
+    if req.auth.admin or (user and user == owner) or not acls_enabled(bucket):
+        return
+    ignore_public = bool(public_access_block(bucket).get("IgnorePublicAcls"))
+    if not acl.granted(object_grants(bucket, meta), user, OBJECT_PERMISSION[action], ignore_public):
+        raise denied(f"{bucket.name}/{key}")
+
+
 def may_bypass_governance(req: Request, bucket: Bucket, key: str, version_id: str | None = None) -> bool:
     """Whether ``req`` asks to bypass GOVERNANCE retention (``x-amz-bypass-governance-retention:
     true``) and may: ``s3:BypassGovernanceRetention`` on the object, which admins and the bucket

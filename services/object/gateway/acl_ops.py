@@ -7,8 +7,8 @@ in memory and in ``bucket.json``; an object's ACL in its version's metadata (see
 from __future__ import annotations
 
 from . import acl
-from .access import (OWNERSHIPS, PAB_FIELDS, bucket_grants, check_acl_allowed, object_grants,
-                     object_owner, policy_is_public)
+from .access import (OWNERSHIPS, PAB_FIELDS, bucket_grants, check_acl_allowed, check_foreign_object,
+                     object_grants, object_owner, policy_is_public)
 from .buckets import Bucket
 from .core import Gateway
 from .errors import S3Error, el, parse_xml, xml_doc
@@ -65,6 +65,8 @@ async def _version(gw: Gateway, req: Request, bucket: Bucket):
 async def get_object_acl(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """GetObjectAcl (of the current version, or of ``versionId``)."""
     rec = await _version(gw, req, bucket)
+    check_foreign_object(req, bucket, rec.meta, "s3:GetObjectVersionAcl" if "versionId" in req.query
+                         else "s3:GetObjectAcl", req.key)
     headers = {"x-amz-version-id": rec.version_id} if bucket.versioning else {}
     return xml_response(acl.to_xml(object_owner(bucket, rec.meta), object_grants(bucket, rec.meta)),
                         headers=headers)
@@ -73,6 +75,8 @@ async def get_object_acl(gw: Gateway, req: Request, bucket: Bucket) -> Response:
 async def put_object_acl(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """PutObjectAcl (replaces the version's ACL; its owner stays)."""
     rec = await _version(gw, req, bucket)
+    check_foreign_object(req, bucket, rec.meta, "s3:PutObjectVersionAcl" if "versionId" in req.query
+                         else "s3:PutObjectAcl", req.key)
     owner = object_owner(bucket, rec.meta)
     grants = await _acl_from_request(req, acl.Users(gw.config["users"]), owner, bucket.owner, True)
     check_acl_allowed(bucket, grants)

@@ -3,11 +3,13 @@
 Supported rule actions, filtered by prefix: ``Expiration`` (Days or Date, and
 ExpiredObjectDeleteMarker), ``NoncurrentVersionExpiration`` (NoncurrentDays),
 ``AbortIncompleteMultipartUpload`` (DaysAfterInitiation), ``Transition`` (Days or Date, and a
-StorageClass) and ``NoncurrentVersionTransition`` (NoncurrentDays, StorageClass). Transitions
+StorageClass) and ``NoncurrentVersionTransition`` (NoncurrentDays, StorageClass), filtered by
+prefix, tags (``Tag``, or several in ``And``: a version must carry every one) and object size
+(``ObjectSizeGreaterThan`` / ``ObjectSizeLessThan``). Transitions
 move versions to the capacity tier; the storage classes, what GET does with each and how a
 move stays crash-safe are in :mod:`.tiers`. Without a ``cold_root`` in the config, a rule
 with a transition is refused with ``InvalidStorageClass`` saying why. Not implemented:
-``NewerNoncurrentVersions``, object-size and tag filters (ignored: the prefix alone selects).
+``NewerNoncurrentVersions``.
 
 One pass at a time, across every worker process (``Gateway.lifecycle_lock``, an ``flock``): remove cold copies a crash left unreferenced,
 then per bucket and enabled rule expire, abort stale uploads and transition (to the coldest
@@ -23,11 +25,14 @@ import asyncio
 import calendar
 import json
 import logging
+import math
 import os
 import re
 import secrets
 import shutil
 import time
+
+from email.utils import formatdate
 
 from .buckets import Bucket
 from .errors import S3Error, child_text, parse_xml
@@ -49,9 +54,12 @@ def parse_rules(body: bytes, cold_root: str | None = None) -> list[dict]:
             raise S3Error("MalformedXML", "Rule Status must be Enabled or Disabled")
         flt = node.find("Filter")
         prefix = child_text(node, "Prefix")
+        selector: dict = {}
         if flt is not None:
             and_node = flt.find("And")
-            prefix = child_text(and_node if and_node is not None else flt, "Prefix", "")
+            scope = and_node if and_node is not None else flt
+            prefix = child_text(scope, "Prefix", "")
+            selector = _filter_selector(scope)
         rule = {"id": child_text(node, "ID", ""), "enabled": status == "Enabled", "prefix": prefix or ""}
         if len(rule["id"]) > 255:
             raise S3Error("InvalidArgument", "ID length should not exceed allowed limit of 255")
@@ -89,10 +97,102 @@ def parse_rules(body: bytes, cold_root: str | None = None) -> list[dict]:
             raise S3Error("MalformedXML", "Lifecycle days and dates must be integers / ISO 8601 dates") from None
         if len(rule) == 3:
             raise S3Error("MalformedXML", "A lifecycle rule needs at least one action")
+        _check_days(rule)
+        if selector.get("tags") and ("abort_days" in rule or rule.get("expired_marker")):
+            raise S3Error("InvalidRequest", "AbortIncompleteMultipartUpload and ExpiredObjectDeleteMarker cannot "
+                          "be used with a tag-based filter")
+        rule.update(selector)
         rules.append(rule)
     if not rules:
         raise S3Error("MalformedXML", "A lifecycle configuration needs at least one Rule")
     return rules
+
+
+def _filter_selector(scope) -> dict:
+    """The tags and size bounds a rule's Filter (or its And) selects by."""
+    out: dict = {}
+    tags = {}
+    for tag in scope.findall("Tag"):
+        key = child_text(tag, "Key")
+        if not key:
+            raise S3Error("MalformedXML", "A lifecycle filter Tag needs a Key")
+        if key in tags:
+            raise S3Error("InvalidArgument", "Duplicate Tag Keys are not allowed.")
+        tags[key] = child_text(tag, "Value", "")
+    if tags:
+        out["tags"] = tags
+    for field, name in (("ObjectSizeGreaterThan", "size_gt"), ("ObjectSizeLessThan", "size_lt")):
+        text = child_text(scope, field)
+        if text is not None:
+            try:
+                out[name] = int(text)
+            except ValueError:
+                raise S3Error("MalformedXML", f"{field} must be an integer") from None
+            if out[name] < 0:
+                raise S3Error("InvalidArgument", f"'{field}' must be a non-negative integer")
+    if "size_gt" in out and "size_lt" in out and out["size_lt"] <= out["size_gt"]:
+        raise S3Error("InvalidArgument", "ObjectSizeLessThan must be greater than ObjectSizeGreaterThan")
+    return out
+
+
+def _check_days(rule: dict) -> None:
+    """S3's bounds: expiration and abort days are positive, transition days non-negative."""
+    positive = (("days", "'Days' for Expiration action"),
+                ("noncurrent_days", "'NoncurrentDays' for NoncurrentVersionExpiration action"),
+                ("abort_days", "'DaysAfterInitiation' for AbortIncompleteMultipartUpload action"))
+    for field, what in positive:
+        if field in rule and rule[field] <= 0:
+            raise S3Error("InvalidArgument", f"{what} must be a positive integer")
+    for step in rule.get("transitions", []) + rule.get("noncurrent_transitions", []):
+        if step.get("days", 0) < 0:
+            raise S3Error("InvalidArgument", "'Days' in Transition action must be nonnegative")
+
+
+def selects(rule: dict, rec) -> bool:
+    """Whether ``rule``'s tag and size filters take version ``rec`` (its prefix already did)."""
+    tags = rule.get("tags")
+    if tags:
+        have = rec.meta.get("tags") or {}
+        if any(have.get(k) != v for k, v in tags.items()):
+            return False
+    if "size_gt" in rule and not rec.size > rule["size_gt"]:
+        return False
+    return not ("size_lt" in rule and not rec.size < rule["size_lt"])
+
+
+def expires_at(mtime: float, days: int, day: float) -> float:
+    """When a version written at ``mtime`` expires under ``Days``: S3 adds the days and rounds up
+    to the next midnight UTC (with a shortened test day, no rounding)."""
+    at = mtime + days * day
+    return math.ceil(at / DAY_SECONDS) * DAY_SECONDS if day == DAY_SECONDS else at
+
+
+def expiration_header(bucket: Bucket, rec, day: float) -> str | None:
+    """``x-amz-expiration`` for the current version ``rec`` (``expiry-date="...", rule-id="..."``,
+    the earliest of the enabled Expiration rules that select it), None when none does."""
+    best = None
+    for rule in (bucket.settings.get("lifecycle") or {}).get("rules", ()):
+        if not rule["enabled"] or not rec.key.startswith(rule["prefix"]) or not selects(rule, rec):
+            continue
+        if "days" in rule:
+            at = expires_at(rec.mtime, rule["days"], day)
+        elif "date" in rule:
+            at = rule["date"]
+        else:
+            continue
+        if best is None or at < best[0]:
+            best = (at, rule["id"])
+    if best is None:
+        return None
+    return f'expiry-date="{formatdate(best[0], usegmt=True)}", rule-id="{best[1]}"'
+
+
+def add_expiration(gw, bucket: Bucket, rec, headers: dict) -> None:
+    """Set ``x-amz-expiration`` in ``headers`` when an Expiration rule selects ``rec`` (callers
+    check ``bucket.settings.get("lifecycle")`` first: buckets without rules pay nothing)."""
+    value = expiration_header(bucket, rec, float(gw.config.get("lifecycle_day_seconds") or DAY_SECONDS))
+    if value:
+        headers["x-amz-expiration"] = value
 
 
 def name_rules(xml: str, rules: list[dict]) -> str:
@@ -118,8 +218,9 @@ def _expiry_candidates(bucket: Bucket, rule: dict, now: float, day: float) -> tu
         by_key.setdefault(rec.key, []).append(rec)
     for key, recs in by_key.items():
         latest = recs[0]
-        if not latest.marker and latest.latest:
-            if ("days" in rule and now - latest.mtime >= rule["days"] * day) or ("date" in rule and now >= rule["date"]):
+        if not latest.marker and latest.latest and selects(rule, latest):
+            if ("days" in rule and now >= expires_at(latest.mtime, rule["days"], day)) \
+                    or ("date" in rule and now >= rule["date"]):
                 current.append(key)
         if latest.marker and len(recs) == 1 and rule.get("expired_marker"):
             versions.append((key, latest.version_id))
@@ -127,7 +228,7 @@ def _expiry_candidates(bucket: Bucket, rule: dict, now: float, day: float) -> tu
             newer_mtime = latest.mtime
             for rec in recs[1:]:
                 # a version becomes noncurrent when the next newer one is written
-                if now - newer_mtime >= rule["noncurrent_days"] * day:
+                if now - newer_mtime >= rule["noncurrent_days"] * day and selects(rule, rec):
                     versions.append((key, rec.version_id))
                 newer_mtime = rec.mtime
     return current, versions
@@ -148,7 +249,7 @@ def _transition_candidates(bucket: Bucket, rule: dict, now: float, day: float) -
         by_key.setdefault(rec.key, []).append(rec)
     for recs in by_key.values():
         latest = recs[0]
-        if rule.get("transitions") and not latest.marker:
+        if rule.get("transitions") and not latest.marker and selects(rule, latest):
             cls = _due(rule["transitions"], now - latest.mtime, now, day)
             if cls and RANK[cls] > RANK[storage_class(latest)]:
                 out.append((latest, cls))
@@ -156,7 +257,7 @@ def _transition_candidates(bucket: Bucket, rule: dict, now: float, day: float) -
             newer_mtime = latest.mtime
             for rec in recs[1:]:
                 cls = _due(rule["noncurrent_transitions"], now - newer_mtime, now, day)
-                if not rec.marker and cls and RANK[cls] > RANK[storage_class(rec)]:
+                if not rec.marker and cls and RANK[cls] > RANK[storage_class(rec)] and selects(rule, rec):
                     out.append((rec, cls))
                 newer_mtime = rec.mtime
     return out

@@ -24,6 +24,7 @@ from .buckets import Bucket
 from .core import Gateway, Stored
 from .errors import S3Error, child_text, el, parse_xml, xml_doc
 from .index import Op
+from .lifecycle import add_expiration
 from .checksums import ALGORITHMS, CRCS, composite, full_object
 from .object_ops import copy_source, meta_from_headers, raise_precondition, write_conditions
 from .tiers import check_write_class
@@ -255,7 +256,8 @@ def _done_path(bucket: Bucket, upload_id: str) -> str:
 
 
 def _complete_result(gw: Gateway, bucket: Bucket, req: Request, done: dict) -> Response:
-    headers = {"x-amz-version-id": done["version_id"]} if bucket.versioning else {}
+    # a suspended bucket writes the null version, which S3 does not name in the answer
+    headers = {"x-amz-version-id": done["version_id"]} if done["version_id"] != "null" else {}
     headers.update(sse.headers_for(done.get("sse"), keyring=gw.keyring))
     checksums = done.get("checksums", {})
     host = req.headers.get("host", "")
@@ -370,7 +372,10 @@ async def complete(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     done = {"key": req.key, "parts": [list(p) for p in wanted], "etag": etag, "version_id": rec.version_id,
             "checksums": checksums, "ck_type": ck_type, "sse": sse.describe(info.get("sse"))}
     await gw.run(_record_done, bucket, upload_id, done)
-    return _complete_result(gw, bucket, req, done)
+    resp = _complete_result(gw, bucket, req, done)
+    if bucket.settings.get("lifecycle"):
+        add_expiration(gw, bucket, rec, resp.headers)
+    return resp
 
 
 async def abort(gw: Gateway, req: Request, bucket: Bucket) -> Response:

@@ -12,7 +12,8 @@ from .buckets import Bucket
 from .core import Gateway
 from .errors import S3Error, child_text, el, parse_xml, xml_doc
 from .index import Op, Record
-from .access import check_access, may_bypass_governance, new_object_acl
+from .lifecycle import add_expiration
+from .access import check_access, check_foreign_object, may_bypass_governance, new_object_acl
 from .request import Request, Response, xml_response
 from .storage import remove_location
 from .tiers import check_readable, check_write_class, parse_restore_days, part_sizes, storage_class
@@ -259,10 +260,12 @@ async def put_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
             await gw.run(remove_location, stored.loc)
         raise_precondition(result.precondition, conditions)
     out = {"etag": f'"{rec.etag}"', **(wk.headers() if wk else {})}
-    if bucket.versioning:
+    if bucket.versioning == "Enabled":  # a suspended bucket's null version is not named (as S3 answers)
         out["x-amz-version-id"] = rec.version_id
     for algo, value in stored.checksums.items():
         out[f"x-amz-checksum-{algo}"] = value
+    if bucket.settings.get("lifecycle"):
+        add_expiration(gw, bucket, rec, out)
     return Response(200, out)
 
 
@@ -270,6 +273,8 @@ async def get_object(gw: Gateway, req: Request, bucket: Bucket, retry: bool = Tr
     """GetObject / HeadObject with Range, conditions and response-* overrides."""
     sse.refuse_on_read(req.headers)
     rec = await lookup(gw, bucket, req.key, _version_query(req), req.method)
+    check_foreign_object(req, bucket, rec.meta, "s3:GetObjectVersion" if "versionId" in req.query else "s3:GetObject",
+                         req.key)
     ckey = sse.check_read(gw.keyring, rec.meta, req.headers)
     check_conditions(req.headers, rec)
     if req.method == "GET":
@@ -277,6 +282,8 @@ async def get_object(gw: Gateway, req: Request, bucket: Bucket, retry: bool = Tr
     headers = object_headers(rec, bool(bucket.versioning), gw.keyring)
     if ckey:
         headers[sse.CUSTOMER + "key-md5"] = ckey.md5
+    if bucket.settings.get("lifecycle") and "versionId" not in req.query:
+        add_expiration(gw, bucket, rec, headers)
     restore = gw.cold.restore_header(bucket, rec) if rec.tier != "hot" else None
     if restore:
         headers["x-amz-restore"] = restore
@@ -405,6 +412,7 @@ async def copy_source(gw: Gateway, req: Request) -> Record:
     src_bucket = gw.buckets.get(sb)
     check_access(req, src_bucket, "s3:GetObjectVersion" if svid else "s3:GetObject", sk, svid)
     rec = await lookup(gw, src_bucket, sk, svid)
+    check_foreign_object(req, src_bucket, rec.meta, "s3:GetObjectVersion" if svid else "s3:GetObject", sk)
     check_conditions(req.headers, rec, prefix="x-amz-copy-source-", copy=True)
     check_readable(rec)
     return rec
@@ -450,10 +458,12 @@ async def copy_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     rec = gw.make_record(bucket, req.key, stored, etag, meta)
     await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled"), stored.in_segment)
     headers = wk.headers() if wk else {}
-    if bucket.versioning:
+    if bucket.versioning == "Enabled":  # not the null version a suspended bucket writes
         headers["x-amz-version-id"] = rec.version_id
     if src.version_id != "null":
         headers["x-amz-copy-source-version-id"] = src.version_id
+    if bucket.settings.get("lifecycle"):
+        add_expiration(gw, bucket, rec, headers)
     return xml_response(xml_doc("CopyObjectResult", el("LastModified", iso_time(rec.mtime))
                                 + el("ETag", f'"{etag}"')), headers=headers)
 
@@ -509,6 +519,7 @@ async def get_attributes(gw: Gateway, req: Request, bucket: Bucket) -> Response:
                       ArgumentName="x-amz-object-attributes", ArgumentValue=",".join(unknown))
     max_parts, marker = _int_header(req, "x-amz-max-parts", 1000), _int_header(req, "x-amz-part-number-marker", 0)
     rec = await lookup(gw, bucket, req.key, _version_query(req))
+    check_foreign_object(req, bucket, rec.meta, "s3:GetObject", req.key)
     sse.check_read(gw.keyring, rec.meta, req.headers)
     check_conditions(req.headers, rec)
     body = []

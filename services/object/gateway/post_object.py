@@ -302,7 +302,7 @@ async def post_object(gw, req: Request) -> Response:
     host = req.headers.get("host", "")
     path = f"/{quote(key)}" if host.startswith(bucket.name + ".") else f"/{bucket.name}/{quote(key)}"
     out = {"etag": etag, "location": f"{req.scheme}://{host}{path}", **(wk.headers() if wk else {})}
-    if bucket.versioning:
+    if bucket.versioning == "Enabled":  # not the null version a suspended bucket writes
         out["x-amz-version-id"] = rec.version_id
     redirect = fields.get("success_action_redirect") or fields.get("redirect")
     if redirect:

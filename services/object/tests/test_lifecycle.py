@@ -71,3 +71,46 @@ def test_restore_of_a_hot_object_is_invalid_object_state(s3, bucket):
     with pytest.raises(ClientError) as e:
         s3.restore_object(Bucket=bucket, Key="hot", RestoreRequest={"Days": 1})
     assert e.value.response["Error"]["Code"] == "InvalidObjectState"
+
+
+def test_filters_by_tag_and_size_bounds_and_expiration_header(short_day_gateway):
+    """Only versions carrying every tag of a rule's filter (and within its size bounds) expire;
+    PUT, HEAD and GET name the rule that will expire an object in x-amz-expiration; days of 0
+    are refused as S3 refuses them."""
+    gw = short_day_gateway
+    s3 = gw.client()
+    s3.create_bucket(Bucket="lcf")
+    for bad in ({"Expiration": {"Days": 0}}, {"NoncurrentVersionExpiration": {"NoncurrentDays": 0}},
+                {"AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 0}}):
+        with pytest.raises(ClientError) as e:
+            s3.put_bucket_lifecycle_configuration(Bucket="lcf", LifecycleConfiguration={"Rules": [
+                {"ID": "z", "Filter": {"Prefix": ""}, "Status": "Enabled", **bad}]})
+        assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+        assert e.value.response["Error"]["Code"] == "InvalidArgument", bad
+    rules = [{"ID": "tagged", "Status": "Enabled", "Expiration": {"Days": 2},
+              "Filter": {"And": {"Prefix": "t/", "Tags": [{"Key": "tmp", "Value": "yes"}, {"Key": "k", "Value": "v"}]}}},
+             {"ID": "small", "Status": "Enabled", "Expiration": {"Days": 2},
+              "Filter": {"And": {"Prefix": "s/", "ObjectSizeGreaterThan": 1, "ObjectSizeLessThan": 10}}}]
+    s3.put_bucket_lifecycle_configuration(Bucket="lcf", LifecycleConfiguration={"Rules": rules})
+    put = s3.put_object(Bucket="lcf", Key="t/both", Body=b"x", Tagging="tmp=yes&k=v")
+    assert put["Expiration"].startswith('expiry-date="') and put["Expiration"].endswith('rule-id="tagged"')
+    assert "Expiration" not in s3.put_object(Bucket="lcf", Key="t/one", Body=b"x", Tagging="tmp=yes")
+    assert "Expiration" not in s3.put_object(Bucket="lcf", Key="t/none", Body=b"x")
+    assert s3.head_object(Bucket="lcf", Key="t/both")["Expiration"] == put["Expiration"]
+    assert s3.get_object(Bucket="lcf", Key="t/both")["Expiration"] == put["Expiration"]
+    assert "Expiration" not in s3.head_object(Bucket="lcf", Key="t/one")
+    copied = s3.copy_object(Bucket="lcf", Key="t/copy", CopySource={"Bucket": "lcf", "Key": "t/both"})
+    assert copied["Expiration"].endswith('rule-id="tagged"')   # the copy keeps the source's tags
+    up = s3.create_multipart_upload(Bucket="lcf", Key="t/mp", Tagging="tmp=yes&k=v")["UploadId"]
+    etag = s3.upload_part(Bucket="lcf", Key="t/mp", UploadId=up, PartNumber=1, Body=b"m")["ETag"]
+    done = s3.complete_multipart_upload(Bucket="lcf", Key="t/mp", UploadId=up,
+                                        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
+    assert done["Expiration"].endswith('rule-id="tagged"')
+    s3.put_object(Bucket="lcf", Key="s/tiny", Body=b"1")
+    assert s3.put_object(Bucket="lcf", Key="s/mid", Body=b"12345")["Expiration"].endswith('rule-id="small"')
+    s3.put_object(Bucket="lcf", Key="s/big", Body=b"x" * 10)
+    time.sleep(2.2)
+    stats = GatewayAdminClient(gw.endpoint, ADMIN_TOKEN).apply_lifecycle()
+    assert stats["expired"] == 4
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="lcf")["Contents"]]
+    assert keys == ["s/big", "s/tiny", "t/none", "t/one"]

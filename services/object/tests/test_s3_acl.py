@@ -122,6 +122,12 @@ def test_public_read_write_bucket_and_object_ownership(gateway, users, alice_buc
     alice.put_bucket_acl(Bucket=alice_bucket, ACL="public-read-write")
     r = requests.put(f"{gateway.endpoint}/{alice_bucket}/by-anon", data=b"anon bytes")
     assert r.status_code == 200
+    # the anonymous writer owns it: its ACL grants nothing to the bucket owner, who may delete it
+    with pytest.raises(ClientError) as e:
+        alice.get_object(Bucket=alice_bucket, Key="by-anon")
+    assert err(e) == (403, "AccessDenied")
+    r = requests.put(f"{gateway.endpoint}/{alice_bucket}/by-anon", data=b"anon bytes",
+                     headers={"x-amz-acl": "public-read"})
     assert alice.get_object(Bucket=alice_bucket, Key="by-anon")["Body"].read() == b"anon bytes"
     bob.put_object(Bucket=alice_bucket, Key="by-bob", Body=b"b", ACL="bucket-owner-read")
     acl = bob.get_object_acl(Bucket=alice_bucket, Key="by-bob")
@@ -145,6 +151,45 @@ def test_public_read_write_bucket_and_object_ownership(gateway, users, alice_buc
     assert grants_of(alice.get_object_acl(Bucket=alice_bucket, Key="copy")) == {
         ("CanonicalUser", "alice", "FULL_CONTROL")}
     assert anon_get(gateway, f"{alice_bucket}/copy").status_code == 403
+
+
+def test_bucket_owner_needs_the_object_acl_for_objects_others_own(gateway, users, alice_bucket):
+    """S3's object context: an object another user wrote is theirs; the bucket owner reads it, or
+    its ACL, only as far as the object's ACL grants (a bucket policy Allow does not count), and
+    may still list and delete it."""
+    alice, bob = users
+    alice.put_bucket_acl(Bucket=alice_bucket, GrantFullControl='id="alice"', GrantWrite='id="bob"')
+    bob.put_object(Bucket=alice_bucket, Key="bobs", Body=b"mine")
+    bob.put_object(Bucket=alice_bucket, Key="readable", Body=b"r", ACL="bucket-owner-read")
+    bob.put_object(Bucket=alice_bucket, Key="full", Body=b"f", ACL="bucket-owner-full-control")
+    alice.put_bucket_policy(Bucket=alice_bucket, Policy=json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"AWS": ["alice"]}, "Action": ["s3:GetObject", "s3:GetObjectAcl"],
+         "Resource": f"arn:aws:s3:::{alice_bucket}/*"}]}))
+    refused = [lambda: alice.get_object(Bucket=alice_bucket, Key="bobs"),
+               lambda: alice.get_object_acl(Bucket=alice_bucket, Key="bobs"),
+               lambda: alice.put_object_acl(Bucket=alice_bucket, Key="bobs", ACL="public-read"),
+               lambda: alice.copy_object(Bucket=alice_bucket, Key="stolen", CopySource={"Bucket": alice_bucket,
+                                                                                        "Key": "bobs"}),
+               lambda: alice.get_object_attributes(Bucket=alice_bucket, Key="bobs", ObjectAttributes=["ETag"]),
+               lambda: alice.get_object_acl(Bucket=alice_bucket, Key="readable")]
+    for call in refused:
+        with pytest.raises(ClientError) as e:
+            call()
+        assert err(e) == (403, "AccessDenied")
+    with pytest.raises(ClientError) as e:
+        alice.head_object(Bucket=alice_bucket, Key="bobs")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    assert alice.get_object(Bucket=alice_bucket, Key="readable")["Body"].read() == b"r"
+    assert alice.get_object(Bucket=alice_bucket, Key="full")["Body"].read() == b"f"
+    assert alice.get_object_acl(Bucket=alice_bucket, Key="full")["Owner"]["ID"] == "bob"
+    alice.put_object_acl(Bucket=alice_bucket, Key="full", ACL="bucket-owner-full-control")
+    # bob keeps every right on his objects; alice lists and deletes them
+    assert bob.get_object(Bucket=alice_bucket, Key="bobs")["Body"].read() == b"mine"
+    assert bob.get_object_acl(Bucket=alice_bucket, Key="bobs")["Owner"]["ID"] == "bob"
+    listed = alice.list_objects_v2(Bucket=alice_bucket, FetchOwner=True)["Contents"]
+    assert {o["Key"]: o["Owner"]["ID"] for o in listed} == {"bobs": "bob", "readable": "bob", "full": "bob"}
+    assert alice.delete_object(Bucket=alice_bucket, Key="bobs")["ResponseMetadata"]["HTTPStatusCode"] == 204
+    assert [o["Key"] for o in alice.list_objects_v2(Bucket=alice_bucket)["Contents"]] == ["full", "readable"]
 
 
 def test_explicit_grants_by_header_and_body(gateway, users, alice_bucket):

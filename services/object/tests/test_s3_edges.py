@@ -87,9 +87,21 @@ def test_versioning_suspended_from_the_start_and_delete_marker_headers(s3, bucke
     assert "Status" not in s3.get_bucket_versioning(Bucket=bucket)
     s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Suspended"})
     assert s3.get_bucket_versioning(Bucket=bucket)["Status"] == "Suspended"
-    assert s3.put_object(Bucket=bucket, Key="s", Body=b"1").get("VersionId") == "null"
-    assert s3.put_object(Bucket=bucket, Key="s", Body=b"2").get("VersionId") == "null"
+    # writes answer without x-amz-version-id (S3's PutObject reference shows none for a suspended
+    # bucket); reads and listings name the null version
+    for body in (b"1", b"2"):
+        put = s3.put_object(Bucket=bucket, Key="s", Body=body)
+        assert "x-amz-version-id" not in put["ResponseMetadata"]["HTTPHeaders"] and "VersionId" not in put
     assert [v["VersionId"] for v in s3.list_object_versions(Bucket=bucket)["Versions"]] == ["null"]
+    assert s3.head_object(Bucket=bucket, Key="s")["VersionId"] == "null"
+    assert s3.get_object(Bucket=bucket, Key="s", VersionId="null")["Body"].read() == b"2"
+    copied = s3.copy_object(Bucket=bucket, Key="c", CopySource={"Bucket": bucket, "Key": "s"})
+    assert "VersionId" not in copied
+    up = s3.create_multipart_upload(Bucket=bucket, Key="m")["UploadId"]
+    etag = s3.upload_part(Bucket=bucket, Key="m", UploadId=up, PartNumber=1, Body=b"m")["ETag"]
+    done = s3.complete_multipart_upload(Bucket=bucket, Key="m", UploadId=up,
+                                        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
+    assert "VersionId" not in done and s3.head_object(Bucket=bucket, Key="m")["VersionId"] == "null"
     s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
     s3.put_object(Bucket=bucket, Key="v", Body=b"x")
     deleted = s3.delete_object(Bucket=bucket, Key="v")
