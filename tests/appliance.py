@@ -11,6 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import dataplane
+from tests import cleanup_leftovers
 from tests.kit import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,5 +112,7 @@ class Appliance:
                     drv.deactivate_pool(name)
                 except Exception:
                     pass
+        if os.geteuid() == 0:  # what deactivation left (a busy mount): not left behind by rm -rf
+            cleanup_leftovers.clear(str(self.data_dir) + "/")
         subprocess.run(["chattr", "-R", "-i", str(self.data_dir)], capture_output=True)
         subprocess.run(["rm", "-rf", str(self.data_dir)])

@@ -77,6 +77,44 @@ def leftover_ceph_daemons(prefix: str) -> list:
     return found
 
 
+def clear(prefix: str, dry_run: bool = False) -> int:
+    """Kill the Ceph daemons, unmount the mounts and detach the loops under ``prefix``
+    (printing each); 1 if one could not be cleared."""
+    loops = leftover_loops(prefix)
+    mounts = leftover_mounts(prefix, loops)
+    failed = 0
+    daemons = leftover_ceph_daemons(prefix)
+    for pid, name in daemons:
+        print(f"kill ceph {name} (pid {pid})")
+        if not dry_run:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+    for mnt in mounts:
+        print(f"unmount {mnt}")
+        if dry_run:
+            continue
+        if subprocess.run(["umount", mnt], capture_output=True).returncode != 0:
+            proc = subprocess.run(["umount", "-l", mnt], capture_output=True, text=True)
+            if proc.returncode != 0:
+                print(f"  failed: {proc.stderr.strip()}", file=sys.stderr)
+                failed += 1
+    for dev, back in sorted(loops.items()):
+        print(f"detach {dev} ({back})")
+        if dry_run:
+            continue
+        if shutil.which("btrfs"):
+            subprocess.run(["btrfs", "device", "scan", "--forget", dev], capture_output=True)
+        proc = subprocess.run(["losetup", "--detach", dev], capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(f"  failed: {proc.stderr.strip()}", file=sys.stderr)
+            failed += 1
+    if not mounts and not loops and not daemons:
+        print("cleanup_leftovers: nothing to clear")
+    return 1 if failed else 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prefix", default=DEFAULT_PREFIX,
@@ -90,40 +128,7 @@ def main(argv=None) -> int:
         print("cleanup_leftovers: not root, nothing to clear (tests without root make no "
               "mounts or loops)")
         return 0
-    loops = leftover_loops(args.prefix)
-    mounts = leftover_mounts(args.prefix, loops)
-    failed = 0
-    daemons = leftover_ceph_daemons(args.prefix)
-    for pid, name in daemons:
-        print(f"kill ceph {name} (pid {pid})")
-        if not args.dry_run:
-            try:
-                os.kill(pid, 9)
-            except OSError:
-                pass
-    for mnt in mounts:
-        print(f"unmount {mnt}")
-        if args.dry_run:
-            continue
-        if subprocess.run(["umount", mnt], capture_output=True).returncode != 0:
-            proc = subprocess.run(["umount", "-l", mnt], capture_output=True, text=True)
-            if proc.returncode != 0:
-                print(f"  failed: {proc.stderr.strip()}", file=sys.stderr)
-                failed += 1
-    for dev, back in sorted(loops.items()):
-        print(f"detach {dev} ({back})")
-        if args.dry_run:
-            continue
-        if shutil.which("btrfs"):
-            subprocess.run(["btrfs", "device", "scan", "--forget", dev], capture_output=True)
-        proc = subprocess.run(["losetup", "--detach", dev], capture_output=True, text=True)
-        if proc.returncode != 0:
-            print(f"  failed: {proc.stderr.strip()}", file=sys.stderr)
-            failed += 1
-    if not mounts and not loops and not daemons:
-        print("cleanup_leftovers: nothing to clear")
-    return 1 if failed else 0
-
+    return clear(args.prefix, args.dry_run)
 
 if __name__ == "__main__":
     sys.exit(main())
