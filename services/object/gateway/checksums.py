@@ -108,19 +108,14 @@ class Digests:
     def update(self, data: bytes) -> None:
         """Feed the next bytes of the body."""
         self.size += len(data)
-        if len(data) > SMALL_BODY:  # large: hashed without the GIL (from a worker thread)
-            self.md5.update(data)
-            if self.sha256 is not None:
-                self.sha256.update(data)
-            for h in self.checks.values():
-                h.update(data)
-            return
-        view = memoryview(data)
         hashes = [self.md5, *self.checks.values()]
         if self.sha256 is not None:
             hashes.append(self.sha256)
-        for start in range(0, len(view), GIL_FREE_PIECE):
-            piece = view[start:start + GIL_FREE_PIECE]
+        # large: hashed whole, without the GIL (from a worker thread); small: in pieces
+        step = len(data) if len(data) > SMALL_BODY else GIL_FREE_PIECE
+        view = memoryview(data)
+        for start in range(0, len(view), step):
+            piece = view[start:start + step]
             for h in hashes:
                 h.update(piece)
 

@@ -95,6 +95,12 @@ class Stored:
     in_segment: bool
     data: bytes | None = None   # a deferred small body: appended by the commit (loc is empty)
 
+    @property
+    def commit_data(self) -> bool | bytes:
+        """What :meth:`Gateway.commit` takes of these bytes: the deferred body, or whether
+        they are in a segment."""
+        return self.data if self.data is not None else self.in_segment
+
 
 class Gateway:
     """Everything a request handler needs: config, buckets, segments, committer, I/O threads."""
@@ -179,12 +185,10 @@ class Gateway:
         """Run blocking ``fn(*args)`` on the I/O thread pool."""
         return await asyncio.get_running_loop().run_in_executor(self.io, fn, *args)
 
-    async def commit(self, bucket: Bucket, op: Op, in_segment: bool = False,
-                     stored: Stored | None = None) -> OpResult:
-        """Durably apply one index op (group-committed with concurrent ones); given the
-        ``stored`` body of :meth:`store_body` with ``defer``, the commit appends its bytes."""
-        if stored is not None and stored.data is not None:
-            return await self.committer.commit(bucket.index, op, stored.data)
+    async def commit(self, bucket: Bucket, op: Op, in_segment: bool | bytes = False) -> OpResult:
+        """Durably apply one index op (group-committed with concurrent ones); ``in_segment``:
+        whether its bytes are in a segment, or the deferred body to append there
+        (:attr:`Stored.commit_data`)."""
         return await self.committer.commit(bucket.index, op, in_segment)
 
     # -- writing ---------------------------------------------------------------------------
@@ -195,7 +199,8 @@ class Gateway:
         """Receive and durably store a body (not yet visible: the caller commits the index);
         with a ``cipher`` the bytes are stored encrypted (:mod:`.sse`). ``defer``: a small
         body is not appended here but kept in ``Stored.data``, for :meth:`commit` (given
-        ``stored``) to append with the rest of its batch, in one write off the event loop."""
+        ``Stored.commit_data``) to append with the rest of its batch, in one write off the
+        event loop."""
         size = body.size
         if size is not None and size > MAX_OBJECT_SIZE:
             raise S3Error("EntityTooLarge")

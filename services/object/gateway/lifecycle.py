@@ -188,8 +188,10 @@ def expiration_header(bucket: Bucket, rec, day: float) -> str | None:
 
 
 def add_expiration(gw, bucket: Bucket, rec, headers: dict) -> None:
-    """Set ``x-amz-expiration`` in ``headers`` when an Expiration rule selects ``rec`` (callers
-    check ``bucket.settings.get("lifecycle")`` first: buckets without rules pay nothing)."""
+    """Set ``x-amz-expiration`` in ``headers`` when an Expiration rule selects ``rec`` (buckets
+    without rules pay one dict lookup)."""
+    if not bucket.settings.get("lifecycle"):
+        return
     value = expiration_header(bucket, rec, float(gw.config.get("lifecycle_day_seconds") or DAY_SECONDS))
     if value:
         headers["x-amz-expiration"] = value

@@ -373,8 +373,7 @@ async def complete(gw: Gateway, req: Request, bucket: Bucket) -> Response:
             "checksums": checksums, "ck_type": ck_type, "sse": sse.describe(info.get("sse"))}
     await gw.run(_record_done, bucket, upload_id, done)
     resp = _complete_result(gw, bucket, req, done)
-    if bucket.settings.get("lifecycle"):
-        add_expiration(gw, bucket, rec, resp.headers)
+    add_expiration(gw, bucket, rec, resp.headers)
     return resp
 
 

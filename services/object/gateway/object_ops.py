@@ -254,7 +254,7 @@ async def put_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         meta["sse"] = wk.meta(cipher.np)
     rec = gw.make_record(bucket, req.key, stored, sse.etag_for(wk, stored.md5_hex), meta)
     result = await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled", **conditions),
-                             stored.in_segment, stored)
+                             stored.commit_data)
     if result.precondition:
         if not stored.in_segment:
             await gw.run(remove_location, stored.loc)
@@ -264,8 +264,7 @@ async def put_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         out["x-amz-version-id"] = rec.version_id
     for algo, value in stored.checksums.items():
         out[f"x-amz-checksum-{algo}"] = value
-    if bucket.settings.get("lifecycle"):
-        add_expiration(gw, bucket, rec, out)
+    add_expiration(gw, bucket, rec, out)
     return Response(200, out)
 
 
@@ -282,7 +281,7 @@ async def get_object(gw: Gateway, req: Request, bucket: Bucket, retry: bool = Tr
     headers = object_headers(rec, bool(bucket.versioning), gw.keyring)
     if ckey:
         headers[sse.CUSTOMER + "key-md5"] = ckey.md5
-    if bucket.settings.get("lifecycle") and "versionId" not in req.query:
+    if "versionId" not in req.query:
         add_expiration(gw, bucket, rec, headers)
     restore = gw.cold.restore_header(bucket, rec) if rec.tier != "hot" else None
     if restore:
@@ -462,8 +461,7 @@ async def copy_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         headers["x-amz-version-id"] = rec.version_id
     if src.version_id != "null":
         headers["x-amz-copy-source-version-id"] = src.version_id
-    if bucket.settings.get("lifecycle"):
-        add_expiration(gw, bucket, rec, headers)
+    add_expiration(gw, bucket, rec, headers)
     return xml_response(xml_doc("CopyObjectResult", el("LastModified", iso_time(rec.mtime))
                                 + el("ETag", f'"{etag}"')), headers=headers)
 

@@ -126,9 +126,8 @@ class SegmentStore:
             i = 0
             while i < len(places):
                 seg_id, fd, offset = places[i]
-                j, end = i + 1, offset + len(blocks[i])
+                j = i + 1
                 while j < len(places) and places[j][0] == seg_id and j - i < MAX_IOV:
-                    end += len(blocks[j])
                     j += 1
                 _pwritev_all(fd, blocks[i:j], offset)
                 i = j
