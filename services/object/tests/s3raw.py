@@ -66,15 +66,20 @@ def aws_chunked(data: bytes, chunk: int, headers: dict, secret: str, signed: boo
     return bytes(out)
 
 
+def request_head(method: str, url: str, headers: dict) -> bytes:
+    """The request line and headers of one HTTP/1.1 request for ``url`` (path and query)."""
+    parts = urlsplit(url)
+    path = parts.path + (f"?{parts.query}" if parts.query else "")
+    head = f"{method} {path} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+    return (head + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode()
+
+
 def raw_request(url: str, method: str, headers: dict, body: bytes = b"", close_write: bool = False,
                 timeout: float = 10) -> tuple[int, bytes]:
     """Send bytes as-is over a socket (body may disagree with Content-Length); (status, response)."""
     parts = urlsplit(url)
-    path = parts.path + (f"?{parts.query}" if parts.query else "")
-    head = f"{method} {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n"
-    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
     with socket.create_connection((parts.hostname, parts.port), timeout=timeout) as sock:
-        sock.sendall(head.encode() + body)
+        sock.sendall(request_head(method, url, {"Connection": "close", **headers}) + body)
         if close_write:
             sock.shutdown(socket.SHUT_WR)
         data = b""

@@ -267,8 +267,7 @@ def test_pipelined_requests_get_whole_responses_in_order(s3, gateway, bucket):
         headers = s3raw.sign(method, url, ACCESS, SECRET)
         if i == len(plan) - 1:
             headers["Connection"] = "close"
-        wire += (f"{method} /{bucket}/{key} HTTP/1.1\r\nHost: {netloc}\r\n"
-                 + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode()
+        wire += s3raw.request_head(method, url, headers)
     host, port = netloc.split(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.sendall(wire)

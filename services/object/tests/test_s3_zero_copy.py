@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from tests.kit import wait_for
 from services.object.tests.gatewayproc import ACCESS, SECRET
-from services.object.tests.s3raw import sign
+from services.object.tests.s3raw import request_head, sign
 
 KIB, MIB = 1024, 1024 * 1024
 
@@ -99,9 +99,7 @@ def test_client_gone_mid_body_leaves_the_gateway_serving(gateway, s3, bucket):
     parts = urlsplit(url)
     for _ in range(5):
         sock = socket.create_connection((parts.hostname, parts.port), timeout=10)
-        head = f"GET {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
-        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
-        sock.sendall(head.encode())
+        sock.sendall(request_head("GET", url, headers))
         assert sock.recv(65536).startswith(b"HTTP/1.1 200")
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
         sock.close()   # a reset, with most of the body unsent
@@ -127,9 +125,8 @@ def test_pipelined_gets_behind_an_unread_response_arrive_whole(gateway, s3, buck
     parts = urlsplit(gateway.endpoint)
     requests = b""
     for key in ("enc", "plain", "enc", "plain"):
-        _, headers = _signed_get(gateway, f"/{bucket}/{key}")
-        head = f"GET /{bucket}/{key} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
-        requests += (head + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode()
+        url, headers = _signed_get(gateway, f"/{bucket}/{key}")
+        requests += request_head("GET", url, headers)
     with socket.create_connection((parts.hostname, parts.port), timeout=30) as sock:
         sock.sendall(requests)
         time.sleep(1.0)  # the first body fills the socket and uvloop's buffer meanwhile
