@@ -74,6 +74,18 @@ def request_head(method: str, url: str, headers: dict) -> bytes:
     return (head + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode()
 
 
+def read_response(fh, method: str = "GET") -> tuple[int, dict, bytes]:
+    """Read one HTTP/1.1 response from the file object ``fh`` (a socket's ``makefile("rb")``):
+    (status, headers with lower-case names, body); a HEAD response has no body."""
+    status = int(fh.readline().split(b" ", 2)[1])
+    headers = {}
+    while (line := fh.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    size = 0 if method == "HEAD" else int(headers.get("content-length", "0"))
+    return status, headers, fh.read(size)
+
+
 def raw_request(url: str, method: str, headers: dict, body: bytes = b"", close_write: bool = False,
                 timeout: float = 10) -> tuple[int, bytes]:
     """Send bytes as-is over a socket (body may disagree with Content-Length); (status, response)."""

@@ -236,23 +236,6 @@ def test_aws_cli(gateway, bucket, tmp_path):
     assert "cli/f.bin" not in cli("ls", "--recursive", f"s3://{bucket}/")
 
 
-def _read_responses(data: bytes, methods: list[str]) -> list[tuple[int, dict, bytes]]:
-    """Split the bytes of pipelined HTTP/1.1 responses (one per request method, in order)."""
-    out = []
-    for method in methods:
-        head, _, data = data.partition(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        headers: dict = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            headers.setdefault(name.strip().lower(), []).append(value.strip())
-        size = 0 if method == "HEAD" else int(headers["content-length"][0])
-        out.append((int(lines[0].split(" ", 2)[1]), headers, data[:size]))
-        data = data[size:]
-    assert data == b""
-    return out
-
-
 def test_pipelined_requests_get_whole_responses_in_order(s3, gateway, bucket):
     """Several requests sent at once on one connection: each answer (headers, then its body)
     arrives whole and in order, small and block-sized objects alike."""
@@ -269,15 +252,14 @@ def test_pipelined_requests_get_whole_responses_in_order(s3, gateway, bucket):
             headers["Connection"] = "close"
         wire += s3raw.request_head(method, url, headers)
     host, port = netloc.split(":")
+    bodies = {"small": small, "large": large}
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.sendall(wire)
-        data = b""
-        while got := sock.recv(1 << 20):
-            data += got
-    answers = _read_responses(data, [m for m, _ in plan])
-    bodies = {"small": small, "large": large}
-    for (method, key), (status, headers, body) in zip(plan, answers):
-        assert status == 200
-        assert headers["content-length"] == [str(len(bodies[key]))]
-        assert headers["server"] == ["Strata"]
-        assert body == (b"" if method == "HEAD" else bodies[key])
+        with sock.makefile("rb") as fh:
+            for method, key in plan:
+                status, headers, body = s3raw.read_response(fh, method)
+                assert status == 200
+                assert headers["content-length"] == str(len(bodies[key]))
+                assert headers["server"] == "Strata"
+                assert body == (b"" if method == "HEAD" else bodies[key])
+            assert fh.read() == b""  # nothing more: the last request closed the connection

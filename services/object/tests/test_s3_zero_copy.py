@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from tests.kit import wait_for
 from services.object.tests.gatewayproc import ACCESS, SECRET
-from services.object.tests.s3raw import request_head, sign
+from services.object.tests.s3raw import read_response, request_head, sign
 
 KIB, MIB = 1024, 1024 * 1024
 
@@ -107,15 +107,6 @@ def test_client_gone_mid_body_leaves_the_gateway_serving(gateway, s3, bucket):
         assert s3.get_object(Bucket=bucket, Key="obj")["Body"].read() == data
 
 
-def _read_response(fh) -> tuple[int, dict, bytes]:
-    status = int(fh.readline().split(b" ", 2)[1])
-    headers = {}
-    while (line := fh.readline()) not in (b"\r\n", b""):
-        name, _, value = line.decode().partition(":")
-        headers[name.strip().lower()] = value.strip()
-    return status, headers, fh.read(int(headers.get("content-length", "0")))
-
-
 def test_pipelined_gets_behind_an_unread_response_arrive_whole(gateway, s3, bucket):
     """Zero-copy bodies of pipelined requests, queued behind copied (SSE) bodies the client has
     not read yet, leave after them, in order."""
@@ -132,5 +123,5 @@ def test_pipelined_gets_behind_an_unread_response_arrive_whole(gateway, s3, buck
         time.sleep(1.0)  # the first body fills the socket and uvloop's buffer meanwhile
         with sock.makefile("rb") as fh:
             for want in (encrypted, plain, encrypted, plain):
-                status, _, body = _read_response(fh)
+                status, _, body = read_response(fh)
                 assert status == 200 and body == want
