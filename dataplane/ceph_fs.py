@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import secrets
+import weakref
 import shutil
 import tempfile
 import time
@@ -68,6 +69,17 @@ NOTES = {
 
 def _b(path) -> bytes:
     return path.encode() if isinstance(path, str) else path
+
+
+_open = weakref.WeakSet()   # instances holding a mounted libcephfs handle
+
+
+def close_all() -> None:
+    """Release every libcephfs handle of this process. Call it while the cluster still
+    answers: a handle left to the garbage collector is shut down at interpreter exit, and
+    against a cluster already gone its shutdown waits out ``client_shutdown_timeout``."""
+    for fs in list(_open):
+        fs.close()
 
 
 class CephFileSystems:
@@ -178,6 +190,7 @@ class CephFileSystems:
                 handle.shutdown()
                 raise Unreachable(f"cannot mount CephFS {name!r}: {exc}") from exc
             self._fs = handle
+            _open.add(self)
         return self._fs
 
     def close(self) -> None:
@@ -186,6 +199,7 @@ class CephFileSystems:
             with contextlib.suppress(Exception):
                 self._fs.shutdown()
             self._fs = None
+        _open.discard(self)
 
     def _exists(self, path: str) -> bool:
         cephfs = ceph_bindings.load("cephfs")

@@ -60,6 +60,9 @@ def stop_shared_cluster() -> None:
     global _cluster
     if _cluster is not None:
         cluster, _cluster = _cluster, None
+        from dataplane import ceph_fs
+
+        ceph_fs.close_all()  # while the cluster answers (see close_all)
         cluster.destroy()
 
 
