@@ -77,7 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     config = uvicorn.Config(create_app(args.config, role), host=args.host, port=args.port, loop="uvloop",
                             http=GatewayHttpProtocol, lifespan="on", log_level=args.log_level, access_log=False,
                             timeout_keep_alive=30, backlog=2048, ssl_certfile=args.ssl_certfile,
-                            ssl_keyfile=args.ssl_keyfile, server_header=False)  # the app says "Server: Strata"
+                            ssl_keyfile=args.ssl_keyfile, server_header=False,  # the app says "Server: Strata"
+                            # the peer's address and TLS are facts: X-Forwarded-For/-Proto from a
+                            # local client must not set aws:SourceIp or aws:SecureTransport
+                            proxy_headers=False)
     server = uvicorn.Server(config)
     if args.worker_fd is None:
         server.run()

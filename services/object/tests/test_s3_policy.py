@@ -117,6 +117,29 @@ def test_listing_keys_prefix_delimiter_max_keys(alice, bob, name):
     assert denied(lambda: bob.list_objects_v2(Bucket=name, Prefix="home/bob/"))  # no max-keys: Numeric is false
 
 
+def test_forwarding_headers_do_not_change_source_ip_or_transport(alice, bob, name):
+    """X-Forwarded-For and X-Forwarded-Proto are the client's words, not facts: a client on
+    this host cannot pass an aws:SourceIp or aws:SecureTransport condition by sending them."""
+    alice.put_object(Bucket=name, Key="a", Body=b"a")
+    arn = f"arn:aws:s3:::{name}/*"
+    put_policy(alice, name,
+               allow({"AWS": "bob"}, "s3:GetObject", arn, {"IpAddress": {"aws:SourceIp": "10.1.2.3/32"}}),
+               allow("*", "s3:GetObject", arn, {"Bool": {"aws:SecureTransport": "false"}}, effect="Deny"))
+
+    def forwarded(request, **kwargs):
+        request.headers["X-Forwarded-For"] = "10.1.2.3"
+        request.headers["X-Forwarded-Proto"] = "https"
+
+    for client in (alice, bob):
+        client.meta.events.register("before-sign.s3.GetObject", forwarded)
+    try:
+        assert denied(lambda: bob.get_object(Bucket=name, Key="a"))
+        assert denied(lambda: alice.get_object(Bucket=name, Key="a"))
+    finally:
+        for client in (alice, bob):
+            client.meta.events.unregister("before-sign.s3.GetObject", forwarded)
+
+
 def test_request_headers_and_null(alice, bob, name):
     arn = f"arn:aws:s3:::{name}/*"
     put_policy(alice, name,
