@@ -11,11 +11,18 @@ child starts, exits, is started again or given up::
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 from plumbing.atomic import write_atomic
 
 STATES_FILE = "daemons.json"
+
+
+def worker_name(port: int) -> str:
+    """The node name of `strata up`'s Celery worker: the health check pings this one worker
+    and has its answer at once, instead of waiting out a broadcast's timeout for others."""
+    return f"strata-{port}@{socket.gethostname()}"
 
 
 def states_path(data_dir: str | Path) -> Path:

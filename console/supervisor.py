@@ -1,10 +1,12 @@
 """`strata up`: run the whole appliance in the foreground.
 
 Starts, in order: a private redis-server on a unix socket in the data directory (unless
-STRATA_REDIS_URL points at one), database migrations and the bootstrap (admin user,
-credentials.json, default pool, pools mounted again), the web server (API and console), a
-Celery worker and Celery beat. Children run in their own sessions so that Ctrl-C reaches only
-this process, which then stops them in reverse order.
+STRATA_REDIS_URL points at one), the database migrations and meanwhile the services' daemons,
+the bootstrap (admin user, credentials.json, default pool, pools mounted again), then together
+the web server (API and console) and a Celery worker, and once the web server answers, Celery
+beat. Children run in their own sessions so that Ctrl-C reaches only this process, which then
+stops them in reverse order, a layer at a time (the plane's processes, the daemons, the
+broker).
 
 A child that dies is started again after a back-off (:class:`plumbing.process.RestartPolicy`);
 one that keeps exiting at once is given up, saying so (for redis and the web server, without
@@ -21,12 +23,13 @@ import signal
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
 
-from console.daemons import write_states
+from console.daemons import worker_name, write_states
 from plane.discovery import modules_named
 from plumbing import tls
 from plumbing.process import (Child, ChildFailed, DaemonSpec, RestartPolicy, describe_exit,
@@ -56,8 +59,10 @@ def _now() -> str:
 class Supervised:
     """One child of `strata up` with what it takes to start it again and its history."""
 
-    def __init__(self, child: Child, spec: DaemonSpec, essential: bool, policy: RestartPolicy):
+    def __init__(self, child: Child, spec: DaemonSpec, essential: bool, policy: RestartPolicy,
+                 group: str):
         self.child, self.spec, self.essential, self.policy = child, spec, essential, policy
+        self.group = group                  # stopped together with the rest of its group
         self.state = "running"
         self.restarts = 0
         self.started = time.monotonic()
@@ -80,30 +85,40 @@ class Supervisor:
         self.reconcile_argv: list | None = None    # manage.py strata_reconcile, once migrated
 
     def start(self, name: str, argv: list, env: dict | None = None, stop=None, *,
-              spec: DaemonSpec | None = None, essential: bool = False) -> Child:
+              spec: DaemonSpec | None = None, essential: bool = False,
+              group: str = "daemons") -> Child:
+        """Start a child; ``group``: the children started as one layer (``broker``,
+        ``daemons``, ``plane``), which stop together, the last layer first."""
         spec = spec or DaemonSpec(name=name, argv=argv, env=env or {}, stop=stop)
         child = Child(name, argv, self.data_dir / "log" / f"{name}.log",
                       env={**self.env, **(env or {})}, cwd=self.data_dir, stop=stop).start()
-        self.children.append(Supervised(child, spec, essential, self.make_policy()))
+        self.children.append(Supervised(child, spec, essential, self.make_policy(), group))
         self.save()
         return child
 
     def save(self) -> None:
         write_states(self.data_dir, {s.child.name: s.record() for s in self.children})
 
-    def run_once(self, name: str, argv: list, timeout: float = ONE_SHOT_TIMEOUT) -> str:
+    def run_once(self, name: str, argv: list, timeout: float = ONE_SHOT_TIMEOUT,
+                 proc: subprocess.Popen | None = None) -> str:
         """Run a one-shot step (migrate, bootstrap) to its end; Ctrl-C or ``timeout`` stops
-        it, so a step that hangs never keeps `strata up` from exiting."""
-        code, out, err, failure = self._run(name, argv, timeout)
+        it, so a step that hangs never keeps `strata up` from exiting. ``proc``: the step
+        already started with :meth:`spawn`, so that other work went on meanwhile."""
+        code, out, err, failure = self._run(name, argv, timeout, proc)
         if failure or code != 0:
             tail = (err or out).strip().splitlines()[-15:]
             raise SystemExit(f"strata up: {name} {failure or 'failed'}:\n" + "\n".join(tail))
         return out
 
-    def _run(self, name: str, argv: list, timeout: float):
-        proc = subprocess.Popen(argv, env=self.env, stdout=subprocess.PIPE,
+    def spawn(self, argv: list) -> subprocess.Popen:
+        """Start a one-shot step; :meth:`run_once` waits for it."""
+        return subprocess.Popen(argv, env=self.env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                                 cwd=self.data_dir)
+
+    def _run(self, name: str, argv: list, timeout: float,
+             proc: subprocess.Popen | None = None):
+        proc = proc or self.spawn(argv)
         deadline = time.monotonic() + timeout
         failure = None
         while True:
@@ -122,20 +137,33 @@ class Supervisor:
         return proc.returncode, out, err, failure
 
     def stop_all(self) -> None:
+        """Stop the children a group at a time, the last started first (the plane's processes,
+        then the daemons they drive, then the broker); a group's children stop together."""
         self.stopping = True
-        for sup in reversed(self.children):
-            child = sup.child
-
-            def report(exc, name=child.name):
-                print(f"strata: stopping {name}: {exc}", flush=True)
-
-            if child.stop(STOP_TIMEOUT, on_error=report):
-                print(f"strata: {child.name} did not stop in {STOP_TIMEOUT:.0f}s; killed",
-                      flush=True)
-            if sup.state != "failed":
-                sup.state = "stopped"
+        groups: dict[str, list[Supervised]] = {}
+        for sup in self.children:
+            groups.setdefault(sup.group, []).append(sup)
+        for members in reversed(list(groups.values())):
+            threads = [threading.Thread(target=self._stop, args=(sup,)) for sup in members]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
         if self.children:
             self.save()
+
+    @staticmethod
+    def _stop(sup: Supervised) -> None:
+        child = sup.child
+
+        def report(exc):
+            print(f"strata: stopping {child.name}: {exc}", flush=True)
+
+        if child.stop(STOP_TIMEOUT, on_error=report):
+            print(f"strata: {child.name} did not stop in {STOP_TIMEOUT:.0f}s; killed",
+                  flush=True)
+        if sup.state != "failed":
+            sup.state = "stopped"
 
     def watch(self) -> int:
         """Supervise until Ctrl-C (0), or until an essential child is given up (1)."""
@@ -264,10 +292,13 @@ def _requeue_unacked(broker_url: str) -> None:
         print(f"strata: {len(tags)} unfinished task(s) of the worker queued again", flush=True)
 
 
-def _start_daemon(sup: Supervisor, spec: DaemonSpec) -> None:
-    child = sup.start(spec.name, spec.argv, env=spec.env, stop=spec.stop, spec=spec)
-    if spec.ready is not None:
-        _wait(child, spec.ready, DAEMON_START_TIMEOUT, "starting")
+def _start_daemons(sup: Supervisor, specs: list[DaemonSpec]) -> None:
+    """Start the services' daemons all at once, then wait until each is ready."""
+    children = [(sup.start(spec.name, spec.argv, env=spec.env, stop=spec.stop, spec=spec), spec)
+                for spec in specs]
+    for child, spec in children:
+        if spec.ready is not None:
+            _wait(child, spec.ready, DAEMON_START_TIMEOUT, "starting")
 
 
 def _release(manage: list, env: dict, data: Path) -> None:
@@ -341,18 +372,24 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
             argv = [redis, "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
                     "--dir", str(data / "run"), "--appendonly", "yes", "--save", "",
                     "--daemonize", "no"]
-            child = sup.start("redis", argv, essential=True, spec=DaemonSpec(
+            child = sup.start("redis", argv, essential=True, group="broker", spec=DaemonSpec(
                 name="redis", argv=argv, ready=lambda: socket_answers(sock),
                 prepare=lambda: sock.unlink(missing_ok=True)))
             if not wait_for_socket(sock, 10.0, child):
                 raise SystemExit(f"strata up: redis did not start; see {child.log}"
                                  + _indented(child.tail(8)))
-        sup.run_once("migrate", manage + ["migrate", "--noinput"])
+        migrate = manage + ["migrate", "--noinput"]
+        migrating = sup.spawn(migrate)
+        try:   # the daemons need no database: they start while it is migrated
+            _start_daemons(sup, [spec for module in service_up_modules()
+                                 for spec in module.daemons(data, options)])
+        except BaseException:
+            migrating.kill()
+            migrating.wait()
+            raise
+        sup.run_once("migrate", migrate, proc=migrating)
         migrated = True
         sup.reconcile_argv = manage + ["strata_reconcile"]
-        for module in service_up_modules():
-            for spec in module.daemons(data, options):
-                _start_daemon(sup, spec)
         shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         base = f"{'https' if trust else 'http'}://{shown}:{port}"
         print(sup.run_once("bootstrap", manage + [
@@ -367,17 +404,20 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
                 "--no-proxy-headers"]
         if trust:
             argv += ["--ssl-certfile", options["tls_cert"], "--ssl-keyfile", options["tls_key"]]
-        web = sup.start("web", argv, essential=True, spec=DaemonSpec(
+        web = sup.start("web", argv, essential=True, group="plane", spec=DaemonSpec(
             name="web", argv=argv, ready=lambda: _http_answers(health, cafile)))
+        # one worker per appliance: no neighbours to sync with at start (mingle) or after
         argv = [py, "-m", "celery", "-A", "plane", "worker", "-l", "info", "--concurrency",
-                "2", "-n", f"strata-{port}@%h"]
+                "2", "-n", worker_name(port), "--without-mingle", "--without-gossip"]
         broker = env.get("STRATA_REDIS_URL") or f"redis+socket://{data / 'run' / 'redis.sock'}"
-        sup.start("worker", argv, spec=DaemonSpec(
+        sup.start("worker", argv, group="plane", spec=DaemonSpec(
             name="worker", argv=argv, prepare=lambda: _requeue_unacked(broker)))
+        _wait(web, lambda: _http_answers(health, cafile), 60.0, f"waiting for {health}")
+        # beat once the web server answers: nobody waits for it, and starting at the same time
+        # it would take the CPU the web server and the worker need to start
         sup.start("beat", [py, "-m", "celery", "-A", "plane", "beat", "-l", "info",
                            "--schedule", str(data / "run" / "celerybeat-schedule"),
-                           "--pidfile", ""])
-        _wait(web, lambda: _http_answers(health, cafile), 60.0, f"waiting for {health}")
+                           "--pidfile", ""], group="plane")
         print(f"Strata is up.\n  console:     {base}/\n  API:         {base}/api/v1/\n"
               f"  credentials: {data / 'credentials.json'}\n  logs:        {data / 'log'}\n"
               "Press Ctrl-C to stop.", flush=True)

@@ -31,10 +31,11 @@ class DaemonSpec:
 
     A service that runs daemons provides ``services/<name>/up.py`` with
     ``add_arguments(parser)`` and ``daemons(data_dir, options) -> list[DaemonSpec]``;
-    `strata up` starts them after the database is migrated and before the plane's
-    bootstrap, supervises them (one that dies is started again, see :class:`RestartPolicy`;
-    then ``reconcile`` names the service whose ``bootstrap.reconcile()`` puts back what the
-    daemon held in memory: targets, LUNs, exports) and stops them in reverse order.
+    `strata up` starts them while the database is migrated (they must not need it) and
+    before the plane's bootstrap, supervises them (one that dies is started again, see
+    :class:`RestartPolicy`; then ``reconcile`` names the service whose
+    ``bootstrap.reconcile()`` puts back what the daemon held in memory: targets, LUNs,
+    exports) and stops them together, after the plane's processes.
     """
 
     name: str

@@ -63,7 +63,7 @@ class Appliance:
                 pass
             if self.proc.poll() is not None:
                 raise AssertionError(f"strata up exited: {self.proc.stdout.read()}")
-            time.sleep(0.5)
+            time.sleep(0.2)
         out = self._shutdown()
         raise AssertionError(f"strata up did not become healthy in {timeout} s; it printed:\n"
                              f"{out[-4000:]}")

@@ -41,6 +41,26 @@ def _s3(app, creds, **kwargs):
 
 
 @pytest.mark.root
+# The responses are dropped before returning, and with them their connections: an idle TLS
+# connection left open by a client that never reads it keeps the web server waiting for it at
+# `strata up`'s stop (until it is killed, 20 s later).
+def _get_json(url: str, cert: str) -> tuple[int, dict]:
+    r = requests.get(url, verify=cert, timeout=10)
+    return r.status_code, r.json()
+
+
+def _sign_in(app, creds, cert) -> tuple[int, str, list]:
+    """Sign in to the console; (status, page, cookies) of the dashboard."""
+    with requests.Session() as web:  # verify= per request: REQUESTS_CA_BUNDLE overrides a session's
+        page = web.get(f"{app.url}/login/", timeout=10, verify=cert)
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        dash = web.post(f"{app.url}/login/", timeout=10, verify=cert,
+                        headers={"Referer": f"{app.url}/login/"},
+                        data={"csrfmiddlewaretoken": token, "username": creds["username"],
+                              "password": creds["password"], "next": "/"})
+    return dash.status_code, dash.text, list(web.cookies)
+
+
 def test_up_with_tls_serves_https_only(tls_appliance):
     app = tls_appliance.start()
     try:
@@ -64,9 +84,9 @@ def test_up_with_tls_serves_https_only(tls_appliance):
         r = app.cli("--json", "bucket", "list")
         assert r.returncode == 0, r.stderr
         assert [b["name"] for b in json.loads(r.stdout)] == ["secure"]
-        health = requests.get(f"{app.url}/api/v1/health", verify=cert, timeout=10)
-        assert health.status_code == 200
-        daemons = {n: d for s in health.json()["services"].values() for n, d in s.items()}
+        status, health = _get_json(f"{app.url}/api/v1/health", cert)
+        assert status == 200
+        daemons = {n: d for s in health["services"].values() for n, d in s.items()}
         assert daemons["s3"]["endpoint"].startswith("https://")
         with pytest.raises(requests.exceptions.SSLError):
             requests.get(f"{app.url}/api/v1/health", timeout=10)
@@ -76,15 +96,10 @@ def test_up_with_tls_serves_https_only(tls_appliance):
                 requests.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=10)
 
         # the console signs in over HTTPS and tells how to trust the certificate
-        web = requests.Session()  # verify= per request: REQUESTS_CA_BUNDLE overrides a session's
-        page = web.get(f"{app.url}/login/", timeout=10, verify=cert)
-        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-        dash = web.post(f"{app.url}/login/", timeout=10, verify=cert, headers={"Referer": f"{app.url}/login/"},
-                        data={"csrfmiddlewaretoken": token, "username": creds["username"],
-                              "password": creds["password"], "next": "/"})
-        assert dash.status_code == 200 and "Sign in" not in dash.text, dash.text[:500]
-        assert creds["tls_fingerprint"] in dash.text and cert in dash.text
-        assert all(c.secure for c in web.cookies)
+        status, dashboard, cookies = _sign_in(app, creds, cert)
+        assert status == 200 and "Sign in" not in dashboard, dashboard[:500]
+        assert creds["tls_fingerprint"] in dashboard and cert in dashboard
+        assert all(c.secure for c in cookies)
     finally:
         out = app.stop()
     assert f"SHA-256 fingerprint: {tls.fingerprint(cert)}" in out, out

@@ -11,7 +11,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 
-from console.daemons import read_states
+from console.daemons import read_states, worker_name
 from plane.api.serializers import (AuditEventSerializer, JobSerializer, MeSerializer,
                                    TokenSerializer, UserSerializer, last_admin)
 from plane.celery import app as celery_app
@@ -114,8 +114,13 @@ def _check_broker() -> dict:
 
 
 def _check_worker() -> dict:
+    options = settings.SERVICE_OPTIONS
+    # under `strata up` one worker is known by name: done once it answers; otherwise wait
+    # the whole second for every worker of the broker to answer
+    ours = {"destination": [worker_name(options["port"])], "limit": 1} \
+        if options.get("supervised") else {}
     try:
-        replies = celery_app.control.ping(timeout=1.0)
+        replies = celery_app.control.ping(timeout=1.0, **ours)
     except Exception as exc:
         return {"state": "error", "detail": str(exc)}
     if not replies:

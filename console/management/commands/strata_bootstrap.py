@@ -7,6 +7,9 @@ from console import bootstrap
 class Command(BaseCommand):
     help = ("Create roles, the admin user and credentials.json; run each service's bootstrap "
             "(storage: the default pool, pools mounted again).")
+    # `strata up` runs it after its `migrate`, which ran the system checks (importing every
+    # URL and view of the plane for them again would cost a second or more)
+    requires_system_checks = []
 
     def add_arguments(self, parser):
         parser.add_argument("--api-url", required=True)

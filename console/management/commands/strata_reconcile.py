@@ -6,6 +6,9 @@ from plane.discovery import service_modules
 class Command(BaseCommand):
     help = ("Put back into a service's daemons what the database says they serve (run by "
             "`strata up` after it started a daemon again: a new tgtd has no targets).")
+    # `strata up` runs it after its `migrate`, which ran the system checks (importing every
+    # URL and view of the plane for them again would cost a second or more)
+    requires_system_checks = []
 
     def add_arguments(self, parser):
         parser.add_argument("service", help="the service's app label (block, file, ...)")
