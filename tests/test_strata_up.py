@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import requests
 
 from tests.appliance import Appliance
 
@@ -111,6 +112,20 @@ def test_up_serves_cli_and_survives_restart(appliance):
             r.stderr
         assert json.loads(app.cli("--json", "schedule", "show", "often").stdout)["cron"] == \
             "15 3 * * *"
+
+        # a failed sign-in is audited with the peer's address, whatever X-Forwarded-For says
+        # (that header is the client's own word: it must not choose what sign-in limits count)
+        with requests.Session() as web:
+            page = web.get(f"{app.url}/login/", timeout=10)
+            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+            web.post(f"{app.url}/login/", timeout=10, data={
+                "csrfmiddlewaretoken": token, "username": "mallory", "password": "guess"},
+                headers={"Referer": f"{app.url}/login/", "X-Forwarded-For": "10.9.9.9"})
+        audit = requests.get(f"{app.url}/api/v1/audit/", timeout=10, headers={
+            "Authorization": f"Token {app.credentials['token']}"}).json()
+        rows = audit["results"] if isinstance(audit, dict) else audit
+        denied = [r for r in rows if r["result"] == "denied"]
+        assert denied and {r["remote_addr"] for r in denied} == {"127.0.0.1"}, rows
     finally:
         children = children_of(app.proc.pid)
         out = app.stop()

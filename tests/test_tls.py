@@ -40,7 +40,6 @@ def _s3(app, creds, **kwargs):
                                       retries={"max_attempts": 1}), **kwargs)
 
 
-@pytest.mark.root
 # The responses are dropped before returning, and with them their connections: an idle TLS
 # connection left open by a client that never reads it keeps the web server waiting for it at
 # `strata up`'s stop (until it is killed, 20 s later).
@@ -61,6 +60,7 @@ def _sign_in(app, creds, cert) -> tuple[int, str, list]:
     return dash.status_code, dash.text, list(web.cookies)
 
 
+@pytest.mark.root
 def test_up_with_tls_serves_https_only(tls_appliance):
     app = tls_appliance.start()
     try:
