@@ -46,8 +46,15 @@ def start_redis(tmp: Path, procs: list) -> str:
     return f"redis://127.0.0.1:{port}/0"
 
 
+PACKAGES = ["console", "dataplane", "plane", "plumbing", "services", "tests", "vector"]
+
+
 def main(argv: list) -> int:
     subprocess.run([sys.executable, str(ROOT / "tests" / "cleanup_leftovers.py")], check=False)
+    # the suite starts hundreds of Python processes (gateways, appliances, workers); where
+    # PYTHONDONTWRITEBYTECODE is set (as in CI), each would compile the project's sources again
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", *PACKAGES],
+                   cwd=ROOT, check=False, stdout=subprocess.DEVNULL)
     tmp = Path(tempfile.mkdtemp(prefix="strata-test-suite-"))
     procs: list = []
     env = dict(os.environ)
