@@ -19,6 +19,9 @@ closed meanwhile can never make it write elsewhere; the response's headers, stil
 leave from the same thread just before the body (``MSG_MORE``: one segment with its first
 bytes). When uvloop still has earlier bytes of the connection buffered, the body is read and
 written through the transport instead (the same bytes, copied).
+
+Bytes that do not parse right after a whole request (a body longer than its Content-Length)
+close the connection once that request is answered, rather than replacing its answer.
 """
 from __future__ import annotations
 
@@ -240,3 +243,15 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         cycle = self.cycle
         if cycle is not None and cycle.scope is self.scope and self.scheme == "http":
             cycle.send = ZeroCopySender(cycle, self.transport)
+
+    def send_400_response(self, msg: str) -> None:
+        """Bytes that do not parse as HTTP right after a whole request (a client whose body
+        was longer than its Content-Length) end the connection after that request's answer,
+        as S3 does (the client reads e.g. ``BadDigest``), instead of replacing it with a bare
+        400. Anything else (garbage inside a request's head or body) is answered 400 at once."""
+        cycle = self.cycle
+        if cycle is not None and not cycle.more_body and not cycle.response_complete:
+            cycle.keep_alive = False
+            self.flow.pause_reading()
+            return
+        super().send_400_response(msg)

@@ -71,7 +71,7 @@ def parse_rules(body: bytes, cold_root: str | None = None) -> list[dict]:
                 if child_text(exp, "Days") is not None:
                     rule["days"] = int(child_text(exp, "Days"))
                 if child_text(exp, "Date"):
-                    rule["date"] = calendar.timegm(time.strptime(child_text(exp, "Date")[:19], "%Y-%m-%dT%H:%M:%S"))
+                    rule["date"] = _midnight(child_text(exp, "Date"))
                 if (child_text(exp, "ExpiredObjectDeleteMarker") or "").lower() == "true":
                     rule["expired_marker"] = True
             nve = node.find("NoncurrentVersionExpiration")
@@ -85,7 +85,7 @@ def parse_rules(body: bytes, cold_root: str | None = None) -> list[dict]:
                 if child_text(tr, "Days") is not None:
                     step["days"] = int(child_text(tr, "Days"))
                 elif child_text(tr, "Date"):
-                    step["date"] = calendar.timegm(time.strptime(child_text(tr, "Date")[:19], "%Y-%m-%dT%H:%M:%S"))
+                    step["date"] = _midnight(child_text(tr, "Date"))
                 else:
                     raise S3Error("MalformedXML", "A Transition needs Days or Date")
                 rule.setdefault("transitions", []).append(step)
@@ -106,6 +106,15 @@ def parse_rules(body: bytes, cold_root: str | None = None) -> list[dict]:
     if not rules:
         raise S3Error("MalformedXML", "A lifecycle configuration needs at least one Rule")
     return rules
+
+
+def _midnight(text: str) -> int:
+    """A rule's Date as epoch seconds: S3 takes only midnight UTC (``InvalidArgument``
+    otherwise; a date that does not parse raises ``ValueError``)."""
+    when = calendar.timegm(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S"))
+    if when % DAY_SECONDS:
+        raise S3Error("InvalidArgument", "'Date' must be at midnight GMT")
+    return when
 
 
 def _filter_selector(scope) -> dict:

@@ -73,6 +73,26 @@ def test_restore_of_a_hot_object_is_invalid_object_state(s3, bucket):
     assert e.value.response["Error"]["Code"] == "InvalidObjectState"
 
 
+def test_a_rule_date_must_be_midnight_utc(s3, bucket):
+    """S3 takes a rule's Date only at midnight GMT (400 InvalidArgument otherwise); the rule
+    is not stored. (A Transition's Date is checked the same way; this gateway has no tier.)"""
+    for action in ({"Expiration": {"Date": "2030-01-01T12:30:00Z"}},
+                   {"Expiration": {"Date": "2030-01-01T00:00:01Z"}}):
+        with pytest.raises(ClientError) as e:
+            s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [
+                {"ID": "noon", "Filter": {"Prefix": ""}, "Status": "Enabled", **action}]})
+        assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+        assert e.value.response["Error"]["Code"] == "InvalidArgument", action
+    with pytest.raises(ClientError) as e:
+        s3.get_bucket_lifecycle_configuration(Bucket=bucket)
+    assert e.value.response["Error"]["Code"] == "NoSuchLifecycleConfiguration"
+    s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [
+        {"ID": "midnight", "Filter": {"Prefix": ""}, "Status": "Enabled",
+         "Expiration": {"Date": "2030-01-01T00:00:00Z"}}]})
+    rule, = s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+    assert rule["Expiration"]["Date"].isoformat() == "2030-01-01T00:00:00+00:00"
+
+
 def test_filters_by_tag_and_size_bounds_and_expiration_header(short_day_gateway):
     """Only versions carrying every tag of a rule's filter (and within its size bounds) expire;
     PUT, HEAD and GET name the rule that will expire an object in x-amz-expiration; days of 0
