@@ -1,5 +1,6 @@
 """Fixtures shared by the whole suite: a private data directory (pools in it are torn down,
 loops detached, even on failure), API clients per role, and a real Celery worker."""
+import os
 import shutil
 import subprocess
 import tempfile
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import cleanup_leftovers
 from tests.ceph import ceph_cluster, stop_shared_cluster  # noqa: F401  (the fixture, suite-wide)
 
 
@@ -43,6 +45,8 @@ def data_dir(settings):
     settings.DATA_DIR = path
     yield path
     _teardown_pools(path)
+    if os.geteuid() == 0:  # what deactivation left (a busy mount): not left behind by rmtree
+        cleanup_leftovers.clear(str(path) + "/")
     remove_data_dir(path)
 
 
