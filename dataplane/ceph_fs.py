@@ -28,11 +28,11 @@ import contextlib
 import json
 import os
 import secrets
-import weakref
 import shutil
 import tempfile
 import time
 import uuid
+import weakref
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional
 
