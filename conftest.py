@@ -1,8 +1,5 @@
 """Fixtures shared by the whole suite: a private data directory (pools in it are torn down,
 loops detached, even on failure), API clients per role, and a real Celery worker."""
-import os
-import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -16,38 +13,13 @@ def pytest_sessionfinish(session, exitstatus):
     stop_shared_cluster()
 
 
-def _teardown_pools(state_dir: Path) -> None:
-    import dataplane
-
-    for kind in ("local", "directory"):
-        try:
-            drv = dataplane.open_driver(kind, state_dir)
-            names = drv.list_pools()
-        except Exception:
-            continue
-        for name in names:
-            try:
-                drv.deactivate_pool(name)
-            except Exception:
-                pass
-
-
-def remove_data_dir(path: Path) -> None:
-    """Remove a test's data directory; directory-pool snapshots are immutable (chattr +i)."""
-    subprocess.run(["chattr", "-R", "-i", str(path)], capture_output=True)
-    shutil.rmtree(path, ignore_errors=True)
-
-
 @pytest.fixture
 def data_dir(settings):
     """A fresh data directory for the plane; its pools are unmounted and detached after."""
     path = Path(tempfile.mkdtemp(prefix="strata-test-"))
     settings.DATA_DIR = path
     yield path
-    _teardown_pools(path)
-    if os.geteuid() == 0:  # what deactivation left (a busy mount): not left behind by rmtree
-        cleanup_leftovers.clear(str(path) + "/")
-    remove_data_dir(path)
+    cleanup_leftovers.release_data_dir(path)
 
 
 def _client_for(user):

@@ -10,7 +10,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-import dataplane
 from tests import cleanup_leftovers
 from tests.kit import free_port
 
@@ -105,14 +104,4 @@ class Appliance:
         """Stop if running, unmount its pools, detach their loops, remove the data."""
         if self.proc and self.proc.poll() is None:
             self._shutdown()
-        for kind in ("local", "directory"):
-            drv = dataplane.open_driver(kind, self.data_dir)
-            for name in drv.list_pools():
-                try:
-                    drv.deactivate_pool(name)
-                except Exception:
-                    pass
-        if os.geteuid() == 0:  # what deactivation left (a busy mount): not left behind by rm -rf
-            cleanup_leftovers.clear(str(self.data_dir) + "/")
-        subprocess.run(["chattr", "-R", "-i", str(self.data_dir)], capture_output=True)
-        subprocess.run(["rm", "-rf", str(self.data_dir)])
+        cleanup_leftovers.release_data_dir(self.data_dir)

@@ -115,6 +115,30 @@ def clear(prefix: str, dry_run: bool = False) -> int:
     return 1 if failed else 0
 
 
+def release_data_dir(path) -> None:
+    """Tear down a test's Strata data directory: deactivate its pools (unmount, detach
+    their loops), clear what deactivation left (a busy mount, its loop: rmtree must not
+    delete an image under an attached loop), then remove it (directory-pool snapshots are
+    immutable: chattr -i first)."""
+    import dataplane   # the project's, on use: this file also runs as a script
+
+    for kind in ("local", "directory"):
+        try:
+            drv = dataplane.open_driver(kind, path)
+            names = drv.list_pools()
+        except Exception:  # noqa: BLE001 - nothing of this kind there
+            continue
+        for name in names:
+            try:
+                drv.deactivate_pool(name)
+            except Exception:  # noqa: BLE001 - cleared below
+                pass
+    if os.geteuid() == 0:
+        clear(str(path) + "/")
+    subprocess.run(["chattr", "-R", "-i", str(path)], capture_output=True)
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prefix", default=DEFAULT_PREFIX,

@@ -13,6 +13,8 @@ from drf_spectacular.renderers import OpenApiJsonRenderer
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+from tests import cleanup_leftovers
+
 # Operations left out, each because it would reach outside this machine or touch real disks.
 EXCLUDED = {
     ("POST", "/api/v1/pools/"): "formats the block devices it names (fuzzed names could be "
@@ -52,7 +54,7 @@ def plane(live_server, django_db_setup, django_db_blocker):
     from django.core.management import call_command
     from rest_framework.authtoken.models import Token
 
-    from conftest import _teardown_pools, fresh_queue, remove_data_dir
+    from conftest import fresh_queue
     from plane.celery import app
 
     data_dir, old_data_dir = Path(tempfile.mkdtemp(prefix="strata-test-")), django_settings.DATA_DIR
@@ -67,8 +69,7 @@ def plane(live_server, django_db_setup, django_db_blocker):
                 yield {"url": live_server.url, "token": token}
         finally:
             call_command("flush", interactive=False, verbosity=0)
-            _teardown_pools(data_dir)
-            remove_data_dir(data_dir)
+            cleanup_leftovers.release_data_dir(data_dir)
             django_settings.DATA_DIR = old_data_dir
 
 

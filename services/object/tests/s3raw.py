@@ -76,12 +76,14 @@ def request_head(method: str, url: str, headers: dict) -> bytes:
 
 def read_response(fh, method: str = "GET") -> tuple[int, dict, bytes]:
     """Read one HTTP/1.1 response from the file object ``fh`` (a socket's ``makefile("rb")``):
-    (status, headers with lower-case names, body); a HEAD response has no body."""
+    (status, headers with lower-case names, body); a HEAD response has no body. A header
+    sent twice has its values joined with ", " (so a test sees the repeat)."""
     status = int(fh.readline().split(b" ", 2)[1])
-    headers = {}
+    headers: dict = {}
     while (line := fh.readline()) not in (b"\r\n", b""):
         name, _, value = line.decode("latin-1").partition(":")
-        headers[name.strip().lower()] = value.strip()
+        name, value = name.strip().lower(), value.strip()
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
     size = 0 if method == "HEAD" else int(headers.get("content-length", "0"))
     return status, headers, fh.read(size)
 
