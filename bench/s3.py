@@ -178,6 +178,17 @@ def s5cmd(server: Server, *args: str) -> float:
     return took
 
 
+def measured(server: Server, row: str, *args: str) -> tuple[float, float]:
+    """One s5cmd command as row ``row``: (seconds, server CPU seconds); the machine's busy
+    share goes to BUSY and the load average to LOAD."""
+    cpu0, mark = server.cpu(), cpu_jiffies()
+    secs = s5cmd(server, *args)
+    cpu = server.cpu() - cpu0
+    BUSY.setdefault((server.name, row), []).append(busy_since(mark))
+    LOAD.append(os.getloadavg()[0])
+    return secs, cpu
+
+
 def run_phases(server: Server, bucket: str, sources: dict, sz: Sizes, shm: str,
                only: tuple = ()) -> dict:
     """Every row (or those in ``only``) against one server, into a new bucket:
@@ -189,20 +200,12 @@ def run_phases(server: Server, bucket: str, sources: dict, sz: Sizes, shm: str,
         opts = part if key == "big" else []
         prefix = f"s3://{bucket}/{key}/"
         if not only or f"put_{key}" in only or f"get_{key}" in only:
-            cpu0, mark = server.cpu(), cpu_jiffies()
-            secs = s5cmd(server, "cp", *opts, *server.put_args, os.path.join(sources[key], "*"),
-                         prefix)
-            out[f"put_{key}"] = (secs, server.cpu() - cpu0)
-            BUSY.setdefault((server.name, f"put_{key}"), []).append(busy_since(mark))
-            LOAD.append(os.getloadavg()[0])
+            out[f"put_{key}"] = measured(server, f"put_{key}", "cp", *opts, *server.put_args,
+                                         os.path.join(sources[key], "*"), prefix)
         if not only or f"get_{key}" in only:
             dst = tempfile.mkdtemp(prefix="get-", dir=shm)
             drop_caches()
-            cpu0, mark = server.cpu(), cpu_jiffies()
-            secs = s5cmd(server, "cp", *opts, prefix + "*", dst + "/")
-            out[f"get_{key}"] = (secs, server.cpu() - cpu0)
-            BUSY.setdefault((server.name, f"get_{key}"), []).append(busy_since(mark))
-            LOAD.append(os.getloadavg()[0])
+            out[f"get_{key}"] = measured(server, f"get_{key}", "cp", *opts, prefix + "*", dst + "/")
             got = len(os.listdir(dst))
             shutil.rmtree(dst)
             want = {"4k": sz.small, "1m": sz.mid, "big": sz.big}[key]
