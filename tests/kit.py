@@ -26,11 +26,17 @@ def free_port(host: str = "127.0.0.1") -> int:
     comes from that range, so an outgoing connection could take it before the server that
     was given it listens. Never the same port twice in one test run: several servers'
     ports are often picked before any of them listens, so a free port could otherwise be
-    picked again (seen: two appliances of one test given the same S3 port)."""
+    picked again (seen: two appliances of one test given the same S3 port). Each pytest-xdist
+    worker picks from a slice of the range of its own."""
     with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
         low = int(fh.read().split()[0])
+    start = max(1024, low - 12000)
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    width = (low - start) // workers
+    start += index * width
     for _ in range(200):
-        port = random.randrange(max(1024, low - 12000), low)
+        port = random.randrange(start, start + width)
         if port in _HANDED_OUT:
             continue
         with socket.socket() as s:

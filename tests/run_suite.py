@@ -46,6 +46,9 @@ def start_redis(tmp: Path, procs: list) -> str:
     return f"redis://127.0.0.1:{port}/0"
 
 
+# pytest workers: most tests wait on daemons and subprocesses, so one worker keeps about one
+# of this machine's 2 cores busy; more would need more than its 8 loop devices
+WORKERS = int(os.environ.get("STRATA_TEST_WORKERS", "2"))
 PACKAGES = ["console", "dataplane", "plane", "plumbing", "services", "tests", "vector"]
 
 
@@ -66,11 +69,13 @@ def main(argv: list) -> int:
         if "STRATA_REDIS_URL" not in env:
             if port_answers(6379, timeout=1):
                 env["STRATA_REDIS_URL"] = "redis://127.0.0.1:6379/13"
-                # the suite's own database: an earlier run's killed workers left unacked
-                # task messages there that would come back (an hour later) to a worker of
-                # this run and claim a job row with the same id
+                # the suite's own databases (13, and 14 for the second pytest worker: see
+                # tests/parallel.py): an earlier run's killed workers left unacked task
+                # messages there that would come back (an hour later) to a worker of this
+                # run and claim a job row with the same id
                 import redis
-                redis.Redis.from_url(env["STRATA_REDIS_URL"]).flushdb()
+                for db in range(13, 13 + WORKERS):
+                    redis.Redis(host="127.0.0.1", port=6379, db=db).flushdb()
             else:
                 env["STRATA_REDIS_URL"] = start_redis(tmp, procs)
         env["STRATA_DATA_DIR"] = str(tmp / "data")
@@ -79,7 +84,8 @@ def main(argv: list) -> int:
         out = ROOT / "test-output"
         out.mkdir(exist_ok=True)
         # the slowest tests are listed at the end: the suite's time budget is 40 minutes
-        cmd = [sys.executable, "-m", "pytest", f"--junitxml={out / 'junit.xml'}", "--durations=30", *argv]
+        cmd = [sys.executable, "-m", "pytest", f"--junitxml={out / 'junit.xml'}", "--durations=30",
+               "-n", str(WORKERS), "--dist", "loadgroup", *argv]
         return subprocess.run(cmd, cwd=ROOT, env=env).returncode
     finally:
         for p in procs:
