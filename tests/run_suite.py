@@ -85,7 +85,7 @@ def main(argv: list) -> int:
         out.mkdir(exist_ok=True)
         # the slowest tests are listed at the end: the suite's time budget is 40 minutes
         cmd = [sys.executable, "-m", "pytest", f"--junitxml={out / 'junit.xml'}", "--durations=30",
-               "-n", str(WORKERS), "--dist", "loadgroup", *argv]
+               "-n", str(WORKERS), "--dist", "loadscope", *argv]
         return subprocess.run(cmd, cwd=ROOT, env=env).returncode
     finally:
         for p in procs:
