@@ -9,6 +9,15 @@ from tests import cleanup_leftovers
 from tests.ceph import ceph_cluster, stop_shared_cluster  # noqa: F401  (the fixture, suite-wide)
 
 
+def pytest_configure(config):
+    from django.conf import settings
+
+    # Django's advice for test suites: a fast password hasher. PBKDF2 takes about 1 s per
+    # password on a 2-core test machine, and every `api` fixture makes a user; the appliance
+    # that `strata up` starts (tests/appliance.py) keeps the real one
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 def pytest_sessionfinish(session, exitstatus):
     stop_shared_cluster()
 
