@@ -7,13 +7,15 @@ Loaded early by pyproject's ``-p tests.parallel``, before pytest-django imports 
 - a worker's tests go to it a module at a time (its module-scoped fixtures, such as an
   appliance, start once), and the tests that use the Ceph cluster or the guest kernel (session
   fixtures, expensive to build) go as one group each to one worker, so each is built once;
-- the groups are handed out first, so that the longest pieces of work do not start last.
+- the groups are handed out first, so that the longest pieces of work do not start last;
+- every test has an id of its own (the scheduler runs one test per id).
 
 PostgreSQL needs nothing here: pytest-django gives each worker its own test database.
 """
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 import pytest
 
@@ -22,9 +24,7 @@ import pytest
 # in the controller sees only test ids; xdist's own `loadgroup` marks do not reach it under
 # pytest 9, which no longer takes the node id xdist rewrites).
 GROUPS = (("ceph", "test_ceph", "ceph_cluster"), ("guest", "test_vm_", "guest_image"))
-
-
-MISPLACED = pytest.StashKey[str]()
+UNSCHEDULABLE = pytest.StashKey[str]()
 
 
 def group_of(nodeid: str) -> str | None:
@@ -48,20 +48,37 @@ def _own_redis_database() -> None:
 _own_redis_database()
 
 
+def _unique_ids(items) -> None:
+    """The scheduler knows a test by its id and runs one test of each id: schemathesis names its
+    tests per API operation (``test_api[GET /api/v1/pools/]``), but pytest 9 builds the id from
+    the function's name alone, so test_api_fuzz's 204 tests shared one id and, on xdist, one ran.
+    Such tests get their id from their name; a test whose id is still shared fails."""
+    count = Counter(item.nodeid for item in items)
+    for item in items:
+        if count[item.nodeid] > 1:
+            name, _, params = item.name.partition("[")
+            item._id = item.parent.id.child(name).with_params(params.removesuffix("]") or None)
+    count = Counter(item.nodeid for item in items)
+    for item in items:
+        if count[item.nodeid] > 1:
+            item.stash[UNSCHEDULABLE] = f"{item.nodeid}: {count[item.nodeid]} tests have this id"
+
+
 def pytest_collection_modifyitems(items):
+    _unique_ids(items)
     for item in items:
         for name, prefix, fixture in GROUPS:
             if fixture in item.fixturenames and group_of(item.nodeid) != name:
-                item.stash[MISPLACED] = (f"{item.nodeid} uses {fixture}: its module's name must "
-                                         f"start with {prefix} (tests/parallel.py)")
+                item.stash[UNSCHEDULABLE] = (f"{item.nodeid} uses {fixture}: its module's name "
+                                             f"must start with {prefix} (tests/parallel.py)")
     rank = [name for name, _, _ in GROUPS]
     items.sort(key=lambda item: rank.index(group_of(item.nodeid)) if group_of(item.nodeid)
                else len(rank))  # stable: the rest as found
 
 
 def pytest_runtest_setup(item):
-    if MISPLACED in item.stash:
-        pytest.fail(item.stash[MISPLACED], pytrace=False)
+    if UNSCHEDULABLE in item.stash:
+        pytest.fail(item.stash[UNSCHEDULABLE], pytrace=False)
 
 
 def pytest_xdist_make_scheduler(config, log):
