@@ -1,6 +1,6 @@
 """Pages of every list endpoint: `limit` (1..1000, default 100) and `offset` (0..2**63-1).
-A value out of range or not an integer is a 400 naming the parameter, not a silent default
-or a database overflow."""
+A value out of range, empty or not an integer is a 400 naming the parameter, not a silent
+default or a database overflow."""
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 
@@ -9,7 +9,7 @@ MAX_OFFSET = 2**63 - 1
 
 def _integer(request, name: str, low: int, high: int, default: int) -> int:
     raw = request.query_params.get(name)
-    if raw is None or raw == "":
+    if raw is None:
         return default
     try:
         value = int(raw)
