@@ -74,7 +74,7 @@ def main(argv: list) -> int:
                 # messages there that would come back (an hour later) to a worker of this
                 # run and claim a job row with the same id
                 import redis
-                for db in range(13, 13 + WORKERS):
+                for db in range(13, 13 + max(WORKERS, 1)):
                     redis.Redis(host="127.0.0.1", port=6379, db=db).flushdb()
             else:
                 env["STRATA_REDIS_URL"] = start_redis(tmp, procs)
