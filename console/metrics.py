@@ -13,6 +13,7 @@ from rest_framework.decorators import api_view, authentication_classes, permissi
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
+from plane.api.pagination import query_integer
 from plane.discovery import service_modules
 from plane.models import Job, MetricSample
 
@@ -57,16 +58,13 @@ class MetricSeriesSerializer(serializers.Serializer):
 
 
 @extend_schema(
-    parameters=[OpenApiParameter("minutes", int, description="1..120, default 60.")],
+    parameters=[OpenApiParameter("minutes", {"type": "integer", "minimum": 1, "maximum": 120},
+                                 description="1..120, default 60.")],
     responses=MetricSeriesSerializer)
 @api_view(["GET"])
 def metric_series(request):
     """Read/write MiB/s and IOPS over the last `minutes` (default 60) for the charts."""
-    try:
-        minutes = max(1, min(120, int(request.query_params.get("minutes", 60))))
-    except ValueError:
-        minutes = 60
-    return Response(series(minutes))
+    return Response(series(query_integer(request, "minutes", 1, 120, 60)))
 
 
 def _line(name, value, **labels) -> str:

@@ -28,6 +28,7 @@ def test_out_of_range_or_mistyped_paging_is_a_400_naming_the_parameter(api, reso
 @pytest.mark.parametrize("resource,field,valid", [
     ("pools", "media", "flash"), ("pools", "state", "online"), ("volumes", "state", "online"),
     ("buckets", "versioning", "Enabled"), ("jobs", "state", "succeeded"),
+    ("s3-keys", "admin", "false"),
 ])
 def test_an_empty_filter_value_is_a_400_naming_it(api, resource, field, valid):
     # django-filter drops an empty filter, so `?state=` listed everything, where the API
@@ -36,6 +37,19 @@ def test_an_empty_filter_value_is_a_400_naming_it(api, resource, field, valid):
     assert r.status_code == 400, r.content
     assert r.json()["error"] == "invalid" and field in r.json()["fields"], r.json()
     assert api.get(f"/api/v1/{resource}/?{field}={valid}").status_code == 200
+
+
+def test_a_boolean_filter_takes_true_or_false_only(api):
+    r = api.get("/api/v1/s3-keys/?admin=maybe")
+    assert r.status_code == 400 and "admin" in r.json()["fields"], r.content
+    assert api.get("/api/v1/s3-keys/?admin=true").status_code == 200
+
+
+@pytest.mark.parametrize("minutes", ["", "abc", "0", "121", "99999999999999999999"])
+def test_metric_series_minutes_out_of_range_or_mistyped_is_a_400(api, minutes):
+    r = api.get(f"/api/v1/metrics/series/?minutes={minutes}")
+    assert r.status_code == 400 and "minutes" in r.json()["fields"], r.content
+    assert api.get("/api/v1/metrics/series/?minutes=120").status_code == 200
 
 
 def test_an_empty_name_filter_is_no_filter(api):

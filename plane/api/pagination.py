@@ -7,7 +7,9 @@ from rest_framework.pagination import LimitOffsetPagination
 MAX_OFFSET = 2**63 - 1
 
 
-def _integer(request, name: str, low: int, high: int, default: int) -> int:
+def query_integer(request, name: str, low: int, high: int, default: int) -> int:
+    """The query parameter ``name`` as an integer from ``low`` to ``high`` (``default`` when
+    absent); ValidationError (a 400 naming it) when it is anything else."""
     raw = request.query_params.get(name)
     if raw is None:
         return default
@@ -25,10 +27,10 @@ class Pagination(LimitOffsetPagination):
     max_limit = 1000
 
     def get_limit(self, request):
-        return _integer(request, self.limit_query_param, 1, self.max_limit, self.default_limit)
+        return query_integer(request, self.limit_query_param, 1, self.max_limit, self.default_limit)
 
     def get_offset(self, request):
-        return _integer(request, self.offset_query_param, 0, MAX_OFFSET, 0)
+        return query_integer(request, self.offset_query_param, 0, MAX_OFFSET, 0)
 
     def get_schema_operation_parameters(self, view):
         params = super().get_schema_operation_parameters(view)
