@@ -129,7 +129,12 @@ def kill9_while(app, name: str, load: Load) -> None:
     wait_for(lambda: recorded(app)[name]["restarts"] == 1
              and recorded(app)[name]["state"] == "running", RESTART_TIMEOUT,
              f"{name} started again")
-    load.wait_acked(len(load.acked) + 2)
+    try:
+        load.wait_acked(len(load.acked) + 2)
+    except AssertionError as exc:  # say what the supervisor recorded and what the daemon said
+        log = app.data_dir / "log" / f"{name}.log"
+        tail = log.read_text(errors="replace")[-3000:] if log.exists() else "(no log)"
+        raise AssertionError(f"{exc}\n{name}: {recorded(app)[name]}\n{log}:\n{tail}") from None
 
 
 def assert_restarted_once(app, name: str) -> dict:
