@@ -15,7 +15,8 @@ def pytest_configure(config):
     # Django's advice for test suites: a fast password hasher. PBKDF2 takes about 1 s per
     # password on a 2-core test machine, and every `api` fixture makes a user; the appliance
     # that `strata up` starts (tests/appliance.py) keeps the real one
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    if settings.configured:  # not under `-p no:django` (the gateway's tests need no Django)
+        settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def pytest_sessionfinish(session, exitstatus):
