@@ -13,7 +13,7 @@ from tests.appliance import Appliance
 
 
 def _web_pids(port: int) -> list[int]:
-    out = subprocess.run(["pgrep", "-f", f"uvicorn console.asgi:application .*--port {port}"],
+    out = subprocess.run(["pgrep", "-f", f"uvicorn console.asgi:application .*--port {port}( |$)"],
                          capture_output=True, text=True, check=False).stdout.split()
     return [int(p) for p in out]
 
