@@ -21,6 +21,12 @@ JOB_DONE = ("succeeded", "failed", "cancelled")
 _HANDED_OUT: set = set()
 
 
+def xdist_worker() -> tuple[int, int]:
+    """(this pytest-xdist worker's index, the number of workers): (0, 1) without xdist."""
+    return (int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")),
+            int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A free TCP port on ``host`` below the kernel's ephemeral range: a port from bind(0)
     comes from that range, so an outgoing connection could take it before the server that
@@ -31,8 +37,7 @@ def free_port(host: str = "127.0.0.1") -> int:
     with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
         low = int(fh.read().split()[0])
     start = max(1024, low - 12000)
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    index, workers = xdist_worker()
     width = (low - start) // workers
     start += index * width
     for _ in range(200):

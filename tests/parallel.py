@@ -19,6 +19,8 @@ from collections import Counter
 
 import pytest
 
+from tests.kit import xdist_worker
+
 # The groups, longest first: a group's tests are those in the modules whose names start so,
 # and every test that uses the group's session fixture must be in one of them (the scheduler
 # in the controller sees only test ids; xdist's own `loadgroup` marks do not reach it under
@@ -32,17 +34,12 @@ def group_of(nodeid: str) -> str | None:
     return next((name for name, prefix, _ in GROUPS if module.startswith(prefix)), None)
 
 
-def worker_index() -> int:
-    """0 for the first xdist worker (and without xdist), 1 for the second..."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    return int(worker.removeprefix("gw"))
-
-
 def _own_redis_database() -> None:
     url = os.environ.get("STRATA_REDIS_URL", "")
     base, _, db = url.rpartition("/")
-    if worker_index() and base.startswith("redis://") and db.isdigit():
-        os.environ["STRATA_REDIS_URL"] = f"{base}/{int(db) + worker_index()}"
+    index, _ = xdist_worker()
+    if index and base.startswith("redis://") and db.isdigit():
+        os.environ["STRATA_REDIS_URL"] = f"{base}/{int(db) + index}"
 
 
 _own_redis_database()
@@ -71,9 +68,8 @@ def pytest_collection_modifyitems(items):
             if fixture in item.fixturenames and group_of(item.nodeid) != name:
                 item.stash[UNSCHEDULABLE] = (f"{item.nodeid} uses {fixture}: its module's name "
                                              f"must start with {prefix} (tests/parallel.py)")
-    rank = [name for name, _, _ in GROUPS]
-    items.sort(key=lambda item: rank.index(group_of(item.nodeid)) if group_of(item.nodeid)
-               else len(rank))  # stable: the rest as found
+    rank = {name: i for i, (name, _, _) in enumerate(GROUPS)}
+    items.sort(key=lambda item: rank.get(group_of(item.nodeid), len(rank)))  # stable: the rest as found
 
 
 def pytest_runtest_setup(item):
