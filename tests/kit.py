@@ -165,17 +165,19 @@ class Gateway:
     simulates a crash; ``env`` is extra environment for the next start. ``workers``: its
     ``--workers`` (default ``STRATA_TEST_S3_WORKERS``, else 1: one process, as the tests
     that do not ask were written for). ``nofile``: its file descriptor limit (soft and hard),
-    to run it as on a host with a small one."""
+    to run it as on a host with a small one. ``tls``: (certificate, key) files: it serves
+    HTTPS only, and ``endpoint`` says so."""
 
     def __init__(self, workdir, users: dict, *, data_root: str | None = None,
                  admin_token: str = "", workers: int | None = None, nofile: int | None = None,
-                 **settings):
+                 tls: tuple[str, str] | None = None, **settings):
         self.workdir = str(workdir)
         self.config_path = os.path.join(self.workdir, "gateway.json")
         self.data_root = data_root or os.path.join(self.workdir, "data")
         self.admin_token = admin_token
         self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.endpoint = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        self.tls = tls
         self.proc = None
         self.settings = settings
         self.workers = workers or int(os.environ.get("STRATA_TEST_S3_WORKERS") or 1)
@@ -196,7 +198,8 @@ class Gateway:
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "services.object.gateway", "--config", self.config_path,
-                 "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers)],
+                 "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers),
+                 *(["--ssl-certfile", self.tls[0], "--ssl-keyfile", self.tls[1]] if self.tls else [])],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **self.env},
                 preexec_fn=self._limit_files if self.nofile else None)
         try:

@@ -33,6 +33,7 @@ import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 HOLD_LIMIT = 16 * 1024  # writes up to this size may wait for the next one
@@ -226,12 +227,27 @@ class ZeroCopySender:
             await self.send_asgi({"type": "http.response.body", "body": data, "more_body": True})
 
 
+def _address(info) -> tuple[str, int] | None:
+    """(host, port) of a socket address as the transport gives it (None: not an IP socket)."""
+    if isinstance(info, (tuple, list)) and len(info) >= 2:
+        return str(info[0]), int(info[1])
+    return None
+
+
 class GatewayHttpProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol on a :class:`CoalescingTransport`, offering
     ``http.response.zerocopysend`` on plain TCP."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(CoalescingTransport(transport, self.loop))
+        """uvicorn's, with both addresses from what uvloop read at accept: uvicorn asks a
+        new socket object for them again, five more system calls a connection (and most
+        S3 clients open a new connection for every second request or so)."""
+        self.connections.add(self)
+        self.transport = CoalescingTransport(transport, self.loop)
+        self.flow = FlowControl(transport)
+        self.server = _address(transport.get_extra_info("sockname"))
+        self.client = _address(transport.get_extra_info("peername"))
+        self.scheme = "https" if transport.get_extra_info("sslcontext") else "http"
 
     def on_message_begin(self) -> None:
         super().on_message_begin()

@@ -45,4 +45,5 @@ class GatewayProcess(Gateway):
         cfg = Config(s3={"addressing_style": config.pop("addressing_style", "path")}, signature_version="s3v4",
                      retries={"max_attempts": 1}, **config)
         return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=access,
-                            aws_secret_access_key=secret, region_name="us-east-1", config=cfg)
+                            aws_secret_access_key=secret, region_name="us-east-1", config=cfg,
+                            verify=self.tls[0] if self.tls else None)  # HTTPS: its certificate is the CA

@@ -9,11 +9,13 @@ import json
 import shutil
 import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 import requests
 from botocore.exceptions import ClientError
 
+from plumbing import tls
 from services.object.tests import s3raw
 from services.object.tests.gatewayproc import ACCESS, SECRET, USER_ACCESS, USER_SECRET, GatewayProcess
 
@@ -138,6 +140,30 @@ def test_forwarding_headers_do_not_change_source_ip_or_transport(alice, bob, nam
     finally:
         for client in (alice, bob):
             client.meta.events.unregister("before-sign.s3.GetObject", forwarded)
+
+
+def test_over_tls_the_transport_is_secure_and_the_source_ip_the_peers(tmp_path):
+    """A gateway serving HTTPS tells the policy the request came over TLS, and from where."""
+    cert, key = str(tmp_path / "cert.pem"), str(tmp_path / "key.pem")
+    tls.make_self_signed(Path(cert), Path(key), [])
+    g = GatewayProcess(str(tmp_path), tls=(cert, key))
+    g.write_config({USER_ACCESS: {"secret_key": USER_SECRET, "user": "alice"},
+                    BOB: {"secret_key": BOB_SECRET, "user": "bob"}})
+    g.start()
+    owner, other = g.client(USER_ACCESS, USER_SECRET), g.client(BOB, BOB_SECRET)
+    try:
+        owner.create_bucket(Bucket="secure")
+        owner.put_object(Bucket="secure", Key="a", Body=b"a")
+        arn = "arn:aws:s3:::secure/*"
+        put_policy(owner, "secure",
+                   allow({"AWS": "bob"}, "s3:GetObject", arn, {"IpAddress": {"aws:SourceIp": "127.0.0.1/32"}}),
+                   allow("*", "s3:GetObject", arn, {"Bool": {"aws:SecureTransport": "false"}}, effect="Deny"))
+        assert owner.get_object(Bucket="secure", Key="a")["Body"].read() == b"a"
+        assert other.get_object(Bucket="secure", Key="a")["Body"].read() == b"a"
+    finally:
+        for client in (owner, other):  # an idle TLS connection holds the gateway's stop
+            client.close()
+        g.stop()
 
 
 def test_request_headers_and_null(alice, bob, name):
