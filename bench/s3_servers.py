@@ -10,7 +10,9 @@ shared cores were, unlike wall-clock throughput.
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
+import glob
 import os
 import random
 import shutil
@@ -170,8 +172,19 @@ def start_weed(workdir: str) -> Server:
     except BaseException:
         terminate(proc, 15)
         raise
+    ports = {p + grpc for p in (port, master, filer, volume) for grpc in (0, 10000)}
+
+    def stop() -> None:
+        terminate(proc, 15)
+        # weed leaves its unix sockets in /tmp (seaweedfs-s3-<port>.sock, ...-grpc-<port>.sock)
+        for path in glob.glob("/tmp/seaweedfs-*-[0-9]*.sock"):
+            number = path.rsplit("-", 1)[1].removesuffix(".sock")
+            if number.isdigit() and int(number) in ports:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+
     return Server("SeaweedFS (fsync)", f"http://127.0.0.1:{port}", lambda: [proc.pid],
-                  lambda: terminate(proc, 15), "weed server (master, volume, filer, s3)")
+                  stop, "weed server (master, volume, filer, s3)")
 
 
 # -- radosgw on the development Ceph cluster ---------------------------------------------
