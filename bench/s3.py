@@ -308,10 +308,9 @@ def start_targets(wanted: list[str], workdir: str, workers: int | None) -> list[
 def workers_comparison(workdir: str, sources: dict, sz: Sizes, shm: str, repeat: int) -> dict | None:
     """Strata with 2 gateway workers / with 1, on 4 KiB PUT and 1 MiB GET (medians of
     ``repeat`` alternating rounds): {row: (ratio, the ceiling)}, empty when neither row runs;
-    None when the gateway has no
-    ``--workers``. The ceiling: with 1 worker the machine (client and server) was busy a
-    fraction b of its cores, so a second worker can add at most the idle rest, 1 / b, and only
-    if the CPU per request stays the same."""
+    None when the gateway has no ``--workers``. The ceiling: with 1 worker the machine (client
+    and server) was busy a fraction b of its cores, so a second worker can add at most the idle
+    rest, 1 / b, and only if the CPU per request stays the same."""
     rows = tuple(k for k in ("put_4k", "get_1m") if k in {key for key, *_ in sz.rows()})
     if not s3_servers.strata_accepts_workers():
         return None
@@ -424,7 +423,8 @@ def main(argv=None) -> int:
                     secs.setdefault("raw disk", {}).setdefault(k, []).append((s, 0.0))
             # each round starts with the next server: none always runs right after another's
             # writes (radosgw's OSDs keep flushing after a big PUT; a cold GET then shares the disk)
-            for server in servers[r % len(servers):] + servers[:r % len(servers)]:
+            first = r % len(servers) if servers else 0
+            for server in servers[first:] + servers[:first]:
                 for k, v in run_phases(server, f"bench{r}", sources, sz, shm).items():
                     secs.setdefault(server.name, {}).setdefault(k, []).append(v)
             print(f"round {r + 1} of {args.repeat} done", flush=True)
