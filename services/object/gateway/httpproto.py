@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.utils import is_ssl
 
 HOLD_LIMIT = 16 * 1024  # writes up to this size may wait for the next one
 ZEROCOPY = "http.response.zerocopysend"
@@ -247,7 +248,7 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         self.flow = FlowControl(transport)
         self.server = _address(transport.get_extra_info("sockname"))
         self.client = _address(transport.get_extra_info("peername"))
-        self.scheme = "https" if transport.get_extra_info("sslcontext") else "http"
+        self.scheme = "https" if is_ssl(transport) else "http"
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
