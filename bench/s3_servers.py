@@ -72,6 +72,7 @@ class Server:
     access: str = ACCESS
     secret: str = SECRET
     put_args: list = field(default_factory=list)    # extra ``s5cmd cp`` options of its PUTs
+    sizes: tuple = ("4k", "1m", "big")               # the object sizes it serves
 
     def cpu(self) -> float:
         return process_tree_cpu(self.pids())
@@ -108,6 +109,34 @@ def start_strata(workdir: str, workers: int | None = None, name: str = "Strata",
     gw.start(timeout=60)
     return Server(name, gw.endpoint, lambda: [gw.proc.pid], gw.stop, note,
                   put_args=["--sse", "AES256"] if sse else [])
+
+
+# -- the floor: Python's least for the small rows -------------------------------------
+
+def start_floor(workdir: str, workers: int | None = None) -> Server:
+    """bench/s3_floor.py (no auth, no index, no fsync, objects in RAM: its folder is on
+    /dev/shm, which dropping the page cache leaves alone) on Strata's HTTP stack, with as many
+    worker processes as Strata's gateway gets; the 4 KiB rows only."""
+    workers = workers or len(os.sched_getaffinity(0))
+    root = tempfile.mkdtemp(prefix="strata-bench-floor-", dir="/dev/shm")
+    port = free_port()
+    log = open(os.path.join(workdir, "floor.log"), "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "bench.s3_floor", root, str(port), str(workers)],
+                            cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+
+    def stop() -> None:
+        terminate(proc, 15)
+        shutil.rmtree(root, ignore_errors=True)
+
+    try:
+        wait_port(port, 60, proc=proc, what="bench/s3_floor.py")
+    except BaseException:
+        stop()
+        raise
+    return Server("floor (Python)", f"http://127.0.0.1:{port}", lambda: [proc.pid], stop,
+                  f"uvicorn + the gateway's HTTP protocol, {workers} worker process(es); "
+                  "no auth, no index, no fsync, objects in RAM", sizes=("4k",))
 
 
 # -- moto --------------------------------------------------------------------------------
