@@ -573,13 +573,18 @@ def _prefix_end(prefix: str) -> str | None:
 
 
 class _ShardCursor:
+    """One shard's rows in key order, read a page at a time. A page holds raw rows: only the
+    row at the head becomes a :class:`Record` (two JSON decodes), so the rows a merged
+    listing reads past its end (up to a page a shard) cost no decoding."""
+
     PAGE = 500
 
     def __init__(self, shard: Shard, prefix: str, versions: bool):
         self.shard, self.prefix, self.versions = shard, prefix, versions
         self.end = _prefix_end(prefix)
-        self.buf: list[Record] = []
+        self.buf: list[tuple] = []
         self.pos = 0
+        self.head: Record | None = None   # buf[pos], decoded
         self.exhausted = True
 
     def _load(self, cond: str, args: list) -> None:
@@ -593,10 +598,10 @@ class _ShardCursor:
         else:
             sql = (f"SELECT {COLUMNS} FROM versions WHERE latest=1 AND marker=0 AND {' AND '.join(conds)} "
                    f"ORDER BY key LIMIT {self.PAGE}")
-        rows = self.shard.query(sql, args)
-        self.buf = [Record.from_row(r) for r in rows]
+        self.buf = self.shard.query(sql, args)
         self.pos = 0
-        self.exhausted = len(rows) < self.PAGE
+        self.head = None
+        self.exhausted = len(self.buf) < self.PAGE
 
     def seek_after(self, after: str, after_seq: int | None = None) -> None:
         """Position on the first row with key > ``after`` (or same key, older than ``after_seq``)."""
@@ -612,17 +617,20 @@ class _ShardCursor:
         self._load("key >= ?", [max(key, self.prefix)])
 
     def peek(self) -> Record | None:
-        if self.pos >= len(self.buf):
-            if self.exhausted:
-                return None
-            last = self.buf[-1]
-            self.seek_after(last.key, last.seq if self.versions else None)
-            if not self.buf:
-                return None
-        return self.buf[self.pos]
+        if self.head is None:
+            if self.pos >= len(self.buf):
+                if self.exhausted:
+                    return None
+                key, seq = self.buf[-1][:2]
+                self.seek_after(key, seq if self.versions else None)
+                if not self.buf:
+                    return None
+            self.head = Record.from_row(self.buf[self.pos])
+        return self.head
 
     def advance(self) -> None:
         self.pos += 1
+        self.head = None
 
 
 class MergedCursor:
