@@ -445,6 +445,12 @@ def main(argv=None) -> int:
                 per = 1000 / work if unit == "op/s" else 1 / work   # ms per 1k ops / per MiB
                 results[name][key] = {"rate": work / took, "cpu": cpu * 1000 * per}
         strata = next((s for s in servers if s.name == "Strata"), None)
+        notes = {s.name: s.note for s in servers}
+        # the rows below use Strata alone: the peers stop first, so that no peer's daemons
+        # (radosgw's OSDs, monitor and manager) run beside them on the shared cores
+        for server in [s for s in servers if s is not strata]:
+            servers.remove(server)
+            server.stop()
         dcp = dcp_vs_s5cmd(strata, shm, args.dcp_shards, args.dcp_mib, args.repeat) if strata else None
         scaling = (workers_comparison(workdir, sources, sz, shm, args.repeat)
                    if "strata" in wanted and not args.only else None)
@@ -457,7 +463,7 @@ def main(argv=None) -> int:
         print(f"\nsizes: {sz.small} x 4 KiB, {sz.mid} x 1 MiB, {sz.big} x {sz.big_mib} MiB "
               f"({sz.part_mib} MiB parts, 8 in flight); s5cmd --numworkers {WORKERS}; "
               f"medians of {args.repeat} rounds")
-        print_tables(results, sz, {s.name: s.note for s in servers})
+        print_tables(results, sz, notes)
     if dcp:
         total = args.dcp_shards * args.dcp_mib
         print(f"\ncheckpoint over S3 to Strata, {args.dcp_shards} shards x {args.dcp_mib} MiB: "
