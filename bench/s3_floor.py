@@ -10,12 +10,12 @@ PutObject, ListObjectsV2, GetObject, HeadObject) and nothing else (no multipart 
 range), so it serves the 4 KiB rows only. What Strata spends per small request above this
 server's CPU is what its S3 semantics cost; what this server spends is the HTTP stack's share.
 
-    python -m bench.s3_floor DIR PORT [WORKERS]
+bench/s3_servers.py starts it (``main([DIR, PORT, WORKERS])``; not a benchmark itself: ``make
+bench`` skips it).
 """
 from __future__ import annotations
 
 import os
-import sys
 from urllib.parse import parse_qsl, quote, unquote
 from xml.sax.saxutils import escape
 
@@ -123,7 +123,3 @@ def main(argv: list[str]) -> None:
     uvicorn.run("bench.s3_floor:app", host="127.0.0.1", port=port, workers=workers, loop="uvloop",
                 http=GatewayHttpProtocol, lifespan="on", log_level="warning", access_log=False,
                 server_header=False, timeout_keep_alive=30, backlog=2048)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

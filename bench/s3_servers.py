@@ -121,7 +121,8 @@ def start_floor(workdir: str, workers: int | None = None) -> Server:
     root = tempfile.mkdtemp(prefix="strata-bench-floor-", dir="/dev/shm")
     port = free_port()
     log = open(os.path.join(workdir, "floor.log"), "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "bench.s3_floor", root, str(port), str(workers)],
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from bench.s3_floor import main; main(sys.argv[1:])",
+                             root, str(port), str(workers)],
                             cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     log.close()
 
