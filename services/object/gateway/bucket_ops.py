@@ -5,6 +5,7 @@ import base64
 import json
 import time
 from urllib.parse import quote
+from xml.sax.saxutils import escape
 
 from . import objectlock
 from .access import check_policy_allowed
@@ -207,11 +208,13 @@ def collect(cursor, prefix: str, delimiter: str, after: str, limit: int):
 
 
 def _contents(records: list[Record], enc, owner: str | None) -> str:
+    """The <Contents> of a listing: only the key (and an owner) is escaped, the other values
+    are the gateway's own (a timestamp, an MD5 hex ETag, a size, a storage class name)."""
     out = []
     for r in records:
-        out.append("<Contents>" + el("Key", enc(r.key)) + el("LastModified", iso_time(r.mtime))
-                   + el("ETag", f'"{r.etag}"') + el("Size", r.size)
-                   + el("StorageClass", r.meta.get("sc", "STANDARD"))
+        out.append(f"<Contents><Key>{escape(enc(r.key))}</Key><LastModified>{iso_time(r.mtime)}</LastModified>"
+                   f"<ETag>\"{r.etag}\"</ETag><Size>{r.size}</Size>"
+                   f"<StorageClass>{r.meta.get('sc', 'STANDARD')}</StorageClass>"
                    + (owner_xml(r.meta.get("ow") or owner) if owner else "") + "</Contents>")
     return "".join(out)
 
