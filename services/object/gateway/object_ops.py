@@ -16,7 +16,7 @@ from .lifecycle import add_expiration
 from .access import check_access, check_foreign_object, may_bypass_governance, new_object_acl
 from .request import Request, Response, xml_response
 from .storage import remove_location
-from .tiers import check_readable, check_write_class, parse_restore_days, part_sizes, storage_class
+from .tiers import STANDARD, check_readable, check_write_class, parse_restore_days, part_sizes, storage_class
 
 MAX_TAGS = 10
 META_HEADERS = {"content-type": "ct", "content-encoding": "ce", "content-disposition": "cd",
@@ -106,7 +106,10 @@ def object_headers(rec: Record, versioned: bool, keyring: sse.Keyring | None = N
     """Response headers describing a stored version."""
     m = rec.meta
     h = {"etag": f'"{rec.etag}"', "last-modified": http_date(rec.mtime), "accept-ranges": "bytes",
-         "content-type": m.get("ct", "binary/octet-stream"), "x-amz-storage-class": storage_class(rec)}
+         "content-type": m.get("ct", "binary/octet-stream")}
+    sc = storage_class(rec)
+    if sc != STANDARD:  # S3 names every storage class but STANDARD
+        h["x-amz-storage-class"] = sc
     for header, short in META_HEADERS.items():
         if short in m and header != "content-type":
             h[header] = m[short]

@@ -117,7 +117,8 @@ def test_instant_class_transition_is_transparent_to_get(tiered):
     assert code_of(e) == "InvalidObjectState"
     # a copy comes back to STANDARD; a second pass moves nothing more
     s3.copy_object(Bucket="iab", Key="copied/large", CopySource={"Bucket": "iab", "Key": "data/large"})
-    assert s3.head_object(Bucket="iab", Key="copied/large")["StorageClass"] == "STANDARD"
+    # STANDARD: no x-amz-storage-class header, as S3 answers (boto3 then has no StorageClass)
+    assert "StorageClass" not in s3.head_object(Bucket="iab", Key="copied/large")
     assert run_lifecycle(gw)["transitioned"] == 0
     # overwrite and delete release the cold copies
     s3.put_object(Bucket="iab", Key="data/large", Body=b"new")
@@ -254,7 +255,8 @@ def test_crash_during_transition_leaves_the_object_whole(tmp_path, point):
         gw.env = {}
         gw.start()
         head = s3.head_object(Bucket="crash", Key="big")
-        assert head["StorageClass"] == ("STANDARD" if point == "transition-after-copy" else "GLACIER_IR")
+        assert head.get("StorageClass", "STANDARD") == ("STANDARD" if point == "transition-after-copy"
+                                                       else "GLACIER_IR")
         assert s3.get_object(Bucket="crash", Key="big")["Body"].read() == data
         stats = run_lifecycle(gw)
         if point == "transition-after-copy":
