@@ -209,7 +209,7 @@ def collect(cursor, prefix: str, delimiter: str, after: str, limit: int):
 
 def _contents(records: list[Record], enc, owner: str | None) -> str:
     """The <Contents> of a listing: only the key (and an owner) is escaped, the other values
-    are the gateway's own (a timestamp, an MD5 hex ETag, a size, a storage class name)."""
+    are the gateway's own (a timestamp, a hex ETag, a size, a storage class name)."""
     out = []
     for r in records:
         out.append(f"<Contents><Key>{escape(enc(r.key))}</Key><LastModified>{iso_time(r.mtime)}</LastModified>"
