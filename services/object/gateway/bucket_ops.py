@@ -244,7 +244,7 @@ async def list_objects(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     else:
         after = q.get("marker", "")
     records, prefixes, truncated, last = await gw.run(
-        lambda: collect(bucket.index.iter_current(prefix, after), prefix, delimiter, after, limit)
+        lambda: collect(bucket.index.iter_current(prefix, after, expect=limit), prefix, delimiter, after, limit)
         if limit else ([], [], False, ""))
     # ListObjects (v1) returns the prefix as sent even with encoding-type=url, as S3 does
     # (clients decode only Delimiter, Marker, NextMarker and keys there)
@@ -305,7 +305,7 @@ async def list_versions(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         after_seq = None
         if key_marker and vid_marker:
             after_seq = _marker_seq(bucket, key_marker, vid_marker)
-        cursor = bucket.index.iter_versions(prefix, key_marker, after_seq)
+        cursor = bucket.index.iter_versions(prefix, key_marker, after_seq, expect=limit)
         return collect(cursor, prefix, delimiter, key_marker if after_seq is None else "", limit)
 
     records, prefixes, truncated, _ = await gw.run(run) if limit else ([], [], False, "")

@@ -512,13 +512,15 @@ class BucketIndex:
         """True when no version (not even a delete marker) is left."""
         return all(not s.query("SELECT 1 FROM versions LIMIT 1") for s in self.shards)
 
-    def iter_current(self, prefix: str = "", after: str = "") -> "MergedCursor":
-        """Current (non-deleted) objects with ``prefix``, key > ``after``, in key order."""
-        return MergedCursor(self.shards, prefix, after, versions=False)
+    def iter_current(self, prefix: str = "", after: str = "", expect: int | None = None) -> "MergedCursor":
+        """Current (non-deleted) objects with ``prefix``, key > ``after``, in key order
+        (``expect``: see :class:`MergedCursor`)."""
+        return MergedCursor(self.shards, prefix, after, versions=False, expect=expect)
 
-    def iter_versions(self, prefix: str = "", after: str = "", after_seq: int | None = None) -> "MergedCursor":
+    def iter_versions(self, prefix: str = "", after: str = "", after_seq: int | None = None,
+                      expect: int | None = None) -> "MergedCursor":
         """Every version (newest first within a key) with ``prefix``, after (``after``, ``after_seq``)."""
-        return MergedCursor(self.shards, prefix, after, versions=True, after_seq=after_seq)
+        return MergedCursor(self.shards, prefix, after, versions=True, after_seq=after_seq, expect=expect)
 
     def in_segment(self, seg_id: int) -> list[Record]:
         """Every version whose bytes live in segment ``seg_id``."""
@@ -587,15 +589,18 @@ def _prefix_end(prefix: str) -> str | None:
 
 
 class _ShardCursor:
-    """One shard's rows in key order, read a page at a time. A page holds raw rows: only the
-    row at the head becomes a :class:`Record` (two JSON decodes), so the rows a merged
-    listing reads past its end (up to a page a shard) cost no decoding."""
+    """One shard's rows in key order, read a page at a time: ``first`` rows at the start and
+    after a jump, then :data:`PAGE` rows. A page holds raw rows: only the row at the head
+    becomes a :class:`Record` (two JSON decodes), so the rows a merged listing reads past its
+    end cost no decoding."""
 
     PAGE = 500
 
-    def __init__(self, shard: Shard, prefix: str, versions: bool):
+    def __init__(self, shard: Shard, prefix: str, versions: bool, first: int | None = None):
         self.shard, self.prefix, self.versions = shard, prefix, versions
         self.end = _prefix_end(prefix)
+        self.first = first or self.PAGE
+        self.page = self.first   # rows the next load asks for
         self.buf: list[tuple] = []
         self.pos = 0
         self.head: Record | None = None   # buf[pos], decoded
@@ -608,14 +613,15 @@ class _ShardCursor:
             args.append(self.end)
         if self.versions:
             sql = (f"SELECT {COLUMNS} FROM versions WHERE {' AND '.join(conds)} "
-                   f"ORDER BY key, seq DESC LIMIT {self.PAGE}")
+                   f"ORDER BY key, seq DESC LIMIT ?")
         else:
             sql = (f"SELECT {COLUMNS} FROM versions WHERE latest=1 AND marker=0 AND {' AND '.join(conds)} "
-                   f"ORDER BY key LIMIT {self.PAGE}")
-        self.buf = self.shard.query(sql, args)
+                   f"ORDER BY key LIMIT ?")
+        self.buf = self.shard.query(sql, [*args, self.page])
         self.pos = 0
         self.head = None
-        self.exhausted = len(self.buf) < self.PAGE
+        self.exhausted = len(self.buf) < self.page
+        self.page = self.PAGE
 
     def seek_after(self, after: str, after_seq: int | None = None) -> None:
         """Position on the first row with key > ``after`` (or same key, older than ``after_seq``)."""
@@ -627,7 +633,8 @@ class _ShardCursor:
             self._load("key > ?", [after])
 
     def seek_ge(self, key: str) -> None:
-        """Position on the first row with key >= ``key``."""
+        """Position on the first row with key >= ``key`` (past a common prefix: a first page again)."""
+        self.page = self.first
         self._load("key >= ?", [max(key, self.prefix)])
 
     def peek(self) -> Record | None:
@@ -648,11 +655,18 @@ class _ShardCursor:
 
 
 class MergedCursor:
-    """Key-ordered merge of per-shard cursors; ``skip_past`` jumps over a common prefix."""
+    """Key-ordered merge of per-shard cursors; ``skip_past`` jumps over a common prefix.
+    ``expect``: how many rows the caller will likely take (a listing's max-keys): each shard's
+    first page is then its share and a margin (keys spread evenly over the shards), not a whole
+    page; a shard that holds more reads on."""
 
     def __init__(self, shards: list[Shard], prefix: str, after: str, versions: bool,
-                 after_seq: int | None = None):
-        self.cursors = [_ShardCursor(s, prefix, versions) for s in shards]
+                 after_seq: int | None = None, expect: int | None = None):
+        first = None
+        if expect is not None:
+            share = (expect + 1) // len(shards) + 1   # + 1: the row that tells a listing is truncated
+            first = min(4 * _ShardCursor.PAGE, share + share // 8 + 8)
+        self.cursors = [_ShardCursor(s, prefix, versions, first) for s in shards]
         for c in self.cursors:
             c.seek_after(after, after_seq)
 

@@ -1,7 +1,8 @@
 """Listings across index pages: the merged cursor over a bucket's shards (real SQLite shards)
 returns every current key, or every version, once and in order, whatever the page size, the
-prefix, or where a listing resumes. The page is made 7 rows so that a few hundred rows cross
-many page ends in every shard."""
+prefix, or where a listing resumes. The page is made 7 rows (a few hundred rows then cross
+many page ends in every shard), and left at its 500, where a listing's first page a shard is
+its share of max-keys and the next pages are whole."""
 from __future__ import annotations
 
 import itertools
@@ -27,9 +28,9 @@ def _put(index: BucketIndex, records: list[Record], versioned: bool) -> None:
         index.shards[index.shard_of(record.key)].apply([Op("put", record, versioned=versioned)])
 
 
-@pytest.fixture
-def index(tmp_path, monkeypatch):
-    monkeypatch.setattr(index_module._ShardCursor, "PAGE", 7)
+@pytest.fixture(params=[7, 500])
+def index(request, tmp_path, monkeypatch):
+    monkeypatch.setattr(index_module._ShardCursor, "PAGE", request.param)
     ix = BucketIndex(str(tmp_path / "index"), shards=3)
     yield ix
     ix.close()
@@ -39,8 +40,8 @@ def _pages(index: BucketIndex, prefix: str, limit: int, delimiter: str = "") -> 
     """Every key and common prefix a ListObjects of ``prefix`` returns, ``limit`` a request."""
     keys, after = [], ""
     while True:
-        records, prefixes, truncated, last = collect(index.iter_current(prefix, after), prefix, delimiter,
-                                                     after, limit)
+        records, prefixes, truncated, last = collect(index.iter_current(prefix, after, expect=limit), prefix,
+                                                     delimiter, after, limit)
         keys += sorted([r.key for r in records] + prefixes)
         if not truncated:
             return keys
@@ -58,6 +59,8 @@ def test_current_keys_listed_once_in_order_across_pages(index):
     live = sorted(set(keys) - deleted | {r.key for r in newer})
 
     assert [r.key for r in index.iter_current()] == live
+    # a caller that takes more than it expected (a first page of a few rows) still gets them all
+    assert [r.key for r in index.iter_current(expect=1)] == live
     assert [r.key for r in index.iter_current("a/")] == [k for k in live if k.startswith("a/")]
     assert [r.key for r in index.iter_current("", "a/100")] == [k for k in live if k > "a/100"]
     folders = sorted({k[:6] for k in live if k.startswith("a/") and k.count("/") > 1})
@@ -82,9 +85,19 @@ def test_every_version_listed_once_newest_first_and_resumable(index):
     _put(index, records, versioned=True)
     want = sorted(((r.key, r.seq) for r in records), key=lambda ks: (ks[0], -ks[1]))
 
-    got = [(r.key, r.seq) for r in index.iter_versions()]
-    assert got == want
+    assert [(r.key, r.seq) for r in index.iter_versions()] == want
+    assert [(r.key, r.seq) for r in index.iter_versions(expect=1)] == want
     for cut in (0, 6, 7, 100, len(want) - 1):  # resume after (key, seq), as the version-id marker does
         key, seq = want[cut]
         assert [(r.key, r.seq) for r in index.iter_versions("", key, seq)] == want[cut + 1:]
     assert [(r.key, r.seq) for r in index.iter_versions("k/05")] == [ks for ks in want if ks[0].startswith("k/05")]
+    for limit in (1, 5, 50):  # pages of ListObjectVersions, each resumed after the last version
+        got, after, after_seq = [], "", None
+        while True:
+            records, _, truncated, _ = collect(index.iter_versions("", after, after_seq, expect=limit), "", "",
+                                               after if after_seq is None else "", limit)
+            got += [(r.key, r.seq) for r in records]
+            if not truncated:
+                break
+            after, after_seq = records[-1].key, records[-1].seq
+        assert got == want
