@@ -613,10 +613,10 @@ class _ShardCursor:
             args.append(self.end)
         if self.versions:
             sql = (f"SELECT {COLUMNS} FROM versions WHERE {' AND '.join(conds)} "
-                   f"ORDER BY key, seq DESC LIMIT ?")
+                   "ORDER BY key, seq DESC LIMIT ?")
         else:
             sql = (f"SELECT {COLUMNS} FROM versions WHERE latest=1 AND marker=0 AND {' AND '.join(conds)} "
-                   f"ORDER BY key LIMIT ?")
+                   "ORDER BY key LIMIT ?")
         self.buf = self.shard.query(sql, [*args, self.page])
         self.pos = 0
         self.head = None
