@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+from functools import lru_cache
 from urllib.parse import quote
 from xml.sax.saxutils import escape
 
@@ -24,7 +25,13 @@ MAX_KEYS = 1000
 
 def iso_time(ts: float) -> str:
     """S3's ISO 8601 timestamp with milliseconds."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}Z"
+    return _iso_second(int(ts)) + f".{int(ts * 1000) % 1000:03d}Z"
+
+
+@lru_cache(maxsize=4096)
+def _iso_second(second: int) -> str:
+    # a listing formats one time a key; the objects of a burst share their seconds
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
 
 
 MAX_BUCKETS = 10000
