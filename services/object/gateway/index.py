@@ -600,13 +600,12 @@ class _ShardCursor:
         self.shard, self.prefix, self.versions = shard, prefix, versions
         self.end = _prefix_end(prefix)
         self.first = first or self.PAGE
-        self.page = self.first   # rows the next load asks for
         self.buf: list[tuple] = []
         self.pos = 0
         self.head: Record | None = None   # buf[pos], decoded
         self.exhausted = True
 
-    def _load(self, cond: str, args: list) -> None:
+    def _load(self, cond: str, args: list, rows: int) -> None:
         conds, args = [cond], list(args)
         if self.end is not None:
             conds.append("key < ?")
@@ -617,25 +616,25 @@ class _ShardCursor:
         else:
             sql = (f"SELECT {COLUMNS} FROM versions WHERE latest=1 AND marker=0 AND {' AND '.join(conds)} "
                    "ORDER BY key LIMIT ?")
-        self.buf = self.shard.query(sql, [*args, self.page])
+        self.buf = self.shard.query(sql, [*args, rows])
         self.pos = 0
         self.head = None
-        self.exhausted = len(self.buf) < self.page
-        self.page = self.PAGE
+        self.exhausted = len(self.buf) < rows
 
-    def seek_after(self, after: str, after_seq: int | None = None) -> None:
-        """Position on the first row with key > ``after`` (or same key, older than ``after_seq``)."""
+    def seek_after(self, after: str, after_seq: int | None = None, rows: int | None = None) -> None:
+        """Position on the first row with key > ``after`` (or same key, older than ``after_seq``),
+        reading ``rows`` (a first page if not given)."""
+        rows = rows or self.first
         if after < self.prefix:
-            self._load("key >= ?", [self.prefix])
+            self._load("key >= ?", [self.prefix], rows)
         elif after_seq is not None:
-            self._load("(key > ? OR (key = ? AND seq < ?))", [after, after, after_seq])
+            self._load("(key > ? OR (key = ? AND seq < ?))", [after, after, after_seq], rows)
         else:
-            self._load("key > ?", [after])
+            self._load("key > ?", [after], rows)
 
     def seek_ge(self, key: str) -> None:
         """Position on the first row with key >= ``key`` (past a common prefix: a first page again)."""
-        self.page = self.first
-        self._load("key >= ?", [max(key, self.prefix)])
+        self._load("key >= ?", [max(key, self.prefix)], self.first)
 
     def peek(self) -> Record | None:
         if self.head is None:
@@ -643,7 +642,7 @@ class _ShardCursor:
                 if self.exhausted:
                     return None
                 key, seq = self.buf[-1][:2]
-                self.seek_after(key, seq if self.versions else None)
+                self.seek_after(key, seq if self.versions else None, self.PAGE)
                 if not self.buf:
                     return None
             self.head = Record.from_row(self.buf[self.pos])
