@@ -29,10 +29,15 @@ def _bucket_dir(bucket: str) -> str:
     return os.path.join(os.environ["STRATA_FLOOR_ROOT"], quote(bucket, safe=""))
 
 
-async def _answer(send, status: int, headers: list, body: bytes = b"") -> None:
+def _object_path(bucket: str, key: str) -> str:
+    return os.path.join(_bucket_dir(bucket), quote(key, safe=""))
+
+
+async def _answer(send, status: int, headers: list, body: bytes = b"", head: bool = False) -> None:
+    """The response, its body left out for a HEAD (which still says the body's length)."""
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-length", b"%d" % len(body)), *headers]})
-    await send({"type": "http.response.body", "body": body})
+    await send({"type": "http.response.body", "body": b"" if head else body})
 
 
 async def _body(receive) -> bytes:
@@ -55,11 +60,10 @@ def _listing(bucket: str, query: dict) -> bytes:
              f'<IsTruncated>{"true" if truncated else "false"}</IsTruncated>']
     if truncated:
         parts.append(f"<NextContinuationToken>{escape(page[-1])}</NextContinuationToken>")
-    folder = _bucket_dir(bucket)
     for key in page:
-        size = os.stat(os.path.join(folder, quote(key, safe=""))).st_size
+        size = os.stat(_object_path(bucket, key)).st_size
         parts.append(f"<Contents><Key>{escape(key)}</Key><LastModified>{STAMP}</LastModified>"
-                     f"<ETag>&quot;d41d8cd98f00b204e9800998ecf8427e&quot;</ETag><Size>{size}</Size>"
+                     f"<ETag>{ETAG.decode()}</ETag><Size>{size}</Size>"
                      f"<StorageClass>STANDARD</StorageClass></Contents>")
     parts.append("</ListBucketResult>")
     return "".join(parts).encode()
@@ -84,8 +88,7 @@ async def app(scope, receive, send) -> None:
         await _answer(send, 200, xml, _listing(bucket, query))
     elif key and method == "PUT" and not query:
         body = await _body(receive)
-        fd = os.open(os.path.join(_bucket_dir(bucket), quote(key, safe="")),
-                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(_object_path(bucket, key), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             os.write(fd, body)  # a regular file takes the whole write (short only when full)
         finally:
@@ -93,21 +96,15 @@ async def app(scope, receive, send) -> None:
         await _answer(send, 200, [(b"etag", ETAG)])
     elif key and method in ("GET", "HEAD") and not query:
         try:
-            fd = os.open(os.path.join(_bucket_dir(bucket), quote(key, safe="")), os.O_RDONLY)
+            fd = os.open(_object_path(bucket, key), os.O_RDONLY)
         except FileNotFoundError:
-            await _answer(send, 404, xml, b"<Error><Code>NoSuchKey</Code></Error>" if method == "GET" else b"")
+            await _answer(send, 404, xml, b"<Error><Code>NoSuchKey</Code></Error>", head=method == "HEAD")
             return
         try:
             data = os.read(fd, 1 << 20)   # the small rows only: every object is below 1 MiB
         finally:
             os.close(fd)
-        headers = [(b"etag", ETAG), (b"last-modified", HTTP_STAMP)]
-        if method == "HEAD":
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": [(b"content-length", b"%d" % len(data)), *headers]})
-            await send({"type": "http.response.body", "body": b""})
-        else:
-            await _answer(send, 200, headers, data)
+        await _answer(send, 200, [(b"etag", ETAG), (b"last-modified", HTTP_STAMP)], data, head=method == "HEAD")
     else:
         await _answer(send, 501, xml, b"<Error><Code>NotImplemented</Code></Error>")
 
