@@ -23,9 +23,11 @@ def _version(key: str, marker: bool = False) -> Record:
                   meta={} if marker else {"sc": "STANDARD"})
 
 
-def _put(index: BucketIndex, records: list[Record], versioned: bool) -> None:
-    for record in records:  # one op a transaction: a key's versions land in the order given
-        index.shards[index.shard_of(record.key)].apply([Op("put", record, versioned=versioned)])
+def _put(index: BucketIndex, records: list[Record]) -> None:
+    """Put each version into a versioned bucket, one op a transaction (a key's versions land
+    in the order given)."""
+    for record in records:
+        index.shards[index.shard_of(record.key)].apply([Op("put", record, versioned=True)])
 
 
 @pytest.fixture(params=[7, 500])
@@ -51,11 +53,11 @@ def _pages(index: BucketIndex, prefix: str, limit: int, delimiter: str = "") -> 
 def test_current_keys_listed_once_in_order_across_pages(index):
     keys = ([f"a/{i:03d}" for i in range(150)] + [f"a/{i:03d}/sub/{j}" for i in range(40, 60) for j in range(3)]
             + [f"b/{i:03d}" for i in range(60)] + ["c"])
-    _put(index, [_version(k) for k in keys], versioned=True)
+    _put(index, [_version(k) for k in keys])
     deleted = set(keys[5::9])  # a delete marker on top: gone from the current listing
-    _put(index, [_version(k, marker=True) for k in sorted(deleted)], versioned=True)
+    _put(index, [_version(k, marker=True) for k in sorted(deleted)])
     newer = [_version(k) for k in keys[3::11]]  # one more version: listed once, the newest
-    _put(index, newer, versioned=True)
+    _put(index, newer)
     live = sorted(set(keys) - deleted | {r.key for r in newer})
 
     assert [r.key for r in index.iter_current()] == live
@@ -82,7 +84,7 @@ def test_every_version_listed_once_newest_first_and_resumable(index):
         records += [_version(key) for _ in range(1 + i % 3)]
         if i % 10 == 0:
             records.append(_version(key, marker=True))
-    _put(index, records, versioned=True)
+    _put(index, records)
     want = sorted(((r.key, r.seq) for r in records), key=lambda ks: (ks[0], -ks[1]))
 
     assert [(r.key, r.seq) for r in index.iter_versions()] == want
