@@ -19,6 +19,7 @@ from .index import Record
 from .lifecycle import name_rules, parse_rules
 from .policy import parse_policy
 from .request import Request, Response, xml_response
+from .tiers import storage_class
 
 MAX_KEYS = 1000
 
@@ -221,7 +222,7 @@ def _contents(records: list[Record], enc, owner: str | None) -> str:
     for r in records:
         out.append(f"<Contents><Key>{escape(enc(r.key))}</Key><LastModified>{iso_time(r.mtime)}</LastModified>"
                    f"<ETag>\"{r.etag}\"</ETag><Size>{r.size}</Size>"
-                   f"<StorageClass>{r.meta.get('sc', 'STANDARD')}</StorageClass>"
+                   f"<StorageClass>{storage_class(r)}</StorageClass>"
                    + (owner_xml(r.meta.get("ow") or owner) if owner else "") + "</Contents>")
     return "".join(out)
 
@@ -336,7 +337,7 @@ async def list_versions(gw: Gateway, req: Request, bucket: Bucket) -> Response:
             parts.append(f"<DeleteMarker>{common}{owner_xml(r.meta.get('ow') or bucket.owner)}</DeleteMarker>")
         else:
             parts.append(f"<Version>{common}{el('ETag', chr(34) + r.etag + chr(34))}{el('Size', r.size)}"
-                         f"{el('StorageClass', r.meta.get('sc', 'STANDARD'))}"
+                         f"{el('StorageClass', storage_class(r))}"
                          f"{owner_xml(r.meta.get('ow') or bucket.owner)}</Version>")
     parts.extend(f"<CommonPrefixes>{el('Prefix', enc(p))}</CommonPrefixes>" for p in prefixes)
     return xml_response(xml_doc("ListVersionsResult", "".join(parts)))
