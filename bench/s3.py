@@ -13,7 +13,9 @@ and GET (op/s), 1 MiB PUT and GET, multipart PUT (``--part-mib`` parts, 8 in fli
 of large objects (MiB/s); a size given 0 objects leaves its rows out. Every server gets the
 same commands; ``--repeat`` rounds go round the targets in turn, each round starting with the
 next one (so a noisy minute hits all of them, and no server always runs right after another's
-writes), and the medians are printed with:
+writes); before each server's rows the bench waits (at most 30 s) until the data written is on
+disk, the disk is idle and the cores are at most a quarter busy. The medians are printed
+(``--verbose`` also prints every row of every round) with:
 
 - the ratio to raw disk (the physical limit: the same files written with write + fsync per
   file by 32 threads, read cold) and Strata's ratio to each peer;
@@ -119,6 +121,37 @@ def busy_since(start: tuple[int, int]) -> float:
     """The fraction of the machine's CPU (all cores) in use since ``start`` (cpu_jiffies())."""
     total, idle = cpu_jiffies()
     return 1 - (idle - start[1]) / max(1, total - start[0])
+
+
+def _disk_ios(dev: int) -> int | None:
+    """Requests the disk of device number ``dev`` has completed so far (reads, writes and
+    discards, from /proc/diskstats); None when /proc/diskstats does not list it."""
+    with open("/proc/diskstats") as fh:
+        for line in fh:
+            f = line.split()
+            if (int(f[0]), int(f[1])) == (os.major(dev), os.minor(dev)):
+                return int(f[3]) + int(f[7]) + (int(f[14]) if len(f) > 14 else 0)
+    return None
+
+
+def settle(path: str, limit: float = 30.0, window: float = 0.5) -> float:
+    """Wait, at most ``limit`` seconds, until the machine is quiet: what was written is on
+    the disk (``sync``), then for a whole ``window`` the disk holding ``path`` completed at most
+    a few requests and the cores were at most a quarter busy. What one server (or the raw
+    disk's rows) leaves running would otherwise land on the next one's rows: ext4 mounted with
+    ``discard`` trims deleted files for seconds after they are gone, and radosgw's OSDs keep
+    flushing after a PUT. Returns the seconds waited."""
+    t0 = time.monotonic()
+    os.sync()
+    dev = os.stat(path).st_dev
+    while time.monotonic() - t0 < limit:
+        ios, mark = _disk_ios(dev), cpu_jiffies()
+        time.sleep(window)
+        after = _disk_ios(dev)
+        quiet_disk = ios is None or after - ios <= 5 * window
+        if quiet_disk and busy_since(mark) <= 0.25:
+            break
+    return time.monotonic() - t0
 
 
 def make_sources(root: str, sz: Sizes) -> dict:
@@ -326,6 +359,7 @@ def workers_comparison(workdir: str, sources: dict, sz: Sizes, shm: str, repeat:
     try:
         for r in range(repeat):
             for n, server in ((1, one), (2, two)):
+                settle(workdir)
                 got = run_phases(server, f"workers{r}", sources, sz, shm, only=rows)
                 for k in rows:
                     secs[(n, k)].append(got[k][0])
@@ -396,6 +430,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", choices=("dcp",),
                     help="dcp: only the checkpoint row (starts Strata only)")
     ap.add_argument("--workdir", help="where servers keep data (default: $TMPDIR)")
+    ap.add_argument("--verbose", action="store_true", help="print every row of every round")
     args = ap.parse_args(argv)
     if args.full:
         args.small, args.mid, args.big, args.big_mib = 3000, 200, 4, 256
@@ -418,6 +453,7 @@ def main(argv=None) -> int:
     if args.workers and not s3_servers.strata_accepts_workers():
         print(f"--workers {args.workers} ignored: the gateway has no --workers option yet")
     servers: list[Server] = []
+    waited: list[float] = []  # seconds settle() waited before each server's rows
     try:
         sources = make_sources(shm, sz) if not args.only else {}
         servers = start_targets(wanted, workdir, args.workers)
@@ -430,8 +466,12 @@ def main(argv=None) -> int:
             # writes (radosgw's OSDs keep flushing after a big PUT; a cold GET then shares the disk)
             first = r % len(servers) if servers else 0
             for server in servers[first:] + servers[:first]:
+                waited.append(settle(workdir))
                 for k, v in run_phases(server, f"bench{r}", sources, sz, shm).items():
                     secs.setdefault(server.name, {}).setdefault(k, []).append(v)
+                    if args.verbose:
+                        print(f"  round {r + 1}, {server.name}, {k}: {v[0]:.2f} s, server CPU {v[1]:.2f} s, "
+                              f"load {os.getloadavg()[0]:.1f}", flush=True)
             print(f"round {r + 1} of {args.repeat} done", flush=True)
         results = {}
         for name, by_row in secs.items():
@@ -477,6 +517,9 @@ def main(argv=None) -> int:
               "included): " + ", ".join(f"{labels[k]} {c:.2f}x" for k, (_, c) in scaling.items()))
     elif scaling is None and "strata" in wanted and not args.only:
         print("Strata 2 workers vs 1: not available (the gateway has no --workers option yet)")
+    if waited:
+        print(f"waited for a quiet machine before each server's rows (sync, disk idle, cores at most "
+              f"a quarter busy): median {statistics.median(waited):.1f} s, max {max(waited):.1f} s")
     print(f"load average (1 min) during the run: min {min(LOAD):.2f}, median "
           f"{statistics.median(LOAD):.2f}, max {max(LOAD):.2f} on {os.cpu_count()} cores")
     return 0
