@@ -105,7 +105,7 @@ def start_strata(workdir: str, workers: int | None = None, name: str = "Strata",
     if strata_accepts_workers():
         settings["workers"] = workers or len(os.sched_getaffinity(0))
     note = f"gateway, {settings.get('workers', 1)} worker process(es); fsync before acknowledgement"
-    gw = Gateway(d, {ACCESS: {"secret_key": SECRET, "user": "bench", "admin": True}}, **settings)
+    gw = Gateway(d, {ACCESS: {"secret_key": SECRET, "user": "bench", "admin": True}}, index_shards=None, **settings)
     gw.start(timeout=60)
     return Server(name, gw.endpoint, lambda: [gw.proc.pid], gw.stop, note,
                   put_args=["--sse", "AES256"] if sse else [])

@@ -166,11 +166,13 @@ class Gateway:
     ``--workers`` (default ``STRATA_TEST_S3_WORKERS``, else 1: one process, as the tests
     that do not ask were written for). ``nofile``: its file descriptor limit (soft and hard),
     to run it as on a host with a small one. ``tls``: (certificate, key) files: it serves
-    HTTPS only, and ``endpoint`` says so."""
+    HTTPS only, and ``endpoint`` says so. ``index_shards``: of each new bucket (default 2, so
+    that every test goes through the merge of several shards, as on a gateway of 4 or more
+    workers; None: the gateway's own default, one per two workers)."""
 
     def __init__(self, workdir, users: dict, *, data_root: str | None = None,
                  admin_token: str = "", workers: int | None = None, nofile: int | None = None,
-                 tls: tuple[str, str] | None = None, **settings):
+                 tls: tuple[str, str] | None = None, index_shards: int | None = 2, **settings):
         self.workdir = str(workdir)
         self.config_path = os.path.join(self.workdir, "gateway.json")
         self.data_root = data_root or os.path.join(self.workdir, "data")
@@ -179,7 +181,7 @@ class Gateway:
         self.endpoint = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.tls = tls
         self.proc = None
-        self.settings = settings
+        self.settings = settings if index_shards is None else {"index_shards": index_shards, **settings}
         self.workers = workers or int(os.environ.get("STRATA_TEST_S3_WORKERS") or 1)
         self.env: dict[str, str] = {}
         self.nofile = nofile

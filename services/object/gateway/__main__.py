@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     tls = ["--ssl-certfile", args.ssl_certfile, "--ssl-keyfile", args.ssl_keyfile] if args.ssl_certfile else []
     if args.worker_fd is None and workers > 1:
         try:
-            supervisor = Supervisor(args.config, args.host, args.port, workers, ["--log-level", args.log_level, *tls])
+            supervisor = Supervisor(args.config, args.host, args.port, workers,
+                                    ["--workers", str(workers), "--log-level", args.log_level, *tls])
         except OSError as exc:
             print(f"strata-s3: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
             return 1
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     role = None
     if args.worker_fd is not None:
         die_with_parent()
-        role = WorkerRole(slot=args.worker_slot, started=args.started)
+        role = WorkerRole(slot=args.worker_slot, started=args.started, workers=workers)
     config = uvicorn.Config(create_app(args.config, role), host=args.host, port=args.port, loop="uvloop",
                             http=GatewayHttpProtocol, lifespan="on", log_level=args.log_level, access_log=False,
                             timeout_keep_alive=30, backlog=2048, ssl_certfile=args.ssl_certfile,

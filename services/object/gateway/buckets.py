@@ -23,7 +23,7 @@ import uuid
 from plumbing.atomic import fsync_dir, write_json_atomic
 
 from .errors import S3Error
-from .index import INDEX_SHARDS, BucketIndex
+from .index import BucketIndex
 from .shared import FileLock, Generation
 from .snapshots import SnapshotStore, check_can_suspend
 
@@ -136,7 +136,7 @@ class Bucket:
 class BucketStore:
     """Every bucket of one gateway, by name (as of the last change any process made)."""
 
-    def __init__(self, root: str, shards: int = INDEX_SHARDS):
+    def __init__(self, root: str, shards: int):
         self.root = root
         self.shards = shards
         self.base = os.path.join(root, "buckets")

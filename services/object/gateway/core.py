@@ -30,7 +30,7 @@ from .compaction import INTERVAL_SECONDS, collect_all_orphans, compaction_loop
 from .lifecycle import lifecycle_loop
 from .config import ConfigWatcher
 from .errors import S3Error
-from .index import INDEX_SHARDS, Op, OpResult, Record, next_seq, set_seq_slot
+from .index import Op, OpResult, Record, next_seq, set_seq_slot, shards_for_workers
 from .shared import MAX_WORKERS, FileLock, Generation, SeqFloors, run_dir
 from .snapshots import deleting_version
 from . import objectlock, sse
@@ -62,6 +62,7 @@ class WorkerRole:
 
     slot: int
     started: float | None = None
+    workers: int = 1      # how many worker processes serve the port
 
 
 MAINTENANCE_SECONDS = 5.0
@@ -122,7 +123,9 @@ class Gateway:
         # one lifecycle pass, one compaction at a time, whichever process asks
         self.lifecycle_lock = FileLock(os.path.join(run_dir(root), "lifecycle.lock"))
         self.compaction_lock = FileLock(os.path.join(run_dir(root), "compaction.lock"))
-        self.buckets = BucketStore(root, index_shards or int(self.watcher.config.get("index_shards") or INDEX_SHARDS))
+        workers = role.workers if role is not None else 1
+        self.buckets = BucketStore(root, index_shards or int(self.watcher.config.get("index_shards") or 0)
+                                   or shards_for_workers(workers))
         self.segments = SegmentStore(root, int(self.watcher.config.get("segment_bytes") or SEGMENT_SIZE))
         self.background: list[asyncio.Task] = []
         self.committer: GroupCommitter | None = None
