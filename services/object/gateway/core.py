@@ -106,7 +106,7 @@ class Stored:
 class Gateway:
     """Everything a request handler needs: config, buckets, segments, committer, I/O threads."""
 
-    def __init__(self, config_path: str, index_shards: int | None = None, role: WorkerRole | None = None):
+    def __init__(self, config_path: str, role: WorkerRole | None = None):
         self.watcher = ConfigWatcher(config_path)
         root = self.watcher.config["data_root"]
         os.makedirs(root, exist_ok=True)
@@ -124,8 +124,7 @@ class Gateway:
         self.lifecycle_lock = FileLock(os.path.join(run_dir(root), "lifecycle.lock"))
         self.compaction_lock = FileLock(os.path.join(run_dir(root), "compaction.lock"))
         workers = role.workers if role is not None else 1
-        self.buckets = BucketStore(root, index_shards or int(self.watcher.config.get("index_shards") or 0)
-                                   or shards_for_workers(workers))
+        self.buckets = BucketStore(root, int(self.watcher.config.get("index_shards") or shards_for_workers(workers)))
         self.segments = SegmentStore(root, int(self.watcher.config.get("segment_bytes") or SEGMENT_SIZE))
         self.background: list[asyncio.Task] = []
         self.committer: GroupCommitter | None = None
