@@ -138,9 +138,9 @@ def settle(path: str, limit: float = 30.0, window: float = 0.5) -> float:
     """Wait, at most ``limit`` seconds, until the machine is quiet: what was written is on
     the disk (``sync``), then for a whole ``window`` the disk holding ``path`` completed at most
     a few requests and the cores were at most a quarter busy. What one server (or the raw
-    disk's rows) leaves running would otherwise land on the next one's rows: ext4 mounted with
-    ``discard`` trims deleted files for seconds after they are gone, and radosgw's OSDs keep
-    flushing after a PUT. Returns the seconds waited."""
+    disk's rows) leaves running would otherwise land on the next one's rows: writeback of what
+    it wrote, radosgw's OSDs flushing after a PUT. (It does not remove the round-to-round swings
+    of the 256 MiB GET row, which every server shows.) Returns the seconds waited."""
     t0 = time.monotonic()
     os.sync()
     dev = os.stat(path).st_dev
