@@ -48,6 +48,10 @@ def parse_config(text: str, path: str = "config") -> dict:
             isinstance(kms, dict) and all(isinstance(v, dict) for v in kms.values())):
         raise ConfigError(f"{path}: 'kms_keys' must be a list of key ids or map key ids to "
                           "{material, enabled, aliases, arn}")
+    gather = data.get("commit_gather_ms")
+    if gather is not None and (isinstance(gather, bool) or not isinstance(gather, (int, float))
+                               or not 0 <= gather <= 100):
+        raise ConfigError(f"{path}: 'commit_gather_ms' must be a number of milliseconds from 0 to 100")
     data.setdefault("region", "us-east-1")
     data.setdefault("admin_token", "")
     data["users"] = users

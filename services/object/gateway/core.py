@@ -25,7 +25,7 @@ from typing import AsyncIterator, Protocol
 
 from .buckets import Bucket, BucketStore
 from .checksums import Digests, requested_algorithms
-from .commit import GroupCommitter
+from .commit import GATHER_SECONDS, GroupCommitter
 from .compaction import INTERVAL_SECONDS, collect_all_orphans, compaction_loop
 from .lifecycle import lifecycle_loop
 from .config import ConfigWatcher
@@ -147,7 +147,9 @@ class Gateway:
 
     async def start(self) -> None:
         """Start background tasks (call on the serving event loop)."""
-        self.committer = GroupCommitter(self.segments, self.floors)
+        gather_ms = self.config.get("commit_gather_ms")
+        self.committer = GroupCommitter(self.segments, self.floors,
+                                        GATHER_SECONDS if gather_ms is None else gather_ms / 1000)
         self.committer.start()
         loop = asyncio.get_running_loop()
         self.background.append(loop.create_task(self._maintain()))

@@ -94,3 +94,18 @@ def test_strata_up_options():
 def test_strata_up_passes_the_s3_worker_count_to_the_gateway(tmp_path):
     [spec] = up.daemons(tmp_path, {"s3_port": 9123, "host": "127.0.0.1", "s3_workers": 3})
     assert spec.argv[-2:] == ["--workers", "3"]
+
+
+def test_gateway_refuses_a_bad_commit_gather_with_one_line(tmp_path):
+    """``commit_gather_ms`` (how long a group commit may wait for more requests) must be a
+    number of milliseconds from 0 to 100: anything else stops the gateway before it listens,
+    with a message naming the field."""
+    cfg = tmp_path / "gateway.json"
+    for bad in ("5", -1, 1000, True):
+        cfg.write_text(json.dumps({"data_root": str(tmp_path / "data"), "commit_gather_ms": bad}))
+        done = subprocess.run([sys.executable, "-m", "services.object.gateway", "--config", str(cfg), "--port", "1"],
+                              cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, (bad, done.stderr)
+        assert done.stderr.strip().count("\n") == 0 and "'commit_gather_ms' must be a number" in done.stderr
+    cfg.write_text(json.dumps({"data_root": str(tmp_path / "data"), "commit_gather_ms": 0.5}))
+    assert parse_config(cfg.read_text())["commit_gather_ms"] == 0.5
