@@ -1,7 +1,8 @@
 """The gateway's configuration file, re-read whenever its mtime changes.
 
-See services/object/README.md for the contract. Each request checks once (``refresh``: one
-``stat``, so a new key works at once); anything else reading the configuration (``current``)
+See services/object/README.md for the contract. Each request checks once (``refresh``), so a
+new key works at once: one ``stat``, or, once the gateway watches the file (:mod:`.watch`),
+none unless inotify reported a change; anything else reading the configuration (``current``)
 checks at most every ``CHECK_INTERVAL`` seconds. A file that fails to parse keeps the previous
 configuration in force (and is logged), so a half-written file can never lock every user out.
 """
@@ -72,15 +73,32 @@ class ConfigWatcher:
         with open(path) as fh:
             self.config = parse_config(fh.read(), path)
         self._checked = time.monotonic()
+        self._watch = None   # a .watch.Watch of the file, once watch() was called
+        self._events = -1    # its event count at the last check (-1: check at the next request)
+
+    def watch(self, notifier) -> None:
+        """From now on check the file only when inotify reported a change (``notifier``: a
+        :class:`.watch.Notifier`, or None: on every request), and in any case every
+        CHECK_INTERVAL (a path inotify cannot follow, a symlink swapped elsewhere)."""
+        self._watch = notifier.watch_name(self.path) if notifier is not None else None
 
     def current(self) -> dict:
         """The configuration in force (checked against the file at most every CHECK_INTERVAL)."""
         if time.monotonic() - self._checked >= CHECK_INTERVAL:
-            return self.refresh()
+            return self._check()
         return self.config
 
     def refresh(self) -> dict:
-        """The configuration in force, reloaded now if the file changed (one ``stat``)."""
+        """The configuration in force, reloaded now if the file changed (one ``stat``; none
+        when watched and inotify reported nothing since the last one)."""
+        watch = self._watch
+        if watch is not None and watch.events == self._events:
+            return self.current()
+        return self._check()
+
+    def _check(self) -> dict:
+        if self._watch is not None:
+            self._events = self._watch.events  # before the stat: a change during it is seen next
         self._checked = time.monotonic()
         try:
             seen = _identity(os.stat(self.path))

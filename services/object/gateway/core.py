@@ -33,7 +33,7 @@ from .errors import S3Error
 from .index import Op, OpResult, Record, next_seq, set_seq_slot, shards_for_workers
 from .shared import MAX_WORKERS, FileLock, Generation, SeqFloors, run_dir
 from .snapshots import deleting_version
-from . import objectlock, sse
+from . import objectlock, sse, watch
 from .tiers import ColdTier, read_loc
 from .storage import (READ_BLOCK, SEGMENT_SIZE, SMALL_OBJECT_LIMIT, LargeFileWriter, SegmentStore, file_ranges,
                       open_pieces, read_open_pieces, read_pieces, reset_tmp)
@@ -128,6 +128,7 @@ class Gateway:
         self.segments = SegmentStore(root, int(self.watcher.config.get("segment_bytes") or SEGMENT_SIZE))
         self.background: list[asyncio.Task] = []
         self.committer: GroupCommitter | None = None
+        self.notifier: watch.Notifier | None = None   # inotify of the config and the generation
         self.io = ThreadPoolExecutor(max_workers=16, thread_name_prefix="s3-io")
         # direct writes of large bodies (never waits on self.io, so jobs on self.io may wait on it)
         self.disk = ThreadPoolExecutor(max_workers=8, thread_name_prefix="s3-disk")
@@ -152,6 +153,9 @@ class Gateway:
                                         GATHER_SECONDS if gather_ms is None else gather_ms / 1000)
         self.committer.start()
         loop = asyncio.get_running_loop()
+        self.notifier = watch.start(loop)
+        self.watcher.watch(self.notifier)
+        self.buckets.generation.watch(self.notifier)
         self.background.append(loop.create_task(self._maintain()))
         if self.role is not None and self.role.slot != 0:
             return  # worker 0 runs the background jobs
@@ -170,6 +174,11 @@ class Gateway:
             task.cancel()
         if self.committer:
             await self.committer.stop()
+        if self.notifier is not None:
+            self.watcher.watch(None)   # checked on every request again
+            self.buckets.generation.watch(None)
+            self.notifier.close()
+            self.notifier = None
         self.io.shutdown(wait=False)
         self.disk.shutdown(wait=False)
 

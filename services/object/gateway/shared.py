@@ -8,8 +8,9 @@ one.
 - :class:`FileLock`: one holder at a time across processes (a lifecycle pass, a compaction),
   or shared/exclusive (version removals against a snapshot being recorded). Taken by polling
   with ``LOCK_NB`` from the event loop, so a wait holds no thread.
-- :class:`Generation`: a log every worker checks with one ``stat`` per request; a change of
-  bucket settings, a bucket created or deleted, a snapshot taken or dropped appends to it.
+- :class:`Generation`: a log every worker checks before each request (with inotify, see
+  :mod:`.watch`: no system call unless it was written); a change of bucket settings, a bucket
+  created or deleted, a snapshot taken or dropped appends to it.
 - :class:`SeqFloors`: per worker, the lowest sequence number it may still commit (see
   :func:`.snapshots.changes`: the change feed's horizon stays below every write in flight in
   any worker).
@@ -94,6 +95,13 @@ class Generation:
         # never replaced while a process of the data root runs (see restart)
         self._fd = os.open(self.path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
         self.seen = os.fstat(self._fd).st_size
+        self._watch = None   # a .watch.Watch of the file, once watch() was called
+        self._events = -1    # its event count at the last check (-1: check at the next call)
+
+    def watch(self, notifier) -> None:
+        """From now on check the file only when inotify reported a write to it (``notifier``:
+        a :class:`.watch.Notifier`, or None: check on every call)."""
+        self._watch = notifier.watch_file(self.path) if notifier is not None else None
 
     @staticmethod
     def restart(root: str) -> None:
@@ -113,6 +121,11 @@ class Generation:
     def changes(self) -> set[str]:
         """Names changed (by any process, this one too) since the last call; empty if none.
         The caller reloads after the call, so a change made during the reload is seen next."""
+        watch = self._watch
+        if watch is not None:
+            if watch.events == self._events:
+                return set()
+            self._events = watch.events  # before the fstat: a write during it is seen next
         size = os.fstat(self._fd).st_size
         if size <= self.seen:
             return set()

@@ -21,7 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from services.object.tests.gatewayproc import ACCESS, ADMIN_TOKEN, SECRET, GatewayProcess
+from services.object.tests.gatewayproc import ACCESS, ADMIN_TOKEN, SECRET, USER_ACCESS, USER_SECRET, \
+    GatewayProcess
 from services.object.tests.s3raw import sign
 
 
@@ -242,6 +243,33 @@ def test_bucket_settings_changed_through_one_worker_are_seen_by_the_others(multi
     assert a.request("HEAD", f"/{bucket}")[0] == 404 and b.request("GET", f"/{bucket}/doc")[0] == 404
     assert b.request("PUT", f"/{bucket}")[0] == 200
     assert a.request("GET", f"/{bucket}?versioning")[2].count(b"Enabled") == 0
+
+
+def test_a_key_written_to_the_config_works_at_once_in_every_worker_and_dies_at_once(multi):
+    """Each worker notices a rewritten config before it answers its next request (inotify,
+    see gateway/watch.py): a new key works at the first request through any worker, and a
+    removed one is refused at the first request after; again and again, so an order of events
+    that only happens sometimes shows."""
+    gw, conns = multi
+    admin = {ACCESS: {"secret_key": SECRET, "user": "admin", "admin": True},
+             USER_ACCESS: {"secret_key": USER_SECRET, "user": "alice", "admin": False}}
+
+    def status_as(conn, access: str, secret: str) -> int:
+        path = "/"
+        headers = sign("GET", gw.endpoint + path, access, secret, hashlib.sha256(b"").hexdigest(), {})
+        return conn.request("GET", path, headers=headers, signed=False)[0]
+
+    try:
+        for round_ in range(10):
+            access, secret = f"ROTATED{round_:04d}", f"rotated-secret-{round_}"
+            gw.write_config({**admin, access: {"secret_key": secret, "user": "admin", "admin": True}})
+            for conn in conns:
+                assert status_as(conn, access, secret) == 200, (round_, conn.worker)
+            gw.write_config(admin)
+            for conn in conns:
+                assert status_as(conn, access, secret) == 403, (round_, conn.worker)
+    finally:
+        gw.write_config(admin)
 
 
 def test_snapshot_taken_through_one_worker_holds_versions_in_the_others(multi):
