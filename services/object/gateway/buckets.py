@@ -169,9 +169,10 @@ class BucketStore:
             bucket.index.close()
             bucket.snapshots.close()
 
-    def refresh(self) -> None:
-        """Apply what other processes changed (one ``stat`` when nothing did)."""
-        changed = self.generation.changes()
+    def refresh(self, look: bool = False) -> None:
+        """Apply what other processes changed (see :meth:`.shared.Generation.changes` for
+        ``look``)."""
+        changed = self.generation.changes(look)
         if not changed:
             return
         if "*" in changed:

@@ -81,6 +81,7 @@ class ConfigWatcher:
         :class:`.watch.Notifier`, or None: on every request), and in any case every
         CHECK_INTERVAL (a path inotify cannot follow, a symlink swapped elsewhere)."""
         self._watch = notifier.watch_name(self.path) if notifier is not None else None
+        self._events = -1
 
     def current(self) -> dict:
         """The configuration in force (checked against the file at most every CHECK_INTERVAL)."""

@@ -102,6 +102,7 @@ class Generation:
         """From now on check the file only when inotify reported a write to it (``notifier``:
         a :class:`.watch.Notifier`, or None: check on every call)."""
         self._watch = notifier.watch_file(self.path) if notifier is not None else None
+        self._events = -1
 
     @staticmethod
     def restart(root: str) -> None:
@@ -118,11 +119,13 @@ class Generation:
         finally:
             os.close(fd)
 
-    def changes(self) -> set[str]:
+    def changes(self, look: bool = False) -> set[str]:
         """Names changed (by any process, this one too) since the last call; empty if none.
-        The caller reloads after the call, so a change made during the reload is seen next."""
+        The caller reloads after the call, so a change made during the reload is seen next.
+        ``look``: read the file even if inotify has reported nothing yet, as after taking a
+        lock another process released once it had written (its event may still be unread)."""
         watch = self._watch
-        if watch is not None:
+        if watch is not None and not look:
             if watch.events == self._events:
                 return set()
             self._events = watch.events  # before the fstat: a write during it is seen next

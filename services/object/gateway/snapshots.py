@@ -190,7 +190,7 @@ async def deleting_version(gw, bucket, key: str, version_id: str):
     wait while a snapshot of the bucket is being recorded (by any worker process)."""
     store = bucket.snapshots
     async with store.holds.hold(shared=True):
-        gw.buckets.refresh()  # a snapshot another process recorded before we got the lock
+        gw.buckets.refresh(look=True)  # a snapshot another process recorded before we got the lock
         if store.names():
             held = await gw.run(store.held_by, key, version_id)
             if held:

@@ -11,7 +11,9 @@ No change is seen late: the kernel queues the event inside the writer's ``rename
 ``write``, before the writer can tell anyone (its client, the next request). When the next
 request's bytes arrive, the inotify descriptor is already readable, and the loop runs every
 readable descriptor's callback (this one included) before the request's handler, which runs
-as a task one loop step later.
+as a task one loop step later. That order holds for what a request learns from its client;
+a process that learns of a change otherwise, by taking a lock the writer released after
+writing, reads the file itself (``Generation.changes(look=True)``): the event may be unread.
 
 Without inotify (another OS; the per-user limit of instances or watches reached)
 :func:`start` answers None, and the readers check the file on every request, as before.
