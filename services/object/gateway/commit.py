@@ -16,7 +16,8 @@ commit, for at most ``gather`` seconds (PostgreSQL's ``commit_delay``, taken onl
 requests keep coming): requests whose bytes the loop has yet to read join this batch instead
 of paying for fsyncs and a transaction of their own in the next. A lone writer's step brings
 nothing, so its PUT waits a few loop steps (microseconds); with 16 clients a worker a 4 KiB
-PUT costs 10-15% less CPU (bench/s3.py), for at most ``gather`` more latency.
+PUT costs 8-12% less CPU (A/B pairs, see services/object/README.md), for at most ``gather``
+more latency.
 
 Each worker process (:mod:`.workers`) has its own committer, its own segments and the same
 index shards (SQLite serialises the transactions of all of them). The committer keeps the
