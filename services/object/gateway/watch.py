@@ -65,9 +65,11 @@ class Notifier:
         return self._add(path, MODIFY | ATTRIB | DELETE_SELF | MOVE_SELF, None)
 
     def watch_name(self, path: str) -> Watch | None:
-        """Count changes of whatever file is at ``path`` (one replaced by a rename, too)."""
+        """Count changes of whatever file is at ``path`` (one replaced by a rename, too; one
+        edited in place counts when its writer closes it). Not every write: a busy file in
+        the same directory, a log, would wake the loop for each of its writes."""
         directory, name = os.path.split(os.path.abspath(path))
-        return self._add(directory, CLOSE_WRITE | MOVED_TO | CREATE | DELETE | ATTRIB | MODIFY, name)
+        return self._add(directory, CLOSE_WRITE | MOVED_TO | CREATE | DELETE | ATTRIB, name)
 
     def _add(self, path: str, mask: int, name: str | None) -> Watch | None:
         wd = _add_watch(self.fd, os.fsencode(path), mask | MASK_ADD)

@@ -47,6 +47,10 @@ def test_a_replaced_config_and_a_written_generation_are_seen_and_nothing_else(tm
             await _step()
             assert "NEW" in config.refresh()["users"]
 
+            cfg.write_text(json.dumps({"data_root": str(tmp_path / "data"), "users": {"EDIT": {"secret_key": "s"}}}))
+            await _step()  # edited in place: counted when the writer closed it
+            assert "EDIT" in config.refresh()["users"]
+
             generation.bump("b1")
             await _step()
             assert generation.changes() == {"b1"}
