@@ -83,8 +83,7 @@ class GroupCommitter:
         loop = asyncio.get_running_loop()
         while True:
             await self.wake.wait()
-            if self.gather > 0:
-                await self._gather(loop)
+            await self._gather(loop)
             self.wake.clear()
             batch, self.pending = self.pending, []
             if not batch:
@@ -113,7 +112,7 @@ class GroupCommitter:
 
     async def _gather(self, loop: asyncio.AbstractEventLoop) -> None:
         """Yield to the loop until GATHER_IDLE_STEPS steps in a row bring nothing more to
-        commit, or ``gather`` seconds have passed."""
+        commit, or ``gather`` seconds have passed (0: not at all)."""
         deadline = loop.time() + self.gather
         seen, idle = len(self.pending), 0
         while idle < GATHER_IDLE_STEPS and loop.time() < deadline:

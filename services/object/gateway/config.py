@@ -74,14 +74,12 @@ class ConfigWatcher:
             self.config = parse_config(fh.read(), path)
         self._checked = time.monotonic()
         self._watch = None   # a .watch.Watch of the file, once watch() was called
-        self._events = -1    # its event count at the last check (-1: check at the next request)
 
     def watch(self, notifier) -> None:
         """From now on check the file only when inotify reported a change (``notifier``: a
         :class:`.watch.Notifier`, or None: on every request), and in any case every
         CHECK_INTERVAL (a path inotify cannot follow, a symlink swapped elsewhere)."""
         self._watch = notifier.watch_name(self.path) if notifier is not None else None
-        self._events = -1
 
     def current(self) -> dict:
         """The configuration in force (checked against the file at most every CHECK_INTERVAL)."""
@@ -92,14 +90,11 @@ class ConfigWatcher:
     def refresh(self) -> dict:
         """The configuration in force, reloaded now if the file changed (one ``stat``; none
         when watched and inotify reported nothing since the last one)."""
-        watch = self._watch
-        if watch is not None and watch.events == self._events:
+        if self._watch is not None and not self._watch.changed():
             return self.current()
         return self._check()
 
     def _check(self) -> dict:
-        if self._watch is not None:
-            self._events = self._watch.events  # before the stat: a change during it is seen next
         self._checked = time.monotonic()
         try:
             seen = _identity(os.stat(self.path))

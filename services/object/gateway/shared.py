@@ -96,13 +96,11 @@ class Generation:
         self._fd = os.open(self.path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
         self.seen = os.fstat(self._fd).st_size
         self._watch = None   # a .watch.Watch of the file, once watch() was called
-        self._events = -1    # its event count at the last check (-1: check at the next call)
 
     def watch(self, notifier) -> None:
         """From now on check the file only when inotify reported a write to it (``notifier``:
         a :class:`.watch.Notifier`, or None: check on every call)."""
         self._watch = notifier.watch_file(self.path) if notifier is not None else None
-        self._events = -1
 
     @staticmethod
     def restart(root: str) -> None:
@@ -124,11 +122,8 @@ class Generation:
         The caller reloads after the call, so a change made during the reload is seen next.
         ``look``: read the file even if inotify has reported nothing yet, as after taking a
         lock another process released once it had written (its event may still be unread)."""
-        watch = self._watch
-        if watch is not None and not look:
-            if watch.events == self._events:
-                return set()
-            self._events = watch.events  # before the fstat: a write during it is seen next
+        if self._watch is not None and not look and not self._watch.changed():
+            return set()
         size = os.fstat(self._fd).st_size
         if size <= self.seen:
             return set()

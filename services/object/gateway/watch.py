@@ -5,7 +5,7 @@ Every request used to ``stat`` the config file and ``fstat`` the settings genera
 (:class:`.shared.Generation`) to see whether another process had changed them: two system
 calls per request, for files that change a few times a day. Now each file has a
 :class:`Watch` whose ``events`` counter the loop raises when the kernel reports a change;
-its reader checks the file only when that counter moved.
+its reader checks the file only when :meth:`Watch.changed` says the counter moved.
 
 No change is seen late: the kernel queues the event inside the writer's ``rename`` or
 ``write``, before the writer can tell anyone (its client, the next request). When the next
@@ -42,13 +42,23 @@ except (OSError, AttributeError):  # not Linux
 
 
 class Watch:
-    """Events seen for one file; ``events`` only grows."""
+    """Events seen for one file (``events`` only grows), for one reader."""
 
-    __slots__ = ("name", "events")
+    __slots__ = ("name", "events", "seen")
 
-    def __init__(self, name: str | None):
+    def __init__(self, name: bytes | None):
         self.name = name     # the file's name in a watched directory; None: the file itself
         self.events = 0
+        self.seen = -1       # ``events`` at the last changed() that answered True
+
+    def changed(self) -> bool:
+        """Whether an event came since the last call answered True (the first call: True);
+        then the caller looks at the file. Taken before the look, so a change during it
+        is reported next."""
+        if self.events == self.seen:
+            return False
+        self.seen = self.events
+        return True
 
 
 class Notifier:
@@ -69,9 +79,9 @@ class Notifier:
         edited in place counts when its writer closes it). Not every write: a busy file in
         the same directory, a log, would wake the loop for each of its writes."""
         directory, name = os.path.split(os.path.abspath(path))
-        return self._add(directory, CLOSE_WRITE | MOVED_TO | CREATE | DELETE | ATTRIB, name)
+        return self._add(directory, CLOSE_WRITE | MOVED_TO | CREATE | DELETE | ATTRIB, os.fsencode(name))
 
-    def _add(self, path: str, mask: int, name: str | None) -> Watch | None:
+    def _add(self, path: str, mask: int, name: bytes | None) -> Watch | None:
         wd = _add_watch(self.fd, os.fsencode(path), mask | MASK_ADD)
         if wd < 0:
             log.warning("cannot watch %s (%s): checking it on every request", path,
@@ -100,7 +110,7 @@ class Notifier:
                     self._all_changed()
                     continue
                 for watch in self._watches.get(wd, ()):
-                    if watch.name is None or os.fsencode(watch.name) == name:
+                    if watch.name is None or watch.name == name:
                         watch.events += 1
 
     def _all_changed(self) -> None:
