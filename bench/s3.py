@@ -21,6 +21,9 @@ disk, the disk is idle and the cores are at most a quarter busy. The medians are
   file by 32 threads, read cold) and Strata's ratio to each peer;
 - each server's CPU per 1,000 small operations and per MiB (ms; user + system of all its
   processes from /proc, which does not depend on how busy the shared cores were);
+- s5cmd's own CPU on each server's rows, in the same units (getrusage of the finished
+  client): the client shares the cores, so where both are busy a server's rate is at most
+  cores / (client + server CPU per op), whatever the server saves below the client's share;
 - the 1-minute load average during the run.
 
 Peers: moto's server (in memory: no durability), SeaweedFS with its per-path fsync on (PyPI
@@ -43,6 +46,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -108,6 +112,7 @@ def drop_caches() -> bool:
 
 LOAD: list[float] = []      # the 1-minute load average, sampled after every phase
 BUSY: dict = {}             # (server name, row) -> fractions of the machine's CPU in use during it
+CLIENT: dict = {}           # (server name, row) -> CPU seconds s5cmd spent on it
 
 
 def cpu_jiffies() -> tuple[int, int]:
@@ -223,12 +228,18 @@ def s5cmd(server: Server, *args: str) -> float:
     return took
 
 
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def measured(server: Server, row: str, *args: str) -> tuple[float, float]:
     """One s5cmd command as row ``row``: (seconds, server CPU seconds); the machine's busy
-    share goes to BUSY and the load average to LOAD."""
-    cpu0, mark = server.cpu(), cpu_jiffies()
+    share goes to BUSY, s5cmd's own CPU to CLIENT and the load average to LOAD."""
+    cpu0, mark, client0 = server.cpu(), cpu_jiffies(), _children_cpu()
     secs = s5cmd(server, *args)
     cpu = server.cpu() - cpu0
+    CLIENT.setdefault((server.name, row), []).append(_children_cpu() - client0)
     BUSY.setdefault((server.name, row), []).append(busy_since(mark))
     LOAD.append(os.getloadavg()[0])
     return secs, cpu
@@ -406,8 +417,10 @@ def print_tables(results: dict, sz: Sizes, notes: dict) -> None:
             lines.append(("SSE-S3 / plaintext", ratio(rate("Strata SSE-S3"), rate("Strata"))))
         if lines:
             table("Strata / peer", ["x"] * len(rows), lines)
-    table("server CPU, medians", ["ms/1k ops" if u == "op/s" else "ms/MiB" for _, _, u, _ in rows],
-          [(n, [results[n][k]["cpu"] for k, *_ in rows]) for n in servers])
+    units = ["ms/1k ops" if u == "op/s" else "ms/MiB" for _, _, u, _ in rows]
+    table("server CPU, medians", units, [(n, [results[n][k]["cpu"] for k, *_ in rows]) for n in servers])
+    table("client CPU (s5cmd), medians", units, [(n, [results[n][k]["client"] for k, *_ in rows])
+                                                 for n in servers])
     for n in servers:
         print(f"  {n}: {notes.get(n, '')}")
 
@@ -478,12 +491,14 @@ def main(argv=None) -> int:
             results[name] = {}
             for key, _, unit, work in sz.rows():
                 if key not in by_row:  # a server that does not serve that size (the floor)
-                    results[name][key] = {"rate": float("nan"), "cpu": float("nan")}
+                    results[name][key] = {"rate": float("nan"), "cpu": float("nan"), "client": float("nan")}
                     continue
                 took = statistics.median(s for s, _ in by_row[key])
                 cpu = statistics.median(c for _, c in by_row[key])
                 per = 1000 / work if unit == "op/s" else 1 / work   # ms per 1k ops / per MiB
-                results[name][key] = {"rate": work / took, "cpu": cpu * 1000 * per}
+                client = statistics.median(CLIENT.get((name, key)) or [float("nan")])
+                results[name][key] = {"rate": work / took, "cpu": cpu * 1000 * per,
+                                      "client": client * 1000 * per}
         strata = next((s for s in servers if s.name == "Strata"), None)
         notes = {s.name: s.note for s in servers}
         # the rows below use Strata alone: the peers stop first, so that no peer's daemons
