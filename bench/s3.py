@@ -22,8 +22,8 @@ disk, the disk is idle and the cores are at most a quarter busy. The medians are
 - each server's CPU per 1,000 small operations and per MiB (ms; user + system of all its
   processes from /proc, which does not depend on how busy the shared cores were);
 - s5cmd's own CPU on each server's rows, in the same units (getrusage of the finished
-  client): the client shares the cores, so where both are busy a server's rate is at most
-  cores / (client + server CPU per op), whatever the server saves below the client's share;
+  client): the client shares the cores, so where they are all busy a row's rate is at most
+  cores / (client + server CPU per operation);
 - the 1-minute load average during the run.
 
 Peers: moto's server (in memory: no durability), SeaweedFS with its per-path fsync on (PyPI
