@@ -398,7 +398,7 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
         health = f"{base}/api/v1/health"
         cafile = options.get("tls_cert")
         argv = [py, "-m", "uvicorn", "console.asgi:application", "--host", host, "--port",
-                str(port), "--lifespan", "off",
+                str(port), "--lifespan", "off", "--http", "plumbing.http_protocol:HttpProtocol",
                 # the peer's address is a fact: X-Forwarded-For from a local client must not
                 # choose the address that sign-in limits and the audit log see
                 "--no-proxy-headers"]

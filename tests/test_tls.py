@@ -40,9 +40,6 @@ def _s3(app, creds, **kwargs):
                                       retries={"max_attempts": 1}), **kwargs)
 
 
-# The responses are dropped before returning, and with them their connections: an idle TLS
-# connection left open by a client that never reads it keeps the web server waiting for it at
-# `strata up`'s stop (until it is killed, 20 s later).
 def _get_json(url: str, cert: str) -> tuple[int, dict]:
     r = requests.get(url, verify=cert, timeout=10)
     return r.status_code, r.json()
@@ -100,6 +97,14 @@ def test_up_with_tls_serves_https_only(tls_appliance):
         assert status == 200 and "Sign in" not in dashboard, dashboard[:500]
         assert creds["tls_fingerprint"] in dashboard and cert in dashboard
         assert all(c.secure for c in cookies)
+
+        # clients keep idle connections in their pools (never reading them) while it stops
+        idle = requests.Session()
+        assert idle.get(f"{app.url}/api/v1/health", verify=cert, timeout=10).status_code == 200
+        s3.head_object(Bucket="secure", Key="weights.bin")
     finally:
         out = app.stop()
     assert f"SHA-256 fingerprint: {tls.fingerprint(cert)}" in out, out
+    # the web server and the gateway stopped by themselves, none was killed
+    assert "did not stop" not in out and "Strata stopped." in out, out
+    idle.close()

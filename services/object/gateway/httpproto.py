@@ -1,5 +1,6 @@
-"""The HTTP protocol the gateway serves with: uvicorn's httptools protocol, with the writes
-one event-loop step makes sent together, and zero-copy bodies from files.
+"""The HTTP protocol the gateway serves with: Strata's (:mod:`plumbing.http_protocol`, uvicorn's
+httptools protocol), with the writes one event-loop step makes sent together, and zero-copy
+bodies from files.
 
 uvicorn writes a response's status line and headers, then its body, as two transport writes,
 and uvloop sends each at once: two system calls, two TCP segments and two wake-ups of the
@@ -34,8 +35,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from uvicorn.protocols.http.flow_control import FlowControl
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.utils import is_ssl
+
+from plumbing.http_protocol import HttpProtocol
 
 HOLD_LIMIT = 16 * 1024  # writes up to this size may wait for the next one
 ZEROCOPY = "http.response.zerocopysend"
@@ -235,9 +237,9 @@ def _address(info) -> tuple[str, int] | None:
     return None
 
 
-class GatewayHttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol on a :class:`CoalescingTransport`, offering
-    ``http.response.zerocopysend`` on plain TCP."""
+class GatewayHttpProtocol(HttpProtocol):
+    """Strata's HTTP protocol (uvicorn's httptools protocol, stopping promptly over TLS) on a
+    :class:`CoalescingTransport`, offering ``http.response.zerocopysend`` on plain TCP."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """uvicorn's, with both addresses from what uvloop read at accept: uvicorn asks a
@@ -260,17 +262,6 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         cycle = self.cycle
         if cycle is not None and cycle.scope is self.scope and self.scheme == "http":
             cycle.send = ZeroCopySender(cycle, self.transport)
-
-    def shutdown(self) -> None:
-        """uvicorn's, except that an idle HTTPS connection is cut at once. Closing it properly
-        waits for the client's TLS close_notify, which a client keeping the connection idle in
-        its pool never sends, so every such connection would hold the gateway's stop for the
-        TLS shutdown timeout (tens of seconds). A request in progress still gets its answer."""
-        cycle = self.cycle
-        if self.scheme == "https" and (cycle is None or cycle.response_complete):
-            self.transport.abort()
-            return
-        super().shutdown()
 
     def send_400_response(self, msg: str) -> None:
         """Bytes that do not parse as HTTP right after a whole request (a client whose body
