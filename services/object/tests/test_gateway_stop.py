@@ -5,7 +5,6 @@ the gateway started again."""
 from __future__ import annotations
 
 import signal
-from pathlib import Path
 
 from plumbing import tls
 from services.object.tests.gatewayproc import GatewayProcess
@@ -13,7 +12,7 @@ from services.object.tests.gatewayproc import GatewayProcess
 
 def test_an_https_gateway_stops_on_sigterm_with_idle_clients_and_they_carry_on(tmp_path):
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    tls.make_self_signed(Path(cert), Path(key), [])
+    tls.make_self_signed(cert, key, [])
     gw = GatewayProcess(str(tmp_path), tls=(str(cert), str(key)))
     gw.start()
     clients = [gw.client(), gw.client()]
