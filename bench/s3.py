@@ -15,7 +15,8 @@ same commands; ``--repeat`` rounds go round the targets in turn, each round star
 next one (so a noisy minute hits all of them, and no server always runs right after another's
 writes); before each server's rows the bench waits (at most 30 s) until the data written is on
 disk, the disk is idle and the cores are at most a quarter busy. The medians are printed
-(``--verbose`` also prints every row of every round) with:
+(``--verbose`` also prints every row of every round, with s5cmd's CPU and what the data disk
+read and wrote during it, from /proc/diskstats) with:
 
 - the ratio to raw disk (the physical limit: the same files written with write + fsync per
   file by 32 threads, read cold) and Strata's ratio to each peer;
@@ -113,6 +114,8 @@ def drop_caches() -> bool:
 LOAD: list[float] = []      # the 1-minute load average, sampled after every phase
 BUSY: dict = {}             # (server name, row) -> fractions of the machine's CPU in use during it
 CLIENT: dict = {}           # (server name, row) -> CPU seconds s5cmd spent on it
+DISK: dict = {}             # (server name, row) -> MiB (read, written) on the data disk, last round
+DATA_DEV: int | None = None  # the device number of the disk the servers keep their data on
 
 
 def cpu_jiffies() -> tuple[int, int]:
@@ -128,15 +131,27 @@ def busy_since(start: tuple[int, int]) -> float:
     return 1 - (idle - start[1]) / max(1, total - start[0])
 
 
-def _disk_ios(dev: int) -> int | None:
-    """Requests the disk of device number ``dev`` has completed so far (reads, writes and
-    discards, from /proc/diskstats); None when /proc/diskstats does not list it."""
+def _diskstats(dev: int) -> list[int] | None:
+    """The /proc/diskstats counters of the disk of device number ``dev`` (None: not listed)."""
     with open("/proc/diskstats") as fh:
         for line in fh:
             f = line.split()
             if (int(f[0]), int(f[1])) == (os.major(dev), os.minor(dev)):
-                return int(f[3]) + int(f[7]) + (int(f[14]) if len(f) > 14 else 0)
+                return [int(x) for x in f[3:]]
     return None
+
+
+def _disk_ios(dev: int) -> int | None:
+    """Requests the disk of device number ``dev`` has completed so far (reads, writes and
+    discards); None when /proc/diskstats does not list it."""
+    f = _diskstats(dev)
+    return None if f is None else f[0] + f[4] + (f[11] if len(f) > 11 else 0)
+
+
+def disk_mib(dev: int) -> tuple[float, float]:
+    """MiB the disk of device number ``dev`` has read and written so far ((0, 0): unknown)."""
+    f = _diskstats(dev)
+    return (0.0, 0.0) if f is None else (f[2] / 2048, f[6] / 2048)
 
 
 def settle(path: str, limit: float = 30.0, window: float = 0.5) -> float:
@@ -237,8 +252,11 @@ def measured(server: Server, row: str, *args: str) -> tuple[float, float]:
     """One s5cmd command as row ``row``: (seconds, server CPU seconds); the machine's busy
     share goes to BUSY, s5cmd's own CPU to CLIENT and the load average to LOAD."""
     cpu0, mark, client0 = server.cpu(), cpu_jiffies(), _children_cpu()
+    disk0 = disk_mib(DATA_DEV) if DATA_DEV is not None else (0.0, 0.0)
     secs = s5cmd(server, *args)
     cpu = server.cpu() - cpu0
+    if DATA_DEV is not None:
+        DISK[(server.name, row)] = tuple(b - a for a, b in zip(disk0, disk_mib(DATA_DEV)))
     CLIENT.setdefault((server.name, row), []).append(_children_cpu() - client0)
     BUSY.setdefault((server.name, row), []).append(busy_since(mark))
     LOAD.append(os.getloadavg()[0])
@@ -453,6 +471,8 @@ def main(argv=None) -> int:
         return 1
     workdir = tempfile.mkdtemp(prefix="strata-bench-s3-", dir=args.workdir)
     shm = tempfile.mkdtemp(prefix="strata-bench-s3-", dir="/dev/shm")
+    global DATA_DEV  # noqa: PLW0603 - read by measured() for --verbose
+    DATA_DEV = os.stat(workdir).st_dev
     wanted = ["strata"] if args.only == "dcp" else args.targets.split(",")
     starts = []
     for _ in range(3):  # the fixed cost inside every row's figure: one s5cmd process a row
@@ -483,8 +503,10 @@ def main(argv=None) -> int:
                 for k, v in run_phases(server, f"bench{r}", sources, sz, shm).items():
                     secs.setdefault(server.name, {}).setdefault(k, []).append(v)
                     if args.verbose:
+                        rd, wr = DISK.get((server.name, k), (0.0, 0.0))
                         print(f"  round {r + 1}, {server.name}, {k}: {v[0]:.2f} s, server CPU {v[1]:.2f} s, "
-                              f"load {os.getloadavg()[0]:.1f}", flush=True)
+                              f"s5cmd CPU {CLIENT[(server.name, k)][-1]:.2f} s, load {os.getloadavg()[0]:.1f}, "
+                              f"disk read {rd:.0f} MiB, written {wr:.0f} MiB", flush=True)
             print(f"round {r + 1} of {args.repeat} done", flush=True)
         results = {}
         for name, by_row in secs.items():
