@@ -471,7 +471,7 @@ def main(argv=None) -> int:
         return 1
     workdir = tempfile.mkdtemp(prefix="strata-bench-s3-", dir=args.workdir)
     shm = tempfile.mkdtemp(prefix="strata-bench-s3-", dir="/dev/shm")
-    global DATA_DEV  # noqa: PLW0603 - read by measured() for --verbose
+    global DATA_DEV  # read by measured()
     DATA_DEV = os.stat(workdir).st_dev
     wanted = ["strata"] if args.only == "dcp" else args.targets.split(",")
     starts = []
