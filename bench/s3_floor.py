@@ -119,4 +119,5 @@ def main(argv: list[str]) -> None:
     os.environ["STRATA_FLOOR_ROOT"] = root   # the workers uvicorn spawns inherit it
     uvicorn.run("bench.s3_floor:app", host="127.0.0.1", port=port, workers=workers, loop="uvloop",
                 http=GatewayHttpProtocol, lifespan="on", log_level="warning", access_log=False,
-                server_header=False, timeout_keep_alive=30, backlog=2048)
+                server_header=False, timeout_keep_alive=30, backlog=2048,
+                proxy_headers=False)  # as the gateway's: no X-Forwarded-* middleware per request
