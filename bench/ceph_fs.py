@@ -40,11 +40,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dataplane import ceph_bindings  # noqa: E402
-from dataplane.ceph import CephDriver  # noqa: E402
-from dataplane.ceph_devcluster import DevCluster  # noqa: E402
-from dataplane.directory import DirectoryDriver  # noqa: E402
-from dataplane.local import LocalDriver  # noqa: E402
+from dataplane.ceph import bindings as ceph_bindings  # noqa: E402
+from dataplane.ceph.driver import CephDriver  # noqa: E402
+from dataplane.ceph.devcluster import DevCluster  # noqa: E402
+from dataplane.local.directory import DirectoryDriver  # noqa: E402
+from dataplane.local.driver import LocalDriver  # noqa: E402
 from dataplane.driver import DeviceSpec  # noqa: E402
 from plumbing.process import free_port  # noqa: E402
 from services.file.runtime import (CephExportSource, NfsClientRule, NfsExport,  # noqa: E402

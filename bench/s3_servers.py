@@ -234,13 +234,13 @@ def ceph_unavailable() -> str | None:
 
 
 def start_radosgw(workdir: str) -> Server:
-    """A development Ceph cluster (dataplane.ceph_devcluster: mon, mgr, 3 OSDs) and a
+    """A development Ceph cluster (dataplane.ceph.devcluster: mon, mgr, 3 OSDs) and a
     radosgw whose pools keep one copy, as the other servers do; stopped and deleted by
     ``stop()``. Its CPU is radosgw's plus the OSDs'."""
     why = ceph_unavailable()
     if why:
         raise Unavailable(why)
-    from dataplane.ceph_devcluster import DevCluster
+    from dataplane.ceph.devcluster import DevCluster
 
     cluster = DevCluster(tempfile.mkdtemp(prefix="ceph-", dir=workdir))
     try:

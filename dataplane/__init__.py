@@ -12,12 +12,11 @@ import shutil
 from pathlib import Path
 from typing import Union
 
-from .directory import DirectoryDriver
 from .driver import (DeviceInfo, DeviceSpec, Driver, FileSystemInfo, PoolInfo, ScrubResult,
                      SnapshotInfo, VolumeInfo, parse_size, validate_name)
 from .errors import (AlreadyExists, Cancelled, CommandFailed, DataplaneError, InsufficientDevices,
                      InUse, InvalidArgument, NotFound, Offline, Unsupported)
-from .local import LocalDriver
+from .local import DirectoryDriver, LocalDriver
 from .runner import Runner
 
 SPDK_SOCKET_ENV = "STRATA_SPDK_SOCKET"
@@ -25,14 +24,14 @@ SPDK_SOCKET_ENV = "STRATA_SPDK_SOCKET"
 
 def _spdk_driver(state_dir, runner=None):
     """The spdk driver on spdk_tgt's RPC socket: $STRATA_SPDK_SOCKET or /var/tmp/spdk.sock."""
-    from .spdk import SpdkDriver   # imported on use: most installations have no spdk_tgt
+    from .spdk.driver import SpdkDriver   # imported on use: most installations have no spdk_tgt
     return SpdkDriver(state_dir, runner=runner,
                       rpc_socket=os.environ.get(SPDK_SOCKET_ENV) or "/var/tmp/spdk.sock")
 
 
 def _ceph_driver(state_dir, runner=None):
     """The ceph driver; each pool names its cluster (ceph.conf, client, keyring)."""
-    from .ceph import CephDriver   # imported on use: it loads librados only when used
+    from .ceph.driver import CephDriver   # imported on use: it loads librados only when used
     return CephDriver(state_dir, runner=runner)
 
 

@@ -2,7 +2,7 @@
 
 Use the ``ceph_cluster`` fixture (registered for the whole suite by the root conftest.py),
 or, where a fixture cannot be asked for (driver factories), :func:`shared_cluster`. Both
-return a started :class:`dataplane.ceph_devcluster.DevCluster` (``conf``, ``keyring``,
+return a started :class:`dataplane.ceph.devcluster.DevCluster` (``conf``, ``keyring``,
 ``client``, ``command()``, ``kill_osd()``, ``start_osd()``, ``wait_healthy()``); it is
 stopped and deleted when the session ends. Tests that kill an OSD start it again and wait
 for HEALTH_OK before they return, so the next test finds a healthy cluster.
@@ -41,7 +41,7 @@ def shared_cluster():
         pytest.skip(why)
     if _cluster is None:
         # the cluster's modules run below the test suite: import on use, not at collection
-        from dataplane.ceph_devcluster import DevCluster
+        from dataplane.ceph.devcluster import DevCluster
 
         root = tempfile.mkdtemp(prefix="strata-test-ceph-")
         cluster = DevCluster(root)
@@ -60,7 +60,7 @@ def stop_shared_cluster() -> None:
     global _cluster
     if _cluster is not None:
         cluster, _cluster = _cluster, None
-        from dataplane import ceph_fs
+        from dataplane.ceph import cephfs as ceph_fs
 
         ceph_fs.close_all()  # while the cluster answers (see close_all)
         cluster.destroy()
@@ -84,7 +84,7 @@ def driver_pool(cluster, pool: str, tag: str, redundancy: str = "replicated:3",
     """(driver, pool) of a ceph pool (by default replicated:3 spread over the cluster's
     hosts) with a state directory of its own; RADOS pools are prefixed with ``tag`` and made
     unique per run. Everything in it is deleted after."""
-    from dataplane.ceph import CephDriver  # loads librados: only once a cluster is running
+    from dataplane.ceph.driver import CephDriver  # loads librados: only once a cluster is running
     from tests.dataplane_support import teardown_state_dir
 
     state = tempfile.mkdtemp(prefix="strata-test-")

@@ -1,10 +1,10 @@
 """A CephFS-backed pool for tests that need file systems on the session's Ceph cluster
 without the whole ceph driver: :func:`cephfs_pool` gives a mounted
-:class:`dataplane.ceph_fs.CephFileSystems` and removes everything after."""
+:class:`dataplane.ceph.cephfs.CephFileSystems` and removes everything after."""
 import contextlib
 import secrets
 
-from dataplane.ceph_fs import CephFileSystems
+from dataplane.ceph.cephfs import CephFileSystems
 
 
 @contextlib.contextmanager

@@ -75,7 +75,7 @@ class SpdkFactory:
         import weakref
 
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-        from dataplane.spdk import SpdkDriver
+        from dataplane.spdk.driver import SpdkDriver
         from tests.fakes.spdk_server import FakeSpdkServer
 
         server = FakeSpdkServer(os.path.join(state_dir, "spdk.sock")).start()
@@ -102,7 +102,7 @@ class CephFactory:
         return []
 
     def make(self, state_dir):
-        from dataplane.ceph import CephDriver
+        from dataplane.ceph.driver import CephDriver
         from tests.ceph import shared_cluster
 
         cluster = shared_cluster()
@@ -188,7 +188,7 @@ class _RbdImage:
         import rados
         import rbd
 
-        from dataplane.ceph_rbd import parse_rbd_path
+        from dataplane.ceph.rbd import parse_rbd_path
 
         spec = parse_rbd_path(path)
         conf = {"keyring": spec["keyring"]} if spec["keyring"] else {}

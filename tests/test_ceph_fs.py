@@ -1,4 +1,4 @@
-"""File systems on CephFS (dataplane.ceph_fs) against the session's development cluster:
+"""File systems on CephFS (dataplane.ceph.cephfs) against the session's development cluster:
 a quota refuses writes at once, and checkpoint directories of different jobs are served by
 different active MDS ranks once pinned round-robin.
 """
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from dataplane.ceph_fs import mds_rank_for
+from dataplane.ceph.cephfs import mds_rank_for
 from tests.ceph_fs_support import cephfs_pool
 from tests.kit import wait_for
 

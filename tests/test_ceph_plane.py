@@ -58,7 +58,7 @@ def ceph_pool(api, ceph_cluster, data_dir):
 @pytest.fixture
 def cephfs(ceph_cluster):
     """A libcephfs client of the cluster's CephFS of its own (not the plane's mount)."""
-    from dataplane.ceph_fs import CephFileSystems   # loads libcephfs: only with a cluster
+    from dataplane.ceph.cephfs import CephFileSystems   # loads libcephfs: only with a cluster
 
     files = CephFileSystems(ceph_cluster.conf, ceph_cluster.client, str(ceph_cluster.keyring))
     yield files

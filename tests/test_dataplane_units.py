@@ -8,7 +8,7 @@ import pytest
 
 from dataplane import (CommandFailed, DirectoryDriver, InvalidArgument, Runner, open_driver,
                        parse_size, validate_name)
-from dataplane.sendstream import (CMD_END, CMD_SUBVOL, HEADER_LEN, MAGIC, StreamFilter,
+from dataplane.local.sendstream import (CMD_END, CMD_SUBVOL, HEADER_LEN, MAGIC, StreamFilter,
                                   crc32c)
 
 

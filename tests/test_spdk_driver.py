@@ -24,8 +24,8 @@ from dataplane.errors import (  # noqa: E402
     Offline,
     Unsupported,
 )
-from dataplane.spdk import SpdkDriver  # noqa: E402
-from dataplane.spdk_rpc import SpdkRpcError  # noqa: E402
+from dataplane.spdk.driver import SpdkDriver  # noqa: E402
+from dataplane.spdk.rpc import SpdkRpcError  # noqa: E402
 from tests.fakes.spdk_server import FakeSpdk, FakeSpdkServer  # noqa: E402
 
 MiB = 1 << 20

@@ -97,9 +97,9 @@ def register(subparsers) -> dict:
 
 def dev_cluster(_client, args, _out) -> int:
     """`strata ceph dev-cluster up|down|status|destroy DIR`: runs on this machine, not
-    through the appliance (see dataplane.ceph_devcluster)."""
+    through the appliance (see dataplane.ceph.devcluster)."""
     # loaded only for this command: the rest of the CLI stays light
-    from dataplane.ceph_devcluster import main as dev_cluster_main
+    from dataplane.ceph.devcluster import main as dev_cluster_main
 
     return dev_cluster_main([args.action, args.dir])
 

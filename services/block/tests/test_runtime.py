@@ -34,7 +34,7 @@ NQN = "nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
 @pytest.fixture
 def runtime(workdir):
     need("tgtd", "qemu-storage-daemon", "nbdinfo", "iscsi-readcapacity16")
-    from dataplane.spdk import SpdkDriver
+    from dataplane.spdk.driver import SpdkDriver
     fake = FakeSpdkServer(os.path.join(workdir, "spdk.sock")).start()
     spdk = SpdkDriver(os.path.join(workdir, "spdk-state"), rpc_socket=fake.socket_path,
                       timeout=10)

@@ -22,8 +22,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dataplane.ceph_rbd import image_size as rbd_image_size
-from dataplane.ceph_rbd import parse_rbd_path
+from dataplane.ceph.rbd import image_size as rbd_image_size
+from dataplane.ceph.rbd import parse_rbd_path
 from plumbing import errors
 from plumbing.process import Child
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from dataplane import btrfs
+from dataplane.local import btrfs
 from dataplane.runner import Runner
 from services.protection.tests.helpers import write_files
 from services.storage.models import Pool

@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 
 from . import btrfs
-from .driver import ScrubResult
-from .errors import Cancelled, CommandFailed, InUse
-from .runner import Runner
+from ..driver import ScrubResult
+from ..errors import Cancelled, CommandFailed, InUse
+from ..runner import Runner
 
 POLL = 0.1          # seconds between looks at a paced scrub
 PAUSE_AFTER = 1.0   # a wait at least this long pauses the scrub; shorter ones are slept

@@ -39,10 +39,10 @@ from typing import Optional
 
 from plumbing.atomic import write_json_atomic
 
-from .ceph_files import FS_CAPABILITIES, CephFilesMixin
-from .ceph_rbd import CephRbdMixin
-from .driver import MEDIA, DeviceInfo, Driver, PoolInfo, validate_name
-from .errors import (AlreadyExists, InsufficientDevices, InUse, InvalidArgument, NotFound,
+from .filesystems import FS_CAPABILITIES, CephFilesMixin
+from .rbd import CephRbdMixin
+from ..driver import MEDIA, DeviceInfo, Driver, PoolInfo, validate_name
+from ..errors import (AlreadyExists, InsufficientDevices, InUse, InvalidArgument, NotFound,
                      Unreachable, Unsupported)
 
 FAILURE_DOMAINS = ("osd", "host", "rack")

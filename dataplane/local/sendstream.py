@@ -11,7 +11,7 @@ import struct
 
 import crc32c as _crc32c
 
-from .errors import InvalidArgument
+from ..errors import InvalidArgument
 
 MAGIC = b"btrfs-stream\x00"
 HEADER_LEN = len(MAGIC) + 4

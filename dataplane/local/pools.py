@@ -1,15 +1,15 @@
 """Pool lifecycle of the local (btrfs) driver: create, activate, deactivate, destroy, info,
-scrub. Mixed into :class:`dataplane.local.LocalDriver`."""
+scrub. Mixed into :class:`dataplane.local.driver.LocalDriver`."""
 
 import os
 from pathlib import Path
 
 from . import btrfs, loopdev
-from .base import BaseDriver
-from .btrfs_scrub import PacedScrub, stop_orphan
 from .devices import check_block_device, check_not_in_use, image_size, is_image
-from .driver import REDUNDANCY_MIN_DEVICES, DeviceInfo, PoolInfo, ScrubResult
-from .errors import (
+from .layout import BaseDriver
+from .scrub import PacedScrub, stop_orphan
+from ..driver import REDUNDANCY_MIN_DEVICES, DeviceInfo, PoolInfo, ScrubResult
+from ..errors import (
     CommandFailed,
     DataplaneError,
     InsufficientDevices,
@@ -281,7 +281,7 @@ class LocalPoolsMixin(BaseDriver):
         done=, total=)`` (bytes scrubbed of about the used bytes) as it goes; Cancelled if
         ``should_cancel()`` turns True (the scrub is stopped). ``throttle(nbytes) ->
         seconds`` (with an optional ``throttle.rate()``) paces it: see
-        :mod:`dataplane.btrfs_scrub`; ``ScrubResult.pauses`` counts its pauses."""
+        :mod:`dataplane.local.scrub`; ``ScrubResult.pauses`` counts its pauses."""
         return PacedScrub(self.runner, self._pool_root(name), name, progress, should_cancel,
                           throttle, poll_interval).run()
 

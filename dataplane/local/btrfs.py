@@ -8,8 +8,8 @@ import uuid as _uuid
 from pathlib import Path
 from typing import Optional
 
-from .errors import CommandFailed
-from .runner import Runner
+from ..errors import CommandFailed
+from ..runner import Runner
 
 # redundancy -> (data profile, metadata profile)
 PROFILES = {

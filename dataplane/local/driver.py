@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
 from . import btrfs
-from .base import DATA_FILE, remove_tree, tree_usage
-from .driver import (REDUNDANCY_MIN_DEVICES, SNAPSHOTS_DIR, FileSystemInfo, SnapshotInfo,
+from .layout import DATA_FILE, remove_tree, tree_usage
+from ..driver import (REDUNDANCY_MIN_DEVICES, SNAPSHOTS_DIR, FileSystemInfo, SnapshotInfo,
                      VolumeInfo, validate_bytes, validate_kind, validate_name)
-from .errors import (AlreadyExists, CommandFailed, InvalidArgument, NotFound,
+from ..errors import (AlreadyExists, CommandFailed, InvalidArgument, NotFound,
                      Unsupported)
-from .local_pools import LocalPoolsMixin
+from .pools import LocalPoolsMixin
 from .sendstream import StreamFilter
 
 CHUNK = 1 << 20

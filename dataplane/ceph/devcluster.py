@@ -8,9 +8,9 @@ them by PID (after checking /proc/PID/cmdline names this cluster's ceph.conf), n
 
 Command line (as root)::
 
-    python -m dataplane.ceph_devcluster up DIR      # prints DIR/ceph.conf; HEALTH_OK
-    python -m dataplane.ceph_devcluster down DIR    # stops every daemon, keeps DIR
-    python -m dataplane.ceph_devcluster status DIR
+    python -m dataplane.ceph.devcluster up DIR      # prints DIR/ceph.conf; HEALTH_OK
+    python -m dataplane.ceph.devcluster down DIR    # stops every daemon, keeps DIR
+    python -m dataplane.ceph.devcluster status DIR
 
 From Python::
 
@@ -45,7 +45,7 @@ from pathlib import Path
 from plumbing.atomic import write_atomic, write_json_atomic
 from plumbing.process import free_port, port_open
 
-from .errors import CommandFailed, Unreachable
+from ..errors import CommandFailed, Unreachable
 
 OSDS = 3
 MDS_NAMES = ("a", "b")
@@ -435,7 +435,7 @@ def _run(argv) -> None:
 
 def main(argv=None) -> int:
     """``up DIR`` | ``down DIR`` | ``status DIR`` | ``destroy DIR``."""
-    parser = argparse.ArgumentParser(prog="python -m dataplane.ceph_devcluster",
+    parser = argparse.ArgumentParser(prog="python -m dataplane.ceph.devcluster",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("up", "down", "status", "destroy"))
     parser.add_argument("dir")

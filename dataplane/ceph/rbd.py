@@ -23,8 +23,8 @@ import uuid
 import zlib
 from typing import Iterable, Iterator, Optional
 
-from .driver import SnapshotInfo, VolumeInfo, validate_bytes, validate_kind, validate_name
-from .errors import AlreadyExists, InUse, InvalidArgument, NotFound, Unreachable
+from ..driver import SnapshotInfo, VolumeInfo, validate_bytes, validate_kind, validate_name
+from ..errors import AlreadyExists, InUse, InvalidArgument, NotFound, Unreachable
 
 MAGIC = b"STRATA-RBD-DIFF1\n"
 CHUNK = 4 << 20
@@ -72,7 +72,7 @@ def image_size(path: str) -> int:
 
 
 class CephRbdMixin:
-    """Volume, snapshot, clone and stream methods of :class:`dataplane.ceph.CephDriver`."""
+    """Volume, snapshot, clone and stream methods of :class:`dataplane.ceph.driver.CephDriver`."""
 
     FEATURES = None     # set on first use (needs the rbd module)
 

@@ -5,8 +5,8 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from .errors import CommandFailed, InUse
-from .runner import Runner
+from ..errors import CommandFailed, InUse
+from ..runner import Runner
 
 
 def create_image(path: Path, size_bytes: int) -> None:

@@ -17,7 +17,7 @@ same directories through FSAL_CEPH, without the mount.
 
 Each snapshot carries a ``strata.id`` (a UUID) in CephFS's snapshot metadata: a received
 snapshot keeps the id of the one it was sent from, which is how an incremental stream finds
-its parent on the other side (see :mod:`dataplane.ceph_tree`).
+its parent on the other side (see :mod:`dataplane.ceph.treediff`).
 
 Multi-active metadata: a directory can be pinned to an MDS rank (``ceph.dir.pin``); the
 checkpoint service pins each job's directory to a rank, round-robin, so several MDS share a
@@ -36,12 +36,12 @@ import weakref
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional
 
-from . import ceph_bindings, ceph_tree
-from .driver import (SNAPSHOTS_DIR, FileSystemInfo, SnapshotInfo, validate_bytes,
+from . import bindings, treediff
+from ..driver import (SNAPSHOTS_DIR, FileSystemInfo, SnapshotInfo, validate_bytes,
                      validate_name)
-from .errors import (AlreadyExists, CommandFailed, InUse, InvalidArgument, NotFound,
+from ..errors import (AlreadyExists, CommandFailed, InUse, InvalidArgument, NotFound,
                      Unreachable, Unsupported)
-from .runner import Runner
+from ..runner import Runner
 
 ROOT = "/strata"
 FS_DIR = "fs"
@@ -113,7 +113,7 @@ class CephFileSystems:
     def mon_command(self, prefix: str, **args) -> object:
         """Run a monitor command; its JSON answer (or None). Unreachable when no monitor
         answers, CommandFailed when it refuses."""
-        rados = ceph_bindings.load("rados")
+        rados = bindings.load("rados")
         cluster = rados.Rados(conffile=self.conf, name=f"client.{self.client}",
                               conf=self._rados_conf())
         try:
@@ -178,7 +178,7 @@ class CephFileSystems:
     def fs(self):
         """A libcephfs handle mounted at the CephFS root (made on first use)."""
         if self._fs is None:
-            cephfs = ceph_bindings.load("cephfs")
+            cephfs = bindings.load("cephfs")
             name = self._ensure_cephfs()
             handle = cephfs.LibCephFS(conffile=self.conf, auth_id=self.client)
             if self.keyring:
@@ -202,7 +202,7 @@ class CephFileSystems:
         _open.discard(self)
 
     def _exists(self, path: str) -> bool:
-        cephfs = ceph_bindings.load("cephfs")
+        cephfs = bindings.load("cephfs")
         try:
             self.fs.stat(_b(path))
             return True
@@ -253,7 +253,7 @@ class CephFileSystems:
             raise InUse(f"pool {pool!r} still holds file systems: delete them first")
         root = self.pool_root(pool)
         self.unmount(pool)
-        cephfs = ceph_bindings.load("cephfs")
+        cephfs = bindings.load("cephfs")
         for sub in (f"{root}/{FS_DIR}", f"{root}/{STAGING}", root):
             with contextlib.suppress(cephfs.ObjectNotFound):
                 self._rmtree_lib(sub)
@@ -379,7 +379,7 @@ class CephFileSystems:
         self._set_quota(path, self._check_quota(pool, quota_bytes))
 
     def _xattr_int(self, path: str, key: str) -> int:
-        cephfs = ceph_bindings.load("cephfs")
+        cephfs = bindings.load("cephfs")
         try:
             return int(float(self.fs.getxattr(_b(path), key).decode() or 0))
         except cephfs.NoData:
@@ -421,7 +421,7 @@ class CephFileSystems:
 
     def list_filesystems(self, pool: str, mounted: bool = True) -> list:
         """Names of the pool's file systems."""
-        cephfs = ceph_bindings.load("cephfs")
+        cephfs = bindings.load("cephfs")
         try:
             return [n for n in self._listdir(f"{self.pool_root(pool)}/{FS_DIR}")
                     if not n.startswith(".")]
@@ -550,9 +550,9 @@ class CephFileSystems:
     def changed_since(self, pool: str, name: str, snap: str) -> list:
         """Paths created, written, removed or re-permissioned since snapshot ``snap``."""
         self._require_snapshot(pool, name, snap)
-        old = ceph_tree.tree_index(self._snap_local(pool, name, snap), SNAPSHOTS_DIR)
-        new = ceph_tree.tree_index(self._local(pool, name), SNAPSHOTS_DIR)
-        return ceph_tree.changed_paths(old, new)
+        old = treediff.tree_index(self._snap_local(pool, name, snap), SNAPSHOTS_DIR)
+        new = treediff.tree_index(self._local(pool, name), SNAPSHOTS_DIR)
+        return treediff.changed_paths(old, new)
 
     # -- send / receive ------------------------------------------------------------------
     def send_snapshot(self, pool: str, name: str, snap: str, parent: Optional[str] = None,
@@ -570,7 +570,7 @@ class CephFileSystems:
             base_path = self._require_snapshot(pool, base_of, parent)
             parent_id = self._snap_meta(base_path, parent)[0]
             parent_dir = self._snap_local(pool, base_of, parent)
-        return ceph_tree.send_stream(self._snap_local(pool, name, snap), snap_id,
+        return treediff.send_stream(self._snap_local(pool, name, snap), snap_id,
                                      SNAPSHOTS_DIR, parent_dir, parent_id)
 
     def _find_snapshot_by_id(self, path: str, snap_id: str) -> Optional[str]:
@@ -587,7 +587,7 @@ class CephFileSystems:
         validate_name(snap, "snapshot name")
         path = self._fs_path(pool, target)
         with tempfile.TemporaryFile(dir=self._staging(pool)) as spool:
-            header = ceph_tree.spool_stream(stream, spool)
+            header = treediff.spool_stream(stream, spool)
             exists = self._exists(path)
             if exists and snap in self._snapshot_names(path):
                 raise AlreadyExists(f"snapshot {snap!r} of filesystem {target!r} already "
@@ -604,7 +604,7 @@ class CephFileSystems:
                 if base is not None:
                     for entry in self._snap_local(pool, target, base).iterdir():
                         self.runner.run(["cp", "-a", "--", str(entry), str(live)])
-                ceph_tree.apply_stream(spool, header, live)
+                treediff.apply_stream(spool, header, live)
 
             if not exists:
                 staging = self._staging(pool) / f"recv-{target}-{secrets.token_hex(4)}"

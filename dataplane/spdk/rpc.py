@@ -12,7 +12,7 @@ import errno
 import logging
 import threading
 
-from .errors import (
+from ..errors import (
     AlreadyExists,
     CommandFailed,
     DataplaneError,

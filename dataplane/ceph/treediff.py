@@ -25,7 +25,7 @@ import tarfile
 from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
-from .errors import InvalidArgument
+from ..errors import InvalidArgument
 
 MAGIC = b"STRATA-CEPHFS-TREE/1\n"
 TRAILER = b"STRATA-END\n"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .driver import DeviceSpec, parse_size
-from .errors import InUse, InvalidArgument
+from ..driver import DeviceSpec, parse_size
+from ..errors import InUse, InvalidArgument
 
 PCI_RE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 

@@ -1,4 +1,4 @@
-"""The ceph driver's file systems: the driver's side of :mod:`dataplane.ceph_fs`.
+"""The ceph driver's file systems: the driver's side of :mod:`dataplane.ceph.cephfs`.
 
 A ceph pool gets its CephFS directory the first time a file system is made in it (block-only
 pools never touch the CephFS): a RADOS pool ``<pool's RADOS pool>.fs`` placed like the
@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from .ceph_fs import CephFileSystems
-from .driver import validate_name
-from .errors import NotFound
+from .cephfs import CephFileSystems
+from ..driver import validate_name
+from ..errors import NotFound
 
 FS_CAPABILITIES = {
     "filesystems": True, "quotas": True, "dir_pinning": True,

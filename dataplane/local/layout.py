@@ -19,9 +19,9 @@ from typing import Optional
 
 from plumbing.atomic import write_json_atomic
 
-from .driver import (MEDIA, REDUNDANCY_MIN_DEVICES, SNAPSHOTS_DIR, DeviceSpec, Driver, VolumeInfo,
+from ..driver import (MEDIA, REDUNDANCY_MIN_DEVICES, SNAPSHOTS_DIR, DeviceSpec, Driver, VolumeInfo,
                      validate_bytes, validate_kind, validate_name)
-from .errors import AlreadyExists, InvalidArgument, NotFound
+from ..errors import AlreadyExists, InvalidArgument, NotFound
 
 DATA_FILE = "data"
 

@@ -10,7 +10,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from .errors import Unsupported
+from ..errors import Unsupported
 
 SYSTEM_DIRS = ("/usr/lib/python3/dist-packages",)
 

@@ -5,9 +5,9 @@ import stat
 from pathlib import Path
 
 from . import btrfs
-from .driver import DeviceSpec, parse_size
-from .errors import InUse, InvalidArgument, NotFound
-from .runner import Runner
+from ..driver import DeviceSpec, parse_size
+from ..errors import InUse, InvalidArgument, NotFound
+from ..runner import Runner
 
 IMAGE_PREFIX = "image:"
 BTRFS_MIN_DEVICE = 114 * 1024 * 1024  # mkfs.btrfs refuses smaller devices

@@ -14,11 +14,11 @@ import struct
 import time
 from pathlib import Path
 
-from .base import DATA_FILE, BaseDriver, remove_tree, tree_usage
+from .layout import DATA_FILE, BaseDriver, remove_tree, tree_usage
 from .devices import IMAGE_PREFIX, is_image
-from .driver import (SNAPSHOTS_DIR, DeviceInfo, FileSystemInfo, PoolInfo, SnapshotInfo,
+from ..driver import (SNAPSHOTS_DIR, DeviceInfo, FileSystemInfo, PoolInfo, SnapshotInfo,
                      VolumeInfo, parse_size, validate_bytes, validate_kind, validate_name)
-from .errors import AlreadyExists, InUse, InvalidArgument, NotFound, Unsupported
+from ..errors import AlreadyExists, InUse, InvalidArgument, NotFound, Unsupported
 
 FICLONE = 0x40049409
 FS_IOC_GETFLAGS = 0x80086601

@@ -31,7 +31,7 @@ from typing import Optional
 
 from plumbing.atomic import write_json_atomic
 
-from .driver import (
+from ..driver import (
     MEDIA,
     REDUNDANCY_MIN_DEVICES,
     DeviceInfo,
@@ -44,7 +44,7 @@ from .driver import (
     validate_kind,
     validate_name,
 )
-from .errors import (
+from ..errors import (
     AlreadyExists,
     DataplaneError,
     InsufficientDevices,
@@ -54,9 +54,9 @@ from .errors import (
     Offline,
     Unsupported,
 )
-from .spdk_devices import SpdkDevicesMixin
-from .spdk_nvmf import SpdkNvmfMixin
-from .spdk_rpc import SpdkRpc
+from .bdevs import SpdkDevicesMixin
+from .nvmf import SpdkNvmfMixin
+from .rpc import SpdkRpc
 
 MiB = 1 << 20
 REDUNDANCY = {"none": "concat", "mirror": "raid1"}

@@ -16,7 +16,7 @@ from typing import Optional
 
 from plumbing.atomic import write_json_atomic
 
-from .errors import InUse, InvalidArgument, NotFound
+from ..errors import InUse, InvalidArgument, NotFound
 
 NQN_BASE = "nqn.2026-01.io.strata"
 HOST_NQN_RE = re.compile(r"^nqn\.\d{4}-\d{2}\.[^:\s]+(:\S+)?$")
@@ -28,7 +28,7 @@ def _serial(nqn: str) -> str:
 
 
 class SpdkNvmfMixin:
-    """NVMe-oF methods of :class:`dataplane.spdk.SpdkDriver` (needs ``self.rpc``)."""
+    """NVMe-oF methods of :class:`dataplane.spdk.driver.SpdkDriver` (needs ``self.rpc``)."""
 
     def _nvmf_path(self):
         return self.state_dir / "nvmf.json"
