@@ -58,7 +58,7 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench import s3_servers  # noqa: E402
+from bench import results as bench_results, s3_servers  # noqa: E402
 from bench.s3_servers import REGION, Server, Unavailable  # noqa: E402
 
 MIB = 1 << 20
@@ -443,6 +443,54 @@ def print_tables(results: dict, sz: Sizes, notes: dict) -> None:
         print(f"  {n}: {notes.get(n, '')}")
 
 
+DURABLE_PEERS = ("SeaweedFS (fsync)", "radosgw")   # moto keeps objects in memory: no peer for speed
+ROW_KEYS = ("put_4k", "get_4k", "put_1m", "get_1m", "put_big", "get_big")
+
+
+def save_run(results: dict, sz: Sizes, args, dcp, scaling) -> None:
+    """Record this run in bench/results/s3.jsonl and rewrite bench/results/s3.md from it."""
+    ratios = {}
+    for key in ROW_KEYS:
+        peers = [(results[n][key]["rate"], n) for n in DURABLE_PEERS
+                 if n in results and key in results[n] and results[n][key]["rate"] == results[n][key]["rate"]]
+        if "Strata" in results and key in results["Strata"] and peers:
+            rate, name = max(peers)
+            ratios[key] = [round(results["Strata"][key]["rate"] / rate, 2), name.split(" ")[0]]
+    bench_results.record("s3", {
+        "sizes": {"small": sz.small, "mid": sz.mid, "big": sz.big, "big_mib": sz.big_mib,
+                  "part_mib": sz.part_mib},
+        "repeat": args.repeat, "workers": args.workers, "load_median": round(statistics.median(LOAD), 2),
+        "results": results, "ratios": ratios,
+        "dcp_over_s5cmd": round(dcp["s5cmd"] / dcp["dcp"], 2) if dcp else None,
+        "two_workers_over_one": {k: round(v, 2) for k, (v, _) in scaling.items()} if scaling else None})
+    render_results()
+
+
+def render_results() -> None:
+    """bench/results/s3.md: Strata / the best durable peer (SeaweedFS unless named) per row,
+    and the server CPU per 4 KiB PUT of Strata and of the floor, for every recorded run."""
+    rows = []
+    for number, run in enumerate(bench_results.runs("s3"), 1):
+        sizes = run.get("sizes", {})
+        cells = [str(number), run.get("time", "")[:10] or "-",
+                 f"{sizes.get('small', '?')}/{sizes.get('mid', '?')}/{sizes.get('big', '?')}x{sizes.get('big_mib', '?')}"]
+        for key in ROW_KEYS:
+            ratio = run.get("ratios", {}).get(key)
+            cells.append("-" if not ratio else f"{ratio[0]:.2f}" + ("" if ratio[1] == "SeaweedFS" else f" ({ratio[1]})"))
+        res = run.get("results") or {}
+        cpu = [res.get(n, {}).get("put_4k", {}).get("cpu") for n in ("Strata", "floor (Python)")]
+        cells.append(" / ".join("-" if c is None or c != c else f"{c / 1000:.2f}" for c in cpu))
+        cells.append(str(run.get("load_median") or "-"))
+        rows.append(cells)
+    bench_results.write_table(
+        "s3", "bench/s3.py: Strata / the best durable peer, per row",
+        ["run", "date", "4 KiB / 1 MiB / big objects", "4 KiB PUT", "4 KiB GET", "1 MiB PUT", "1 MiB GET",
+         "big mp PUT", "big GET", "CPU ms per 4 KiB PUT, Strata / floor", "load median"], rows,
+        notes="Medians of each run's rounds. SeaweedFS (per-path fsync on) is the peer where none is "
+              "named; moto keeps objects in memory and is not a peer for speed. Runs 1-14 were copied "
+              "from the object README's tables (ratios only).")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--small", type=int, default=500, help="4 KiB objects")
@@ -554,6 +602,9 @@ def main(argv=None) -> int:
               "included): " + ", ".join(f"{labels[k]} {c:.2f}x" for k, (_, c) in scaling.items()))
     elif scaling is None and "strata" in wanted and not args.only:
         print("Strata 2 workers vs 1: not available (the gateway has no --workers option yet)")
+    if results and "Strata" in results:
+        save_run(results, sz, args, dcp, scaling)
+        print(f"recorded in {bench_results.RESULTS / 's3.jsonl'} and s3.md")
     if waited:
         print(f"waited for a quiet machine before each server's rows (sync, disk idle, cores at most "
               f"a quarter busy): median {statistics.median(waited):.1f} s, max {max(waited):.1f} s")
