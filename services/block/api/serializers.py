@@ -2,6 +2,12 @@ from rest_framework import serializers
 
 from services.block.attach import ACCELS
 from services.block.models import BlockExport, Host, HostGroup
+from services.block.transports.base import (
+    QOS_LIMIT_MAX,
+    InvalidExport,
+    check_host_address,
+    check_initiator_name,
+)
 from services.block.transports.iscsi import DEFAULT_IQN_BASE
 from services.storage.models import NAME_RE, Volume
 
@@ -24,6 +30,13 @@ def _check_chap(attrs, instance, user_key, secret_key, errors_label):
         raise serializers.ValidationError({secret_key: CHAP_HELP})
 
 
+def _checked(check, value, *args):
+    try:
+        return check(value, *args)
+    except InvalidExport as exc:
+        raise serializers.ValidationError(str(exc)) from None
+
+
 class HostSerializer(serializers.ModelSerializer):
     chap_secret = serializers.CharField(write_only=True, required=False, allow_blank=True,
                                         max_length=16, help_text=CHAP_HELP)
@@ -35,7 +48,11 @@ class HostSerializer(serializers.ModelSerializer):
                   "created_at", "updated_at"]
         read_only_fields = ["created_at", "updated_at"]
 
+    # A host is one machine: a wildcard (tgtd's ALL, a network, *) would open its groups'
+    # targets to every initiator without the export's allow_any, so it is refused here and
+    # again by the transport (services.block.transports.base)
     def validate_iqn(self, iqn):
+        iqn = _checked(check_initiator_name, iqn, "iqn") if iqn else iqn
         if iqn and not iqn.lower().startswith(IQN_PREFIXES):
             raise serializers.ValidationError(
                 "An iSCSI initiator name starts with iqn., eui. or naa. "
@@ -43,10 +60,14 @@ class HostSerializer(serializers.ModelSerializer):
         return iqn
 
     def validate_nqn(self, nqn):
+        nqn = _checked(check_initiator_name, nqn, "nqn") if nqn else nqn
         if nqn and not nqn.startswith("nqn."):
             raise serializers.ValidationError(
                 "An NVMe host NQN starts with nqn. (see /etc/nvme/hostnqn).")
         return nqn
+
+    def validate_address(self, address):
+        return _checked(check_host_address, address) if address else address
 
     def validate(self, attrs):
         inst = self.instance
@@ -107,7 +128,10 @@ class BlockExportSerializer(serializers.ModelSerializer):
         extra_kwargs = {"allow_any": {"help_text": (
             "Open to every initiator that reaches the address. iSCSI and NVMe-oF exports "
             "need a host_group unless this is true; NBD has no per-host access control, so "
-            "an NBD export needs it true; vhost-user-blk (a local socket) ignores it.")}}
+            "an NBD export needs it true; vhost-user-blk (a local socket) ignores it.")},
+            **{f: {"min_value": 0, "max_value": QOS_LIMIT_MAX, "help_text": (
+                "Per second, 0 = unlimited; at most 10^15 (qemu-storage-daemon's bound).")}
+               for f in BlockExport.QOS_FIELDS}}
         read_only_fields = ["connection", "state", "error", "created_at", "updated_at"]
 
     def to_representation(self, export):

@@ -170,3 +170,63 @@ def test_a_restarted_plane_adopts_its_running_tgtd(tgtd, workdir):
     assert again.health()["running"] and again.connection_info("vol1") == info
     assert again.plan().empty()
     assert tool("iscsi-inq", info).returncode == 0
+
+
+@pytest.mark.parametrize("address", ["ALL", "127.0.0.0/8", "0.0.0.0/0", "*", "0.0.0.0"])
+def test_a_wildcard_host_address_never_opens_a_group_target(tgtd, workdir, address):
+    # issue 34: a host whose address was ALL bound tgtd's ACL ALL to its group's target
+    members = HostGroup("hg1", hosts=[Host("client1", iqn=CLIENT)])
+    info = tgtd.export("vol1", make_volume(workdir, "vol.raw", 8 * MiB), host_group=members)
+    assert tool("iscsi-inq", info, user=None).returncode == 0              # a member
+    assert tool("iscsi-inq", info, initiator=OTHER, user=None).returncode != 0  # outside
+    wide = HostGroup("hg1", hosts=[*members.hosts, Host("anyone", address=address)])
+    with pytest.raises(InvalidExport, match="allow_any"):
+        tgtd.set_host_group(wide)
+    with pytest.raises(InvalidExport, match="allow_any"):
+        tgtd.export("vol2", make_volume(workdir, "vol2.raw", MiB), host_group=wide)
+    live = tgtd.tgtadm.show_targets()[info["target_iqn"]]
+    assert live.acl_addresses == set() and live.acl_names == {CLIENT}
+    cp = tool("iscsi-inq", info, initiator=OTHER, user=None)
+    assert cp.returncode != 0 and "Failed to log in" in cp.stderr
+
+
+@pytest.mark.parametrize("name", ["ALL", "iqn.2026-01.io.strata.test:*", "iqn.a iqn.b"])
+def test_a_wildcard_initiator_name_is_refused(tgtd, workdir, name):
+    with pytest.raises(InvalidExport, match="allow_any"):
+        tgtd.set_host_group(HostGroup("hg1", hosts=[Host("anyone", iqn=name)]))
+
+
+def test_an_address_outside_the_group_is_refused(tgtd, workdir):
+    # the initiator connects from 127.0.0.1; the group admits 127.0.0.2 only
+    elsewhere = HostGroup("hg1", hosts=[Host("elsewhere", address="127.0.0.2")])
+    info = tgtd.export("vol1", make_volume(workdir, "vol.raw", 8 * MiB), host_group=elsewhere)
+    cp = tool("iscsi-inq", info, initiator=OTHER, user=None)
+    assert cp.returncode != 0 and "Failed to log in" in cp.stderr
+    tgtd.set_host_group(HostGroup("hg1", hosts=[Host("here", address="127.0.0.1")]))
+    assert tool("iscsi-inq", info, initiator=OTHER, user=None).returncode == 0
+
+
+def test_a_wildcard_left_in_an_old_record_stays_closed(tgtd, workdir):
+    # a record written before hosts were checked: the wildcard is left out of the ACL
+    info = tgtd.export("vol1", make_volume(workdir, "vol.raw", 8 * MiB),
+                       host_group=HostGroup("hg1", hosts=[Host("client1", iqn=CLIENT)]))
+    tgtd._groups["hg1"]["hosts"].append({"name": "anyone", "iqn": None, "nqn": None,
+                                         "address": "ALL", "chap_user": None,
+                                         "chap_secret": None})
+    tgtd.reconcile()
+    assert tool("iscsi-inq", info, user=None).returncode == 0
+    assert tool("iscsi-inq", info, initiator=OTHER, user=None).returncode != 0
+
+
+def test_stop_removes_the_control_socket(workdir):
+    # issue 34: tgtd left /var/run/tgtd/socket.N (and .lock) behind after every stop
+    from services.block.tests.conftest import need
+    from services.block.transports.iscsi import TgtdTarget
+    from tests.kit import free_port
+    need("tgtd", "tgtadm")
+    target = TgtdTarget(os.path.join(workdir, "tgtd"), portal_port=free_port())
+    target.start()
+    files = target.tgtadm.control_files()
+    assert files[0].exists()
+    target.stop()
+    assert not any(f.exists() for f in files), files

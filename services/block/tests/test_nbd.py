@@ -152,3 +152,12 @@ def test_a_restarted_plane_adopts_its_running_daemon(qsd, workdir):
     finally:
         again.stop()                               # QMP quit: the daemon exits
         assert proc.wait(5) == 0
+
+
+def test_qos_bound_is_what_qemu_storage_daemon_takes(qsd, workdir):
+    # the API's bound on QoS fields (QOS_LIMIT_MAX) is qemu's own: it takes 10^15, not more
+    from services.block.transports.base import QOS_LIMIT_MAX, TransportError
+    qsd.export("qmax", make_volume(workdir, "vol.raw", MiB), qos=QosLimits(iops_total=1))
+    qsd.set_qos("qmax", QosLimits(bps_total=QOS_LIMIT_MAX, iops_total=QOS_LIMIT_MAX))
+    with pytest.raises(TransportError):
+        qsd.set_qos("qmax", QosLimits(bps_total=QOS_LIMIT_MAX + 1))

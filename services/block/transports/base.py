@@ -16,6 +16,7 @@ No Django here: this runs (and is tested) on its own.
 from __future__ import annotations
 
 import abc
+import ipaddress
 import os
 import re
 import subprocess
@@ -28,6 +29,11 @@ from plumbing import errors
 from plumbing.process import Child
 
 EXPORT_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+# the most a QoS limit may be: QEMU's THROTTLE_VALUE_MAX (qemu-storage-daemon refuses more;
+# SPDK takes more, but a pebibyte or 10^15 IOPS a second is no limit anyway)
+QOS_LIMIT_MAX = 10**15
+# characters that make a pattern of a name in some target's ACL syntax, and list separators
+_WILDCARD_CHARS = set("*?[]{}!,;/ \t\n")
 
 
 class TransportError(errors.StrataError):
@@ -154,6 +160,35 @@ class Transport(abc.ABC):
     @abc.abstractmethod
     def volume_of(self, export_id: str) -> str:
         """The volume path an export serves (to refuse deleting an exported volume)."""
+
+
+def check_host_address(address: str) -> str:
+    """One host's IP address, normalised; InvalidExport for anything that names more than one
+    machine: tgtd's ``ALL``, a network (``10.0.0.0/8``), ``*``, the unspecified address or a
+    name. A host in a group must never widen the group's target to every initiator: that is
+    what an export's ``allow_any`` is for (explicit, and warned about)."""
+    try:
+        ip = ipaddress.ip_address(address.strip())
+    except ValueError:
+        raise InvalidExport(
+            f"host address {address!r} is not one IP address (e.g. 192.0.2.10 or 2001:db8::10); "
+            "wildcards, networks and names are refused: to open an export to every "
+            "initiator, set allow_any on the export") from None
+    if ip.is_unspecified or ip.is_multicast:
+        raise InvalidExport(f"host address {address!r} is not the address of one host; to "
+                            "open an export to every initiator, set allow_any on the export")
+    return str(ip)
+
+
+def check_initiator_name(name: str, kind: str = "iqn") -> str:
+    """An iSCSI initiator name or NVMe host NQN with no wildcard or separator in it (``ALL``,
+    ``*``, ``iqn.*``): targets match these names exactly, and a name that reads as a
+    pattern would be a promise of filtering that nothing keeps."""
+    if name.strip().upper() in ("ALL", "ANY") or _WILDCARD_CHARS & set(name):
+        raise InvalidExport(
+            f"{kind} {name!r} is not one initiator's name: wildcards, lists and spaces are "
+            "refused; to open an export to every initiator, set allow_any on the export")
+    return name
 
 
 def check_export_id(export_id: str) -> None:

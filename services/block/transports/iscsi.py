@@ -49,6 +49,8 @@ from .base import (
     QosLimits,
     Transport,
     check_export_id,
+    check_host_address,
+    check_initiator_name,
     check_volume_file,
     is_rbd,
     parse_rbd_path,
@@ -61,12 +63,36 @@ DEFAULT_IQN_BASE = "iqn.2026-01.io.strata"
 OPEN_GROUP = "any"           # target name for exports without a host group (ACL ALL)
 
 
-def shutdown_tgtd(tgtadm: Tgtadm) -> None:
+def shutdown_tgtd(tgtadm: Tgtadm, timeout: float = 5.0) -> None:
     """Stop a tgtd (it ignores SIGTERM): delete its targets, forcing sessions off, then the
-    system; tgtd then exits."""
+    system; tgtd then exits. Once it no longer answers (at most ``timeout`` seconds), its
+    control socket and lock file are removed from /var/run/tgtd."""
     for t in tgtadm.show_targets().values():
         tgtadm.run("--op", "delete", "--mode", "target", "--tid", str(t.tid), "--force")
     tgtadm.run("--op", "delete", "--mode", "system")
+    deadline = time.monotonic() + timeout
+    while tgtadm.answers() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    tgtadm.remove_control_files()
+
+
+def check_group_hosts(group: HostGroup) -> None:
+    """InvalidExport unless every host of ``group`` names one initiator: only an export
+    without a host group (allow_any) binds tgtd's ACL ``ALL``; a host's wildcard address or
+    name would open the group's target to every initiator unannounced."""
+    for h in group.hosts:
+        if h.iqn:
+            check_initiator_name(h.iqn)
+        if h.address:
+            check_host_address(h.address)
+
+
+def _one_initiator(host: Host) -> bool:
+    try:
+        check_group_hosts(HostGroup("", [host]))
+        return True
+    except InvalidExport:
+        return False
 
 
 def pick_control_port() -> int:
@@ -153,11 +179,7 @@ class TgtdTarget(Transport):
         self.tgtadm = Tgtadm(self.control_port)
 
     def _answers(self) -> bool:
-        try:
-            self.tgtadm.run("--op", "show", "--mode", "sys")
-            return True
-        except DaemonError:
-            return False
+        return self.tgtadm.answers()
 
     # ---------------------------------------------------------------- daemon lifecycle
     def start(self) -> None:
@@ -203,6 +225,7 @@ class TgtdTarget(Transport):
             deadline = time.monotonic() + 5        # an adopted tgtd is not our child
             while self._proc is None and self._answers() and time.monotonic() < deadline:
                 time.sleep(0.05)
+        self.tgtadm.remove_control_files()         # also after a SIGKILL
         self._proc = None
         self._adopted = False
 
@@ -231,6 +254,7 @@ class TgtdTarget(Transport):
     # ---------------------------------------------------------------- the plane's API
     def set_host_group(self, group: HostGroup) -> Plan:
         """Record a host group's hosts and CHAP settings and apply them to its target."""
+        check_group_hosts(group)
         self._groups[group.name] = asdict(group)
         self._save_record()
         return self.reconcile()
@@ -258,6 +282,8 @@ class TgtdTarget(Transport):
             raise InvalidExport("tgtd has no per-LUN QoS; export over nbd/vhost-user-blk "
                                 "(qemu-storage-daemon) or nvmf (spdk driver) to limit I/O")
         path = str(check_volume_file(volume_path))
+        if host_group is not None:
+            check_group_hosts(host_group)
         group = host_group.name if host_group else OPEN_GROUP
         if export_id in self._exports:
             old = self._exports[export_id]
@@ -371,8 +397,12 @@ class TgtdTarget(Transport):
         if g is None:
             raise InvalidExport(f"host group {group_name} is not known; set_host_group first")
         hosts = [Host(**h) for h in g["hosts"]]
-        spec = TargetSpec(iqn, initiator_names=sorted({h.iqn for h in hosts if h.iqn}),
-                          initiator_addresses=sorted({h.address for h in hosts if h.address}))
+        # a record written before set_host_group checked hosts may still hold a wildcard:
+        # it is left out of the ACL (closed, not open), and the target still serves the rest
+        spec = TargetSpec(iqn, initiator_names=sorted(
+                              {h.iqn for h in hosts if h.iqn and _one_initiator(h)}),
+                          initiator_addresses=sorted(
+                              {h.address for h in hosts if h.address and _one_initiator(h)}))
         for h in hosts:
             if h.chap_user:
                 if not h.chap_secret or not 12 <= len(h.chap_secret) <= 16:

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from .base import run_tool
+from .base import DaemonError, run_tool
+
+# where tgtd puts its control socket ``socket.N`` and the lock file ``socket.N.lock`` of
+# ``-C N`` (tgt's TGT_IPC_NAMESPACE); tgtd leaves both behind when it exits
+CONTROL_DIR = Path("/var/run/tgtd")
 
 INITIATOR_NAME_RE = re.compile(r"^(iqn\.|eui\.|naa\.)", re.I)
 
@@ -48,6 +53,26 @@ class Tgtadm:
         """Run one tgtadm command; DaemonError (with tgtadm's message) if it fails."""
         return run_tool(self.argv(*args), what=what or f"tgtadm {' '.join(args[:4])}",
                         timeout=30).stdout.decode(errors="replace")
+
+    def answers(self) -> bool:
+        """Whether a tgtd answers on this control socket."""
+        try:
+            self.run("--op", "show", "--mode", "sys")
+            return True
+        except DaemonError:
+            return False
+
+    def control_files(self) -> list[Path]:
+        """tgtd's control socket and lock file for this number."""
+        return [CONTROL_DIR / f"socket.{self.control_port}{suffix}" for suffix in ("", ".lock")]
+
+    def remove_control_files(self) -> None:
+        """Remove the control socket and lock file a stopped tgtd left; kept while a tgtd
+        still answers on them (removing them would cut us off from it)."""
+        if self.answers():
+            return
+        for path in self.control_files():
+            path.unlink(missing_ok=True)
 
     def show_targets(self) -> dict[str, LiveTarget]:
         """Parse `--op show --mode target` into {iqn: LiveTarget}."""
