@@ -12,8 +12,9 @@ import shutil
 from pathlib import Path
 from typing import Union
 
-from .driver import (DeviceInfo, DeviceSpec, Driver, FileSystemInfo, PoolInfo, ScrubResult,
-                     SnapshotInfo, VolumeInfo, parse_size, validate_name)
+from .driver import (MAX_VOLUME_BYTES, MIN_VOLUME_BYTES, DeviceInfo, DeviceSpec, Driver,
+                     FileSystemInfo, PoolInfo, ScrubResult, SnapshotInfo, VolumeInfo,
+                     check_volume_size, parse_size, validate_name)
 from .errors import (AlreadyExists, Cancelled, CommandFailed, DataplaneError, InsufficientDevices,
                      InUse, InvalidArgument, NotFound, Offline, Unsupported)
 from .local import DirectoryDriver, LocalDriver
@@ -39,6 +40,7 @@ DRIVERS = {"local": LocalDriver, "directory": DirectoryDriver, "spdk": _spdk_dri
            "ceph": _ceph_driver}
 
 __all__ = [
+    "MAX_VOLUME_BYTES", "MIN_VOLUME_BYTES", "check_volume_size",
     "AlreadyExists", "Cancelled", "CommandFailed", "DataplaneError", "DeviceInfo", "DeviceSpec",
     "DirectoryDriver", "Driver", "DRIVERS", "FileSystemInfo", "InUse", "InsufficientDevices",
     "InvalidArgument", "LocalDriver", "NotFound", "Offline", "PoolInfo", "Runner",

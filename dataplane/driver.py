@@ -125,6 +125,39 @@ def validate_kind(kind) -> str:
     return kind
 
 
+# The smallest volume worth a block device (SPDK rounds up to 1 MiB anyway), and the largest
+# each driver can create and its frontends serve. Volumes are thin: these bound what a
+# volume may claim, not what the pool holds (overcommit is allowed; writes beyond the pool's
+# space fail with ENOSPC).
+MIN_VOLUME_BYTES = 1 << 20
+SECTOR_BYTES = 512
+_QEMU_MAX = (2**63 - 1) // 2**30 * 2**30    # qemu's BDRV_MAX_LENGTH; btrfs and tgtd take more
+MAX_VOLUME_BYTES = {
+    "local": _QEMU_MAX,
+    # a file on whatever holds the state directory: ext4 (4 KiB blocks) ends at 16 TiB
+    "directory": 16 << 40,
+    # a thin lvol's cluster map is allocated for its whole size (8 bytes a 4 MiB cluster)
+    "spdk": 64 << 40,
+    # RBD's object map covers at most 256,000,000 objects of 4 MiB
+    "ceph": 256_000_000 * (4 << 20),
+}
+
+
+def check_volume_size(size_bytes: int, driver: str) -> int:
+    """Return ``size_bytes`` if a volume of driver ``driver`` may have that size: whole
+    512-byte sectors, at least :data:`MIN_VOLUME_BYTES`, at most the driver's entry of
+    :data:`MAX_VOLUME_BYTES`; else raise InvalidArgument saying the range."""
+    validate_bytes(size_bytes, "volume size")
+    top = MAX_VOLUME_BYTES.get(driver, _QEMU_MAX)
+    if not MIN_VOLUME_BYTES <= size_bytes <= top:
+        raise InvalidArgument(f"a volume on a {driver} pool is {MIN_VOLUME_BYTES} (1 MiB) to "
+                              f"{top} bytes; {size_bytes} is not")
+    if size_bytes % SECTOR_BYTES:
+        raise InvalidArgument(f"a volume is whole {SECTOR_BYTES}-byte sectors; {size_bytes} "
+                              f"bytes is not (round to {size_bytes // SECTOR_BYTES * SECTOR_BYTES})")
+    return size_bytes
+
+
 def parse_size(text) -> int:
     """Parse a size into bytes: ``4096``, ``2G``/``2GiB`` (2 * 2**30), ``5GB`` (5 * 10**9);
     see :mod:`plumbing.sizes`."""

@@ -1,10 +1,35 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from dataplane import MAX_VOLUME_BYTES, MIN_VOLUME_BYTES, InvalidArgument, check_volume_size
 from plane.api.limits import INT64
 from services.storage import service
 from services.storage.drivers import default_driver_kind
 from services.storage.models import FileSystem, Pool, Snapshot, Volume
+
+
+VOLUME_SIZE_HELP = (
+    "Bytes, whole 512-byte sectors, at least 1 MiB and at most what the pool's driver serves "
+    "(local: 2^63 - 2^30; directory: 16 TiB; spdk: 64 TiB; ceph: 256,000,000 objects of "
+    "4 MiB). "
+    "Volumes are thin: the size may exceed the pool's free space (overcommit), and writes "
+    "beyond the space the pool has fail (ENOSPC); used_bytes says what a volume holds.")
+
+
+def volume_size_field(**kw) -> serializers.IntegerField:
+    """size_bytes of a volume: the widest range of any driver in the schema; the pool's own
+    range is checked by :func:`check_size` once the pool is known."""
+    return serializers.IntegerField(min_value=MIN_VOLUME_BYTES,
+                                    max_value=max(MAX_VOLUME_BYTES.values()),
+                                    help_text=VOLUME_SIZE_HELP, **kw)
+
+
+def check_size(size_bytes: int, pool: Pool, field: str = "size_bytes") -> int:
+    """``size_bytes`` if a volume on ``pool`` may have it, else a 400 naming ``field``."""
+    try:
+        return check_volume_size(size_bytes, pool.driver)
+    except InvalidArgument as exc:
+        raise serializers.ValidationError({field: str(exc)}) from None
 
 
 _DEVICE_OBJECT = {
@@ -191,7 +216,7 @@ class VolumeSerializer(serializers.ModelSerializer):
     pool = serializers.SlugRelatedField(slug_field="name", queryset=Pool.objects.all(),
                                         required=False)
     origin = serializers.StringRelatedField(read_only=True, allow_null=True)
-    size_bytes = serializers.IntegerField(min_value=1, max_value=INT64)
+    size_bytes = volume_size_field()
 
     class Meta:
         model = Volume
@@ -205,11 +230,17 @@ class VolumeSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError(
                 "Use the resize action to grow a volume; other fields cannot change.")
         attrs["pool"] = attrs.get("pool") or _default_pool()
+        check_size(attrs["size_bytes"], attrs["pool"])
         return attrs
 
 
 class ResizeSerializer(serializers.Serializer):
-    size_bytes = serializers.IntegerField(min_value=1, max_value=INT64)
+    """Body of POST /volumes/{name}/resize/; context: the ``volume``."""
+
+    size_bytes = volume_size_field()
+
+    def validate_size_bytes(self, size):
+        return check_size(size, self.context["volume"].pool)
 
 
 class SnapshotSerializer(serializers.ModelSerializer):
@@ -246,8 +277,12 @@ class SnapshotSerializer(serializers.ModelSerializer):
 
 class CloneSerializer(serializers.Serializer):
     name = serializers.RegexField(r"^[a-z0-9][a-z0-9._-]{0,62}$", max_length=63)
-    size_bytes = serializers.IntegerField(min_value=1, max_value=INT64, required=False)
+    size_bytes = volume_size_field(required=False)
     quota_bytes = serializers.IntegerField(min_value=1, max_value=INT64, required=False)
+
+    def validate_size_bytes(self, size):
+        volume = self.context["snapshot"].volume
+        return check_size(size, volume.pool) if volume is not None else size
 
     def validate_name(self, name):
         snap = self.context["snapshot"]

@@ -75,7 +75,7 @@ class VolumeViewSet(viewsets.ModelViewSet):
     @action(detail=True, methods=["post"])
     def resize(self, request, name=None):
         vol = self.get_object()
-        body = s.ResizeSerializer(data=request.data)
+        body = s.ResizeSerializer(data=request.data, context={"volume": vol})
         body.is_valid(raise_exception=True)
         vol = service.resize_volume(vol, body.validated_data["size_bytes"])
         return Response(self.get_serializer(vol).data)
