@@ -268,13 +268,22 @@ def authorize(gw, req: Request) -> Bucket:
     return bucket
 
 
-def check_acl_allowed(bucket: Bucket, grants: list | None, bucket_owner_full: bool = True) -> None:
-    """Refuse an ACL the bucket's settings forbid: any but the owner's FULL_CONTROL when ACLs are
-    disabled (AccessControlListNotSupported), a public one under BlockPublicAcls (AccessDenied)."""
+def check_acl_allowed(bucket: Bucket, grants: list | None, canned: str | None = None) -> None:
+    """Refuse an ACL the bucket's settings forbid: a public one under BlockPublicAcls
+    (AccessDenied); when ACLs are disabled (BucketOwnerEnforced), any but the bucket owner's
+    full control (AccessControlListNotSupported): S3 still takes the canned
+    ``bucket-owner-full-control`` (``canned``: the x-amz-acl sent) or grants, in headers or
+    XML, that give the bucket owner FULL_CONTROL and nothing else; any other canned ACL,
+    ``private`` included, is refused."""
     if grants is None:
         return
-    if not acls_enabled(bucket) and not (bucket_owner_full and acl.only_owner_full_control(grants, bucket.owner)):
-        raise S3Error("AccessControlListNotSupported")
+    if not acls_enabled(bucket):
+        if canned is not None:
+            owner_full = canned.strip() == "bucket-owner-full-control"
+        else:
+            owner_full = bool(grants) and acl.only_owner_full_control(grants, bucket.owner)
+        if not owner_full:
+            raise S3Error("AccessControlListNotSupported")
     if public_access_block(bucket).get("BlockPublicAcls") and acl.is_public(grants):
         raise S3Error("AccessDenied", "Public ACLs are blocked by this bucket's public access block "
                       "(BlockPublicAcls)", resource=f"/{bucket.name}")
@@ -300,7 +309,7 @@ def new_object_acl(gw, req: Request, bucket: Bucket, meta: dict) -> dict:
     grants = None
     if "x-amz-acl" in req.headers or any(h in req.headers for h in acl.GRANT_HEADERS):
         grants = acl.from_request(req.headers, acl.Users(gw.config["users"]), owner, bucket.owner, for_object=True)
-        check_acl_allowed(bucket, grants)
+        check_acl_allowed(bucket, grants, req.headers.get("x-amz-acl"))
     if not acls_enabled(bucket):
         return meta
     if owner != bucket.owner:

@@ -43,7 +43,7 @@ def get_bucket_acl(bucket: Bucket) -> Response:
 async def put_bucket_acl(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """PutBucketAcl."""
     grants = await _acl_from_request(req, acl.Users(gw.config["users"]), bucket.owner, bucket.owner, False)
-    check_acl_allowed(bucket, grants)
+    check_acl_allowed(bucket, grants, req.headers.get("x-amz-acl"))
     await gw.run(bucket.set_setting, "acl", None if grants == acl.owner_only(bucket.owner) else grants)
     return Response(200)
 
@@ -79,7 +79,7 @@ async def put_object_acl(gw: Gateway, req: Request, bucket: Bucket) -> Response:
                          else "s3:PutObjectAcl", req.key)
     owner = object_owner(bucket, rec.meta)
     grants = await _acl_from_request(req, acl.Users(gw.config["users"]), owner, bucket.owner, True)
-    check_acl_allowed(bucket, grants)
+    check_acl_allowed(bucket, grants, req.headers.get("x-amz-acl"))
     meta = dict(rec.meta)
     meta.pop("acl", None)
     if grants != acl.owner_only(owner):
@@ -104,6 +104,12 @@ def _check_ownership(value: str | None) -> str:
     return value
 
 
+def _acl_is_owner_only(bucket: Bucket) -> bool:
+    """Whether the bucket ACL gives its owner FULL_CONTROL and nobody anything else."""
+    grants = bucket.settings.get("acl")
+    return grants is None or acl.only_owner_full_control(grants, bucket.owner)
+
+
 async def put_ownership(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """PutBucketOwnershipControls (exactly one rule)."""
     root = parse_xml(await req.body().read_all(MAX_ACL_BODY))
@@ -111,6 +117,9 @@ async def put_ownership(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     if len(rules) != 1:
         raise S3Error("MalformedXML", "OwnershipControls holds exactly one Rule")
     ownership = _check_ownership(rules[0].findtext("ObjectOwnership"))
+    if ownership == "BucketOwnerEnforced" and not _acl_is_owner_only(bucket):
+        # ACLs cannot be turned off while the bucket ACL grants anyone but its owner (S3)
+        raise S3Error("InvalidBucketAclWithObjectOwnership")
     await gw.run(bucket.set_setting, "ownership", ownership)
     return Response(200)
 

@@ -292,6 +292,15 @@ def test_ownership_controls(gateway, users, alice_bucket):
         alice.get_bucket_ownership_controls(Bucket=alice_bucket)
     assert err(e) == (404, "OwnershipControlsNotFoundError")
     alice.put_bucket_acl(Bucket=alice_bucket, GrantWrite='id="bob"')
+    # ACLs cannot be turned off while the bucket ACL grants someone else something (S3)
+    with pytest.raises(ClientError) as e:
+        alice.put_bucket_ownership_controls(Bucket=alice_bucket, OwnershipControls={
+            "Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]})
+    assert err(e) == (400, "InvalidBucketAclWithObjectOwnership")
+    with pytest.raises(ClientError) as e:
+        alice.get_bucket_ownership_controls(Bucket=alice_bucket)
+    assert err(e) == (404, "OwnershipControlsNotFoundError")
+    alice.put_bucket_acl(Bucket=alice_bucket, ACL="private")
     alice.put_bucket_ownership_controls(Bucket=alice_bucket, OwnershipControls={
         "Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]})
     for acl in ("public-read", "authenticated-read"):
@@ -305,12 +314,13 @@ def test_ownership_controls(gateway, users, alice_bucket):
     alice.put_object(Bucket=alice_bucket, Key="y", Body=b"y")
     assert grants_of(alice.get_object_acl(Bucket=alice_bucket, Key="y")) == {
         ("CanonicalUser", "alice", "FULL_CONTROL")}
-    # ACLs are off: bob's WRITE grant no longer counts
+    # ACLs are off: an ACL cannot give bob WRITE
     with pytest.raises(ClientError) as e:
         bob.put_object(Bucket=alice_bucket, Key="from-bob", Body=b"b")
     assert err(e) == (403, "AccessDenied")
     alice.put_bucket_ownership_controls(Bucket=alice_bucket, OwnershipControls={
         "Rules": [{"ObjectOwnership": "BucketOwnerPreferred"}]})
+    alice.put_bucket_acl(Bucket=alice_bucket, GrantWrite='id="bob"', GrantFullControl='id="alice"')
     bob.put_object(Bucket=alice_bucket, Key="pref", Body=b"b", ACL="bucket-owner-full-control")
     assert alice.get_object_acl(Bucket=alice_bucket, Key="pref")["Owner"]["ID"] == "alice"
     bob.put_object(Bucket=alice_bucket, Key="mine", Body=b"b")
@@ -324,6 +334,72 @@ def test_ownership_controls(gateway, users, alice_bucket):
     with pytest.raises(ClientError) as e:
         alice.get_bucket_ownership_controls(Bucket=alice_bucket)
     assert err(e) == (404, "OwnershipControlsNotFoundError")
+
+
+def test_acls_disabled_take_only_the_bucket_owners_full_control(gateway, users, alice_bucket):
+    """BucketOwnerEnforced: PUTs take no ACL, the canned bucket-owner-full-control or grants
+    (headers or XML) of FULL_CONTROL to the bucket owner alone; any other ACL, ``private``
+    included, is 400 AccessControlListNotSupported on PutObject, PutBucketAcl and PutObjectAcl."""
+    alice, _ = users
+    alice.put_bucket_ownership_controls(Bucket=alice_bucket, OwnershipControls={
+        "Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]})
+    refused = [
+        lambda: alice.put_object(Bucket=alice_bucket, Key="k", Body=b"x", ACL="private"),
+        lambda: alice.put_object(Bucket=alice_bucket, Key="k", Body=b"x", GrantRead='id="bob"'),
+        lambda: alice.put_object(Bucket=alice_bucket, Key="k", Body=b"x", GrantFullControl='id="bob"'),
+        lambda: alice.create_multipart_upload(Bucket=alice_bucket, Key="k", ACL="bucket-owner-read"),
+        lambda: alice.put_bucket_acl(Bucket=alice_bucket, ACL="private"),
+        lambda: alice.put_bucket_acl(Bucket=alice_bucket, GrantRead='id="bob"'),
+        lambda: alice.put_bucket_acl(Bucket=alice_bucket, AccessControlPolicy={
+            "Owner": {"ID": "alice"}, "Grants": [
+                {"Grantee": {"Type": "CanonicalUser", "ID": "alice"}, "Permission": "FULL_CONTROL"},
+                {"Grantee": {"Type": "CanonicalUser", "ID": "bob"}, "Permission": "READ"}]}),
+    ]
+    for call in refused:
+        with pytest.raises(ClientError) as e:
+            call()
+        assert err(e) == (400, "AccessControlListNotSupported")
+    alice.put_object(Bucket=alice_bucket, Key="k", Body=b"x", ACL="bucket-owner-full-control")
+    alice.put_object(Bucket=alice_bucket, Key="k", Body=b"x", GrantFullControl='id="alice"')
+    alice.put_object(Bucket=alice_bucket, Key="k", Body=b"x")
+    for canned in ("private", "public-read", "authenticated-read"):
+        with pytest.raises(ClientError) as e:
+            alice.put_object_acl(Bucket=alice_bucket, Key="k", ACL=canned)
+        assert err(e) == (400, "AccessControlListNotSupported"), canned
+    alice.put_object_acl(Bucket=alice_bucket, Key="k", ACL="bucket-owner-full-control")
+    owner_full = {"Owner": {"ID": "alice"}, "Grants": [
+        {"Grantee": {"Type": "CanonicalUser", "ID": "alice"}, "Permission": "FULL_CONTROL"}]}
+    alice.put_object_acl(Bucket=alice_bucket, Key="k", AccessControlPolicy=owner_full)
+    alice.put_bucket_acl(Bucket=alice_bucket, ACL="bucket-owner-full-control")
+    alice.put_bucket_acl(Bucket=alice_bucket, AccessControlPolicy=owner_full)
+    assert grants_of(alice.get_bucket_acl(Bucket=alice_bucket)) == {("CanonicalUser", "alice", "FULL_CONTROL")}
+    # CreateBucket with BucketOwnerEnforced still takes the private canned ACL (S3 does)
+    name = f"acl-{uuid.uuid4().hex[:12]}"
+    alice.create_bucket(Bucket=name, ACL="private", ObjectOwnership="BucketOwnerEnforced")
+    with pytest.raises(ClientError) as e:
+        alice.create_bucket(Bucket=f"acl-{uuid.uuid4().hex[:12]}", GrantRead='id="bob"',
+                            ObjectOwnership="BucketOwnerEnforced")
+    assert err(e) == (400, "InvalidBucketAclWithObjectOwnership")
+
+
+def test_ownership_enforced_refused_while_the_bucket_acl_grants_others(users, alice_bucket):
+    """PutBucketOwnershipControls BucketOwnerEnforced on a bucket whose ACL grants anyone but
+    its owner: 400 InvalidBucketAclWithObjectOwnership, and nothing changes."""
+    alice, _ = users
+    for acl in ({"ACL": "public-read"}, {"ACL": "authenticated-read"}, {"GrantRead": 'id="bob"'}):
+        alice.put_bucket_acl(Bucket=alice_bucket, **acl)
+        with pytest.raises(ClientError) as e:
+            alice.put_bucket_ownership_controls(Bucket=alice_bucket, OwnershipControls={
+                "Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]})
+        assert err(e) == (400, "InvalidBucketAclWithObjectOwnership"), acl
+        assert grants_of(alice.get_bucket_acl(Bucket=alice_bucket)) != {("CanonicalUser", "alice", "FULL_CONTROL")}
+    alice.put_bucket_ownership_controls(Bucket=alice_bucket, OwnershipControls={
+        "Rules": [{"ObjectOwnership": "BucketOwnerPreferred"}]})
+    alice.put_bucket_acl(Bucket=alice_bucket, ACL="private")
+    alice.put_bucket_ownership_controls(Bucket=alice_bucket, OwnershipControls={
+        "Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]})
+    rules = alice.get_bucket_ownership_controls(Bucket=alice_bucket)["OwnershipControls"]["Rules"]
+    assert rules == [{"ObjectOwnership": "BucketOwnerEnforced"}]
 
 
 PUBLIC_POLICY = {"Version": "2012-10-17", "Statement": [
