@@ -35,7 +35,13 @@ class Body:
             if self.content_length < 0:
                 raise S3Error("InvalidArgument", "Content-Length must not be negative")
         mode = auth.payload_hash if auth else ""
-        self.chunked = mode in sigv4.STREAMING_MODES or "aws-chunked" in headers.get("content-encoding", "")
+        # a STREAMING-* payload is aws-chunked; Content-Encoding: aws-chunked alone frames the
+        # body only when it also says the decoded length and the payload is not declared plain
+        # (UNSIGNED-PAYLOAD or its SHA-256): S3 takes "gzip, aws-chunked" on a plain body
+        plain = mode == sigv4.UNSIGNED or len(mode) == 64
+        self.chunked = mode in sigv4.STREAMING_MODES or (
+            "aws-chunked" in headers.get("content-encoding", "") and not plain
+            and "x-amz-decoded-content-length" in headers)
         self.mode = mode
         if self.chunked:
             dl = headers.get("x-amz-decoded-content-length")
