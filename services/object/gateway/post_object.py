@@ -190,6 +190,8 @@ def check_policy(policy_b64: str, fields: dict[str, str], bucket: str, size: int
             continue
         covered.add(field)
         got = values.get(field)
+        if got is None and op == "starts-with" and value == "":
+            continue  # "any value" also allows leaving the field out (S3)
         if got is None:
             raise _policy_error(f'Policy Condition failed: ["{op}", "${field}", "{value}"]')
         if op == "eq" and got != value:
