@@ -9,6 +9,7 @@ from __future__ import annotations
 import hmac
 import json
 import os
+import sqlite3
 
 from . import protection_ops, snapshots
 from .acl_ops import access_info, set_access
@@ -76,7 +77,7 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
         return _json(await apply_lifecycle(gw))
     if parts == ["buckets"]:
         if m == "GET":
-            return _json({"buckets": [_info(b) for _, b in sorted(gw.buckets.buckets.items())]})
+            return _json({"buckets": _all_info(gw)})
         if m == "POST":
             data = await _body(req)
             name, owner = data.get("name"), data.get("owner")
@@ -185,6 +186,23 @@ async def _snapshot_route(gw: Gateway, req: Request, bucket, rest: list[str]) ->
     except (TypeError, ValueError) as exc:
         raise S3Error("InvalidArgument", f"bad number in the request: {exc}") from None
     return _error("NotFound", f"no admin route {m} /buckets/{bucket.name}/{'/'.join(rest)}", 404)
+
+
+def _all_info(gw: Gateway) -> list[dict]:
+    """BUCKET of every bucket. One that another worker deletes while this one lists (its
+    directory renamed away before this worker has seen the change: SQLite cannot open its
+    index) is left out, as if the listing came a moment later, instead of a 500."""
+    out = []
+    for _, bucket in sorted(gw.buckets.buckets.items()):
+        try:
+            info = _info(bucket)
+        except (sqlite3.Error, OSError):
+            if os.path.exists(bucket.settings_path):
+                raise
+            continue
+        if os.path.exists(bucket.settings_path):  # (its open index files may outlive it)
+            out.append(info)
+    return out
 
 
 def _info(bucket) -> dict:
