@@ -6,7 +6,6 @@ import json
 import time
 from functools import lru_cache
 from urllib.parse import quote
-from xml.sax.saxutils import escape
 
 from . import objectlock
 from .access import check_policy_allowed
@@ -14,7 +13,7 @@ from .acl import owner_xml
 from .acl_ops import apply_create_settings, create_settings
 from .buckets import Bucket
 from .core import Gateway
-from .errors import S3Error, child_text, el, parse_xml, xml_doc
+from .errors import S3Error, child_text, el, parse_xml, xml_doc, xml_text
 from .index import Record
 from .lifecycle import name_rules, parse_rules
 from .policy import parse_policy
@@ -220,7 +219,7 @@ def _contents(records: list[Record], enc, owner: str | None) -> str:
     are the gateway's own (a timestamp, a hex ETag, a size, a storage class name)."""
     out = []
     for r in records:
-        out.append(f"<Contents><Key>{escape(enc(r.key))}</Key><LastModified>{iso_time(r.mtime)}</LastModified>"
+        out.append(f"<Contents><Key>{xml_text(enc(r.key))}</Key><LastModified>{iso_time(r.mtime)}</LastModified>"
                    f"<ETag>\"{r.etag}\"</ETag><Size>{r.size}</Size>"
                    f"<StorageClass>{storage_class(r)}</StorageClass>"
                    + (owner_xml(r.meta.get("ow") or owner) if owner else "") + "</Contents>")

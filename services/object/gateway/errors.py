@@ -91,9 +91,9 @@ class S3Error(Exception):
         """The S3 ``<Error>`` document for this error."""
         parts = [f"<Code>{self.code}</Code>", f"<Message>{escape(self.message)}</Message>"]
         if self.resource:
-            parts.append(f"<Resource>{escape(self.resource)}</Resource>")
+            parts.append(f"<Resource>{xml_text(self.resource)}</Resource>")
         for name, value in self.extra.items():
-            parts.append(f"<{name}>{escape(str(value))}</{name}>")
+            parts.append(f"<{name}>{xml_text(str(value))}</{name}>")
         parts.append(f"<RequestId>{request_id}</RequestId>")
         return ('<?xml version="1.0" encoding="UTF-8"?>\n<Error>' + "".join(parts) + "</Error>").encode()
 
@@ -104,11 +104,25 @@ def xml_doc(root: str, body: str, namespace: bool = True) -> bytes:
     return f'<?xml version="1.0" encoding="UTF-8"?>\n<{root}{ns}>{body}</{root}>'.encode()
 
 
+# C0 control characters as character references, as S3 writes them in keys: TAB, LF and CR
+# then reach a parser as they were (it would turn a literal CR into LF); the others, which
+# XML 1.0 cannot carry at all, come as S3 sends them rather than as raw bytes
+_CONTROL_REFS = {c: f"&#x{c:X};" for c in range(32)}
+
+
+def xml_text(value: str) -> str:
+    """``value`` escaped for XML text: &, <, > and the control characters."""
+    text = escape(value)
+    if not text.isprintable():  # ordinary text skips the second pass
+        text = text.translate(_CONTROL_REFS)
+    return text
+
+
 def el(name: str, value: object) -> str:
     """One escaped element ``<name>value</name>``."""
     if isinstance(value, bool):
         value = "true" if value else "false"
-    return f"<{name}>{escape(str(value))}</{name}>"
+    return f"<{name}>{xml_text(str(value))}</{name}>"
 
 
 def parse_xml(body: bytes) -> ET.Element:
