@@ -51,6 +51,17 @@ def _new(algorithm: str):
     raise S3Error("InvalidRequest", f"Unsupported checksum algorithm {algorithm!r}; use one of {ALGORITHMS}")
 
 
+DIGEST_BYTES = {"crc32": 4, "crc32c": 4, "crc64nvme": 8, "sha1": 20, "sha256": 32}
+
+
+def is_checksum_value(algorithm: str, value: str) -> bool:
+    """Whether ``value`` is the base64 of a digest of ``algorithm`` (without a ``-N`` suffix)."""
+    try:
+        return len(base64.b64decode(value, validate=True)) == DIGEST_BYTES[algorithm]
+    except ValueError:
+        return False
+
+
 def composite(algorithm: str, part_values: list[str]) -> str:
     """S3's checksum of a multipart object: the algorithm over the concatenated binary part
     checksums, base64, with ``-N`` (N parts) appended (checksum type COMPOSITE)."""
@@ -155,3 +166,16 @@ class Digests:
             if claimed is not None and claimed != value:
                 raise S3Error("BadDigest", f"The {algo.upper()} you specified did not match the calculated checksum.")
         return stored
+
+
+def check_required_digest(headers: dict[str, str], trailers: dict[str, str], body: bytes) -> None:
+    """For the requests S3 takes only with an integrity check of their body (DeleteObjects):
+    without Content-MD5 or an x-amz-checksum-* value, 400 InvalidRequest; a value that does
+    not match the body, 400 BadDigest (InvalidDigest for a Content-MD5 that is not one)."""
+    claimed = {name[15:] for name in (*headers, *trailers)
+               if name.startswith("x-amz-checksum-") and name[15:] in ALGORITHMS}
+    if "content-md5" not in headers and not claimed:
+        raise S3Error("InvalidRequest", "Missing required header for this request: Content-Md5")
+    digests = Digests(claimed)
+    digests.update(body)
+    digests.verify(headers, trailers, None)

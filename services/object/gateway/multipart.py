@@ -25,7 +25,7 @@ from .core import Gateway, Stored
 from .errors import S3Error, child_text, el, parse_xml, xml_doc
 from .index import Op
 from .lifecycle import add_expiration
-from .checksums import ALGORITHMS, CRCS, composite, full_object
+from .checksums import ALGORITHMS, CRCS, composite, full_object, is_checksum_value
 from .object_ops import copy_source, meta_from_headers, raise_precondition, write_conditions
 from .tiers import check_write_class
 from .request import Request, Response, xml_response
@@ -231,6 +231,28 @@ def _full_object_checksums(algo: str, chosen: list, headers: dict[str, str]) -> 
     return {algo: value}
 
 
+def check_claimed_checksums(headers: dict[str, str], checksums: dict[str, str], upload_algo: str) -> None:
+    """Check the whole-object checksums a Complete request states (``x-amz-checksum-<algo>``)
+    against the object's, as S3 does: a value that is not one (base64 of the algorithm's size,
+    with ``-N`` for a COMPOSITE checksum) is 400 InvalidRequest, an algorithm the upload has no
+    checksum of 400 InvalidRequest, a different value 400 BadDigest. A COMPOSITE value may be
+    given with or without its ``-N`` (N the number of parts)."""
+    for algo in ALGORITHMS:
+        claimed = headers.get(f"x-amz-checksum-{algo}")
+        if claimed is None:
+            continue
+        digest, _, count = claimed.strip().partition("-")
+        if not is_checksum_value(algo, digest) or (count and not count.isdigit()):
+            raise S3Error("InvalidRequest", f"Value for x-amz-checksum-{algo} header is invalid.")
+        value = checksums.get(algo)
+        if value is None:
+            raise S3Error("InvalidRequest", f"The upload was created using the {upload_algo or 'null'} checksum "
+                          f"algorithm. The complete request must use the same checksum algorithm.")
+        ours, _, our_count = value.partition("-")
+        if digest != ours or (count and count != our_count):
+            raise S3Error("BadDigest", f"The {algo.upper()} you specified did not match the calculated checksum.")
+
+
 def _parse_complete(body: bytes) -> list[tuple[int, str]]:
     root = parse_xml(body)
     if root.tag != "CompleteMultipartUpload":
@@ -330,6 +352,7 @@ async def complete(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         checksums = _full_object_checksums(info["ck_algo"], chosen, req.headers)
     else:
         checksums.pop("crc64nvme", None)  # CRC64NVME has no COMPOSITE form
+    check_claimed_checksums(req.headers, checksums, info.get("ck_algo") or "")
     total = sum(p["size"] for p in chosen)
     bucket.check_quota(total)
     etag = hashlib.md5(b"".join(bytes.fromhex(p["etag"]) for p in chosen)).hexdigest() + f"-{len(chosen)}"
@@ -397,7 +420,8 @@ async def list_parts(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     numbers = sorted(n for n in parts if n > marker)
     page, truncated = numbers[:max_parts], len(numbers) > max_parts
     body = [el("Bucket", bucket.name), el("Key", req.key), el("UploadId", upload_id),
-            owner_xml(info["owner"]).replace("Owner>", "Initiator>"), owner_xml(info["owner"]),
+            # the Initiator is who created the upload; the Owner is the bucket owner, as S3 names it
+            owner_xml(info["owner"]).replace("Owner>", "Initiator>"), owner_xml(bucket.owner),
             el("StorageClass", "STANDARD"), el("PartNumberMarker", marker),
             el("NextPartNumberMarker", page[-1] if page else marker), el("MaxParts", max_parts),
             el("IsTruncated", truncated)]

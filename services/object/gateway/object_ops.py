@@ -9,6 +9,7 @@ from urllib.parse import parse_qsl, unquote
 from . import objectlock, sse
 from .bucket_ops import iso_time
 from .buckets import Bucket
+from .checksums import check_required_digest
 from .core import Gateway
 from .errors import S3Error, child_text, el, parse_xml, xml_doc
 from .index import Op, Record
@@ -290,8 +291,11 @@ async def get_object(gw: Gateway, req: Request, bucket: Bucket, retry: bool = Tr
     if restore:
         headers["x-amz-restore"] = restore
     rng = parse_range(req.headers.get("range"), rec.size)
+    checksum_mode = req.headers.get("x-amz-checksum-mode", "").upper() == "ENABLED"
     if "partNumber" in req.query:
         rng = part_range(req, rec, headers)
+        if rng is not None and checksum_mode:
+            headers.update(part_checksum_headers(rec, int(req.query["partNumber"])))
     if req.query:
         for q, header in RESPONSE_OVERRIDES.items():
             if q in req.query:
@@ -302,7 +306,7 @@ async def get_object(gw: Gateway, req: Request, bucket: Bucket, retry: bool = Tr
         start, end = rng
         status = 206
         headers["content-range"] = f"bytes {start}-{end - 1}/{rec.size}"
-    elif req.headers.get("x-amz-checksum-mode", "").upper() == "ENABLED":
+    elif checksum_mode:
         for algo, value in rec.meta.get("ck", {}).items():
             headers[f"x-amz-checksum-{algo}"] = value
             headers["x-amz-checksum-type"] = "COMPOSITE" if "-" in value else "FULL_OBJECT"
@@ -344,6 +348,22 @@ def part_range(req: Request, rec: Record, headers: dict) -> tuple[int, int] | No
     return start, start + sizes[n - 1]
 
 
+def part_checksum_headers(rec: Record, number: int) -> dict[str, str]:
+    """The checksums of part ``number`` of a multipart object, of the algorithms the object has
+    a checksum of, as S3 answers GET/HEAD ``?partNumber=N`` with checksum mode on (the value
+    is that part's own, so a client can check the part's bytes against it)."""
+    part_checks = rec.meta.get("pck") or []
+    if number > len(part_checks):
+        return {}
+    out = {}
+    for algo, whole in rec.meta.get("ck", {}).items():
+        value = part_checks[number - 1].get(algo)
+        if value:
+            out[f"x-amz-checksum-{algo}"] = value
+            out["x-amz-checksum-type"] = "COMPOSITE" if "-" in whole else "FULL_OBJECT"
+    return out
+
+
 async def delete_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """DeleteObject (204 whether or not the key existed)."""
     vid = _version_query(req)
@@ -359,10 +379,16 @@ async def delete_object(gw: Gateway, req: Request, bucket: Bucket) -> Response:
 
 async def delete_objects(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """DeleteObjects (multi-object delete, up to 1000 keys)."""
-    root = parse_xml(await req.body().read_all(2 * 1024 * 1024))
+    body = req.body()
+    raw = await body.read_all(2 * 1024 * 1024)
+    check_required_digest(req.headers, body.trailers, raw)
+    root = parse_xml(raw)
     if root.tag != "Delete":
         raise S3Error("MalformedXML")
-    quiet = (child_text(root, "Quiet", "false") or "").lower() == "true"
+    quiet = (child_text(root, "Quiet", "false") or "").strip().lower()
+    if quiet not in ("true", "false"):
+        raise S3Error("MalformedXML", "Quiet must be true or false")
+    quiet = quiet == "true"
     objects = root.findall("Object")
     if not objects or len(objects) > 1000:
         raise S3Error("MalformedXML", "A Delete request names between 1 and 1000 objects")
