@@ -33,7 +33,8 @@ from console.daemons import worker_name, write_states
 from plane.discovery import modules_named
 from plumbing import tls
 from plumbing.process import (Child, ChildFailed, DaemonSpec, RestartPolicy, describe_exit,
-                              socket_answers, wait_for_socket)
+                              die_with_parent, socket_answers, wait_for_socket)
+from plumbing.rungroup import AlreadyRunning, RunGroup, start_ticks
 
 STOP_TIMEOUT = 20.0
 ONE_SHOT_TIMEOUT = 900.0  # migrate / bootstrap: minutes at most, even on a slow disk
@@ -69,9 +70,12 @@ class Supervised:
         self.started_at = _now()
         self.last_exit: dict | None = None
         self.due = 0.0                      # when a restarting child is started again
+        self.killed = False                 # the stop had to SIGKILL it
 
     def record(self) -> dict:
-        return {"state": self.state, "pid": self.child.pid if self.state == "running" else None,
+        pid = self.child.pid if self.state == "running" else None
+        # the start time tells a later start that this PID is still this child (a PID is reused)
+        return {"state": self.state, "pid": pid, "start_ticks": pid and start_ticks(pid),
                 "restarts": self.restarts, "started_at": self.started_at,
                 "last_exit": self.last_exit, "log": str(self.child.log)}
 
@@ -91,7 +95,8 @@ class Supervisor:
         ``daemons``, ``plane``), which stop together, the last layer first."""
         spec = spec or DaemonSpec(name=name, argv=argv, env=env or {}, stop=stop)
         child = Child(name, argv, self.data_dir / "log" / f"{name}.log",
-                      env={**self.env, **(env or {})}, cwd=self.data_dir, stop=stop).start()
+                      env={**self.env, **(env or {})}, cwd=self.data_dir, stop=stop,
+                      tied=True).start()
         self.children.append(Supervised(child, spec, essential, self.make_policy(), group))
         self.save()
         return child
@@ -114,7 +119,7 @@ class Supervisor:
         """Start a one-shot step; :meth:`run_once` waits for it."""
         return subprocess.Popen(argv, env=self.env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                                cwd=self.data_dir)
+                                cwd=self.data_dir, preexec_fn=die_with_parent())
 
     def _run(self, name: str, argv: list, timeout: float,
              proc: subprocess.Popen | None = None):
@@ -162,6 +167,7 @@ class Supervisor:
         if child.stop(STOP_TIMEOUT, on_error=report):
             print(f"strata: {child.name} did not stop in {STOP_TIMEOUT:.0f}s; killed",
                   flush=True)
+            sup.killed = True
         if sup.state != "failed":
             sup.state = "stopped"
 
@@ -347,6 +353,7 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
     data = Path(data_dir).resolve()
     for sub in ("run", "log"):
         (data / sub).mkdir(parents=True, exist_ok=True)
+    run = _claim(data)
     options = dict(options or {}, host=host, port=port, supervised=True)
     trust = _tls_options(data, options)
     env = dict(os.environ, STRATA_DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="console.settings",
@@ -423,8 +430,39 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
               "Press Ctrl-C to stop.", flush=True)
         code = sup.watch()
     finally:
+        began = time.monotonic()
         sup.stop_all()
         if migrated:
             _release(manage, sup.env, data)
+        _sweep(run, sup, began)
     print("Strata stopped.", flush=True)
     return code
+
+
+def _claim(data: Path) -> RunGroup:
+    """The data directory for this run: its lock (a second `strata up` on it is refused),
+    what an earlier run left running ended (said), the reaper that ends this run if this
+    process dies, and this process in the run's cgroup."""
+    run = RunGroup(data)
+    try:
+        run.lock()
+    except AlreadyRunning as exc:
+        raise SystemExit(f"strata up: {exc}") from None
+    for line in run.end_leftovers():
+        print(f"strata up: {line}", flush=True)
+    run.start_reaper()
+    run.join()
+    return run
+
+
+def _sweep(run: RunGroup, sup: Supervisor, began: float) -> None:
+    """After the stop: end what of the run still runs (a daemon's own children, a FUSE
+    daemon), and say what had to be killed and how long the stop took."""
+    stray = run.sweep()
+    if stray:
+        print("strata: still running after the stop, ended: "
+              + ", ".join(f"{p.name} ({p.pid})" for p in stray), flush=True)
+    killed = [s.child.name for s in sup.children if s.killed] + [p.name for p in stray]
+    print(f"strata: stopped in {time.monotonic() - began:.1f} s"
+          + (f"; had to kill: {', '.join(killed)}" if killed else ""), flush=True)
+    run.close()

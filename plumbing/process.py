@@ -15,10 +15,12 @@ lines of its log for the error message, stop it with SIGTERM and then SIGKILL.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,19 +207,39 @@ def terminate(proc: subprocess.Popen, timeout: float = 10.0, kill_wait: float = 
         return True
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(signum: int = signal.SIGTERM):
+    """A ``preexec_fn`` tying a child to the process that starts it: the kernel sends it
+    ``signum`` once the thread that started it is gone, however the process ended (kill -9
+    too). Only for children started from a thread that lives as long as the process (the
+    main thread of `strata up`)."""
+    parent = os.getpid()
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def preexec() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
+        if os.getppid() != parent:        # the parent died before prctl: do it ourselves
+            os.kill(os.getpid(), signum)
+    return preexec
+
+
 class Child:
     """One daemon we start as a foreground child, in its own session (so that signals sent
     to our terminal or process group never reach it, and its own group signals stay its
     own), stdout and stderr appended to ``log``.
 
     ``stop``, if given, is called with the Popen before SIGTERM (for daemons that ignore it).
+    ``tied``: the child gets SIGTERM from the kernel once the thread that started it ends
+    (:func:`die_with_parent`), so it never outlives a supervisor that was killed.
     """
 
     def __init__(self, name: str, argv: list, log: str | os.PathLike, *,
                  env: dict | None = None, cwd: str | os.PathLike | None = None,
-                 stop: Callable[[subprocess.Popen], None] | None = None):
+                 stop: Callable[[subprocess.Popen], None] | None = None, tied: bool = False):
         self.name, self.argv, self.log = name, list(argv), Path(log)
-        self.env, self.cwd, self.custom_stop = env, cwd, stop
+        self.env, self.cwd, self.custom_stop, self.tied = env, cwd, stop, tied
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> Child:
@@ -226,7 +248,8 @@ class Child:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd,
-                                         close_fds=True, start_new_session=True)
+                                         close_fds=True, start_new_session=True,
+                                         preexec_fn=die_with_parent() if self.tied else None)
         return self
 
     @property
@@ -274,20 +297,36 @@ class Child:
 
     def stop(self, timeout: float = 10.0,
              on_error: Callable[[Exception], None] | None = None) -> bool:
-        """The custom stop (if any), then SIGTERM, then SIGKILL after ``timeout`` seconds.
-        True if it had to be killed. An error of the custom stop goes to ``on_error``, or
-        is raised once the child is stopped anyway."""
+        """The custom stop (if any, given at most ``timeout`` seconds), then SIGTERM, then
+        SIGKILL after ``timeout`` seconds. True if it had to be killed. An error of the
+        custom stop goes to ``on_error``, or is raised once the child is stopped anyway; one
+        that hangs (a daemon that no longer answers its control socket) is an error too."""
         if not self.running():
             return False
         error = None
         if self.custom_stop is not None:
-            try:
-                self.custom_stop(self.proc)
-            except Exception as exc:
-                error = exc
+            error = self._custom_stop(timeout)
         killed = terminate(self.proc, timeout)
         if error is not None:
             if on_error is None:
                 raise error
             on_error(error)
         return killed
+
+    def _custom_stop(self, timeout: float) -> Exception | None:
+        """Run the custom stop in a thread, waiting at most ``timeout`` seconds (or until
+        the child exited); its error, or a TimeoutError if it did not end in time."""
+        errors: list[Exception] = []
+
+        def run() -> None:
+            try:
+                self.custom_stop(self.proc)
+            except Exception as exc:
+                errors.append(exc)
+
+        thread = threading.Thread(target=run, daemon=True, name=f"stop {self.name}")
+        thread.start()
+        thread.join(timeout)
+        if thread.is_alive():
+            return TimeoutError(f"its own stop did not end in {timeout:.0f} s")
+        return errors[0] if errors else None
