@@ -47,11 +47,12 @@ def run_processes(app) -> dict[int, str]:
     run's cgroup or not): pid -> what it is. Found by what only this appliance's processes
     name: its data directory or one of its ports."""
     data = str(app.data_dir) + "/"
-    marks = {f"127.0.0.1:{app.iscsi_port}": "tgtd"}
+    marks = (f"portal=127.0.0.1:{app.iscsi_port} ", f" --port {app.port} ",  # tgtd, web
+             f" strata-{app.port}@")                                     # the Celery worker
     found = {}
     for pid in all_pids():
         argv = command_line(pid)
-        line = " ".join(argv)
+        line = " ".join(argv) + " "
         if not argv or start_ticks(pid) is None or pid == os.getpid():
             continue
         if "pytest" in line:
@@ -65,8 +66,9 @@ def role(argv: list[str]) -> str:
     line = " ".join(argv)
     for needle, name in (("redis-server", "redis"), ("tgtd", "tgtd"),
                          ("ganesha.nfsd", "ganesha"), ("qemu-storage-daemon", "qsd"),
-                         ("smbd", "smbd"), ("services.object.serve", "s3"),
-                         ("services.object.gateway", "s3-worker"), (" beat", "beat"),
+                         ("smbd", "smbd"), ("--worker-fd", "s3-worker"),
+                         ("services.object.serve", "s3"), ("services.object.gateway", "s3"),
+                         (" beat", "beat"),
                          (" worker", "worker"), ("uvicorn", "web"),
                          ("plumbing.rungroup", "reaper"), ("console.cli.main", "strata up"),
                          ("ceph-fuse", "ceph-fuse")):
