@@ -31,8 +31,9 @@ class Appliance:
 
     def __init__(self, data_dir: Path | None = None, port: int | None = None,
                  s3_port: int | None = None, nfs_port: int | None = None,
-                 smb_port: int | None = None, pool_size: str = "1G", tls: bool = False):
-        self.pool_size, self.tls = pool_size, tls
+                 smb_port: int | None = None, pool_size: str = "1G", tls: bool = False,
+                 extra_args: tuple = ()):
+        self.pool_size, self.tls, self.extra_args = pool_size, tls, list(extra_args)
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="strata-test-"))
         self.port = port or free_port()
         self.s3_port = s3_port or free_port()  # 9000 may be taken on a shared machine
@@ -48,7 +49,7 @@ class Appliance:
                       "--default-pool-size", self.pool_size, "--s3-port", str(self.s3_port),
                       "--nfs-port", str(self.nfs_port), "--smb-port", str(self.smb_port),
                       "--iscsi-port", str(self.iscsi_port), "--nbd-port", str(self.nbd_port),
-                      *(["--tls"] if self.tls else [])],
+                      *(["--tls"] if self.tls else []), *self.extra_args],
             env=embedded_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True)
         deadline = time.monotonic() + timeout
