@@ -86,11 +86,17 @@ def app_ports(app) -> list[int]:
 
 
 def one_of_each(app) -> None:
-    """Exactly one of each daemon of this appliance on the whole machine."""
-    roles = list(run_processes(app).values())
-    for name in ("redis", "tgtd", "ganesha", "qsd", "s3", "beat", "web", "strata up",
-                 "reaper"):
-        assert roles.count(name) == 1, (name, sorted(roles))
+    """Exactly one of each daemon of this appliance on the whole machine (beat starts a
+    moment after the appliance answers: wait for it)."""
+    names = ("redis", "tgtd", "ganesha", "qsd", "s3", "beat", "web", "strata up", "reaper")
+
+    def counts():
+        roles = list(run_processes(app).values())
+        return {name: roles.count(name) for name in names}
+
+    with contextlib.suppress(AssertionError):
+        wait_for(lambda: set(counts().values()) == {1}, 60, "one of each daemon")
+    assert counts() == dict.fromkeys(names, 1), sorted(run_processes(app).values())
 
 
 def s3_client(app):
