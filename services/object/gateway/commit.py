@@ -31,8 +31,8 @@ import logging
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
-from .index import BucketIndex, Op, OpResult, seq_floor_now
-from .shared import IDLE, SeqFloors
+from .index import BucketIndex, Op, OpResult
+from .shared import IDLE, SeqFloors, seq_floor_now
 from .storage import SegmentStore, remove_location
 
 log = logging.getLogger("strata.s3.commit")

@@ -30,8 +30,8 @@ from .compaction import INTERVAL_SECONDS, collect_all_orphans, compaction_loop
 from .lifecycle import lifecycle_loop
 from .config import ConfigWatcher
 from .errors import S3Error
-from .index import Op, OpResult, Record, next_seq, set_seq_slot, shards_for_workers
-from .shared import MAX_WORKERS, FileLock, Generation, SeqFloors, run_dir
+from .index import Op, OpResult, Record, shards_for_workers
+from .shared import MAX_WORKERS, FileLock, Generation, SeqFloors, next_seq, run_dir, set_seq_slot
 from .snapshots import deleting_version
 from . import objectlock, sse, watch
 from .tiers import ColdTier, read_loc

@@ -29,7 +29,6 @@ import resource
 import sqlite3
 import struct
 import threading
-import time
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -79,35 +78,6 @@ def shards_for_workers(workers: int) -> int:
     served 4-6% more PUTs a second: both committers' batches are small, and while one holds
     the shard's lock the other's batch grows."""
     return max(1, workers // 2)
-
-
-_seq_lock = threading.Lock()
-_last_seq = 0
-_seq_slot = 0
-SEQ_SLOTS = 256
-
-
-def set_seq_slot(slot: int) -> None:
-    """Make this process's sequence numbers ``slot`` modulo :data:`SEQ_SLOTS` (its worker
-    slot, see .workers), so that no two worker processes ever take the same one."""
-    global _seq_slot, _last_seq
-    with _seq_lock:
-        _seq_slot, _last_seq = slot % SEQ_SLOTS, 0
-
-
-def seq_floor_now() -> int:
-    """A number no sequence number taken from now on, in any process, is below."""
-    return time.time_ns() - SEQ_SLOTS
-
-
-def next_seq() -> int:
-    """An increasing sequence number, unique across the worker processes of a data root
-    (nanoseconds, their lowest bits the worker slot, never repeating)."""
-    global _last_seq
-    with _seq_lock:
-        now = time.time_ns() // SEQ_SLOTS * SEQ_SLOTS + _seq_slot
-        _last_seq = max(_last_seq + SEQ_SLOTS, now)
-        return _last_seq
 
 
 @dataclass

@@ -11,6 +11,8 @@ one.
 - :class:`Generation`: a log every worker checks before each request (with inotify, see
   :mod:`.watch`: no system call unless it was written); a change of bucket settings, a bucket
   created or deleted, a snapshot taken or dropped appends to it.
+- Sequence numbers (:func:`next_seq`): increasing and unique across the workers, each
+  worker's in its own slot of the lowest bits.
 - :class:`SeqFloors`: per worker, the lowest sequence number it may still commit (see
   :func:`.snapshots.changes`: the change feed's horizon stays below every write in flight in
   any worker).
@@ -23,6 +25,8 @@ import fcntl
 import mmap
 import os
 import struct
+import threading
+import time
 
 IDLE = (1 << 63) - 1     # a floor of a worker with nothing in flight
 MAX_WORKERS = 256
@@ -131,6 +135,35 @@ class Generation:
         whole = data.rfind(b"\n") + 1  # a line being appended is read next time
         self.seen += whole
         return set(data[:whole].decode(errors="replace").split())
+
+
+_seq_lock = threading.Lock()
+_last_seq = 0
+_seq_slot = 0
+SEQ_SLOTS = 256
+
+
+def set_seq_slot(slot: int) -> None:
+    """Make this process's sequence numbers ``slot`` modulo :data:`SEQ_SLOTS` (its worker
+    slot, see .workers), so that no two worker processes ever take the same one."""
+    global _seq_slot, _last_seq
+    with _seq_lock:
+        _seq_slot, _last_seq = slot % SEQ_SLOTS, 0
+
+
+def seq_floor_now() -> int:
+    """A number no sequence number taken from now on, in any process, is below."""
+    return time.time_ns() - SEQ_SLOTS
+
+
+def next_seq() -> int:
+    """An increasing sequence number, unique across the worker processes of a data root
+    (nanoseconds, their lowest bits the worker slot, never repeating)."""
+    global _last_seq
+    with _seq_lock:
+        now = time.time_ns() // SEQ_SLOTS * SEQ_SLOTS + _seq_slot
+        _last_seq = max(_last_seq + SEQ_SLOTS, now)
+        return _last_seq
 
 
 class SeqFloors:

@@ -43,8 +43,8 @@ import time
 
 from . import objectlock, sse
 from .errors import S3Error
-from .index import Op, next_seq, prepare_shm
-from .shared import FileLock
+from .index import Op, prepare_shm
+from .shared import FileLock, next_seq
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS snapshots (
