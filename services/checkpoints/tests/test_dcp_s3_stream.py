@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from services.checkpoints.dcp import S3FileSystem
+from services.checkpoints.dcp.s3_filesystem import S3FileSystem
 
 pytest.importorskip("boto3", reason="the S3 writer needs boto3")
 pytest.importorskip("uvicorn", reason="the S3 gateway needs uvicorn")
