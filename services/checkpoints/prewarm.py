@@ -22,7 +22,7 @@ from django.db import transaction
 from plane import iobudget
 from plane.jobs import job_task, start_job
 from plane.models import Job
-from services.checkpoints import verify
+from services.checkpoints import sources, verify
 from services.checkpoints.models import CheckpointVersion, active_job
 
 T = CheckpointVersion.Tier
@@ -108,13 +108,13 @@ def warm(version: CheckpointVersion, progress=lambda pct, msg="", **counts: None
             src = os.path.join(version.cold_path, entry["name"])
             dst = os.path.join(version.path, entry["name"])
             if os.path.isfile(dst) and os.path.getsize(dst) == entry["size"] \
-                    and not verify.check_manifest(version.path, [entry]):
+                    and not verify.check_manifest(sources.DirectorySource(version.path), [entry]):
                 done += entry["size"]  # already there (a retried pre-warm)
                 continue
             waited_for = version.active_leases().exists()  # a restore took a lease
             foreground = foreground or waited_for
             done = _copy_file(src, dst, done, total, progress, waited_for)
-        problems = verify.check_manifest(version.path, manifest)
+        problems = verify.check_manifest(sources.DirectorySource(version.path), manifest)
         if problems:
             raise PrewarmFailed(verify.describe(problems))
     except (OSError, PrewarmFailed) as exc:
@@ -146,7 +146,8 @@ def mark_cold(version: CheckpointVersion, cold_path: str, *, manifest: list | No
     cold (with `manifest` when given) and its hot directory is removed before the lock is
     released, so a lease taken right after sees a cold version and pre-warms it."""
     if not verified:
-        problems = verify.check_manifest(cold_path, version.manifest)
+        problems = verify.check_manifest(sources.DirectorySource(cold_path),
+                                         version.manifest)
         if problems:
             raise PrewarmFailed("cold copy is not complete: " + verify.describe(problems))
     with transaction.atomic():

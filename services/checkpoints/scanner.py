@@ -13,7 +13,7 @@ import os
 
 from django.db import IntegrityError, transaction
 
-from services.checkpoints import formats, s3source, service
+from services.checkpoints import formats, service
 from services.checkpoints.models import CheckpointJob, CheckpointVersion
 
 log = logging.getLogger(__name__)
@@ -102,12 +102,9 @@ def _settle(version, det, location: str, summary: dict) -> None:
 def _scan_s3(job: CheckpointJob, summary: dict) -> None:
     """The same for step prefixes under `s3://<bucket>/<job>/` (no renames on S3: a DCP
     `.metadata` or Orbax's `commit_success.txt` is what marks a finished step)."""
-    config = service.s3_config() if job.bucket else None
-    if not config:
-        return
-    with s3source.plain_errors(job.bucket):
-        _scan_s3_steps(job, s3source.source_for(f"s3://{job.bucket}/{job.name}/", config),
-                       summary)
+    with service.job_objects(job) as root:
+        if root is not None:
+            _scan_s3_steps(job, root, summary)
 
 
 def _scan_s3_steps(job: CheckpointJob, root, summary: dict) -> None:
@@ -119,7 +116,7 @@ def _scan_s3_steps(job: CheckpointJob, root, summary: dict) -> None:
         version = CheckpointVersion.objects.filter(job=job, step=step).first()
         if version is not None and (version.state != V.WRITING or version.s3_prefix != prefix):
             continue
-        src = s3source.S3Source(root.client, job.bucket, f"{job.name}/{name}/")
+        src = root.child(name)
         files = src.list()
         det = formats.classify(name, {f["name"].split("/")[0] for f in files},
                                lambda src=src: src.read(formats.DCP_METADATA),

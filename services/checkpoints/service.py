@@ -4,6 +4,7 @@ Checks that read shards run before the transaction; the state change (committed,
 moved, older versions superseded) happens in one transaction holding the job's row lock,
 so two commits of one job never interleave and a refused commit changes nothing.
 """
+import contextlib
 import logging
 import os
 import shutil
@@ -15,7 +16,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from plumbing.errors import Conflict, Invalid, Unavailable
-from services.checkpoints import prewarm, s3source, verify
+from services.checkpoints import prewarm, sources, verify
 from services.checkpoints.models import (
     CheckpointJob,
     CheckpointLease,
@@ -143,15 +144,34 @@ def s3_config() -> dict | None:
     return getattr(settings, "STRATA_CHECKPOINT_S3", None) or plane_s3_config()
 
 
+def _s3_source(s3_prefix: str) -> sources.S3Source:
+    """The objects under `s3_prefix`, through the S3 endpoint of `s3_config`
+    (`sources.S3NotConfigured` when none is known)."""
+    return sources.source_for(s3_prefix, s3_config())
+
+
 def require_bucket(name: str) -> None:
     """Refuse a bucket the plane cannot keep checkpoints in: one that does not exist or a
     name S3 cannot take (Invalid), no S3 gateway running or answering (Unavailable)."""
     try:
-        client = s3source.source_for(f"s3://{name}/", s3_config()).client
-    except s3source.S3NotConfigured as exc:
+        client = _s3_source(f"s3://{name}/").client
+    except sources.S3NotConfigured as exc:
         raise Unavailable(str(exc), code="s3_not_configured") from None
-    with s3source.plain_errors(name, missing=Invalid):
+    with sources.plain_errors(name, missing=Invalid):
         client.head_bucket(Bucket=name)
+
+
+@contextlib.contextmanager
+def job_objects(job: CheckpointJob):
+    """The objects under the job's prefix `s3://<bucket>/<job>/` as a source (its steps are
+    `child(name)`), S3's errors inside the block raised as domain errors; None when the job
+    has no bucket or no S3 endpoint is known."""
+    config = s3_config() if job.bucket else None
+    if not config:
+        yield None
+        return
+    with sources.plain_errors(job.bucket):
+        yield sources.source_for(f"s3://{job.bucket}/{job.name}/", config)
 
 
 def shard_source(version: CheckpointVersion, location: str = ""):
@@ -161,20 +181,20 @@ def shard_source(version: CheckpointVersion, location: str = ""):
     if location == "path":
         if not version.path:
             raise Conflict(f"Version {version} has no directory: its job has no file system.")
-        return verify.DirectorySource(version.path)
+        return sources.DirectorySource(version.path)
     if not version.s3_prefix:
         raise Conflict(f"Version {version} has no S3 prefix: its job has no bucket.")
 
     try:
-        return s3source.source_for(version.s3_prefix, s3_config())
-    except s3source.S3NotConfigured as exc:
+        return _s3_source(version.s3_prefix)
+    except sources.S3NotConfigured as exc:
         raise Conflict(str(exc)) from exc
 
 
 def _space_left(version: CheckpointVersion, source, problems: list) -> str:
     """The likely reason shards are short or missing when the file system holding them has
     no room left for what is missing (its writers got ENOSPC); "" otherwise."""
-    if not isinstance(source, verify.DirectorySource) or not any(
+    if not isinstance(source, sources.DirectorySource) or not any(
             p.problem in ("short", "missing") for p in problems):
         return ""
     try:
@@ -203,7 +223,7 @@ def commit_version(version: CheckpointVersion, manifest, *, fmt: str = "",
         clean = verify.validate_manifest(manifest)
     except verify.ManifestError as exc:
         raise BadManifest(str(exc)) from exc
-    with s3source.plain_errors(version.job.bucket):
+    with sources.plain_errors(version.job.bucket):
         source = shard_source(version, location)
         problems = verify.check_manifest(source, clean)
     if problems:
@@ -218,7 +238,7 @@ def commit_version(version: CheckpointVersion, manifest, *, fmt: str = "",
         now = timezone.now()
         version.state, version.committed_at, version.error = V.COMMITTED, now, ""
         version.manifest, version.size_bytes = clean, sum(e["size"] for e in clean)
-        version.location = "path" if isinstance(source, verify.DirectorySource) else "s3"
+        version.location = "path" if isinstance(source, sources.DirectorySource) else "s3"
         if fmt:
             version.format = fmt
         latest = job.latest
@@ -310,10 +330,10 @@ def set_pin(version: CheckpointVersion, pinned: bool, reason: str = "") -> Check
         version.save(update_fields=["pinned", "pin_reason"])
         if version.s3_prefix and version.state != V.DELETED:
             try:
-                source = s3source.source_for(version.s3_prefix, s3_config())
-            except s3source.S3NotConfigured:
+                source = _s3_source(version.s3_prefix)
+            except sources.S3NotConfigured:
                 return version  # no S3 endpoint known: a pin of the catalog only
-            with s3source.plain_errors(version.job.bucket):
+            with sources.plain_errors(version.job.bucket):
                 source.legal_hold(pinned)  # a failure un-does the pin
     return version
 

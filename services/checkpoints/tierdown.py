@@ -55,7 +55,7 @@ from plane import iobudget
 from plane.jobs import job_task, start_job
 from plane.models import Job
 from plumbing.errors import Conflict
-from services.checkpoints import prewarm, service, verify
+from services.checkpoints import prewarm, service, sources, verify
 from services.checkpoints.models import (
     ACTIVE_JOB,
     CheckpointLease,
@@ -237,7 +237,8 @@ def reusable_problems(version: CheckpointVersion, cold: str, files: list) -> lis
     unsummed = [e["name"] for e in version.manifest if not e.get("sha256")]
     if unsummed:
         return [f"the manifest has no sha256 for {', '.join(unsummed[:10])}"]
-    problems = [p.detail for p in verify.check_manifest(cold, version.manifest)]
+    problems = [p.detail for p in verify.check_manifest(sources.DirectorySource(cold),
+                                                        version.manifest)]
     listed = {e["name"] for e in version.manifest}
     for entry in files:
         name = entry["name"]

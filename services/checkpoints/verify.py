@@ -87,27 +87,6 @@ def validate_manifest(manifest) -> list:
     return clean
 
 
-class DirectorySource:
-    """Shards as files under a directory (a version's path on a file system)."""
-
-    def __init__(self, root: str):
-        self.root = root
-
-    def stat(self, name: str):
-        """(size, stored checksums {algo: hex}) or None when missing; IsADirectoryError if not a file."""
-        path = os.path.join(self.root, name)
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            return None
-        if not os.path.isfile(path):
-            raise IsADirectoryError(name)
-        return st.st_size, {}
-
-    def open(self, name: str):
-        return open(os.path.join(self.root, name), "rb")
-
-
 def _digest(stream, want_sha: bool, want_crc: bool) -> tuple:
     sha = hashlib.sha256() if want_sha else None
     crc = 0
@@ -124,14 +103,13 @@ def _digest(stream, want_sha: bool, want_crc: bool) -> tuple:
 
 
 def check_manifest(source, manifest: list) -> list:
-    """Check every shard of a validated manifest in `source` (a directory path, a
-    DirectorySource or an S3Source); return the problems found (empty: complete).
+    """Check every shard of a validated manifest in `source` (a `sources.DirectorySource` or
+    `sources.S3Source`: anything with `stat(name)` and `open(name)`); return the problems found
+    (empty: complete).
 
     Checksums the store already holds for a shard (S3 additional checksums, verified by the
     gateway on upload) are compared directly; others are computed by reading the shard.
     """
-    if isinstance(source, str):
-        source = DirectorySource(source)
     problems = []
     for entry in manifest:
         name, size = entry["name"], entry["size"]

@@ -9,7 +9,7 @@ import pytest
 
 from services.checkpoints import retention
 from services.checkpoints.models import CheckpointJob
-from services.checkpoints.s3source import S3Source, make_client
+from services.checkpoints.sources import S3Source, make_client
 from services.checkpoints.verify import crc32c_update
 from services.checkpoints.tests.conftest import ACCESS, SECRET
 

@@ -3,7 +3,7 @@ objects: no S3 client can delete them while the pin holds; unpinning lifts the h
 import pytest
 from botocore.exceptions import ClientError
 
-from services.checkpoints.s3source import make_client
+from services.checkpoints.sources import make_client
 from services.checkpoints.tests.conftest import ACCESS, SECRET
 
 pytest.importorskip("boto3", reason="S3 tests need boto3")

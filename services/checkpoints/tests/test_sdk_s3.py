@@ -16,7 +16,7 @@ from rest_framework.authtoken.models import Token
 
 from services.checkpoints import retention, service
 from services.checkpoints.models import CheckpointLease, CheckpointVersion
-from services.checkpoints.s3source import parse_prefix
+from services.checkpoints.sources import parse_prefix
 from services.checkpoints.sdk import CheckpointClient, StrataError
 from tests.kit import free_port
 
@@ -210,16 +210,16 @@ def test_two_ranks_save_and_async_save_through_s3_load_with_one_and_three(client
 
 KILLED_SAVER = r"""
 import sys, threading, time
-from services.checkpoints import dcp as strata_dcp
+from services.checkpoints.dcp import s3_filesystem
 sent = {"n": 0}
-real = strata_dcp._Upload._send
+real = s3_filesystem.StreamingUpload._send
 def send(self, data):  # a slow network: after two parts, print and stall
     real(self, data)
     sent["n"] += 1
     if sent["n"] == 2:
         print("PARTS SENT", flush=True)
         time.sleep(600)
-strata_dcp._Upload._send = send
+s3_filesystem.StreamingUpload._send = send
 from services.checkpoints.tests import dcp_s3_ranks
 sys.exit(dcp_s3_ranks.main(sys.argv[1:]))
 """

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from services.checkpoints import formats, verify
+from services.checkpoints import formats, sources, verify
 
 
 def test_crc32c_matches_the_reference():
@@ -29,7 +29,7 @@ def test_check_manifest_names_every_problem(tmp_path):
         {"name": "gone", "size": 1},
         {"name": "dir", "size": 0},
     ])
-    problems = {p.name: p.problem for p in verify.check_manifest(str(tmp_path), manifest)}
+    problems = {p.name: p.problem for p in verify.check_manifest(sources.DirectorySource(str(tmp_path)), manifest)}
     assert problems == {"long": "long", "gone": "missing", "dir": "not_a_file"}
 
 

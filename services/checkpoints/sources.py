@@ -1,14 +1,19 @@
-"""Shards as objects under an S3 prefix, for verifying a commit made through S3 (no Django).
+"""Where a checkpoint version's shards are, seen the same way by the checks of `verify` (no
+Django): `DirectorySource(root)` for files under a directory, `S3Source` for objects under an
+S3 prefix. Both answer `stat(name)` (size and the checksums the store already holds, or None
+when missing) and `open(name)`.
 
 `S3Source(client, bucket, prefix)` answers `stat(name)` with HeadObject (checksum mode on,
 so the CRC32C/SHA-256 the gateway verified at upload come back without reading the data)
 and `open(name)` with GetObject. `parse_prefix("s3://bucket/job/step-N/")` splits a
-version's S3 prefix. The management plane builds the client from the object service's
-configuration (`client_for`); until the object service's Django app exists that is the
-`STRATA_CHECKPOINT_S3` setting: {"endpoint", "access_key", "secret_key", "region"?}.
+version's S3 prefix. `source_for(prefix, config)` builds one with its own client; the
+management plane (`service`) is the one caller, with the object service's gateway or the
+`STRATA_CHECKPOINT_S3` setting as `config`: {"endpoint", "access_key", "secret_key",
+"region"?}.
 """
 import base64
 import contextlib
+import os
 
 from plumbing.errors import Conflict, Invalid, Unavailable
 
@@ -30,6 +35,27 @@ def _hex(b64: str | None, length: int) -> str | None:
         return None
     raw = base64.b64decode(b64)
     return raw.hex() if len(raw) == length else None
+
+
+class DirectorySource:
+    """Shards as files under a directory (a version's path on a file system)."""
+
+    def __init__(self, root: str):
+        self.root = root
+
+    def stat(self, name: str):
+        """(size, stored checksums {algo: hex}) or None when missing; IsADirectoryError if not a file."""
+        path = os.path.join(self.root, name)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        if not os.path.isfile(path):
+            raise IsADirectoryError(name)
+        return st.st_size, {}
+
+    def open(self, name: str):
+        return open(os.path.join(self.root, name), "rb")
 
 
 class S3Source:
@@ -73,6 +99,10 @@ class S3Source:
                     raise
                 self._gone = True
         return self._gone
+
+    def child(self, name: str) -> "S3Source":
+        """The objects under `<prefix><name>/` (a step's, under its job's), on the same client."""
+        return S3Source(self.client, self.bucket, f"{self.prefix}{name}/")
 
     def open(self, name: str):
         return self.client.get_object(Bucket=self.bucket, Key=self.prefix + name)["Body"]
