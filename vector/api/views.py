@@ -1,10 +1,8 @@
 """REST for vector collections: thin views over `vector.service`.
 
-Engine errors (`vector.engine.VectorError`) become JSON `{"error", "detail"}` with the
-engine's 4xx status; a collection that would not fit in the memory budget is a 409.
+Engine errors (`vector.engine.VectorError`) are domain errors: the API's one handler
+(`plane/errors.py`) answers them as JSON `{"error", "detail"}` with their kind's status.
 """
-import re
-
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, status, viewsets
 from rest_framework.decorators import action
@@ -16,19 +14,7 @@ from plane.api.serializers import JobSerializer
 from plane.roles import ADMIN, role_of
 from vector import service
 from vector.api import serializers as s
-from vector.engine import MemoryBudgetExceeded, VectorError, http_status
 from vector.models import VectorCollection, VectorSnapshot
-
-
-class VectorAPIError(exceptions.APIException):
-    """An engine error as an API error: its status, a snake_case code, the engine's message."""
-
-    def __init__(self, exc: VectorError):
-        code = re.sub(r"(?<!^)(?=[A-Z])", "_", type(exc).__name__).lower()
-        self.status_code = http_status(exc)
-        if isinstance(exc, MemoryBudgetExceeded):
-            self.status_code = status.HTTP_409_CONFLICT
-        super().__init__(detail=str(exc), code=code)
 
 
 class AnyRole(BasePermission):
@@ -54,11 +40,6 @@ class VectorCollectionViewSet(viewsets.ModelViewSet):
         if self.action == "search":
             return [AnyRole()]
         return super().get_permissions()
-
-    def handle_exception(self, exc):
-        if isinstance(exc, VectorError):
-            exc = VectorAPIError(exc)
-        return super().handle_exception(exc)
 
     # -- collections -------------------------------------------------------------------
     def perform_create(self, serializer):

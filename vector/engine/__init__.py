@@ -17,13 +17,13 @@ from .errors import (BuildCancelled, BuildInProgress, CollectionClosed, Collecti
                      InsufficientTrainingData, InvalidFilter, InvalidId, InvalidInput, InvalidK,
                      InvalidMetadata, InvalidName, InvalidParams, InvalidValues,
                      MemoryBudgetExceeded, UnknownFilterField, UnknownIndexType, UnknownMetric,
-                     VectorError, VectorNotFound, http_status)
+                     VectorError, VectorNotFound)
 from .manager import CollectionManager
 from .spec import INDEX_PARAMS, INDEX_TYPES, MAX_K, METRICS, CollectionSpec, estimate_memory
 
 __all__ = [
     "Collection", "CollectionManager", "CollectionSpec", "MemoryBudget", "estimate_memory",
-    "errors", "http_status", "METRICS", "INDEX_TYPES", "INDEX_PARAMS", "MAX_K",
+    "errors", "METRICS", "INDEX_TYPES", "INDEX_PARAMS", "MAX_K",
     "VectorError", "InvalidInput", "DimensionMismatch", "InvalidValues", "InvalidId",
     "InvalidMetadata", "UnknownMetric", "UnknownIndexType", "InvalidParams", "InvalidK",
     "InvalidFilter", "UnknownFilterField", "InvalidName", "VectorNotFound", "CollectionNotFound",

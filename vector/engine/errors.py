@@ -1,17 +1,27 @@
 """Exceptions raised by the vector engine.
 
-Every error a caller can cause is a subclass of :class:`VectorError`; the REST layer maps
-them to HTTP statuses with :func:`http_status`. Messages are written for the end user.
+Every error a caller can cause is a subclass of :class:`VectorError`, itself a domain error
+of `plumbing.errors`: each also subclasses the domain class that says what kind of error it
+is (`Invalid`, `NotFound`, `Conflict`), and the API's one handler (`plane/errors.py`) maps
+that to a status, as for every other service. Its ``code`` is the class name in snake_case
+(``dimension_mismatch``). Messages are written for the end user.
 """
+import re
+
+from plumbing import errors
 
 
-class VectorError(Exception):
-    """Base class of every vector-engine error; ``status`` is the HTTP status it maps to."""
+class VectorError(errors.StrataError):
+    """Base class of every vector-engine error."""
 
-    status = 400
+    code = "vector_error"
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.code = re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()
 
 
-class InvalidInput(VectorError):
+class InvalidInput(VectorError, errors.Invalid):
     """A request is malformed (wrong type, missing field, bad shape)."""
 
 
@@ -59,66 +69,44 @@ class InvalidName(InvalidInput):
     """A collection name is not usable as a directory name."""
 
 
-class VectorNotFound(VectorError):
+class VectorNotFound(VectorError, errors.NotFound):
     """No vector with this id is stored."""
 
-    status = 404
 
-
-class CollectionNotFound(VectorError):
+class CollectionNotFound(VectorError, errors.NotFound):
     """No collection of this name exists (or the directory holds none)."""
 
-    status = 404
 
-
-class CollectionExists(VectorError):
+class CollectionExists(VectorError, errors.Conflict):
     """A collection of this name (or in this directory) already exists."""
 
-    status = 409
 
-
-class CollectionLocked(VectorError):
+class CollectionLocked(VectorError, errors.Conflict):
     """Another process has this collection open."""
 
-    status = 409
 
-
-class CollectionClosed(VectorError):
+class CollectionClosed(VectorError, errors.Conflict):
     """The collection was closed or dropped."""
 
-    status = 409
 
-
-class BuildInProgress(VectorError):
+class BuildInProgress(VectorError, errors.Conflict):
     """An index build (training or rebuild) is already running on this collection."""
 
-    status = 409
 
-
-class BuildCancelled(VectorError):
+class BuildCancelled(VectorError, errors.Conflict):
     """An index build was cancelled by its caller; the previous index stays in service."""
 
-    status = 409
 
-
-class InsufficientTrainingData(VectorError):
+class InsufficientTrainingData(VectorError, errors.Conflict):
     """Too few vectors to train the requested IVF/PQ index."""
 
-    status = 409
 
-
-class MemoryBudgetExceeded(VectorError):
-    """The collection would not fit in the memory budget."""
-
-    status = 507
+class MemoryBudgetExceeded(VectorError, errors.Conflict):
+    """The collection would not fit in the memory budget (a conflict with the collections
+    already open, not a full pool: 409, not 507)."""
 
 
 class CorruptCollection(VectorError):
-    """A checkpoint or write-ahead log on disk is damaged beyond its torn tail."""
+    """A checkpoint or write-ahead log on disk is damaged beyond its torn tail (no kind of
+    its own: the API answers 500)."""
 
-    status = 500
-
-
-def http_status(exc):
-    """Return the HTTP status code the REST layer should answer for ``exc``."""
-    return getattr(exc, "status", 500)
