@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from plumbing.errors import Conflict
-from dataplane.errors import InvalidArgument, NotFound
+from dataplane.errors import InvalidArgument
 from services.protection import beat, objstore
 from services.protection.locks import recorded_run
 from services.protection.models import Backup, BackupTarget, RestorePoint
@@ -17,7 +17,7 @@ from plumbing.progress import Meter
 from plumbing.treedigest import tree_digest
 from services.protection.replication import unique_snapshot_name
 from services.storage import service as storage
-from services.storage.drivers import driver_for
+from services.storage.drivers import delete_if_present, driver_for
 from services.storage.models import OBJECT_MODELS, FileSystem, Pool, Volume
 from plane import iobudget
 
@@ -223,11 +223,11 @@ def restore(rp: RestorePoint, *, name: str, pool: Pool,
         info = drv.clone_snapshot(pool.name, rp.kind, staging, rp.snapshot, name)
         got = tree_digest(info.path)
         if got != rp.tree_sha256:
-            _delete_object(drv, pool.name, rp.kind, name)
+            delete_if_present(drv, pool.name, rp.kind, name)
             raise BackupFailed(f"the restored {rp.kind} does not match the source's digest "
                                f"({got[:12]} != {rp.tree_sha256[:12]}); nothing was kept")
     finally:
-        _delete_object(drv, pool.name, rp.kind, staging)
+        delete_if_present(drv, pool.name, rp.kind, staging)
     if rp.kind == "filesystem":
         obj = FileSystem.objects.create(name=name, pool=pool, path=info.path,
                                         used_bytes=info.used_bytes)
@@ -236,13 +236,3 @@ def restore(rp: RestorePoint, *, name: str, pool: Pool,
                                     size_bytes=info.size_bytes, used_bytes=info.used_bytes)
     progress(100, f"restored {rp} as {name}")
     return obj, got
-
-
-def _delete_object(drv, pool, kind, name) -> None:
-    try:
-        if kind == "filesystem":
-            drv.delete_filesystem(pool, name)
-        else:
-            drv.delete_volume(pool, name)
-    except NotFound:
-        pass  # it was never made

@@ -41,7 +41,7 @@ from plane.models import Job
 from dataplane.errors import DataplaneError, NotFound
 from plumbing.progress import Meter
 from plumbing.treedigest import tree_digest
-from services.storage.drivers import driver_for
+from services.storage.drivers import delete_if_present, driver_for
 from services.storage.models import OBJECT_MODELS, Pool
 from plane import iobudget
 from services.tiering.models import TierMove
@@ -192,7 +192,7 @@ def complete_switched(move_id: int) -> None:
                      f"({refused}), so the copy at {old.path} is kept")
             log.warning("tier move of %s: %s", record.name, note)
         elif old is not None and tree_digest(old.path) == digest:
-            _delete(drv, record.from_pool, record.kind, record.name)
+            delete_if_present(drv, record.from_pool, record.kind, record.name)
             note += f"; the copy in {record.from_pool} was released"
         elif old is not None:
             note += (f"; the copy in {record.from_pool} differs from the moved one (written "
@@ -221,7 +221,7 @@ def clear_leftovers(record: TierMove) -> bool:
         target = Pool.objects.filter(name=record.to_pool).first()
         if target is not None:  # a deleted pool took the staging copy with it
             drv = driver_for(target.driver)
-            _delete(drv, record.to_pool, record.kind, f"{prefix}{record.name}"[:63])
+            delete_if_present(drv, record.to_pool, record.kind, f"{prefix}{record.name}"[:63])
             try:
                 snaps = drv.list_snapshots(record.from_pool, record.kind, record.name)
             except NotFound:
@@ -276,7 +276,7 @@ def _move(record, obj, dst: Pool, progress) -> dict:
         new = drv.clone_snapshot(dst.name, kind, staging, snap, name)
         got = tree_digest(new.path)
         if got != digest:
-            _delete(drv, dst.name, kind, name)
+            delete_if_present(drv, dst.name, kind, name)
             raise MoveFailed(f"the copy of {name} in {dst.name} does not match the source "
                              f"({got[:12]} != {digest[:12]}); the source is kept")
         progress(90, f"switching {name} (and what serves it) to {dst.name}")
@@ -292,7 +292,7 @@ def _move(record, obj, dst: Pool, progress) -> dict:
             snaps = []  # the kept copy keeps the move's snapshots too
         else:
             progress(95, f"releasing the copy in {src_pool}")
-            _delete(drv, src_pool, kind, name)  # the hot copy and the move's snapshots
+            delete_if_present(drv, src_pool, kind, name)  # the hot copy and the move's snapshots
     except BaseException:
         for snap in snaps:
             try:
@@ -302,7 +302,7 @@ def _move(record, obj, dst: Pool, progress) -> dict:
                             name, snap, exc)
         raise
     finally:
-        _delete(drv, dst.name, kind, staging)
+        delete_if_present(drv, dst.name, kind, staging)
     result = {"kind": kind, "name": name, "from": src_pool, "to": dst.name, "path": new.path,
               "bytes": moved_bytes, "rounds": rounds, "tree_sha256": digest}
     if warning:
@@ -330,18 +330,8 @@ def _switch(obj, dst: Pool, new_path: str, old_path: str, src_pool: str) -> None
             log.error("tier move of %s: pointing back at %s failed too: %s",
                       obj.name, old_path, back)
         try:
-            _delete(driver_for(dst.driver), dst.name, obj._meta.model_name, obj.name)
+            delete_if_present(driver_for(dst.driver), dst.name, obj._meta.model_name, obj.name)
         except DataplaneError as gone:  # still held by a daemon: the refusal matters more
             log.error("tier move of %s: the new copy in %s stays: %s", obj.name, dst.name, gone)
         raise MoveFailed(f"{obj.name} stays in {src_pool}: what serves it could not follow "
                          f"it to {dst.name}: {exc}") from exc
-
-
-def _delete(drv, pool, kind, name) -> None:
-    try:
-        if kind == "filesystem":
-            drv.delete_filesystem(pool, name)
-        else:
-            drv.delete_volume(pool, name)
-    except NotFound:
-        pass  # it was never made, or is already gone

@@ -129,7 +129,7 @@ def test_a_move_cut_off_after_its_switch_is_completed_by_the_next_worker(
     empty_cap = subvolumes("cap")
     record = TierMove.objects.create(kind="filesystem", name="big", from_pool="flash",
                                      to_pool="cap")
-    release = moves._delete
+    release = moves.delete_if_present
 
     def killed_before_release(drv, pool, kind, name):
         if (pool, name) == ("flash", "big"):
@@ -138,7 +138,7 @@ def test_a_move_cut_off_after_its_switch_is_completed_by_the_next_worker(
             raise Killed()
         return release(drv, pool, kind, name)
 
-    monkeypatch.setattr(moves, "_delete", killed_before_release)
+    monkeypatch.setattr(moves, "delete_if_present", killed_before_release)
     with pytest.raises(Killed):
         moves.move(record)
     monkeypatch.undo()
