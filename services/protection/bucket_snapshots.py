@@ -14,16 +14,15 @@ A restore copies a snapshot's versions into a new bucket (made by the plane, sam
 versioning Enabled) page by page, as a Job with progress; run again after a failure, it
 resumes (keys already copied are skipped).
 """
-import logging
 from datetime import UTC, datetime
 
 from plumbing.errors import Conflict, Invalid, NotFound
 from plumbing.progress import Meter
 from services.object.public import Bucket, admin_call, admin_client, create_bucket, refresh_usage
 from services.protection.models import SnapshotSchedule
-from services.protection.retention import Retention, snapshots_to_prune
+from services.protection import retention
+from services.protection.retention import Retention
 
-log = logging.getLogger(__name__)
 
 
 def _client(timeout: float = 30.0):
@@ -111,26 +110,18 @@ def unique_name(bucket: str, prefix: str, now) -> str:
 
 def prune(schedule: SnapshotSchedule) -> list[str]:
     """Delete the schedule's snapshots its retention lets go; return their names."""
-    policy = Retention(schedule.keep_last, schedule.keep_hourly, schedule.keep_daily,
-                       schedule.keep_weekly)
+    policy = Retention.of(schedule)
     if not policy.keeps_anything():
-        return []
+        return []  # a schedule without retention keeps everything
     client = _client()
     mine = [s for s in admin_call(client.list_snapshots, schedule.bucket)
             if s["name"].startswith(schedule.snapshot_prefix)]
     busy = {snap for bucket, snap in in_restore() if bucket == schedule.bucket}
-    doomed = snapshots_to_prune(
+    return retention.prune(
+        f"schedule {schedule.name}",
         [(s["name"], datetime.fromtimestamp(s["created"], UTC)) for s in mine], policy,
+        lambda name: admin_call(client.delete_snapshot, schedule.bucket, name),
         protected=[s["name"] for s in mine if s["name"] in busy])
-    pruned = []
-    for name in doomed:
-        try:
-            admin_call(client.delete_snapshot, schedule.bucket, name)
-        except Exception as exc:  # one that cannot go must not stop the others
-            log.warning("schedule %s: could not prune %s: %s", schedule.name, name, exc)
-            continue
-        pruned.append(name)
-    return pruned
 
 
 def take_scheduled_bucket_snapshot(schedule: SnapshotSchedule, now,

@@ -5,10 +5,13 @@ snapshots, plus the newest snapshot of each of the ``keep_hourly`` most recent h
 have one, of each of the ``keep_daily`` most recent days, and of each of the
 ``keep_weekly`` most recent ISO weeks (all in UTC). A snapshot kept by any rule is kept.
 """
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -19,6 +22,12 @@ class Retention:
     keep_hourly: int = 0
     keep_daily: int = 0
     keep_weekly: int = 0
+
+    @classmethod
+    def of(cls, schedule) -> "Retention":
+        """The retention of a snapshot schedule (anything with the four ``keep_*`` fields)."""
+        return cls(schedule.keep_last, schedule.keep_hourly, schedule.keep_daily,
+                   schedule.keep_weekly)
 
     def keeps_anything(self) -> bool:
         return any((self.keep_last, self.keep_hourly, self.keep_daily, self.keep_weekly))
@@ -66,3 +75,20 @@ def snapshots_to_prune(snapshots: Iterable[tuple[Any, datetime]], policy: Retent
     keep = snapshots_to_keep(snapshots, policy) | set(protected)
     old_first = sorted(snapshots, key=lambda s: (_utc(s[1]), s[0]))
     return [sid for sid, _ in old_first if sid not in keep]
+
+
+def prune(what: str, snapshots: Iterable[tuple[Any, datetime]], policy: Retention,
+          delete: Callable[[Any], None], protected: Iterable[Any] = (),
+          label: Callable[[Any], str] = str) -> list:
+    """Delete with ``delete(id)``, oldest first, the ``snapshots`` ``policy`` lets go (never
+    one of ``protected``); return the ids deleted. One that cannot go is logged (``what``:
+    whose snapshots, ``label(id)``: which one) and skipped: it must not stop the others."""
+    pruned = []
+    for sid in snapshots_to_prune(snapshots, policy, protected=protected):
+        try:
+            delete(sid)
+        except Exception as exc:  # one that cannot go must not stop the others
+            log.warning("%s: could not prune %s: %s", what, label(sid), exc)
+            continue
+        pruned.append(sid)
+    return pruned

@@ -2,19 +2,17 @@
 ``auto-<schedule>-YYYYmmdd-HHMMSS`` (UTC) and prunes the schedule's older snapshots by its
 retention, never one that something depends on. A schedule of a bucket takes and prunes
 bucket snapshots instead (``bucket_snapshots.py``)."""
-import logging
 
 from django.db import transaction
 from django.utils import timezone
 
-from services.protection import beat, bucket_snapshots
+from services.protection import beat, bucket_snapshots, retention
 from services.protection.models import Backup, Replica, Replication, SnapshotSchedule
 from services.protection.replication import unique_snapshot_name
-from services.protection.retention import Retention, snapshots_to_prune
+from services.protection.retention import Retention
 from services.storage import service as storage
 from services.storage.models import Snapshot
 
-log = logging.getLogger(__name__)
 TASK = "protection.run_schedule"
 
 
@@ -66,25 +64,18 @@ def _snapshot_name(schedule: SnapshotSchedule, now) -> str:
 
 def prune(schedule: SnapshotSchedule) -> list[str]:
     """Delete the schedule's snapshots its retention lets go; return their names."""
-    source = schedule.source
-    mine = list(source.snapshots.filter(name__startswith=schedule.snapshot_prefix))
-    protected = protected_snapshot_names(source)
-    policy = Retention(schedule.keep_last, schedule.keep_hourly, schedule.keep_daily,
-                       schedule.keep_weekly)
+    policy = Retention.of(schedule)
     if not policy.keeps_anything():
         return []  # a schedule without retention keeps everything
-    by_id = {s.pk: s for s in mine}
-    doomed = snapshots_to_prune([(s.pk, s.created_at) for s in mine], policy,
-                                protected=[s.pk for s in mine if s.name in protected])
-    pruned = []
-    for pk in doomed:
-        try:
-            storage.delete_snapshot(by_id[pk])
-        except Exception as exc:  # one that cannot go must not stop the others
-            log.warning("schedule %s: could not prune %s: %s", schedule.name, by_id[pk], exc)
-            continue
-        pruned.append(by_id[pk].name)
-    return pruned
+    source = schedule.source
+    mine = {s.pk: s for s in source.snapshots.filter(name__startswith=schedule.snapshot_prefix)}
+    protected = protected_snapshot_names(source)
+    pruned = retention.prune(f"schedule {schedule.name}",
+                             [(pk, s.created_at) for pk, s in mine.items()], policy,
+                             lambda pk: storage.delete_snapshot(mine[pk]),
+                             protected=[pk for pk, s in mine.items() if s.name in protected],
+                             label=lambda pk: str(mine[pk]))
+    return [mine[pk].name for pk in pruned]
 
 
 def take_scheduled_snapshot(schedule: SnapshotSchedule,
