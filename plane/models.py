@@ -1,10 +1,21 @@
-"""Jobs with progress and the audit log."""
+"""Jobs with progress and the audit log, and the abstract bases other models share."""
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
 from plane.cli.output import transfer_line
+
+
+class Timestamped(models.Model):
+    """When a row was created and last saved (set by Django): the base of every model that
+    records both."""
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
 
 
 class Job(models.Model):

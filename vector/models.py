@@ -6,6 +6,7 @@ last reported by the process that serves the collection.
 """
 from django.db import models
 
+from plane.models import Timestamped
 from services.storage.models import FileSystem, Pool
 
 # The engine's name rule (vector/engine/spec.py), shortened so that "vector-<name>" is still
@@ -15,7 +16,7 @@ NAME_HELP = ("Names are 1-56 characters: lower-case letters, digits, '_' and '-'
              "starting with a letter or digit.")
 
 
-class VectorCollection(models.Model):
+class VectorCollection(Timestamped):
     """A faiss collection: definition, where it lives, and its last reported size."""
 
     name = models.CharField(max_length=56, unique=True)
@@ -29,8 +30,6 @@ class VectorCollection(models.Model):
     vector_count = models.BigIntegerField(default=0)
     memory_bytes = models.BigIntegerField(default=0)
     index_state = models.CharField(max_length=16, default="ready")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]

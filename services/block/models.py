@@ -7,10 +7,11 @@ export row: ``state`` (online | error), ``error`` (the daemon's message) and ``c
 """
 from django.db import models
 
+from plane.models import Timestamped
 from services.storage.models import NameField, Volume
 
 
-class Host(models.Model):
+class Host(Timestamped):
     """A client machine: its iSCSI initiator IQN and/or NVMe host NQN, address, CHAP login."""
 
     name = NameField(unique=True)
@@ -19,8 +20,6 @@ class Host(models.Model):
     address = models.CharField(max_length=64, blank=True, default="")
     chap_user = models.CharField(max_length=64, blank=True, default="")
     chap_secret = models.CharField(max_length=64, blank=True, default="")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]
@@ -29,15 +28,13 @@ class Host(models.Model):
         return self.name
 
 
-class HostGroup(models.Model):
+class HostGroup(Timestamped):
     """Hosts that see the same LUNs: one iSCSI target per group; its ACL and CHAP accounts."""
 
     name = NameField(unique=True)
     hosts = models.ManyToManyField(Host, blank=True, related_name="groups")
     mutual_chap_user = models.CharField(max_length=64, blank=True, default="")
     mutual_chap_secret = models.CharField(max_length=64, blank=True, default="")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]
@@ -46,7 +43,7 @@ class HostGroup(models.Model):
         return self.name
 
 
-class BlockExport(models.Model):
+class BlockExport(Timestamped):
     """A volume made reachable over one protocol, to one host group (or to anyone)."""
 
     class Protocol(models.TextChoices):
@@ -80,8 +77,6 @@ class BlockExport(models.Model):
     connection = models.JSONField(default=dict, blank=True)
     state = models.CharField(max_length=16, choices=State.choices, default=State.ONLINE)
     error = models.TextField(blank=True, default="")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["id"]

@@ -10,7 +10,7 @@ from datetime import timedelta
 from django.db import models
 from django.utils import timezone
 
-from plane.models import Job
+from plane.models import Job, Timestamped
 from plumbing.errors import Conflict
 from services.storage.models import FileSystem, NameField, Pool
 
@@ -25,7 +25,7 @@ def refuse_while_used(collector, field, sub_objs, using):
                    "checkpoint jobs (or change their tiering) first.")
 
 
-class CheckpointJob(models.Model):
+class CheckpointJob(Timestamped):
     """A training job whose checkpoints Strata keeps: where they go and what to keep."""
 
     name = NameField(unique=True)
@@ -45,8 +45,6 @@ class CheckpointJob(models.Model):
     writing_timeout = models.DurationField(default=timedelta(hours=1))
     latest = models.ForeignKey("CheckpointVersion", null=True, blank=True,
                                on_delete=models.SET_NULL, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]

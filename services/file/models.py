@@ -8,6 +8,7 @@ row now: after a refused change the previous version keeps serving).
 """
 from django.db import models
 
+from plane.models import Timestamped
 from services.storage.models import FileSystem
 
 
@@ -17,7 +18,18 @@ class ApplyState(models.TextChoices):
     ERROR = "error"
 
 
-class NfsExport(models.Model):
+class Applied(Timestamped):
+    """What applying the row to its daemon gave: ``state`` and, on ``error``, why."""
+
+    state = models.CharField(max_length=16, choices=ApplyState.choices,
+                             default=ApplyState.PENDING)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        abstract = True
+
+
+class NfsExport(Applied):
     """An NFSv4 export of a file system (or a directory inside it) at a pseudo path."""
 
     filesystem = models.ForeignKey(FileSystem, on_delete=models.DO_NOTHING,
@@ -26,12 +38,7 @@ class NfsExport(models.Model):
                             help_text="directory inside the file system; empty: its root")
     pseudo = models.CharField(max_length=500, unique=True)
     clients = models.JSONField(default=list)   # [{address, access, squash, anonymous_uid?...}]
-    state = models.CharField(max_length=16, choices=ApplyState.choices,
-                             default=ApplyState.PENDING)
-    error = models.TextField(blank=True, default="")
     applied = models.JSONField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["pseudo"]
@@ -44,7 +51,7 @@ class NfsExport(models.Model):
         return self.pseudo
 
 
-class SmbShare(models.Model):
+class SmbShare(Applied):
     """An SMB3 share of a file system (or a directory inside it)."""
 
     name = models.CharField(max_length=80, unique=True)
@@ -54,12 +61,7 @@ class SmbShare(models.Model):
     read_only = models.BooleanField(default=False)
     valid_users = models.JSONField(default=list, blank=True)
     encrypt = models.BooleanField(default=False)
-    state = models.CharField(max_length=16, choices=ApplyState.choices,
-                             default=ApplyState.PENDING)
-    error = models.TextField(blank=True, default="")
     applied = models.JSONField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]
@@ -68,7 +70,7 @@ class SmbShare(models.Model):
         return self.name
 
 
-class SmbUser(models.Model):
+class SmbUser(Applied):
     """An SMB user: a Unix account (no home, no shell) kept by Strata plus a Samba password.
 
     The password is never stored here; it lives hashed in Samba's passdb in the data
@@ -77,11 +79,6 @@ class SmbUser(models.Model):
 
     username = models.CharField(max_length=32, unique=True)
     unix_created = models.BooleanField(default=False)
-    state = models.CharField(max_length=16, choices=ApplyState.choices,
-                             default=ApplyState.PENDING)
-    error = models.TextField(blank=True, default="")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["username"]

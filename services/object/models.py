@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
+from plane.models import Timestamped
 from plumbing.errors import Conflict
 from services.storage.models import FileSystem
 
@@ -125,7 +126,7 @@ KMS_ACCOUNT = "000000000000"   # the account part of the appliance's KMS key ARN
 KMS_ALIAS_RE = r"^alias/(?!aws)[A-Za-z0-9_-]{1,250}$"
 
 
-class KmsKey(models.Model):
+class KmsKey(Timestamped):
     """An SSE-KMS key kept by the appliance (what AWS KMS is to S3): an id (a UUID, as AWS's),
     an optional alias (``alias/NAME``), a description, enabled or not, and its 256-bit key
     material, sealed with the plane's SECRET_KEY (``plane.secrets``) like S3 secrets and the
@@ -141,8 +142,6 @@ class KmsKey(models.Model):
     sealed_material = models.TextField()
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.SET_NULL, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["created_at", "id"]

@@ -4,6 +4,7 @@ bucket replications (to a bucket on an S3 endpoint given as a backup target)."""
 from django.db import models
 from django.utils import timezone
 
+from plane.models import Timestamped
 from services.protection.fields import SealedTextField
 from services.storage.models import FileSystem, NameField, Volume
 
@@ -36,7 +37,7 @@ class SourceMixin(models.Model):
         return self.source.snapshots.all()
 
 
-class SnapshotSchedule(SourceMixin):
+class SnapshotSchedule(SourceMixin, Timestamped):
     """Take a snapshot on a cron expression or every N minutes; prune by retention.
 
     The source is a file system, a volume or an S3 ``bucket`` (by name: bucket snapshots are
@@ -56,8 +57,6 @@ class SnapshotSchedule(SourceMixin):
     last_run_at = models.DateTimeField(null=True, blank=True)
     last_snapshot = models.CharField(max_length=63, blank=True, default="")
     last_error = models.TextField(blank=True, default="")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]

@@ -6,6 +6,8 @@ records what it found (`state`, `error`, usage) back on the row.
 from django.core.validators import RegexValidator
 from django.db import models
 
+from plane.models import Timestamped
+
 NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 name_validator = RegexValidator(
     NAME_RE,
@@ -25,7 +27,17 @@ class State(models.TextChoices):
     ERROR = "error"
 
 
-class Pool(models.Model):
+class Reconciled(models.Model):
+    """What the last reconcile found: ``state`` and, when it is not online, ``error`` (why)."""
+
+    state = models.CharField(max_length=16, choices=State.choices, default=State.ONLINE)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        abstract = True
+
+
+class Pool(Reconciled, Timestamped):
     """Devices of one media class grouped with a redundancy profile (a btrfs file system)."""
 
     class Redundancy(models.TextChoices):
@@ -46,8 +58,6 @@ class Pool(models.Model):
     # local/directory/spdk: one of Redundancy; ceph: replicated:N or ec:K+M
     redundancy = models.CharField(max_length=16, default="none")
     media = models.CharField(max_length=8, choices=Media.choices, default="flash")
-    state = models.CharField(max_length=16, choices=State.choices, default=State.ONLINE)
-    error = models.TextField(blank=True, default="")
     mountpoint = models.CharField(max_length=500, blank=True, default="")
     size_bytes = models.BigIntegerField(default=0)
     used_bytes = models.BigIntegerField(default=0)
@@ -58,8 +68,6 @@ class Pool(models.Model):
     ceph = models.JSONField(default=dict, blank=True)
     # what the driver says beyond the state (ceph: status, reasons, failed domains, recovery)
     health_detail = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]
@@ -68,7 +76,7 @@ class Pool(models.Model):
         return self.name
 
 
-class PoolObject(models.Model):
+class PoolObject(Reconciled, Timestamped):
     """What file systems and volumes share: a name, a pool, where the bytes are, usage, the
     snapshot it was cloned from, and the state the last reconcile recorded."""
 
@@ -78,10 +86,6 @@ class PoolObject(models.Model):
     used_bytes = models.BigIntegerField(default=0)
     origin = models.ForeignKey("Snapshot", null=True, blank=True, on_delete=models.PROTECT,
                                related_name="%(class)s_clones")
-    state = models.CharField(max_length=16, choices=State.choices, default=State.ONLINE)
-    error = models.TextField(blank=True, default="")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         abstract = True
@@ -117,7 +121,7 @@ class Volume(PoolObject):
 OBJECT_MODELS = {"filesystem": FileSystem, "volume": Volume}
 
 
-class Snapshot(models.Model):
+class Snapshot(Reconciled):
     """A read-only point-in-time copy of a file system or a volume."""
 
     name = NameField()
@@ -128,8 +132,6 @@ class Snapshot(models.Model):
         Volume, null=True, blank=True, on_delete=models.CASCADE, related_name="snapshots"
     )
     path = models.CharField(max_length=500, blank=True, default="")
-    state = models.CharField(max_length=16, choices=State.choices, default=State.ONLINE)
-    error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
