@@ -7,6 +7,7 @@ import base64
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -78,17 +79,23 @@ def marked(size: int) -> tuple[bytes, bytes]:
 
 
 def found_on_disk(root: str, needle: bytes) -> list[str]:
-    """Files under ``root`` whose raw bytes contain ``needle``."""
+    """Files under ``root`` whose raw bytes contain ``needle``. Every regular file is read
+    (the tests run as root): one that cannot be read fails the check instead of being
+    skipped. Sockets and FIFOs hold no data at rest; a file removed between the listing and
+    its read (a compaction's old segment) is no longer on disk."""
     hits = []
     for dirpath, _, files in os.walk(root):
         for name in files:
             path = os.path.join(dirpath, name)
             try:
+                if not stat.S_ISREG(os.lstat(path).st_mode):
+                    continue
                 with open(path, "rb") as fh:
-                    if needle in fh.read():
-                        hits.append(path)
-            except OSError:
-                pass
+                    data = fh.read()
+            except FileNotFoundError:
+                continue
+            if needle in data:
+                hits.append(path)
     return hits
 
 
