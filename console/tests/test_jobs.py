@@ -2,14 +2,15 @@
 import os
 import subprocess
 import sys
-import time
+import threading
 
 import pytest
 from celery.contrib.testing.worker import start_worker
+from celery.signals import task_postrun
 
 from plane.celery import app
 from plane.models import Job
-from tests.kit import wait_job
+from tests.kit import wait_for, wait_job
 
 pytestmark = pytest.mark.root
 
@@ -36,8 +37,19 @@ def test_cancel_before_it_runs(api, transactional_db):
     job_id = api.post("/api/v1/pools/p1/scrub/").json()["id"]
     r = api.post(f"/api/v1/jobs/{job_id}/cancel/")
     assert r.status_code == 200 and r.json()["state"] == "cancelled"
-    with start_worker(app, pool="solo", perform_ping_check=False):
-        time.sleep(1.0)  # give the queued message to the worker: it must not run the job
+    handled = threading.Event()
+
+    def on_postrun(sender=None, args=None, **kwargs):  # in the worker's thread, this process
+        if tuple(args or ()) == (job_id,):
+            handled.set()
+
+    task_postrun.connect(on_postrun, weak=False)
+    try:
+        with start_worker(app, pool="solo", perform_ping_check=False):
+            # the worker took the queued message and its task returned: it must not have run
+            assert handled.wait(60), "the worker never handled the job's queued message"
+    finally:
+        task_postrun.disconnect(on_postrun)
     job = Job.objects.get(pk=job_id)
     assert job.state == "cancelled" and job.started_at is None
 
@@ -60,12 +72,12 @@ def test_job_left_running_by_a_dead_worker_is_failed_when_a_worker_starts(transa
                               env=env, cwd=settings.BASE_DIR, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+
+        def reaped():
             stuck.refresh_from_db()
-            if stuck.state != "running":
-                break
-            time.sleep(0.3)
+            return stuck.state != "running"
+
+        wait_for(reaped, 60, "the new worker to reap the stuck job", interval=0.3)
     finally:
         worker.terminate()
         worker.wait(30)
