@@ -1,5 +1,6 @@
-"""The tests' one kit: free ports, waiting for a port, a condition or a Job, and a Strata S3
-gateway subprocess. A whole appliance (`strata up`) is tests/appliance.py's `Appliance`.
+"""The tests' one kit: free ports, waiting for a port, a condition (`wait_for`, which returns
+what the condition returned) or a Job (`wait_job`; `run_job` starts one and waits), and a
+Strata S3 gateway subprocess. A whole appliance (`strata up`) is tests/appliance.py's `Appliance`.
 
 Standard library only at import (tests/run_suite.py imports it before pytest and Django)."""
 from __future__ import annotations
@@ -79,15 +80,36 @@ def wait_port(port: int, timeout: float = 30.0, host: str = "127.0.0.1", proc=No
         time.sleep(interval)
 
 
-def wait_for(predicate, timeout: float = 60, what: str = "condition", interval: float = 0.1):
-    """Poll ``predicate`` until it returns something true; return that value."""
+def wait_for(predicate, timeout: float = 60, what: str = "condition", interval: float = 0.1,
+             ignore: tuple = (), until=bool):
+    """Poll ``predicate()`` until ``until(value)`` holds (by default: until it returns
+    something true); return that value.
+
+    An exception of a type in ``ignore`` counts as "not yet" (a server still starting, an
+    object not yet restored); any other propagates at once, so a predicate may assert that
+    what it waits on is still alive. After ``timeout`` seconds: AssertionError naming
+    ``what`` and the last value (or ignored error) seen."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
+    while True:
+        try:
+            last = predicate()
+        except ignore as exc:
+            last = exc
+        else:
+            if until(last):
+                return last
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what} "
+                                 f"(last: {repr(last)[:500]})")
         time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
+
+
+def run_job(api, url: str, body: dict | None = None, timeout: float = 90) -> dict:
+    """POST ``body`` (JSON) to ``url``, an endpoint that answers 202 with a Job, with ``api``
+    (the DRF test client); wait for the Job and return its final JSON."""
+    r = api.post(url, body or {}, format="json")
+    assert r.status_code == 202, r.json()
+    return wait_job(api, r.json()["id"], timeout)
 
 
 def wait_job(api, job, timeout: float = 90, *, token: str | None = None,

@@ -3,13 +3,13 @@
 cluster has the EC profile the pool asked for, an RBD volume's bytes and a CephFS file
 system's bytes land in erasure-coded RADOS pools, and both read back by hash."""
 import os
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.ceph import driver_pool
 from tests.dataplane_support import read_at, sha, write_at
+from tests.kit import wait_for
 
 pytestmark = pytest.mark.root
 MiB = 1 << 20
@@ -22,15 +22,6 @@ def rados_pools(cluster) -> dict:
 def stored(cluster, pool: str) -> int:
     return next(p["stats"]["stored"] for p in cluster.command("df")["pools"]
                 if p["name"] == pool)
-
-
-def wait_for(check, what, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_an_ec_pool_stores_rbd_and_cephfs_bytes_erasure_coded(ceph_cluster):
@@ -53,8 +44,8 @@ def test_an_ec_pool_stores_rbd_and_cephfs_bytes_erasure_coded(ceph_cluster):
         write_at(vol.path, 4 * MiB + 512, block)
         assert sha(read_at(vol.path, 4 * MiB + 512, len(block))) == sha(block)
         assert read_at(vol.path, 0, 4096) == bytes(4096)     # thin: never written
-        wait_for(lambda: stored(ceph_cluster, data_pool) >= len(block),
-                 f"{len(block)} bytes stored in {data_pool}")
+        wait_for(lambda: stored(ceph_cluster, data_pool) >= len(block), 60,
+                 f"{len(block)} bytes stored in {data_pool}", interval=1)
 
         # a CephFS file system: its files' layout names the pool's EC file data pool
         fs = drv.create_filesystem(pool, "f")
@@ -68,8 +59,8 @@ def test_an_ec_pool_stores_rbd_and_cephfs_bytes_erasure_coded(ceph_cluster):
         fs_pool = os.getxattr(path, "ceph.file.layout.pool").decode()
         assert rados_pools(ceph_cluster)[fs_pool]["erasure_code_profile"] == \
             pools[data_pool]["erasure_code_profile"]
-        wait_for(lambda: stored(ceph_cluster, fs_pool) >= len(shard),
-                 f"{len(shard)} bytes stored in {fs_pool}")
+        wait_for(lambda: stored(ceph_cluster, fs_pool) >= len(shard), 60,
+                 f"{len(shard)} bytes stored in {fs_pool}", interval=1)
         assert sha(path.read_bytes()) == sha(shard)
         drv.delete_filesystem(pool, "f")
         drv.delete_volume(pool, "v")

@@ -6,13 +6,12 @@ OSD restarts and the pool is healthy again."""
 import hashlib
 import os
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.ceph import driver_pool
-from tests.kit import Gateway
+from tests.kit import Gateway, wait_for
 
 pytestmark = pytest.mark.root
 ACCESS, SECRET = "CEPHFSKILLKEY", "cephfs-kill-secret"
@@ -87,8 +86,9 @@ def test_osd_killed_mid_checkpoint_burst_and_s3_puts_loses_no_acknowledged_write
         before = (len(shards), len(objects))
         # "degraded" alone may still be the pool settling (PGs not yet active+clean) before the
         # monitors mark the killed OSD down: wait until the pool names the failed host
-        _wait(lambda: drv.pool_info(pool),
-              lambda i: i.health == "degraded" and "host1" in i.health_detail["failed_domains"], 60)
+        wait_for(lambda: drv.pool_info(pool), 60, "the pool to name the failed host",
+                 interval=0.5, until=lambda i: i.health == "degraded"
+                 and "host1" in i.health_detail["failed_domains"])
         # writes go on with one host down
         _until(lambda: len(shards) >= before[0] + 16 and len(objects) >= before[1] + 16, 120,
                errors)
@@ -98,7 +98,8 @@ def test_osd_killed_mid_checkpoint_burst_and_s3_puts_loses_no_acknowledged_write
             t.join(180)
         ceph_cluster.start_osd(1)
     assert not errors, errors
-    healthy = _wait(lambda: drv.pool_info(pool), lambda i: i.health == "online", 180)
+    healthy = wait_for(lambda: drv.pool_info(pool), 180, "the pool to recover", interval=0.5,
+                       until=lambda i: i.health == "online")
     assert healthy.health_detail["failed_domains"] == []
     for path, digest in shards.items():
         assert sha(path.read_bytes()) == digest, path
@@ -108,18 +109,9 @@ def test_osd_killed_mid_checkpoint_burst_and_s3_puts_loses_no_acknowledged_write
 
 
 def _until(check, timeout, errors):
-    deadline = time.monotonic() + timeout
-    while not check():
+    """Wait for the writers' progress, failing at once on an error of theirs."""
+    def progressed():
         assert not errors, errors
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
+        return check()
 
-
-def _wait(get, ok, timeout):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = get()
-        if ok(value) or time.monotonic() > deadline:
-            assert ok(value), value
-            return value
-        time.sleep(0.5)
+    wait_for(progressed, timeout, "the writers' progress", interval=0.2)

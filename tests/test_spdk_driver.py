@@ -7,7 +7,6 @@ and its reading of SPDK's replies against a fake that keeps SPDK's state and err
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from dataplane.errors import (  # noqa: E402
 from dataplane.spdk.driver import SpdkDriver  # noqa: E402
 from dataplane.spdk.rpc import SpdkRpcError  # noqa: E402
 from tests.fakes.spdk_server import FakeSpdk, FakeSpdkServer  # noqa: E402
+from tests.kit import wait_for  # noqa: E402
 
 MiB = 1 << 20
 HOST_A = "nqn.2014-08.org.nvmexpress:uuid:11111111-2222-3333-4444-555555555555"
@@ -251,9 +251,7 @@ def test_fake_runs_as_its_own_process_with_spdk_error_codes(tmp_path):
                             cwd=str(Path(__file__).resolve().parents[1]),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 10
-        while not os.path.exists(sock) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: os.path.exists(sock), 10, "the fake SPDK server's socket", interval=0.05)
         c = JSONRPCClient(sock, timeout=5)
         assert "FAKE" in c.call("spdk_get_version")["version"]
         assert c.call("bdev_malloc_create", {"num_blocks": 8192, "block_size": 512,

@@ -5,11 +5,11 @@ import os
 import signal
 import subprocess
 import threading
-import time
 
 import numpy as np
 
 from tests.appliance import Appliance
+from tests.kit import wait_for
 
 
 def _web_pids(port: int) -> list[int]:
@@ -45,9 +45,8 @@ def test_acknowledged_upserts_survive_kill_9_of_the_web_server(monkeypatch):
 
         t = threading.Thread(target=writer)
         t.start()
-        deadline = time.monotonic() + 60
-        while len(acked) < 1000 and time.monotonic() < deadline and not failed.is_set():
-            time.sleep(0.05)
+        wait_for(lambda: len(acked) >= 1000 or failed.is_set(), 60, "1000 acknowledged upserts",
+                 interval=0.05)
         pids = _web_pids(app.port)
         assert pids, "no web server process found"
         for pid in pids:
@@ -56,15 +55,9 @@ def test_acknowledged_upserts_survive_kill_9_of_the_web_server(monkeypatch):
         assert failed.is_set() and len(acked) >= 1000
         # strata up starts the web server again after a back-off; the new process loads the
         # collection from disk: every acknowledged upsert must be there
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                stats = client.collection("dur")["stats"]
-                break
-            except (VectorError, OSError):
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+        stats = wait_for(lambda: client.collection("dur")["stats"], 180,
+                         "the restarted web server to serve the collection", interval=0.5,
+                         ignore=(VectorError, OSError), until=lambda s: s is not None)
         assert app.proc.poll() is None, "strata up stopped instead of restarting the web server"
         assert stats["count"] >= len(acked)          # + at most the batch in flight
         assert stats["count"] <= len(acked) + 50

@@ -1,11 +1,10 @@
 """Index train/rebuild as Jobs: 202 + job URL, progress to 100 %, searches and upserts
 answered meanwhile and kept; failures and cancellation reported on the Job."""
-import time
 
 import numpy as np
 import pytest
 
-from tests.kit import wait_job
+from tests.kit import wait_for, wait_job
 from vector.registry import registry
 
 BASE = "/api/v1/vector-collections/"
@@ -121,10 +120,8 @@ def test_build_failure_and_cancel_are_reported_on_the_job(api, pool):
     # cancelled, unless the build beat the cancel request
     assert job["state"] in ("cancelled", "succeeded"), job
     # a job cancelled before the worker picked it up stops the build at its next step
-    deadline = time.monotonic() + 60
-    while api.get(f"{BASE}big/").json()["stats"]["building"]:
-        assert time.monotonic() < deadline, "the build did not stop"
-        time.sleep(0.1)
+    wait_for(lambda: not api.get(f"{BASE}big/").json()["stats"]["building"], 60,
+             "the build to stop")
     stats = api.get(f"{BASE}big/").json()["stats"]
     assert stats["count"] == 6_000
     r = api.post(f"{BASE}big/search/", {"vector": clustered(6_000)[5].tolist(), "k": 1},

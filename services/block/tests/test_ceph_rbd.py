@@ -14,6 +14,7 @@ from services.block.tests.qemuio import QemuIo
 from services.block.tests.test_iscsi import group, image_opts
 from services.block.transports.base import QosLimits
 from tests.ceph import driver_pool
+from tests.kit import wait_for
 
 pytestmark = pytest.mark.root
 MiB = 1 << 20
@@ -125,8 +126,9 @@ def test_killing_an_osd_mid_stream_loses_no_acknowledged_write(qsd, ceph_cluster
         before = len(acked)
         # "degraded" alone may still be the pool settling (PGs not yet active+clean) before the
         # monitors mark the killed OSD down: wait until the pool names the failed host
-        degraded = _wait(lambda: drv.pool_info(pool),
-                         lambda i: i.health == "degraded" and "host1" in i.health_detail["failed_domains"], 60)
+        degraded = wait_for(lambda: drv.pool_info(pool), 60, "the pool to name the failed host",
+                            interval=0.5, until=lambda i: i.health == "degraded"
+                            and "host1" in i.health_detail["failed_domains"])
         assert any("osd.1" in r and "host1" in r for r in degraded.health_detail["reasons"])
         assert degraded.health_detail["status"] in ("HEALTH_WARN", "HEALTH_ERR")
         down = [d for d in degraded.devices if d.path == "osd.1"]
@@ -141,8 +143,8 @@ def test_killing_an_osd_mid_stream_loses_no_acknowledged_write(qsd, ceph_cluster
     assert not errors, errors
     # recovery is visible in the pool's health, then it is healthy again
     seen = []
-    healthy = _wait(lambda: drv.pool_info(pool),
-                    lambda i: seen.append(i.health_detail) or i.health == "online", 120)
+    healthy = wait_for(lambda: drv.pool_info(pool), 120, "the pool to recover", interval=0.5,
+                       until=lambda i: seen.append(i.health_detail) or i.health == "online")
     assert healthy.health_detail["failed_domains"] == []
     assert any(h.get("recovery") or h["pg_states"] != {"active+clean": 8} for h in seen), seen
     ceph_cluster.wait_healthy(120)
@@ -152,13 +154,3 @@ def test_killing_an_osd_mid_stream_loses_no_acknowledged_write(qsd, ceph_cluster
     qsd.unexport("stream")
 
 
-def _wait(get, ok, timeout):
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        value = get()
-        if ok(value) or time.monotonic() > deadline:
-            assert ok(value), value
-            return value
-        time.sleep(0.5)

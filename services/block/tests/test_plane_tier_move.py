@@ -56,7 +56,7 @@ def connection(exp):
 
 
 def test_exports_follow_a_moved_volume(api, block, worker):
-    from services.protection.tests.helpers import run_job
+    from tests.kit import run_job
     from services.storage.models import Volume
 
     vol, iscsi, nbd = exported_volume(api)
@@ -101,7 +101,7 @@ def test_a_refused_repoint_keeps_the_volume_and_its_exports_where_they_were(api,
     """The block service re-points the exports; another receiver then refuses: the move
     puts the row back, the block service re-points the exports at the old copy again, and
     the new copy is dropped; sessions opened before go on writing the old copy."""
-    from services.protection.tests.helpers import run_job
+    from tests.kit import run_job
     from services.storage.drivers import driver_for
     from services.storage.models import Volume
     from services.tiering.signals import moved
@@ -155,7 +155,7 @@ def test_a_move_whose_export_cannot_be_repointed_fails_and_keeps_serving_the_old
     import subprocess
 
     from services.block.signals import follow_moved_volume
-    from services.protection.tests.helpers import run_job
+    from tests.kit import run_job
     from services.storage.drivers import driver_for
     from services.storage.models import Volume
     from services.tiering.signals import moved
@@ -207,7 +207,7 @@ def test_a_write_during_the_switch_undoes_the_move(api, block, worker):
     receiver that runs just before the block service's, while the export still serves the
     old copy): the move is undone, and the write is still there through the same export."""
     from services.block.signals import follow_moved_volume
-    from services.protection.tests.helpers import run_job
+    from tests.kit import run_job
     from services.storage.models import Volume
     from services.tiering.signals import moved
 

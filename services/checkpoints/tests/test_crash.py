@@ -28,6 +28,7 @@ from services.checkpoints.sdk import (
     StrataError,
 )
 from services.checkpoints.tests.conftest import make_job
+from tests.kit import wait_for
 
 pytestmark = [pytest.mark.root]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
@@ -200,11 +201,8 @@ def test_killed_with_the_commit_request_sent_commits_whole_or_not_at_all(client,
     previous = save_previous(client)
     got = run_and_kill(client, "commit-sent", shards=4, size=16 * MiB)
     vid = got["version"]
-    deadline = time.monotonic() + 30
-    while version_state(vid) == "writing":
-        assert time.monotonic() < deadline, "the sent commit never finished"
-        time.sleep(0.1)
-    assert version_state(vid) == "committed"
+    assert wait_for(lambda: version_state(vid), 30, "the sent commit to finish",
+                    until=lambda state: state != "writing") == "committed"
     version = CheckpointVersion.objects.get(pk=vid)
     assert version.job.latest_id == vid
     assert {e["name"]: e["sha256"] for e in version.manifest} == got["shards"]

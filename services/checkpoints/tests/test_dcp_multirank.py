@@ -27,7 +27,7 @@ from rest_framework.authtoken.models import Token
 from services.checkpoints import scanner
 from services.checkpoints.models import CheckpointJob, CheckpointVersion
 from services.checkpoints.sdk import CheckpointClient
-from tests.kit import free_port
+from tests.kit import free_port, wait_for
 
 torch = pytest.importorskip("torch", reason="multi-rank DCP needs torch==2.13.0")
 import torch.distributed.checkpoint as dcp  # noqa: E402
@@ -87,13 +87,15 @@ class Ranks:
 
     def kill_at(self, rank: int, point: str, timeout=300) -> None:
         """SIGKILL `rank` once it reports STOP `point`; then the others (the launcher)."""
-        deadline = time.monotonic() + timeout
+        def stopped():
+            if f"STOP {point}" in self.output(rank):
+                return True
+            assert self.launcher.poll() is None, "\n".join(
+                self.output(r)[-2000:] for r in range(self.world))
+            return False
+
         try:
-            while f"STOP {point}" not in self.output(rank):
-                assert self.launcher.poll() is None, "\n".join(
-                    self.output(r)[-2000:] for r in range(self.world))
-                assert time.monotonic() < deadline, f"rank {rank} never reached {point}"
-                time.sleep(0.1)
+            wait_for(stopped, timeout, f"rank {rank} to reach {point}")
             assert self.ours(self.pid(rank))
             os.kill(self.pid(rank), signal.SIGKILL)
             time.sleep(0.5)  # what the survivors do meanwhile does not matter: torchrun

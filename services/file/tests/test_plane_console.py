@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
@@ -14,6 +13,7 @@ from services.file.tests.plane_support import (
     new_user_name,
     plane_daemons,
 )
+from tests.kit import wait_job
 
 if not django_configured():
     pytest.skip("the file plane tests need pytest-django (run without -p no:django)",
@@ -73,10 +73,7 @@ def test_reconcile_job_in_the_worker_reapplies_everything(api, worker, data_dir,
         assert accepted.status_code == 202, accepted.content
         url = accepted.json()["url"] if "url" in accepted.json() else \
             f"/api/v1/jobs/{accepted.json()['id']}/"
-        deadline = time.monotonic() + 60
-        while (job := api.get(url).json())["state"] not in ("succeeded", "failed"):
-            assert time.monotonic() < deadline, job
-            time.sleep(0.2)
+        job = wait_job(api, url, 60)
         assert job["state"] == "succeeded", job
         assert "EXPORT {" in conf.read_text()
         with connect(settings.SERVICE_OPTIONS["nfs_port"], "/fs1") as client:

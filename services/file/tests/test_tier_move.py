@@ -49,7 +49,7 @@ def daemons(api, data_dir, settings):
 
 
 def test_exports_and_shares_follow_a_moved_filesystem(api, daemons, worker, settings):
-    from services.protection.tests.helpers import run_job
+    from tests.kit import run_job
     from services.file.models import NfsExport, SmbShare
     from services.storage.models import FileSystem
 
@@ -116,7 +116,7 @@ def test_a_move_whose_exports_cannot_follow_leaves_the_filesystem_served_where_i
         api, daemons, worker, settings):
     """When a service that serves the file system refuses the new path, the move fails, the
     row and the NFS export point at the old copy again and the new copy is dropped."""
-    from services.protection.tests.helpers import run_job
+    from tests.kit import run_job
     from services.storage.drivers import driver_for
     from services.storage.models import FileSystem
     from services.tiering.signals import moved

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from types import SimpleNamespace
 
 import boto3
@@ -13,7 +12,7 @@ import pytest
 from botocore.config import Config
 
 from services.object import bootstrap, up
-from tests.kit import free_port
+from tests.kit import free_port, wait_for
 
 
 def s3_client(endpoint: str, access: str, secret: str):
@@ -40,11 +39,15 @@ def start_plane_gateway(api, data_dir, settings, pool: dict | None = None,
             with open(data_dir / f"{spec.name}.log", "ab") as log:
                 procs.append(subprocess.Popen(spec.argv, env={**os.environ, **spec.env}, stdout=log,
                                               stderr=subprocess.STDOUT, cwd=data_dir))
-            deadline = time.monotonic() + 30
-            while not spec.ready():
-                assert procs[-1].poll() is None, (data_dir / f"{spec.name}.log").read_text()
-                assert time.monotonic() < deadline, f"{spec.name} not ready"
-                time.sleep(0.05)
+            proc = procs[-1]
+
+            def ready(spec=spec, proc=proc):
+                if spec.ready():
+                    return True
+                assert proc.poll() is None, (data_dir / f"{spec.name}.log").read_text()
+                return False
+
+            wait_for(ready, 30, f"{spec.name} to be ready", interval=0.05)
         creds = bootstrap.bootstrap({"username": "admin"})
     except BaseException:
         stop_procs(procs)

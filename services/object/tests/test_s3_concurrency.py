@@ -4,10 +4,10 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 from services.object.tests.gatewayproc import GatewayProcess
+from tests.kit import wait_for
 
 
 def _payload(key: str, size: int, generation: str = "new") -> bytes:
@@ -60,9 +60,7 @@ def test_kill9_during_concurrent_puts(fresh_gateway):
 
     pool = ThreadPoolExecutor(max_workers=100)
     futures = [pool.submit(put, key) for key in sizes]
-    deadline = time.time() + 30
-    while len(acked) < 15 and time.time() < deadline:
-        time.sleep(0.005)
+    wait_for(lambda: len(acked) >= 15, 30, "15 acknowledged PUTs", interval=0.005)
     gw.kill9()
     for f in futures:
         f.result()
@@ -91,10 +89,8 @@ def test_kill9_during_concurrent_puts(fresh_gateway):
         return [os.path.join(d, f) for d, _, names in os.walk(data_dir) for f in names]
 
     want = sum(1 for size in listed.values() if size >= 128 * 1024)
-    deadline = time.time() + 30
-    while len(files()) != want and time.time() < deadline:
-        time.sleep(0.2)
-    assert len(files()) == want, f"{len(files())} files for {want} large objects"
+    wait_for(lambda: len(files()), 30, f"one file for each of the {want} large objects",
+             interval=0.2, until=lambda n: n == want)
     for key in acked:
         assert s3.get_object(Bucket="crash", Key=key)["Body"].read() == _payload(key, sizes[key])
 

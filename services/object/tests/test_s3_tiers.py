@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError
 from plumbing.redisurl import redis_from_url
 from services.object.admin_client import GatewayAdminClient
 from services.object.tests.gatewayproc import ADMIN_TOKEN, GatewayProcess
+from tests.kit import wait_for
 
 MIB = 1024 * 1024
 
@@ -26,14 +27,6 @@ def files_under(path) -> list[str]:
 
 def cold_files(gw) -> list[str]:
     return files_under(os.path.join(gw.cold_root, "buckets"))
-
-
-def eventually(check, seconds: float = 10.0) -> None:
-    """Wait until ``check()`` is true (replaced bytes are removed just after the commit)."""
-    deadline = time.time() + seconds
-    while not check():
-        assert time.time() < deadline, "condition not reached"
-        time.sleep(0.05)
 
 
 def start_tiered(tmp_path, **settings) -> GatewayProcess:
@@ -123,7 +116,7 @@ def test_instant_class_transition_is_transparent_to_get(tiered):
     # overwrite and delete release the cold copies
     s3.put_object(Bucket="iab", Key="data/large", Body=b"new")
     s3.delete_object(Bucket="iab", Key="data/mpu")
-    eventually(lambda: len(cold_files(gw)) == 1)
+    wait_for(lambda: len(cold_files(gw)) == 1, 10, "one cold copy left", interval=0.05)
     assert s3.get_object(Bucket="iab", Key="data/large")["Body"].read() == b"new"
 
 
@@ -149,10 +142,8 @@ def test_archive_class_needs_restore_and_restores_expire(tiered):
 
     r = s3.restore_object(Bucket="arch", Key="ckpt/shard0", RestoreRequest={"Days": 3})
     assert r["ResponseMetadata"]["HTTPStatusCode"] == 202
-    deadline = time.time() + 20
-    while 'ongoing-request="false"' not in s3.head_object(Bucket="arch", Key="ckpt/shard0").get("Restore", ""):
-        assert time.time() < deadline, "restore did not finish"
-        time.sleep(0.1)
+    wait_for(lambda: 'ongoing-request="false"' in s3.head_object(Bucket="arch", Key="ckpt/shard0").get(
+        "Restore", ""), 20, "the restore to finish")
     restore = s3.head_object(Bucket="arch", Key="ckpt/shard0")["Restore"]
     assert "expiry-date=" in restore
     assert hashlib.sha256(s3.get_object(Bucket="arch", Key="ckpt/shard0")["Body"].read()).digest() \
@@ -178,14 +169,15 @@ def test_archive_class_needs_restore_and_restores_expire(tiered):
     gw.stop()
     gw.start()
     s3.restore_object(Bucket="arch", Key="ckpt/small", RestoreRequest={"Days": 1})
-    deadline = time.time() + 20
-    while True:
+
+    def restored():
         try:
-            assert s3.get_object(Bucket="arch", Key="ckpt/small")["Body"].read() == b"tiny"
-            break
+            return s3.get_object(Bucket="arch", Key="ckpt/small")["Body"].read()
         except ClientError as err:
-            assert err.response["Error"]["Code"] == "InvalidObjectState" and time.time() < deadline
-            time.sleep(0.1)
+            assert err.response["Error"]["Code"] == "InvalidObjectState", err
+            return None
+
+    assert wait_for(restored, 20, "the small object's restore") == b"tiny"
 
 
 def test_noncurrent_version_transition_and_colder_steps(tiered):
@@ -212,7 +204,7 @@ def test_noncurrent_version_transition_and_colder_steps(tiered):
     assert s3.get_object(Bucket="nvb", Key="model")["Body"].read() == b"two"
     assert len(cold_files(gw)) == 1
     s3.delete_object(Bucket="nvb", Key="model", VersionId=v1)
-    eventually(lambda: cold_files(gw) == [])
+    wait_for(lambda: cold_files(gw) == [], 10, "no cold copy left", interval=0.05)
 
 
 def test_storage_class_requests_that_cannot_be_honoured(tiered):
@@ -297,8 +289,8 @@ def test_restore_in_progress_is_shown_and_not_started_twice(tmp_path):
         with pytest.raises(ClientError) as e:
             s3.get_object(Bucket="slow", Key="obj")
         assert code_of(e) == "InvalidObjectState"
-        eventually(lambda: 'ongoing-request="false"' in s3.head_object(Bucket="slow", Key="obj").get("Restore", ""),
-                   seconds=30)
+        wait_for(lambda: 'ongoing-request="false"' in s3.head_object(Bucket="slow", Key="obj").get(
+            "Restore", ""), 30, "the throttled restore to finish", interval=0.05)
         assert s3.get_object(Bucket="slow", Key="obj")["Body"].read() == data
     finally:
         gw.stop()

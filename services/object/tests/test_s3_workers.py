@@ -24,23 +24,22 @@ import pytest
 from services.object.tests.gatewayproc import ACCESS, ADMIN_TOKEN, SECRET, USER_ACCESS, USER_SECRET, \
     GatewayProcess
 from services.object.tests.s3raw import sign
+from tests.kit import wait_for
 
 
 def _wait_workers(gw, count: int, timeout: float = 30, without: int | None = None) -> list[int]:
     """The gateway's worker PIDs, once there are ``count`` of them (not ``without``) and each
     answers."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def answering():
         pids = [p for p in gw.worker_pids() if p != without]
-        if len(pids) == count:
-            try:
-                for pid in pids:
-                    Conn.to(gw, pid).close()
-                return pids
-            except (AssertionError, OSError):
-                pass
-        time.sleep(0.2)
-    raise AssertionError(f"the gateway does not have {count} answering workers: {gw.worker_pids()}")
+        if len(pids) != count:
+            return None
+        for pid in pids:
+            Conn.to(gw, pid).close()
+        return pids
+
+    return wait_for(answering, timeout, f"{count} answering workers", interval=0.2,
+                    ignore=(AssertionError, OSError))
 
 
 class Conn:

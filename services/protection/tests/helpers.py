@@ -3,13 +3,7 @@ import hashlib
 import os
 import socket
 
-from tests.kit import wait_for, wait_job
-
-
-def run_job(api, url, body=None, timeout=90):
-    r = api.post(url, body or {}, format="json")
-    assert r.status_code == 202, r.json()
-    return wait_job(api, r.json()["id"], timeout)
+from tests.kit import wait_for
 
 
 def file_hashes(root) -> dict:

@@ -12,11 +12,11 @@ import zlib
 import pytest
 
 from services.protection.models import RestorePoint
-from services.protection.tests.helpers import file_hashes, run_job, write_files
+from services.protection.tests.helpers import file_hashes, write_files
 from services.protection.tests.s3gateway import ACCESS, SECRET, S3Gateway
 from services.storage.drivers import driver_for
 from services.storage.models import FileSystem, Volume
-from tests.kit import wait_for, wait_job
+from tests.kit import run_job, wait_for, wait_job
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]
 MiB = 1 << 20

@@ -25,9 +25,9 @@ from services.protection import bucket_replication, tasks
 from services.protection.api import views
 from services.protection.health import service_alerts
 from services.protection.models import BucketReplication, SnapshotSchedule
-from services.protection.tests.helpers import CutProxy, WorkerProcess, run_job
+from services.protection.tests.helpers import CutProxy, WorkerProcess
 from services.protection.tests.s3gateway import ACCESS, SECRET, S3Gateway
-from tests.kit import wait_for, wait_job
+from tests.kit import run_job, wait_for, wait_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 KiB, MiB = 1 << 10, 1 << 20

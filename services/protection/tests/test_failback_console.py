@@ -15,8 +15,9 @@ from rest_framework.authtoken.models import Token
 
 from conftest import _user
 from services.protection.models import Replication, ReplicationPeer
-from services.protection.tests.helpers import file_hashes, run_job, write_files
+from services.protection.tests.helpers import file_hashes, write_files
 from services.storage.models import FileSystem, Pool
+from tests.kit import run_job
 
 pytestmark = pytest.mark.django_db
 

@@ -2,16 +2,15 @@
 beat sends it, to a real worker) takes a snapshot and prunes by retention, and a snapshot
 a clone depends on survives pruning."""
 import json
-import time
 
 import pytest
 from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
 from plane.models import Job
 from services.protection.models import SnapshotSchedule
-from services.protection.tests.helpers import WorkerProcess, run_job, write_files
+from services.protection.tests.helpers import WorkerProcess, write_files
 from services.storage.models import Snapshot
-from tests.kit import wait_for, wait_job
+from tests.kit import run_job, wait_for, wait_job
 
 pytestmark = pytest.mark.django_db
 
@@ -107,10 +106,8 @@ def test_runs_snapshot_and_prune_but_keep_what_a_clone_needs(api, fs, worker):
     # the next run is sent exactly as beat sends it: the PeriodicTask's task and args
     pt = PeriodicTask.objects.get(name="protection:schedule:often")
     worker.send_task(pt.task, args=json.loads(pt.args))
-    deadline = time.monotonic() + 30
-    while not Job.objects.filter(kind="snapshot-schedule").count() >= 4:
-        assert time.monotonic() < deadline, "beat's task started no job"
-        time.sleep(0.2)
+    wait_for(lambda: Job.objects.filter(kind="snapshot-schedule").count() >= 4, 30,
+             "beat's task to start a job", interval=0.2)
     job = wait_job(api, Job.objects.filter(kind="snapshot-schedule").first().pk)
     assert job["state"] == "succeeded", job
     kept = set(Snapshot.objects.filter(filesystem__name="ckpt").values_list("name", flat=True))

@@ -10,9 +10,9 @@ from django.db import connection
 from rest_framework.authtoken.models import Token
 
 from services.protection.models import BackupTarget, ReplicationPeer
-from services.protection.tests.helpers import run_job
 from services.protection.tests.s3gateway import ACCESS, SECRET, S3Gateway
 from services.storage.models import Volume
+from tests.kit import run_job
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]
 MiB = 1 << 20

@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import subprocess
-import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
@@ -21,7 +20,7 @@ import requests
 
 from services.protection.tests.helpers import CutProxy, file_hashes, write_files
 from tests.appliance import Appliance
-from tests.kit import wait_job
+from tests.kit import wait_for, wait_job
 
 pytestmark = pytest.mark.root
 MiB = 1 << 20
@@ -149,10 +148,7 @@ def test_replicate_between_two_appliances_fail_over_and_back(appliances, request
     assert job["state"] == "failed", job
     assert proxy.cuts >= 1 and file_hashes(src) == at_a
     assert a("GET", "/replications/ckpt-dr/").json()["failback"]["phase"] == "pull"
-    deadline = time.monotonic() + 30
-    while sending(appliances[1].data_dir) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not sending(appliances[1].data_dir)
+    wait_for(lambda: not sending(appliances[1].data_dir), 30, "B to stop sending", interval=0.2)
     proxy.cut_after, proxy.count_download = None, False
     # run again, through the CLI on A: it resumes and completes
     done = appliances[0].cli("--json", "replication", "failback", "ckpt-dr")

@@ -17,6 +17,7 @@ from plumbing.iobudget import (
     IOBudget,
 )
 from plumbing.redisurl import redis_from_url
+from tests.kit import wait_for
 
 MiB = 1 << 20
 
@@ -31,14 +32,10 @@ def redis_db():
         client.delete(key)
 
 
-def wait_for_mark(client, timeout=10.0) -> bool:
+def wait_for_mark(client, timeout=10.0):
     """The gateway writes the mark on an I/O thread just after the request."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if client.exists(FOREGROUND_KEY):
-            return True
-        time.sleep(0.02)
-    return False
+    return wait_for(lambda: client.exists(FOREGROUND_KEY), timeout, "the foreground mark",
+                    interval=0.02)
 
 
 def background_wait(client) -> float:

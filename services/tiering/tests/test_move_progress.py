@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from services.protection.tests.helpers import file_hashes, run_job, write_files
+from services.protection.tests.helpers import file_hashes, write_files
 from services.storage.models import FileSystem
 from services.tiering.models import TierMove
-from tests.kit import wait_for, wait_job
+from tests.kit import run_job, wait_for, wait_job
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]
 MiB = 1 << 20

@@ -5,10 +5,11 @@ import os
 
 import pytest
 
-from services.protection.tests.helpers import file_hashes, run_job, write_files
+from services.protection.tests.helpers import file_hashes, write_files
 from services.storage.drivers import driver_for
 from services.storage.models import FileSystem, Volume
 from services.tiering.models import TierMove
+from tests.kit import run_job
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]
 MiB = 1 << 20
