@@ -37,7 +37,7 @@ per request is the share of Strata's that the HTTP stack takes. When the gateway
 this machine: 1 / the share of all cores busy (client included, from /proc/stat) while 1
 worker served, which is what a second worker could add at the same CPU per request.
 
-Last, the checkpoint path over S3: the SDK's DCP S3 writer (services/checkpoints/dcp.py:
+Last, the checkpoint path over S3: the SDK's DCP S3 writer (services/checkpoints/dcp/writers.py:
 ``dcp.save`` of ``--dcp-shards`` tensors of ``--dcp-mib`` MiB, one stream each, 8 MiB parts)
 against s5cmd uploading the same bytes as files, both to Strata; the writer's catalog commit
 is not timed here (bench/checkpoint_burst.py times save + commit on a whole appliance).
