@@ -112,12 +112,29 @@ class BucketCorsSerializer(serializers.Serializer):
                                   help_text="CORS rules as S3's JSON (null: none).")
 
 
+SECRET_MIN_DISTINCT = 8
+
+
+def _is_run(text: str) -> bool:
+    """Whether (nearly) every character is the one before it plus or minus one: abcd...,
+    9876..., 0123456789abcdef (one jump from 9 to a)."""
+    steps = [ord(b) - ord(a) for a, b in zip(text, text[1:])]
+    return max(steps.count(1), steps.count(-1)) >= 0.8 * len(steps)
+
+
+def _is_periodic(text: str) -> bool:
+    """Whether ``text`` is a shorter piece repeated (abcabcabc..., with a partial last one)."""
+    return any(text == (text[:n] * (len(text) // n + 1))[:len(text)]
+               for n in range(1, len(text) // 2 + 1))
+
+
 class S3KeySerializer(serializers.ModelSerializer):
     """Lists and shows keys without their secrets."""
 
     user = serializers.CharField(max_length=63, required=False,
                                  help_text="S3 user the key acts as (default: you).")
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True,
+                                              allow_null=True)  # null: made by the plane
 
     class Meta:
         model = S3Key
@@ -130,7 +147,10 @@ class S3KeyCreateSerializer(S3KeySerializer):
     """Create: the answer carries ``secret_key`` (and the endpoint) this once."""
 
     secret_key = serializers.CharField(min_length=16, max_length=128, required=False,
-                                       write_only=True, help_text="Leave empty to generate one.")
+                                       write_only=True, help_text=(
+                                           "Leave empty to generate one. At least 16 characters, "
+                                           f"{SECRET_MIN_DISTINCT} or more of them different, "
+                                           "not a repeated pattern or a run (abcd..., 1234...)."))
 
     class Meta(S3KeySerializer.Meta):
         fields = S3KeySerializer.Meta.fields + ["secret_key"]
@@ -138,6 +158,16 @@ class S3KeyCreateSerializer(S3KeySerializer):
     def validate_user(self, value):
         S3Key._meta.get_field("user").run_validators(value)
         return value
+
+    def validate_secret_key(self, secret):
+        # a secret signs every request of the key: one guessed from a short list (a repeated
+        # character, a pattern, a run like 0123456789abcdef) is no secret
+        if len(set(secret)) < SECRET_MIN_DISTINCT or _is_run(secret) or _is_periodic(secret):
+            raise serializers.ValidationError(
+                f"This secret is too easy to guess: give at least 16 characters with at least "
+                f"{SECRET_MIN_DISTINCT} different ones and no repeated pattern or run, or leave "
+                "it empty to have one generated.")
+        return secret
 
     def validate(self, attrs):
         request = self.context["request"]
@@ -155,7 +185,8 @@ class KmsKeySerializer(serializers.ModelSerializer):
                                   help_text="alias/NAME (or NAME): another name clients may use for the key.")
     arn = serializers.SerializerMethodField(help_text="The key's ARN (clients may name the key by it).")
     key_state = serializers.SerializerMethodField(help_text="Enabled or Disabled, as AWS KMS says.")
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True,
+                                              allow_null=True)  # null: made by the plane
 
     class Meta:
         model = KmsKey
