@@ -144,6 +144,10 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["plane.roles.RolePermission"],
+    # JSON bodies only (the console, CLI and SDK send JSON): form encodings have no null, no
+    # types and read an empty field as "not given", so `pool=` picked the default pool and a
+    # boolean took any spelling. A form body is a 415. Uploads declare their own parser.
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_FILTER_BACKENDS": ["plane.api.filters.FilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "plane.api.pagination.Pagination",

@@ -136,8 +136,10 @@ class VectorCollectionViewSet(viewsets.ModelViewSet):
         return self._build(request, "rebuild")
 
     # -- snapshots ---------------------------------------------------------------------
-    @extend_schema(request=s.VectorSnapshotSerializer, responses=s.VectorSnapshotSerializer)
-    @action(detail=True, methods=["get", "post"])
+    @extend_schema(methods=["GET"], responses=s.VectorSnapshotSerializer(many=True))
+    @extend_schema(methods=["POST"], request=s.VectorSnapshotSerializer,
+                   responses={201: s.VectorSnapshotSerializer})
+    @action(detail=True, methods=["get", "post"], pagination_class=None, filter_backends=[])
     def snapshots(self, request, name=None):
         """List the collection's snapshots, or take one (`name`)."""
         row = self.get_object()
@@ -156,8 +158,9 @@ class VectorCollectionViewSet(viewsets.ModelViewSet):
             raise exceptions.NotFound(f"Collection {row.name} has no snapshot named {snap}.")
         return found
 
-    @extend_schema(request=None, responses=s.VectorSnapshotSerializer)
-    @extend_schema(methods=["GET"], operation_id="api_v1_vector_collections_snapshot_retrieve")
+    @extend_schema(methods=["DELETE"], request=None, responses={204: None})
+    @extend_schema(methods=["GET"], operation_id="api_v1_vector_collections_snapshot_retrieve",
+                   responses=s.VectorSnapshotSerializer)
     @action(detail=True, methods=["get", "delete"], url_path=r"snapshots/(?P<snap>[^/]+)")
     def snapshot(self, request, name=None, snap=None):
         """GET or DELETE one snapshot."""

@@ -1,3 +1,4 @@
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from plane.api.limits import INT64
@@ -223,7 +224,7 @@ class BackupSerializer(serializers.ModelSerializer):
 
 class RestorePointSerializer(serializers.ModelSerializer):
     backup = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    parent = serializers.SlugRelatedField(slug_field="snapshot", read_only=True)
+    parent = serializers.SlugRelatedField(slug_field="snapshot", read_only=True, allow_null=True)
     full = serializers.BooleanField(read_only=True)
 
     class Meta:
@@ -249,6 +250,14 @@ class BucketSnapshotSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField(read_only=True)
     objects = serializers.IntegerField(read_only=True)
     bytes = serializers.IntegerField(read_only=True)
+
+
+@extend_schema_serializer(many=False)       # one object holding the list, not a list
+class BucketSnapshotListSerializer(serializers.Serializer):
+    """GET /bucket-snapshots/: every snapshot (of ``?bucket=``), not paged (the gateway
+    lists them all), under ``results`` as the paged lists are."""
+
+    results = BucketSnapshotSerializer(many=True)
 
 
 class BucketRestoreSerializer(serializers.Serializer):

@@ -335,7 +335,7 @@ class BucketSnapshotViewSet(viewsets.ViewSet):
         return bucket, name
 
     @extend_schema(parameters=[OpenApiParameter("bucket", str)],
-                   responses=s.BucketSnapshotSerializer(many=True))
+                   responses=s.BucketSnapshotListSerializer)
     def list(self, request):
         bucket = request.query_params.get("bucket") or None
         if bucket is not None:

@@ -11,13 +11,13 @@ class IOBudgetSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = IOBudgetSetting
-        fields = ["rate_mbps", "burst_mb", "class_rates_mbps", "foreground_share",
+        fields = ["id", "rate_mbps", "burst_mb", "class_rates_mbps", "foreground_share",
                   "updated_at"]
-        read_only_fields = ["updated_at"]
+        read_only_fields = ["id", "updated_at"]
 
 
 class TierMoveSerializer(serializers.ModelSerializer):
-    job = serializers.PrimaryKeyRelatedField(read_only=True)
+    job = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
 
     class Meta:
         model = TierMove

@@ -1,4 +1,5 @@
-from drf_spectacular.utils import extend_schema
+from django.http import Http404
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, viewsets
 
 from plane.api.responses import job_accepted
@@ -10,19 +11,26 @@ from plane.models import IOBudgetSetting
 from services.tiering.models import TierMove
 
 
+@extend_schema_view(**{action: extend_schema(parameters=[OpenApiParameter(
+    "id", int, OpenApiParameter.PATH, enum=[1], description="The one budget: 1.")])
+    for action in ("retrieve", "update", "partial_update")})
 class IOBudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
                       mixins.UpdateModelMixin, viewsets.GenericViewSet):
     """The background I/O budget (one object, id 1): MB/s for the appliance and per job
     class (0 = unlimited), and the share background keeps while foreground is busy."""
 
-    queryset = IOBudgetSetting.objects.all()
+    queryset = IOBudgetSetting.objects.order_by("pk")
     serializer_class = s.IOBudgetSerializer
 
-    def get_object(self):
-        return IOBudgetSetting.get()
+    def get_queryset(self):
+        IOBudgetSetting.get()             # made on first use: the list always holds id 1
+        return super().get_queryset()
 
-    def list(self, request, *args, **kwargs):
-        return self.retrieve(request, *args, **kwargs)
+    def get_object(self):
+        # there is one budget, id 1; another id is a 404 like any id that names nothing
+        if self.kwargs.get("pk") != str(IOBudgetSetting.get().pk):
+            raise Http404
+        return IOBudgetSetting.get()
 
     def perform_update(self, serializer):
         serializer.save()
