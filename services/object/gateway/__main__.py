@@ -15,7 +15,7 @@ import sys
 import uvicorn
 
 from .app import create_app
-from .config import ConfigError, ConfigWatcher
+from .config import ConfigError, ConfigWatcher, http_settings
 from .core import WorkerRole
 from .httpproto import GatewayHttpProtocol
 from .workers import Supervisor, die_with_parent
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--workers must be at least 1")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
-        ConfigWatcher(args.config)
+        limits, keep_alive = http_settings(ConfigWatcher(args.config).config)
     except (OSError, ConfigError) as exc:
         print(f"strata-s3: cannot use config {args.config}: {exc}", file=sys.stderr)
         return 2
@@ -76,9 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         die_with_parent()
         role = WorkerRole(slot=args.worker_slot, started=args.started, workers=workers)
     config = uvicorn.Config(create_app(args.config, role), host=args.host, port=args.port, loop="uvloop",
-                            http=GatewayHttpProtocol, lifespan="on", log_level=args.log_level, access_log=False,
-                            timeout_keep_alive=30, backlog=2048, ssl_certfile=args.ssl_certfile,
-                            ssl_keyfile=args.ssl_keyfile, server_header=False,  # the app says "Server: Strata"
+                            http=GatewayHttpProtocol.with_limits(limits), lifespan="on",
+                            log_level=args.log_level, access_log=False, timeout_keep_alive=keep_alive,
+                            backlog=2048, ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
+                            server_header=False,  # the app says "Server: Strata"
                             # the peer's address and TLS are facts: X-Forwarded-For/-Proto from a
                             # local client must not set aws:SourceIp or aws:SecureTransport
                             proxy_headers=False)

@@ -13,8 +13,11 @@ import logging
 import os
 import time
 
+from plumbing.http_protocol import HttpLimits
+
 log = logging.getLogger("strata.s3.config")
 CHECK_INTERVAL = 1.0  # background readers; requests refresh() first
+KEEP_ALIVE_SECONDS = 30.0  # an idle kept-alive connection is closed after this (config: http.keep_alive_timeout)
 
 
 class ConfigError(Exception):
@@ -53,10 +56,26 @@ def parse_config(text: str, path: str = "config") -> dict:
     if gather is not None and (isinstance(gather, bool) or not isinstance(gather, (int, float))
                                or not 0 <= gather <= 100):
         raise ConfigError(f"{path}: 'commit_gather_ms' must be a number of milliseconds from 0 to 100")
+    try:
+        http_settings(data)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: 'http': {exc}") from None
     data.setdefault("region", "us-east-1")
     data.setdefault("admin_token", "")
     data["users"] = users
     return data
+
+
+def http_settings(config: dict) -> tuple[HttpLimits, float]:
+    """(limits, keep-alive seconds) of the gateway's HTTP server from the config's ``http``
+    object (read at start); ValueError says what is wrong."""
+    if not isinstance(config.get("http") or {}, dict):
+        raise ValueError("must be an object of limits")
+    values = dict(config.get("http") or {})
+    keep_alive = values.pop("keep_alive_timeout", KEEP_ALIVE_SECONDS)
+    if isinstance(keep_alive, bool) or not isinstance(keep_alive, (int, float)) or keep_alive <= 0:
+        raise ValueError(f"'keep_alive_timeout' must be a positive number of seconds, not {keep_alive!r}")
+    return HttpLimits.from_mapping(values), float(keep_alive)
 
 
 def _identity(st: os.stat_result) -> tuple:

@@ -67,6 +67,9 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "InvalidTag": (400, "The tag provided was not a valid tag."),
     "NotModified": (304, "Not Modified"),
     "ServiceUnavailable": (503, "Please reduce your request rate."),
+    "SlowDown": (503, "Please reduce your request rate."),
+    "RequestTimeout": (400, "Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed."),
+    "RequestHeaderSectionTooLarge": (400, "Your request header section exceeds the maximum allowed size."),
     # not an AWS code (AWS never fills up): 507 as WebDAV defines it and MinIO answers a full
     # disk; botocore does not retry it, so the client sees the reason at once
     "InsufficientStorage": (507, "The pool holding this bucket is full; delete objects or grow the pool, then retry."),

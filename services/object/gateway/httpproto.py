@@ -27,6 +27,7 @@ close the connection once that request is answered, rather than replacing its an
 from __future__ import annotations
 
 import asyncio
+import http
 import logging
 import os
 import select
@@ -34,10 +35,10 @@ import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from uvicorn.protocols.http.flow_control import FlowControl
-from uvicorn.protocols.utils import is_ssl
-
 from plumbing.http_protocol import HttpProtocol
+
+from .errors import S3Error
+from .request import new_request_id
 
 HOLD_LIMIT = 16 * 1024  # writes up to this size may wait for the next one
 ZEROCOPY = "http.response.zerocopysend"
@@ -46,6 +47,10 @@ COPY_BLOCK = 1024 * 1024  # the copying fallback reads this much at a time
 SENDFILE_THREADS = 256    # responses sending at once (a thread waits on its slow client in poll)
 
 log = logging.getLogger("strata.s3")
+# the S3 error of each refusal of plumbing.http_protocol
+REFUSAL_CODES = {"header_too_large": ("RequestHeaderSectionTooLarge", None), "timeout": ("RequestTimeout", None),
+                 "busy": ("SlowDown", None),
+                 "bad_request": ("BadRequest", "An error occurred when parsing the HTTP request.")}
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
@@ -230,27 +235,49 @@ class ZeroCopySender:
             await self.send_asgi({"type": "http.response.body", "body": data, "more_body": True})
 
 
-def _address(info) -> tuple[str, int] | None:
-    """(host, port) of a socket address as the transport gives it (None: not an IP socket)."""
-    if isinstance(info, (tuple, list)) and len(info) >= 2:
-        return str(info[0]), int(info[1])
-    return None
+def _digested(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether a request's headers carry a digest of its body (Content-MD5, a flexible
+    checksum, or a SHA-256 of the payload that SigV4 signed), which a wrong body fails."""
+    for name, value in headers:
+        if name == b"content-md5" or name.startswith(b"x-amz-checksum-") or (
+                name == b"x-amz-content-sha256" and len(value) == 64):
+            return True
+    return False
+
+
+class GuardedReceive:
+    """The ``receive`` of one request/response cycle, which, once ``spoiled`` before the end
+    of the body was read, ends the body with ``http.disconnect`` after what has arrived (see
+    :meth:`GatewayHttpProtocol.spoil`)."""
+
+    __slots__ = ("receive", "spoiled", "done")
+
+    def __init__(self, receive):
+        self.receive = receive
+        self.spoiled = False
+        self.done = False  # the body's end was read (or it was cut short)
+
+    async def __call__(self) -> dict:
+        if self.spoiled and self.done:
+            return {"type": "http.disconnect"}
+        message = await self.receive()
+        if message["type"] != "http.request":
+            self.done = True
+        elif self.spoiled:
+            message["more_body"] = True
+            self.done = True
+        elif not message.get("more_body", False):
+            self.done = True
+        return message
 
 
 class GatewayHttpProtocol(HttpProtocol):
-    """Strata's HTTP protocol (uvicorn's httptools protocol, stopping promptly over TLS) on a
-    :class:`CoalescingTransport`, offering ``http.response.zerocopysend`` on plain TCP."""
+    """Strata's HTTP protocol (uvicorn's httptools protocol with limits, stopping promptly
+    over TLS) on a :class:`CoalescingTransport`, offering ``http.response.zerocopysend`` on
+    plain TCP, and refusing in S3 XML."""
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        """uvicorn's, with both addresses from what uvloop read at accept: uvicorn asks a
-        new socket object for them again, five more system calls a connection (and most
-        S3 clients open a new connection for every second request or so)."""
-        self.connections.add(self)
-        self.transport = CoalescingTransport(transport, self.loop)
-        self.flow = FlowControl(transport)
-        self.server = _address(transport.get_extra_info("sockname"))
-        self.client = _address(transport.get_extra_info("peername"))
-        self.scheme = "https" if is_ssl(transport) else "http"
+    def wrap_transport(self, transport: asyncio.Transport) -> CoalescingTransport:
+        return CoalescingTransport(transport, self.loop)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -260,17 +287,61 @@ class GatewayHttpProtocol(HttpProtocol):
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
         cycle = self.cycle
-        if cycle is not None and cycle.scope is self.scope and self.scheme == "http":
-            cycle.send = ZeroCopySender(cycle, self.transport)
+        if cycle is not None and cycle.scope is self.scope:
+            self.guard = cycle.receive = GuardedReceive(cycle.receive)
+            if self.scheme == "http":
+                cycle.send = ZeroCopySender(cycle, self.transport)
+
+    def spoil(self) -> bool:
+        """The request in progress can no longer be trusted to have the body its
+        Content-Length says (the client's framing is wrong, or it stopped sending): its
+        application reads a disconnect after what it has, so nothing of the body is stored,
+        and answers (``IncompleteBody``) before the connection closes. False: no request body
+        is still to be read."""
+        cycle, guard = self.cycle, getattr(self, "guard", None)
+        if cycle is None or guard is None or cycle.response_complete or guard.done or guard.spoiled:
+            return False
+        guard.spoiled = True
+        cycle.keep_alive = False
+        cycle.message_event.set()
+        self.disarm()
+        return True
+
+    def eof_received(self) -> bool:
+        """The client closed its side: a body it had not finished ends the request with
+        ``IncompleteBody`` (answered: the connection is still open the other way)."""
+        cycle = self.cycle
+        if cycle is not None and cycle.more_body and not self.in_head and self.spoil():
+            self.flow.pause_reading()
+            return True
+        return super().eof_received()
 
     def send_400_response(self, msg: str) -> None:
         """Bytes that do not parse as HTTP right after a whole request (a client whose body
         was longer than its Content-Length) end the connection after that request's answer,
-        as S3 does (the client reads e.g. ``BadDigest``), instead of replacing it with a bare
-        400. Anything else (garbage inside a request's head or body) is answered 400 at once."""
+        instead of a bare 400 in place of it. The answer is the request's own when a digest
+        covers its body (the client reads ``BadDigest``, as S3 answers; s3-tests'
+        test_object_create_bad_contentlength_mismatch_below), and ``IncompleteBody`` when
+        nothing does and the application has not read the end of the body yet: the body may be
+        only the first part of what the client meant, and is not stored. Anything else
+        (garbage inside a request's head or body) is answered 400 ``BadRequest`` at once."""
         cycle = self.cycle
         if cycle is not None and not cycle.more_body and not cycle.response_complete:
+            if not _digested(cycle.scope["headers"]):
+                self.spoil()
             cycle.keep_alive = False
             self.flow.pause_reading()
             return
         super().send_400_response(msg)
+
+    def refusal(self, kind: str, detail: str) -> bytes:
+        """A refusal as S3 says it: an XML error (``RequestHeaderSectionTooLarge``,
+        ``RequestTimeout``, ``SlowDown``, ``BadRequest``), never text."""
+        code, message = REFUSAL_CODES[kind]
+        err = S3Error(code, f"{message or S3Error(code).message} ({detail})")
+        request_id = new_request_id()
+        body = err.to_xml(request_id)
+        return (f"HTTP/1.1 {err.status} {http.HTTPStatus(err.status).phrase}\r\n"
+                f"content-type: application/xml\r\ncontent-length: {len(body)}\r\n"
+                f"x-amz-request-id: {request_id}\r\nserver: Strata\r\nconnection: close\r\n\r\n"
+                ).encode() + body
