@@ -93,3 +93,21 @@ def select_readable(sock: socket.socket, timeout: float) -> bool:
     """Whether ``sock`` has something to read (an answer, or its end) within ``timeout`` s."""
     readable, _, _ = select.select([sock], [], [], timeout)
     return bool(readable)
+
+
+def still_open(socks: list[socket.socket], timeout: float) -> list[socket.socket]:
+    """Read every socket (answers are dropped) until the server has closed each, or
+    ``timeout`` s passed; those it has not closed by then."""
+    waiting = set(socks)
+    deadline = time.monotonic() + timeout
+    while waiting and time.monotonic() < deadline:
+        readable, _, _ = select.select(list(waiting), [], [], min(1.0, max(0.0, deadline - time.monotonic())))
+        for sock in readable:
+            try:
+                if not sock.recv(65536, socket.MSG_DONTWAIT):
+                    waiting.discard(sock)
+            except BlockingIOError:
+                pass
+            except OSError:  # reset: closed too
+                waiting.discard(sock)
+    return [s for s in socks if s in waiting]

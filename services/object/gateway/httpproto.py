@@ -35,14 +35,13 @@ import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from plumbing.http_protocol import HttpProtocol
+from plumbing.http_protocol import HttpLimits, HttpProtocol
 
 from .errors import S3Error
 from .request import new_request_id
 
 HOLD_LIMIT = 16 * 1024  # writes up to this size may wait for the next one
 ZEROCOPY = "http.response.zerocopysend"
-STALL_SECONDS = 120.0     # a client that takes no byte for this long is cut off
 COPY_BLOCK = 1024 * 1024  # the copying fallback reads this much at a time
 SENDFILE_THREADS = 256    # responses sending at once (a thread waits on its slow client in poll)
 
@@ -112,17 +111,19 @@ class CoalescingTransport:
         return getattr(self._transport, name)
 
 
-def _wait_writable(fd: int) -> None:
+def _wait_writable(fd: int, stall: float) -> None:
     poller = select.poll()
     poller.register(fd, select.POLLOUT)
-    if not poller.poll(STALL_SECONDS * 1000):
-        raise TimeoutError(f"the client took no byte for {STALL_SECONDS:.0f} s")
+    if not poller.poll(stall * 1000):
+        raise TimeoutError(f"the client took no byte for {stall:g} s")
 
 
-def send_file_blocking(sock_fd: int, head: bytes, file_fd: int, offset: int, count: int) -> None:
+def send_file_blocking(sock_fd: int, head: bytes, file_fd: int, offset: int, count: int,
+                       stall: float = HttpLimits.send_timeout) -> None:
     """Send ``head`` then bytes [offset, offset + count) of ``file_fd`` on the non-blocking
-    socket ``sock_fd``, waiting whenever it is full (a worker thread; both descriptors are
-    the caller's duplicates and are closed here)."""
+    socket ``sock_fd``, waiting whenever it is full, at most ``stall`` seconds for the
+    client to take a byte (a worker thread; both descriptors are the caller's duplicates and
+    are closed here)."""
     sock = socket.socket(fileno=sock_fd)
     try:
         view = memoryview(head)
@@ -130,12 +131,12 @@ def send_file_blocking(sock_fd: int, head: bytes, file_fd: int, offset: int, cou
             try:
                 view = view[sock.send(view, socket.MSG_MORE if count else 0):]
             except BlockingIOError:
-                _wait_writable(sock_fd)
+                _wait_writable(sock_fd, stall)
         while count > 0:
             try:
                 sent = os.sendfile(sock_fd, file_fd, offset, count)
             except BlockingIOError:
-                _wait_writable(sock_fd)
+                _wait_writable(sock_fd, stall)
                 continue
             if sent == 0:
                 raise EOFError("the file is shorter than the response says")
@@ -156,12 +157,13 @@ def _read_block(fd: int, offset: int, length: int) -> bytes:
 class ZeroCopySender:
     """The ``send`` of one request/response cycle, with ``http.response.zerocopysend``."""
 
-    __slots__ = ("cycle", "send_asgi", "transport")
+    __slots__ = ("cycle", "send_asgi", "transport", "stall")
 
-    def __init__(self, cycle, transport: CoalescingTransport):
+    def __init__(self, cycle, transport: CoalescingTransport, stall: float):
         self.cycle = cycle
         self.send_asgi = cycle.send
         self.transport = transport
+        self.stall = stall  # seconds the client may take no byte
 
     async def __call__(self, message: dict) -> None:
         if message["type"] != ZEROCOPY:
@@ -201,7 +203,8 @@ class ZeroCopySender:
             raise
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(_executor(), send_file_blocking, dup_sock, head, dup_file, offset, count)
+            await loop.run_in_executor(_executor(), send_file_blocking, dup_sock, head, dup_file, offset, count,
+                                       self.stall)
         except asyncio.CancelledError:
             self._cut(raw, sock_fd)
             raise
@@ -290,7 +293,7 @@ class GatewayHttpProtocol(HttpProtocol):
         if cycle is not None and cycle.scope is self.scope:
             self.guard = cycle.receive = GuardedReceive(cycle.receive)
             if self.scheme == "http":
-                cycle.send = ZeroCopySender(cycle, self.transport)
+                cycle.send = ZeroCopySender(cycle, self.transport, self.limits.send_timeout)
 
     def spoil(self) -> bool:
         """The request in progress can no longer be trusted to have the body its

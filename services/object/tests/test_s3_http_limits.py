@@ -18,7 +18,8 @@ from services.object.tests import s3raw
 from services.object.tests.gatewayproc import ACCESS, SECRET, GatewayProcess
 from tests import rawhttp
 
-SHORT = {"header_timeout": 2, "body_timeout": 2, "keep_alive_timeout": 2, "max_connections_per_client": 8}
+SHORT = {"header_timeout": 2, "body_timeout": 2, "send_timeout": 2, "keep_alive_timeout": 2,
+         "max_connections_per_client": 8}
 
 
 @pytest.fixture(scope="module")
@@ -183,3 +184,72 @@ def test_connections_per_client_address(tmp_path):
         finally:
             for sock in held:
                 sock.close()
+
+
+@pytest.mark.parametrize("encrypted", [False, True])
+def test_reader_that_takes_nothing_is_cut_off(limited, encrypted):
+    """A GET whose client takes no byte of the answer for send_timeout: the connection is cut
+    (a plain object is sent with sendfile from a thread, an encrypted one through the
+    event loop's transport)."""
+    s3, bucket = new_bucket(limited)
+    size = 32 << 20
+    extra = {"ServerSideEncryption": "AES256"} if encrypted else {}
+    s3.put_object(Bucket=bucket, Key="big", Body=os.urandom(size), **extra)
+    url = f"{limited.endpoint}/{bucket}/big"
+    with rawhttp.connect(limited.port) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+        sock.sendall(s3raw.request_head("GET", url, s3raw.sign("GET", url, ACCESS, SECRET)))
+        time.sleep(SHORT["send_timeout"] + 6)
+        got = len(rawhttp.read_answer(sock, 60))
+    assert got < size, "the whole object was sent to a client that read nothing for 8 s"
+
+
+def test_service_continues_while_slow_clients_hold_connections(tmp_path):
+    """200 idle connections, 30 heads sent a byte a second and 30 bodies that stopped, from
+    other addresses, against a gateway of 2 workers: a boto3 client keeps being served while
+    they run, and every one of them is closed by the gateway within a bounded time."""
+    limits = {"header_timeout": 3, "body_timeout": 3, "keep_alive_timeout": 3, "send_timeout": 3,
+              "max_connections_per_client": 40}
+    with GatewayProcess.running(str(tmp_path), workers=2, http=limits) as gw:
+        s3, bucket = new_bucket(gw)
+        url = f"{gw.endpoint}/{bucket}/slow"
+        idle = [rawhttp.connect(gw.port, f"127.0.0.{3 + i % 10}") for i in range(200)]
+        loris = [rawhttp.connect(gw.port, "127.0.0.13") for _ in range(30)]
+        stalled = [rawhttp.connect(gw.port, "127.0.0.14") for _ in range(30)]
+        headers = s3raw.sign("PUT", url, ACCESS, SECRET, "UNSIGNED-PAYLOAD", {"Content-Length": str(1 << 20)})
+        for sock in stalled:
+            sock.sendall(s3raw.request_head("PUT", url, headers) + b"x" * 1024)
+        stop = threading.Event()
+
+        def trickle():
+            head = b"GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 1000
+            for byte in head:
+                for sock in loris:
+                    try:
+                        sock.send(bytes([byte]))
+                    except OSError:
+                        pass
+                if stop.wait(1.0):
+                    return
+
+        trickler = threading.Thread(target=trickle)
+        trickler.start()
+        try:
+            served = 0
+            deadline = time.monotonic() + 12
+            while time.monotonic() < deadline:
+                body = os.urandom(64 << 10)
+                s3.put_object(Bucket=bucket, Key=f"k{served}", Body=body)
+                assert s3.get_object(Bucket=bucket, Key=f"k{served}")["Body"].read() == body
+                served += 1
+            assert served >= 1
+            left = rawhttp.still_open(idle + loris + stalled, 60)
+            assert not left, (f"{len(left)} of {len(idle + loris + stalled)} slow connections still open "
+                              f"(idle {sum(s in left for s in idle)}, heads {sum(s in left for s in loris)}, "
+                              f"bodies {sum(s in left for s in stalled)})")
+        finally:
+            stop.set()
+            trickler.join(10)
+            for sock in idle + loris + stalled:
+                sock.close()
+        assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="slow")
