@@ -45,6 +45,12 @@ def waiting_path(data_dir: Path) -> Path:
     return run_dir(data_dir) / "waiting"
 
 
+def workers_path(data_dir: Path) -> Path:
+    """The gateway's record of its worker processes (restarts, last exit), which its parent
+    writes next to the config (``gateway/workers.py``, ``RECORD_FILE``)."""
+    return run_dir(data_dir) / "workers.json"
+
+
 def render_config(*, data_root: str, admin_token: str, users: dict, region: str = DEFAULT_REGION,
                   domains: list | None = None, io_budget_redis: str = "", cold_root: str | None = None,
                   io_budget: dict | None = None, sse_master_key: str = "",

@@ -60,6 +60,7 @@ def daemons(data_dir: Path, options: dict) -> list[DaemonSpec]:
     gatewayconf.gate_path(data_dir).unlink(missing_ok=True)
     waiting = gatewayconf.waiting_path(data_dir)
     waiting.unlink(missing_ok=True)
+    gatewayconf.workers_path(data_dir).unlink(missing_ok=True)  # the previous run's workers
     pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     argv = [sys.executable, "-m", "services.object.serve", "--data-dir", str(data_dir),
             "--host", host, "--port", str(port)]

@@ -14,6 +14,13 @@ gateway, and leaves no worker holding the port.
 
 What the workers share, and how it stays consistent, is in :mod:`.shared` and the README
 (services/object/README.md, "Worker processes").
+
+The parent keeps a record of its workers next to the config (``workers.json``, rewritten
+atomically whenever a worker starts or exits; the plane's health shows it)::
+
+    {"workers": 2, "restarts": 1,
+     "last_restart": {"worker": 1, "pid": 4242, "reason": "SIGKILL", "at": "2026-..."},
+     "slots": {"0": {"pid": 4240, "state": "running", "restarts": 0, "started_at": "..."}, ...}}
 """
 from __future__ import annotations
 
@@ -23,10 +30,13 @@ import logging
 import os
 import signal
 import socket
+import json
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 
+from plumbing.atomic import write_atomic
 from plumbing.process import RestartPolicy, describe_exit
 
 from .config import ConfigWatcher
@@ -36,6 +46,17 @@ from .storage import reset_tmp
 log = logging.getLogger("strata.s3.workers")
 POLL_SECONDS = 0.1
 STOP_SECONDS = 10.0
+RECORD_FILE = "workers.json"  # next to the config (services.object.gatewayconf.workers_path)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def exit_reason(returncode: int) -> str:
+    """``SIGKILL`` or ``code 1``."""
+    how = describe_exit(returncode)
+    return how["signal"] or f"code {how['code']}"
 
 
 def bind(host: str, port: int, patience: float = 3.0) -> socket.socket:
@@ -84,6 +105,16 @@ class Supervisor:
         self.policies = [RestartPolicy() for _ in range(workers)]
         self.stopping = False
         self.status = 0
+        self.record_path = os.path.join(os.path.dirname(os.path.abspath(config_path)), RECORD_FILE)
+        self.record = {"workers": workers, "restarts": 0, "last_restart": None,
+                       "slots": {str(slot): {"pid": None, "state": "starting", "restarts": 0}
+                                 for slot in range(workers)}}
+
+    def _write_record(self) -> None:
+        try:
+            write_atomic(self.record_path, json.dumps(self.record, indent=1, sort_keys=True) + "\n")
+        except OSError as exc:  # the record is for the health page: serving goes on without it
+            log.warning("cannot write %s: %s", self.record_path, exc)
 
     def _spawn(self, slot: int, started: float) -> None:
         argv = [sys.executable, "-m", "services.object.gateway", "--config", self.config_path,
@@ -93,6 +124,8 @@ class Supervisor:
         self.started_at[slot] = time.monotonic()
         self.due[slot] = None
         log.info("worker %d started (pid %d)", slot, self.procs[slot].pid)
+        self.record["slots"][str(slot)].update(pid=self.procs[slot].pid, state="running", started_at=_now())
+        self._write_record()
 
     def _stop(self, signum, _frame) -> None:
         self.stopping = True
@@ -119,6 +152,7 @@ class Supervisor:
                         log.warning("worker %d (pid %d) exited %s; %s", slot, proc.pid,
                                     describe_exit(proc.returncode),
                                     "giving up" if delay is None else f"starting it again in {delay:.1f}s")
+                        self._exited(slot, proc, delay is not None)
                         if delay is None:
                             self.stopping, self.status = True, 1
                             break
@@ -129,6 +163,17 @@ class Supervisor:
         finally:
             self._stop_all()
         return self.status
+
+    def _exited(self, slot: int, proc: subprocess.Popen, restarting: bool) -> None:
+        """Record a worker's exit (a restart, unless the parent gives up)."""
+        exited = {"worker": slot, "pid": proc.pid, "reason": exit_reason(proc.returncode), "at": _now()}
+        entry = self.record["slots"][str(slot)]
+        entry.update(state="restarting" if restarting else "failed", last_exit=exited)
+        if restarting:
+            entry["restarts"] += 1
+            self.record["restarts"] += 1
+            self.record["last_restart"] = exited
+        self._write_record()
 
     def _stop_all(self) -> None:
         live = [p for p in self.procs if p is not None and p.poll() is None]
@@ -142,3 +187,7 @@ class Supervisor:
                 proc.kill()
                 proc.wait()
         self.sock.close()
+        for entry in self.record["slots"].values():
+            if entry["state"] in ("running", "restarting", "starting"):
+                entry["state"] = "stopped"
+        self._write_record()
