@@ -257,6 +257,20 @@ class Supervisor:
             print(out.strip(), flush=True)
 
 
+def web_argv(host: str, port: int, tls_files: tuple[str, str] | None = None) -> list[str]:
+    """The console's and API's web server: uvicorn on Strata's HTTP protocol, whose limits on
+    clients (header size and count, header, body and send timeouts, connections per address)
+    come from ``STRATA_HTTP_*`` variables (``plumbing.http_protocol.HttpLimits.from_env``)."""
+    argv = [sys.executable, "-m", "uvicorn", "console.asgi:application", "--host", host, "--port",
+            str(port), "--lifespan", "off", "--http", "plumbing.http_protocol:HttpProtocol",
+            # the peer's address is a fact: X-Forwarded-For from a local client must not
+            # choose the address that sign-in limits and the audit log see
+            "--no-proxy-headers"]
+    if tls_files:
+        argv += ["--ssl-certfile", tls_files[0], "--ssl-keyfile", tls_files[1]]
+    return argv
+
+
 def _indented(tail: str, lines: int = 8) -> str:
     tail = tail.strip().splitlines()[-lines:]
     return ("\n  " + "\n  ".join(tail)) if tail else ""
@@ -404,13 +418,7 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
             "--default-pool-size", default_pool_size]).strip(), flush=True)
         health = f"{base}/api/v1/health"
         cafile = options.get("tls_cert")
-        argv = [py, "-m", "uvicorn", "console.asgi:application", "--host", host, "--port",
-                str(port), "--lifespan", "off", "--http", "plumbing.http_protocol:HttpProtocol",
-                # the peer's address is a fact: X-Forwarded-For from a local client must not
-                # choose the address that sign-in limits and the audit log see
-                "--no-proxy-headers"]
-        if trust:
-            argv += ["--ssl-certfile", options["tls_cert"], "--ssl-keyfile", options["tls_key"]]
+        argv = web_argv(host, port, (options["tls_cert"], options["tls_key"]) if trust else None)
         web = sup.start("web", argv, essential=True, group="plane", spec=DaemonSpec(
             name="web", argv=argv, ready=lambda: _http_answers(health, cafile)))
         # one worker per appliance: no neighbours to sync with at start (mingle) or after
