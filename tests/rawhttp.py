@@ -4,6 +4,7 @@ Every wait is bounded (``timeout``) and generous: the machine is shared."""
 from __future__ import annotations
 
 import select
+import threading
 import socket
 import time
 
@@ -111,3 +112,31 @@ def still_open(socks: list[socket.socket], timeout: float) -> list[socket.socket
             except OSError:  # reset: closed too
                 waiting.discard(sock)
     return [s for s in socks if s in waiting]
+
+
+class Trickle:
+    """A thread sending ``head`` a byte a second on every socket of ``socks`` (slowloris),
+    until ``stop()``; a context manager."""
+
+    def __init__(self, socks: list[socket.socket], head: bytes):
+        self.socks, self.head = socks, head
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        for byte in self.head:
+            for sock in self.socks:
+                try:
+                    sock.send(bytes([byte]))
+                except OSError:
+                    pass
+            if self.stopped.wait(1.0):
+                return
+
+    def __enter__(self) -> "Trickle":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()
+        self.thread.join(10)

@@ -108,30 +108,16 @@ def test_connections_per_address_and_service_under_slow_clients(web):
     stalled = [rawhttp.connect(web.port, "127.0.0.10") for _ in range(10)]
     for sock in stalled:
         sock.sendall(b"POST /api/v1/auth/token/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\nx")
-    stop = threading.Event()
-
-    def trickle():
-        for byte in b"GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 1000:
-            for sock in loris:
-                try:
-                    sock.send(bytes([byte]))
-                except OSError:
-                    pass
-            if stop.wait(1.0):
-                return
-
-    trickler = threading.Thread(target=trickle)
-    trickler.start()
-    try:
-        deadline, answered = time.monotonic() + 8, 0
-        while time.monotonic() < deadline:
-            assert served(web) == 200
-            answered += 1
-        assert answered >= 1
-        left = rawhttp.still_open(idle + loris + stalled, 60)
-        assert not left, f"{len(left)} of {len(idle + loris + stalled)} slow connections still open"
-    finally:
-        stop.set()
-        trickler.join(10)
-        for sock in idle + loris + stalled:
-            sock.close()
+    head = b"GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 1000
+    with rawhttp.Trickle(loris, head):
+        try:
+            deadline, answered = time.monotonic() + 8, 0
+            while time.monotonic() < deadline:
+                assert served(web) == 200
+                answered += 1
+            assert answered >= 1
+            left = rawhttp.still_open(idle + loris + stalled, 60)
+            assert not left, f"{len(left)} of {len(idle + loris + stalled)} slow connections still open"
+        finally:
+            for sock in idle + loris + stalled:
+                sock.close()

@@ -219,37 +219,22 @@ def test_service_continues_while_slow_clients_hold_connections(tmp_path):
         headers = s3raw.sign("PUT", url, ACCESS, SECRET, "UNSIGNED-PAYLOAD", {"Content-Length": str(1 << 20)})
         for sock in stalled:
             sock.sendall(s3raw.request_head("PUT", url, headers) + b"x" * 1024)
-        stop = threading.Event()
-
-        def trickle():
-            head = b"GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 1000
-            for byte in head:
-                for sock in loris:
-                    try:
-                        sock.send(bytes([byte]))
-                    except OSError:
-                        pass
-                if stop.wait(1.0):
-                    return
-
-        trickler = threading.Thread(target=trickle)
-        trickler.start()
-        try:
-            served = 0
-            deadline = time.monotonic() + 12
-            while time.monotonic() < deadline:
-                body = os.urandom(64 << 10)
-                s3.put_object(Bucket=bucket, Key=f"k{served}", Body=body)
-                assert s3.get_object(Bucket=bucket, Key=f"k{served}")["Body"].read() == body
-                served += 1
-            assert served >= 1
-            left = rawhttp.still_open(idle + loris + stalled, 60)
-            assert not left, (f"{len(left)} of {len(idle + loris + stalled)} slow connections still open "
-                              f"(idle {sum(s in left for s in idle)}, heads {sum(s in left for s in loris)}, "
-                              f"bodies {sum(s in left for s in stalled)})")
-        finally:
-            stop.set()
-            trickler.join(10)
-            for sock in idle + loris + stalled:
-                sock.close()
+        head = b"GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 1000
+        with rawhttp.Trickle(loris, head):
+            try:
+                served = 0
+                deadline = time.monotonic() + 12
+                while time.monotonic() < deadline:
+                    body = os.urandom(64 << 10)
+                    s3.put_object(Bucket=bucket, Key=f"k{served}", Body=body)
+                    assert s3.get_object(Bucket=bucket, Key=f"k{served}")["Body"].read() == body
+                    served += 1
+                assert served >= 1
+                left = rawhttp.still_open(idle + loris + stalled, 60)
+                assert not left, (f"{len(left)} of {len(idle + loris + stalled)} slow connections still "
+                                  f"open (idle {sum(s in left for s in idle)}, heads "
+                                  f"{sum(s in left for s in loris)}, bodies {sum(s in left for s in stalled)})")
+            finally:
+                for sock in idle + loris + stalled:
+                    sock.close()
         assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="slow")
