@@ -166,6 +166,9 @@ class HttpProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.disarm()
+        if self.send_timer is not None:
+            self.send_timer.cancel()
+            self.send_timer = None
         if self.counted is not None:
             counts = _per_client(self.server_state)
             left = counts.get(self.counted, 1) - 1
@@ -192,7 +195,11 @@ class HttpProtocol(HttpToolsProtocol):
         self.timer = None
         if self.transport.is_closing():
             return
-        if self.head_bytes == 0 and (self.cycle is None or self.cycle.response_complete):
+        if self.cycle is not None and not self.cycle.response_complete:
+            # the head of a pipelined request waits while the one before it is answered
+            self.arm(self.limits.header_timeout, self.head_timed_out)
+            return
+        if self.head_bytes == 0:
             self.transport.close()  # it asked nothing: nothing to answer
         else:
             self.refuse("timeout", f"the request head did not arrive within {self.limits.header_timeout:g} s")
@@ -217,6 +224,8 @@ class HttpProtocol(HttpToolsProtocol):
 
     def pause_writing(self) -> None:
         super().pause_writing()
+        if self.send_timer is not None:
+            self.send_timer.cancel()
         self.send_mark = self.transport.get_write_buffer_size()
         self.send_timer = self.loop.call_later(self.limits.send_timeout, self.send_check)
 
