@@ -7,6 +7,7 @@ import pytest
 
 from tests import cleanup_leftovers
 from tests.ceph import ceph_cluster, stop_shared_cluster  # noqa: F401  (the fixture, suite-wide)
+from tests.spdk_support import blank_target, spdk_target, stop_shared_target  # noqa: F401  (suite-wide)
 
 
 def pytest_configure(config):
@@ -21,6 +22,7 @@ def pytest_configure(config):
 
 def pytest_sessionfinish(session, exitstatus):
     stop_shared_cluster()
+    stop_shared_target()
 
 
 @pytest.fixture

@@ -24,10 +24,13 @@ SPDK_SOCKET_ENV = "STRATA_SPDK_SOCKET"
 
 
 def _spdk_driver(state_dir, runner=None):
-    """The spdk driver on spdk_tgt's RPC socket: $STRATA_SPDK_SOCKET or /var/tmp/spdk.sock."""
-    from .spdk.driver import SpdkDriver   # imported on use: most installations have no spdk_tgt
-    return SpdkDriver(state_dir, runner=runner,
-                      rpc_socket=os.environ.get(SPDK_SOCKET_ENV) or "/var/tmp/spdk.sock")
+    """The spdk driver on nvmf_tgt's RPC socket: $STRATA_SPDK_SOCKET, else the one `strata up`
+    runs (``<state_dir>/run/spdk/spdk.sock``), else SPDK's default /var/tmp/spdk.sock."""
+    from .spdk.driver import SpdkDriver   # imported on use: most installations have no SPDK
+    from .spdk.target import target_dir   # (same reason)
+    own = target_dir(state_dir) / "spdk.sock"
+    socket = os.environ.get(SPDK_SOCKET_ENV) or (str(own) if own.exists() else "/var/tmp/spdk.sock")
+    return SpdkDriver(state_dir, runner=runner, rpc_socket=socket)
 
 
 def _ceph_driver(state_dir, runner=None):

@@ -6,6 +6,7 @@ dataclasses that ``dataclasses.asdict`` turns into JSON-friendly dicts.
 """
 
 import abc
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,6 +179,19 @@ def validate_bytes(value, what: str) -> int:
 ProgressFn = Callable[..., None]
 CancelFn = Callable[[], bool]
 ThrottleFn = Callable[[int], float]
+
+
+def recorded_pools(pools_dir: Path, driver: str) -> list:
+    """Names of the pool records (``<pools_dir>/<name>.json``) of ``driver``, sorted: the
+    drivers share one data directory, and each record says whose it is."""
+    names = []
+    for record in Path(pools_dir).glob("*.json"):
+        try:
+            if json.loads(record.read_text()).get("driver") == driver:
+                names.append(record.stem)
+        except (OSError, ValueError):
+            continue
+    return sorted(names)
 
 
 class Driver(abc.ABC):

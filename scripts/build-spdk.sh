@@ -31,6 +31,9 @@ APPS=(nvmf_tgt spdk_dd spdk_nvme_perf spdk_nvme_identify spdk_nvme_discover)
 patches=(scripts/spdk/*.patch)
 key=$( { echo "$SPDK_VERSION $SPDK_SHA256 ${CONFIGURE_FLAGS[*]} ${APPS[*]}"; cat "${patches[@]}"; } \
        | sha256sum | cut -c1-12)
+if [ -z "${STRATA_SPDK_CACHE:-}" ] && [ "$(id -u)" != 0 ] && [ ! -w /var/cache/strata ]; then
+  STRATA_SPDK_CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/strata     # a user without root
+fi
 cache=${STRATA_SPDK_CACHE:-/var/cache/strata}
 prefix=$cache/spdk-v$SPDK_VERSION-$key
 
@@ -97,7 +100,11 @@ if [ ! -f "$work/configured" ]; then
   touch "$work/configured"
 fi
 log=$work/build.log
-make -C "$src" -j"${STRATA_SPDK_JOBS:-2}" >"$log" 2>&1 || {
+# SPDK links its programs against its own shared libraries (as it does with a shared DPDK)
+# and gives them no rpath: point them at the prefix's lib/ (DT_RPATH, so that it also serves
+# the libraries' own dependencies).
+LDFLAGS="-Wl,--disable-new-dtags,-rpath,$prefix/lib" \
+  make -C "$src" -j"${STRATA_SPDK_JOBS:-2}" >"$log" 2>&1 || {
   cp "$log" "$cache/spdk-build-failed.log"
   grep -E -B2 -A3 '(error|Error|\*\*\*)' "$log" | tail -40 >&2
   echo "build-spdk: the build failed; its whole log is $cache/spdk-build-failed.log" >&2
@@ -105,13 +112,15 @@ make -C "$src" -j"${STRATA_SPDK_JOBS:-2}" >"$log" 2>&1 || {
 }
 
 stage=$work/stage
-mkdir -p "$stage/bin"
+rm -rf "$stage"
+mkdir -p "$stage/bin" "$stage/lib"
 for app in "${APPS[@]}"; do
   install -m 755 "$src/build/bin/$app" "$stage/bin/"
 done
+cp -a "$src"/build/lib/*.so* "$stage/lib/"
 cp "${patches[@]}" "$stage/"
 echo "$SPDK_VERSION" > "$stage/VERSION"
 mv "$stage" "$prefix"
-rm -rf "$work"
+rm -rf "$work" "$cache/spdk-build-failed.log"
 echo "build-spdk: built in $(( $(date +%s) - start )) s" >&2
 echo "$prefix"

@@ -56,3 +56,13 @@ for mod in rados rbd cephfs; do
   so=/usr/lib/python3/dist-packages/$mod$suffix
   if [ -e "$so" ]; then ln -sfn "$so" "$site/$mod$suffix"; fi
 done
+
+# SPDK (the spdk driver's nvmf_tgt and the spdk_dd/spdk_nvme_perf initiators): built once per
+# machine into /var/cache/strata (about 5 minutes the first time, nothing afterwards) and
+# linked as .venv/spdk. A failed build leaves the rest of Strata working; the spdk tests then
+# skip, naming the build log.
+if prefix=$(./scripts/build-spdk.sh | tail -1) && [ -x "$prefix/bin/nvmf_tgt" ]; then
+  ln -sfn "$prefix" .venv/spdk
+else
+  echo "setup: SPDK was not built; the spdk driver and its tests are unavailable" >&2
+fi

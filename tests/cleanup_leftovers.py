@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Clear what a crashed test run left behind: mounts and loop devices of /tmp/strata-test-*,
-and the daemons of development Ceph clusters there (by the PIDs each recorded).
+and the daemons of development Ceph clusters and SPDK targets there (by the PIDs each
+recorded).
 
 Unmounts every mount whose mountpoint lies under a ``/tmp/strata-test-*`` directory or whose
 source is a loop device backed by a file there, then detaches those loop devices. Nothing
@@ -77,20 +78,43 @@ def leftover_ceph_daemons(prefix: str) -> list:
     return found
 
 
+def leftover_spdk_targets(prefix: str) -> list:
+    """(pid, socket) of running nvmf_tgt processes under ``prefix``: the PIDs their
+    ``nvmf_tgt.pid`` recorded whose command line still names that directory's socket."""
+    import glob
+
+    found = []
+    for pid_file in (glob.glob(prefix + "*/nvmf_tgt.pid") + glob.glob(prefix + "*/*/nvmf_tgt.pid")
+                     + glob.glob(prefix + "*/*/*/nvmf_tgt.pid")):
+        sock = os.path.join(os.path.dirname(pid_file), "spdk.sock")
+        try:
+            with open(pid_file) as f:
+                pid = int(f.read().strip())
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if sock.encode() in f.read().split(b"\0"):
+                    found.append((pid, sock))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
 def clear(prefix: str, dry_run: bool = False) -> int:
-    """Kill the Ceph daemons, unmount the mounts and detach the loops under ``prefix``
-    (printing each); 1 if one could not be cleared."""
+    """Kill the Ceph daemons and SPDK targets, unmount the mounts and detach the loops under
+    ``prefix`` (printing each); 1 if one could not be cleared."""
     loops = leftover_loops(prefix)
     mounts = leftover_mounts(prefix, loops)
     failed = 0
-    daemons = leftover_ceph_daemons(prefix)
-    for pid, name in daemons:
-        print(f"kill ceph {name} (pid {pid})")
+    daemons = [(pid, f"ceph {name}") for pid, name in leftover_ceph_daemons(prefix)]
+    targets = [(pid, f"nvmf_tgt of {sock}") for pid, sock in leftover_spdk_targets(prefix)]
+    for pid, what in daemons + targets:
+        print(f"kill {what} (pid {pid})")
         if not dry_run:
             try:
                 os.kill(pid, 9)
             except OSError:
                 pass
+    for pid, _ in targets if not dry_run else ():
+        shutil.rmtree(f"/var/run/dpdk/spdk_pid{pid}", ignore_errors=True)   # DPDK's run dir
     for mnt in mounts:
         print(f"unmount {mnt}")
         if dry_run:
@@ -110,7 +134,7 @@ def clear(prefix: str, dry_run: bool = False) -> int:
         if proc.returncode != 0:
             print(f"  failed: {proc.stderr.strip()}", file=sys.stderr)
             failed += 1
-    if not mounts and not loops and not daemons:
+    if not mounts and not loops and not daemons and not targets:
         print("cleanup_leftovers: nothing to clear")
     return 1 if failed else 0
 

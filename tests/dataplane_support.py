@@ -53,35 +53,28 @@ class DirectoryFactory:
 
 
 class SpdkFactory:
-    """The spdk driver against the FAKE spdk_tgt of tests/fakes/spdk_server.py (a real
-    spdk_tgt cannot be installed here). Volumes are bdevs, not files, so byte-level checks
-    are gated by ``capabilities()["volume_paths"]``; file systems by ``["filesystems"]``."""
+    """The spdk driver on the session's real nvmf_tgt (tests/spdk_support.py), blank for each
+    driver.
+    Volumes are bdevs, not files, so byte-level checks are gated by
+    ``capabilities()["volume_paths"]`` (tests/test_spdk_nvmf.py moves bytes over NVMe/TCP);
+    file systems by ``["filesystems"]``."""
 
     name = "spdk"
     marks = []
 
     def skip_reason(self):
-        try:
-            import spdk.rpc.client  # noqa: F401
-        except ImportError:
-            return "the spdk Python package is not installed"
-        return None
+        from tests.spdk_support import spdk_unavailable
+        return spdk_unavailable()
 
     def pool_devices(self, n=1, size="256M"):
         return [DeviceSpec(f"image:{size}", fault_domain=f"fd{i}") for i in range(n)]
 
     def make(self, state_dir):
-        import sys
-        import weakref
-
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         from dataplane.spdk.driver import SpdkDriver
-        from tests.fakes.spdk_server import FakeSpdkServer
+        from tests.spdk_support import shared_target
 
-        server = FakeSpdkServer(os.path.join(state_dir, "spdk.sock")).start()
-        drv = SpdkDriver(state_dir, rpc_socket=server.socket_path, timeout=10)
-        weakref.finalize(drv, server.stop)      # the fake stops with its driver
-        return drv
+        target = shared_target()
+        return SpdkDriver(state_dir, rpc_socket=str(target.rpc_socket), timeout=30)
 
 
 class CephFactory:

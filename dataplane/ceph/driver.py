@@ -41,7 +41,7 @@ from plumbing.atomic import write_json_atomic
 
 from .filesystems import FS_CAPABILITIES, CephFilesMixin
 from .rbd import CephRbdMixin
-from ..driver import MEDIA, DeviceInfo, Driver, PoolInfo, validate_name
+from ..driver import MEDIA, DeviceInfo, Driver, PoolInfo, recorded_pools, validate_name
 from ..errors import (AlreadyExists, InsufficientDevices, InUse, InvalidArgument, NotFound,
                      Unreachable, Unsupported)
 
@@ -209,16 +209,7 @@ class CephDriver(CephFilesMixin, CephRbdMixin, Driver):
 
     def list_pools(self) -> list:
         """Names of the pools this driver has records for."""
-        if not self.pools_dir.is_dir():
-            return []
-        names = []
-        for p in self.pools_dir.glob("*.json"):
-            try:
-                if json.loads(p.read_text()).get("driver") == self.name:
-                    names.append(p.stem)
-            except (OSError, ValueError):
-                continue
-        return sorted(names)
+        return recorded_pools(self.pools_dir, self.name)
 
     # -- pools -------------------------------------------------------------------------
     def create_pool(self, name, devices=None, redundancy="replicated:3", media="flash", *,

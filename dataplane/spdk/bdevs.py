@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 from pathlib import Path
 
 from ..driver import DeviceSpec, parse_size
@@ -20,8 +21,10 @@ class SpdkDevicesMixin:
 
     def _attach_device(self, pool: str, i: int, dev: DeviceSpec) -> dict:
         bdev = f"{pool}-d{i}"
+        # a fixed UUID: a raid bdev's superblock names its members by UUID, and an AIO bdev
+        # made again after a restart would otherwise get a new one
         entry = {"path": dev.path, "fault_domain": dev.fault_domain, "bdev": bdev,
-                 "backing": None, "kind": "aio"}
+                 "backing": None, "kind": "aio", "uuid": str(uuid.uuid4())}
         if dev.path.startswith("image:"):
             size = parse_size(dev.path[len("image:"):])
             self.devices_dir.mkdir(parents=True, exist_ok=True)
@@ -48,10 +51,10 @@ class SpdkDevicesMixin:
         kind = entry["kind"]
         if kind == "aio":
             self.rpc.call("bdev_aio_create", filename=entry["backing"], name=entry["bdev"],
-                          block_size=512)
+                          block_size=512, uuid=entry.get("uuid"))
         elif kind == "malloc":
             self.rpc.call("bdev_malloc_create", name=entry["bdev"], block_size=512,
-                          num_blocks=entry["size"] // 512)
+                          num_blocks=entry["size"] // 512, uuid=entry.get("uuid"))
         else:
             names = self.rpc.call("bdev_nvme_attach_controller", name=entry["bdev"],
                                   trtype="PCIe", traddr=entry["traddr"])
@@ -66,9 +69,12 @@ class SpdkDevicesMixin:
 
     def _create_raid(self, rec: dict) -> None:
         level = rec["raid"]["level"]
+        # with a superblock on each member: the data starts after it, so that SPDK's lvol
+        # module never mistakes a bare member for the pool's lvol store, and the raid bdev
+        # assembles itself again when its members come back after a restart
         self.rpc.call("bdev_raid_create", name=rec["raid"]["name"], raid_level=level,
                       base_bdevs=[d["bdev"] for d in rec["devices"]],
-                      strip_size_kb=0 if level == "raid1" else 64)
+                      strip_size_kb=0 if level == "raid1" else 64, superblock=True)
 
     def _release_devices(self, rec: dict, delete_images: bool) -> None:
         if rec.get("raid") and self._bdev(rec["raid"]["name"]):

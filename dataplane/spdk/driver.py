@@ -12,13 +12,15 @@ JSON-RPC caller (through the ``spdk`` package's ``JSONRPCClient``, see spdk_rpc.
   no file: export it over NVMe-oF/TCP with :meth:`SpdkNvmfMixin.export_volume_nvmf`).
   Sizes are rounded up to whole MiB and lvol store clusters (1 MiB by default).
 - Snapshot = lvol ``<volume>@<snapshot>`` (read-only, instant); clone = a thin lvol over
-  it. Deleting a volume or snapshot that other volumes were cloned from first inflates
-  those clones (``bdev_lvol_inflate``) so they keep their data.
+  it. Deleting a snapshot (or its volume) that a clone depends on is refused (InUse naming
+  the clones), as on Ceph: inflating the clone instead would silently make a thin volume
+  thick.
 - File systems, send/receive, rollback and scrub raise :class:`Unsupported` (see capabilities).
 - QoS: :meth:`SpdkDriver.set_volume_qos` (``bdev_set_qos_limit``).
 
-Tests run against ``tests/fakes/spdk_server.py``, a fake: a real ``spdk_tgt`` cannot be
-installed on the development machines. Production needs a real ``spdk_tgt``.
+The target is SPDK's ``nvmf_tgt`` (:mod:`.target` starts one; ``strata up`` supervises it).
+Tests run the driver on a real nvmf_tgt; ``tests/fakes/spdk_server.py`` remains only for the
+faults a real target cannot be made to produce on demand (malformed replies, error codes).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from ..driver import (
     PoolInfo,
     SnapshotInfo,
     VolumeInfo,
+    recorded_pools,
     validate_bytes,
     validate_kind,
     validate_name,
@@ -88,7 +91,7 @@ class SpdkDriver(SpdkDevicesMixin, SpdkNvmfMixin, Driver):
             "media": list(MEDIA), "quotas": False, "instant_snapshots": True,
             "readonly_snapshots": True, "send_receive": False, "scrub": False,
             "volumes": True, "filesystems": False, "clones": True,
-            "clones_depend_on_snapshot": False, "block_devices": True,
+            "clones_depend_on_snapshot": True, "block_devices": True,
             "image_devices": True, "thin_provisioning": True, "qos": True,
             # VolumeInfo.path is an SPDK bdev alias ("pool/volume"), not a file
             "volume_paths": "bdev",
@@ -112,18 +115,20 @@ class SpdkDriver(SpdkDevicesMixin, SpdkNvmfMixin, Driver):
     def _load(self, pool: str) -> dict:
         validate_name(pool, "pool name")
         try:
-            return json.loads(self._record_path(pool).read_text())
+            rec = json.loads(self._record_path(pool).read_text())
         except FileNotFoundError:
             raise NotFound(f"pool {pool!r} does not exist") from None
+        if rec.get("driver", self.name) != self.name:    # the data directory is shared
+            raise NotFound(f"pool {pool!r} does not exist in the spdk driver (it belongs to "
+                           f"the {rec.get('driver')!r} driver)")
+        return rec
 
     def _save(self, pool: str, rec: dict) -> None:
         write_json_atomic(self._record_path(pool), rec, indent=2, sort_keys=True)
 
     def list_pools(self) -> list:
         """Names of the pools this driver has records for."""
-        if not self.pools_dir.is_dir():
-            return []
-        return sorted(p.stem for p in self.pools_dir.glob("*.json") if not p.name.startswith("."))
+        return recorded_pools(self.pools_dir, self.name)
 
     # -- pools -------------------------------------------------------------------------
     def create_pool(self, name, devices, redundancy="none", media="flash") -> PoolInfo:
@@ -144,8 +149,8 @@ class SpdkDriver(SpdkDevicesMixin, SpdkNvmfMixin, Driver):
         if self._lvstore(name, missing_ok=True):
             raise AlreadyExists(f"spdk_tgt already has an lvol store named {name!r}")
         in_use = {d["path"] for p in self.list_pools() for d in self._load(p)["devices"]}
-        rec = {"name": name, "redundancy": redundancy, "media": media, "devices": [],
-               "raid": None, "snapshots": {}}
+        rec = {"name": name, "driver": self.name, "redundancy": redundancy, "media": media,
+               "devices": [], "raid": None, "snapshots": {}}
         try:
             for i, dev in enumerate(devices):
                 if dev.path in in_use and not dev.path.startswith(("image:", "malloc:")):
@@ -175,9 +180,11 @@ class SpdkDriver(SpdkDevicesMixin, SpdkNvmfMixin, Driver):
                 if entry["kind"] == "malloc":
                     raise NotFound(f"pool {name!r} lived on a malloc (RAM) bdev and is gone")
                 self._create_bdev(entry)
-        if rec.get("raid") and not self._bdev(rec["raid"]["name"]):
+        # the raid bdev assembles itself from its members' superblocks (SPDK examines new
+        # bdevs asynchronously); one made before superblocks were written is made again
+        if rec.get("raid") and not self._wait_for_bdev(rec["raid"]["name"], 5):
             self._create_raid(rec)
-        deadline = time.monotonic() + 10     # SPDK examines new bdevs asynchronously
+        deadline = time.monotonic() + 10
         while not self._lvstore(name, missing_ok=True):
             if time.monotonic() > deadline:
                 raise NotFound(f"spdk_tgt found no lvol store {name!r} on the pool's devices")
@@ -268,6 +275,14 @@ class SpdkDriver(SpdkDevicesMixin, SpdkNvmfMixin, Driver):
         except NotFound:
             return None
 
+    def _wait_for_bdev(self, name: str, timeout: float) -> Optional[dict]:
+        deadline = time.monotonic() + timeout
+        while True:
+            b = self._bdev(name)
+            if b or time.monotonic() > deadline:
+                return b
+            time.sleep(0.1)
+
     def _lvstore(self, pool: str, missing_ok: bool = False) -> Optional[dict]:
         try:
             return self.rpc.call("bdev_lvol_get_lvstores", lvs_name=pool)[0]
@@ -343,12 +358,16 @@ class SpdkDriver(SpdkDevicesMixin, SpdkNvmfMixin, Driver):
                       if "@" not in n and not b["driver_specific"]["lvol"].get("snapshot"))
 
     def delete_volume(self, pool, name) -> None:
-        """Delete a volume and its snapshots; refused while it is exported over NVMe-oF."""
+        """Delete a volume and its snapshots; refused while it is exported over NVMe-oF or
+        while another volume was cloned from one of its snapshots."""
         self._volume_bdev(pool, name)
         self._refuse_if_exported(pool, name)
         snaps = [s.name for s in self.list_snapshots(pool, "volume", name)]
         for snap in snaps:
-            self._free_clones(pool, f"{name}@{snap}", keep={name} | {f"{name}@{s}" for s in snaps})
+            clones = self._dependent_clones(pool, name, f"{name}@{snap}")
+            if clones:
+                raise InUse(f"volume {name!r} cannot be deleted: clone(s) {', '.join(clones)} "
+                            f"depend on its snapshot {snap!r}; delete them first")
         self.rpc.call("bdev_lvol_delete", name=f"{pool}/{name}")
         for snap in reversed(snaps):
             self.rpc.call("bdev_lvol_delete", name=f"{pool}/{name}@{snap}")
@@ -357,12 +376,13 @@ class SpdkDriver(SpdkDevicesMixin, SpdkNvmfMixin, Driver):
             rec["snapshots"].pop(f"{name}@{snap}", None)
         self._save(pool, rec)
 
-    def _free_clones(self, pool: str, snap_lvol: str, keep: set) -> None:
-        """Inflate the clones of ``snap_lvol`` that are other volumes, so it can go."""
+    def _dependent_clones(self, pool: str, source: str, snap_lvol: str) -> list:
+        """Volumes of other lineages cloned from ``snap_lvol``. SPDK lists a snapshot's
+        children: the source volume itself or its next snapshot (its own chain), and each
+        clone, or the clone's oldest snapshot (``clone@snap``): named here by volume."""
         b = self._bdev(f"{pool}/{snap_lvol}")
-        for clone in (b or {}).get("driver_specific", {}).get("lvol", {}).get("clones", []):
-            if clone not in keep:
-                self.rpc.call("bdev_lvol_inflate", name=f"{pool}/{clone}")
+        children = (b or {}).get("driver_specific", {}).get("lvol", {}).get("clones", [])
+        return sorted({c.split("@", 1)[0] for c in children} - {source})
 
     # -- snapshots ---------------------------------------------------------------------
     def _snap_lvol(self, pool, kind, source, name) -> str:
@@ -402,16 +422,17 @@ class SpdkDriver(SpdkDevicesMixin, SpdkNvmfMixin, Driver):
         return sorted(out, key=lambda s: (s.created, s.name))
 
     def delete_snapshot(self, pool, kind, source, name) -> None:
-        """Delete a snapshot; clones made from it are inflated first and keep their data."""
+        """Delete a snapshot (its data merges into the volume's chain); refused (InUse)
+        while a clone depends on it."""
         lvol = self._snap_lvol(pool, kind, source, name)
         b = self._bdev(f"{pool}/{lvol}")
         if b is None:
             raise NotFound(f"volume {source!r} in pool {pool!r} has no snapshot {name!r}")
         self._refuse_if_exported(pool, lvol)
-        clones = b["driver_specific"]["lvol"].get("clones", [])
-        if len(clones) > 1:
-            own = {c for c in clones if c == source or c.startswith(f"{source}@")}
-            self._free_clones(pool, lvol, keep=own)
+        clones = self._dependent_clones(pool, source, lvol)
+        if clones:
+            raise InUse(f"snapshot {name!r} of volume {source!r} has clone(s) "
+                        f"{', '.join(clones)} that depend on it; delete them first")
         self.rpc.call("bdev_lvol_delete", name=f"{pool}/{lvol}")
         rec = self._load(pool)
         rec["snapshots"].pop(lvol, None)
@@ -455,7 +476,16 @@ class SpdkDriver(SpdkDevicesMixin, SpdkNvmfMixin, Driver):
             raise InvalidArgument(f"SPDK limits IOPS in steps of 1000; {rw_ios_per_sec} is not")
         if all(v is None for v in limits.values()):
             raise InvalidArgument("give at least one limit")
-        self.rpc.call("bdev_set_qos_limit", name=f"{pool}/{name}", **limits)
+        try:
+            self.rpc.call("bdev_set_qos_limit", name=f"{pool}/{name}", **limits)
+        except InvalidArgument as exc:
+            # SPDK v26.01 sets a bdev's first limits at any time, but changes them only while
+            # the bdev is open (an I/O channel holds the QoS thread); until then it answers
+            # EAGAIN for good
+            if "temporarily unavailable" not in str(exc):
+                raise
+            raise InUse(f"SPDK changes the QoS limits of volume {name!r} only while it is "
+                        "exported; export it, then change them") from exc
         return self.volume_qos(pool, name)
 
     def volume_qos(self, pool, name) -> dict:

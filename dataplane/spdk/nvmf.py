@@ -17,6 +17,7 @@ from typing import Optional
 from plumbing.atomic import write_json_atomic
 
 from ..errors import InUse, InvalidArgument, NotFound
+from .target import TCP_TRANSPORT
 
 NQN_BASE = "nqn.2026-01.io.strata"
 HOST_NQN_RE = re.compile(r"^nqn\.\d{4}-\d{2}\.[^:\s]+(:\S+)?$")
@@ -119,7 +120,7 @@ class SpdkNvmfMixin:
         plan = {"add": [], "remove": []}
         if exports and not any(t.get("trtype", "").upper() == "TCP"
                                for t in self.rpc.call("nvmf_get_transports")):
-            self.rpc.call("nvmf_create_transport", trtype="TCP")
+            self.rpc.call("nvmf_create_transport", **TCP_TRANSPORT)
             plan["add"].append("transport TCP")
         live = {s["nqn"]: s for s in self.rpc.call("nvmf_get_subsystems")
                 if s.get("subtype") == "NVMe"}
@@ -138,7 +139,10 @@ class SpdkNvmfMixin:
                 sub = {"namespaces": [], "listen_addresses": [], "hosts": [],
                        "allow_any_host": any_host}
             bdev = f"{e['pool']}/{e['volume']}"
-            if not any(ns.get("bdev_name") == bdev for ns in sub["namespaces"]):
+            # SPDK names a namespace's bdev by its own name (an lvol's is its UUID)
+            b = self._bdev(bdev)
+            names = {bdev} | ({b["name"], *b.get("aliases", [])} if b else set())
+            if not any(ns.get("bdev_name") in names for ns in sub["namespaces"]):
                 for ns in sub["namespaces"]:
                     self.rpc.call("nvmf_subsystem_remove_ns", nqn=nqn, nsid=ns["nsid"])
                 self.rpc.call("nvmf_subsystem_add_ns", nqn=nqn,

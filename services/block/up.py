@@ -1,7 +1,11 @@
-"""What the block service adds to `strata up`: ``--iscsi-port``, ``--nbd-port`` and its daemons.
+"""What the block service adds to `strata up`: ``--iscsi-port``, ``--nbd-port``, ``--spdk`` and
+its daemons.
 
 Light imports only (this module is imported by every `strata` command); no Django. The
-daemons are tgtd (iSCSI) and qemu-storage-daemon (NBD, vhost-user-blk), started by `strata up`
+daemons are tgtd (iSCSI), qemu-storage-daemon (NBD, vhost-user-blk) and, when the data
+directory holds an spdk pool (or with ``--spdk on``), SPDK's nvmf_tgt (the spdk driver's
+engine and the NVMe-oF/TCP target; its socket is ``<data_dir>/run/spdk/spdk.sock``, where
+the spdk driver looks first). They are started by `strata up`
 with their state under ``<data_dir>/run/block/`` exactly as
 :class:`services.block.transports.BlockRuntime` would start them, so that the plane's web
 and worker processes adopt them through ``BlockRuntime.session()`` (see :func:`runtime_kwargs`)
@@ -28,6 +32,9 @@ def add_arguments(parser) -> None:
                         help=f"NBD port of qemu-storage-daemon (default {DEFAULT_NBD_PORT})")
     parser.add_argument("--nvmf-port", type=int, default=DEFAULT_NVMF_PORT,
                         help=f"NVMe-oF/TCP port for spdk pools (default {DEFAULT_NVMF_PORT})")
+    parser.add_argument("--spdk", choices=("auto", "on", "off"), default="auto",
+                        help="run SPDK's nvmf_tgt for spdk pools: auto (default) when the data "
+                             "directory holds an spdk pool, on (to create the first one), off")
     parser.add_argument("--block-host", default=None,
                         help="address the iSCSI portal and NBD server listen on and that "
                              "connection info names (default: --data-host, else --host; "
@@ -107,6 +114,35 @@ def _qsd_spec(kw: dict) -> DaemonSpec:
                       reconcile="block")
 
 
+def _nvmf_tgt_spec(data_dir: Path) -> DaemonSpec:
+    from dataplane.spdk.target import SpdkTarget, target_dir   # (same reason)
+
+    target = SpdkTarget(target_dir(data_dir))
+    target.prepare()
+
+    def ready() -> bool:
+        if not target.ready():
+            return False
+        target.record_pid()          # so that the next prepare() cleans up after it
+        return True
+
+    def stop(proc) -> None:          # SIGTERM, then DPDK's run directory of that process
+        target.stop_process(proc)
+
+    # a new nvmf_tgt holds no pools or subsystems: the block service's reconcile brings the
+    # spdk pools back (their lvol stores load from the devices) and then every NVMe-oF export
+    return DaemonSpec(name="nvmf_tgt", argv=target.argv(), ready=ready, stop=stop,
+                      prepare=target.prepare, reconcile="block")
+
+
+def wants_spdk(data_dir: Path, options: dict) -> bool:
+    """Whether `strata up` runs nvmf_tgt: ``--spdk on``, or ``auto`` and an spdk pool exists."""
+    from dataplane.spdk.target import has_spdk_pools   # (same reason)
+
+    choice = options.get("spdk") or "auto"
+    return choice == "on" or (choice == "auto" and has_spdk_pools(data_dir))
+
+
 def daemons(data_dir: Path, options: dict) -> list[DaemonSpec]:
     """tgtd and qemu-storage-daemon; the bootstrap then re-applies every export into them.
 
@@ -124,4 +160,12 @@ def daemons(data_dir: Path, options: dict) -> list[DaemonSpec]:
                   "block exports over it are unavailable", file=sys.stderr, flush=True)
         else:
             specs.append(make(kw))
+    if wants_spdk(data_dir, options):
+        from dataplane.spdk.target import spdk_unavailable   # (same reason)
+
+        why = spdk_unavailable()
+        if why:
+            print(f"strata up: {why}; spdk pools are unavailable", file=sys.stderr, flush=True)
+        else:
+            specs.append(_nvmf_tgt_spec(data_dir))
     return specs

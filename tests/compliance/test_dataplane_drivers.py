@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dataplane_support import (driver_params, make_state_dir, read_at, sha,  # noqa: E402
                                size_of, teardown_state_dir, write_at)
 
-from dataplane import (AlreadyExists, DataplaneError, FileSystemInfo, InvalidArgument,  # noqa: E402
-                       NotFound, SnapshotInfo, Unsupported, VolumeInfo)
+from dataplane import (AlreadyExists, DataplaneError, FileSystemInfo, InUse,  # noqa: E402
+                       InvalidArgument, NotFound, SnapshotInfo, Unsupported, VolumeInfo)
 
 MiB = 1 << 20
 A = os.urandom(256 * 1024)
@@ -287,9 +287,18 @@ def _clone_without_files(driver, pool):
     assert driver.list_snapshots(pool, "volume", "copy") == []
     with pytest.raises(AlreadyExists):
         driver.clone_snapshot(pool, "volume", "src", "s1", "copy")
+    if driver.capabilities().get("clones_depend_on_snapshot", True):
+        # the snapshot and its volume stay while the clone depends on them
+        for call in (lambda: driver.delete_snapshot(pool, "volume", "src", "s1"),
+                     lambda: driver.delete_volume(pool, "src")):
+            with pytest.raises(InUse, match="copy"):
+                call()
+        assert [s.name for s in driver.list_snapshots(pool, "volume", "src")] == ["s1"]
+        driver.delete_volume(pool, "copy")
     driver.delete_snapshot(pool, "volume", "src", "s1")
     driver.delete_volume(pool, "src")
-    assert driver.volume_info(pool, "copy").size_bytes == 8 * MiB
+    if not driver.capabilities().get("clones_depend_on_snapshot", True):
+        assert driver.volume_info(pool, "copy").size_bytes == 8 * MiB
 
 
 # -- send / receive -----------------------------------------------------------------------

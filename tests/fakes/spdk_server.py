@@ -1,8 +1,9 @@
 """A FAKE spdk_tgt: SPDK's JSON-RPC 2.0 over a unix socket, with state but no data path.
 
-THIS IS A FAKE, NOT SPDK. spdk_tgt needs hugepages, vfio/uio and NVMe devices and
-cannot be installed on the development and CI machines, so Strata's ``spdk`` dataplane
-driver is tested against this server. Production needs a real ``spdk_tgt``.
+THIS IS A FAKE, NOT SPDK. Strata's ``spdk`` driver is tested on a real nvmf_tgt
+(tests/spdk_support.py); this server remains only for the faults a real target cannot be
+made to produce on demand (tests/test_spdk_rpc_faults.py names each): chosen error codes,
+malformed replies, a PCIe NVMe device.
 
 What it does like SPDK: accepts JSON-RPC requests (one JSON value after another on the
 stream, no delimiter needed), answers ``{"jsonrpc": "2.0", "id": N, "result": ...}`` or

@@ -96,20 +96,31 @@ def test_vhost_user_blk_and_read_only_nbd(api, block, tmp_path):
 
 
 @pytest.fixture
-def spdk(data_dir, monkeypatch):
-    """The FAKE spdk_tgt on a unix socket; the plane finds it through STRATA_SPDK_SOCKET."""
-    from tests.fakes.spdk_server import FakeSpdkServer
-    srv = FakeSpdkServer(str(data_dir / "spdk.sock"))
-    srv.start()
-    monkeypatch.setenv("STRATA_SPDK_SOCKET", srv.socket_path)
+def spdk(data_dir):
+    """A real nvmf_tgt where `strata up` runs it (<data_dir>/run/spdk): the plane's spdk
+    driver finds its socket there."""
+    from dataplane.spdk.target import SpdkTarget, spdk_unavailable, target_dir
+    why = spdk_unavailable()
+    if why:
+        pytest.skip(why)
+    target = SpdkTarget(target_dir(data_dir)).start()
     try:
-        yield srv
+        yield target
     finally:
         from services.storage.drivers import driver_for
         try:
             driver_for("spdk").rpc.close()
         finally:
-            srv.stop()
+            target.stop()
+
+
+def _rpc(target, method, **params):
+    from dataplane.spdk.rpc import SpdkRpc
+    rpc = SpdkRpc(str(target.rpc_socket))
+    try:
+        return rpc.call(method, **params)
+    finally:
+        rpc.close()
 
 
 def test_nvmf_export_on_an_spdk_pool(api, block, spdk):
@@ -124,14 +135,17 @@ def test_nvmf_export_on_an_spdk_pool(api, block, spdk):
     exp = post(api, "/api/v1/block-exports/", {"volume": "db1", "protocol": "nvmf",
                                                "host_group": "dbs", "iops_total": 2000})
     assert exp["state"] == "online" and exp["trtype"] == "tcp", exp
-    sub = spdk.state.subsystems[exp["subsystem_nqn"]]
+    sub = _rpc(spdk, "nvmf_get_subsystems", nqn=exp["subsystem_nqn"])[0]
     assert [h["nqn"] for h in sub["hosts"]] == [HOST_NQN] and not sub["allow_any_host"]
-    limits = spdk.state.find_bdev("fast/db1")["assigned_rate_limits"]
+    lvol = _rpc(spdk, "bdev_get_bdevs", name="fast/db1")[0]["name"]   # its UUID
+    assert [ns["bdev_name"] for ns in sub["namespaces"]] == [lvol]
+    limits = _rpc(spdk, "bdev_get_bdevs", name="fast/db1")[0]["assigned_rate_limits"]
     assert limits["rw_ios_per_sec"] == 2000
     r = api.patch(f"/api/v1/block-exports/{exp['id']}/", {"iops_total": 5000}, format="json")
     assert r.status_code == 200, r.json()
-    assert spdk.state.find_bdev("fast/db1")["assigned_rate_limits"]["rw_ios_per_sec"] == 5000
+    limits = _rpc(spdk, "bdev_get_bdevs", name="fast/db1")[0]["assigned_rate_limits"]
+    assert limits["rw_ios_per_sec"] == 5000
     assert api.delete("/api/v1/volumes/db1/").status_code == 409
     assert api.delete(f"/api/v1/block-exports/{exp['id']}/").status_code == 204
-    assert exp["subsystem_nqn"] not in spdk.state.subsystems
+    assert exp["subsystem_nqn"] not in {s["nqn"] for s in _rpc(spdk, "nvmf_get_subsystems")}
     assert api.delete("/api/v1/volumes/db1/").status_code == 204

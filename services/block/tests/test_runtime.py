@@ -1,10 +1,9 @@
 """BlockRuntime: the plane's entry point, with real tgtd, qemu-storage-daemon, a real
-dataplane volume, and the spdk driver on the FAKE spdk_tgt for NVMe-oF."""
+dataplane volume, and the spdk driver on a real nvmf_tgt for NVMe-oF."""
 
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -23,9 +22,6 @@ from services.block.transports import (
 from plumbing.process import wait_for_port
 from tests.kit import free_port
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from tests.fakes.spdk_server import FakeSpdkServer  # noqa: E402
-
 MiB = 1 << 20
 IQN = "iqn.2026-01.io.strata.test:rt"
 NQN = "nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
@@ -35,9 +31,12 @@ NQN = "nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
 def runtime(workdir):
     need("tgtd", "qemu-storage-daemon", "nbdinfo", "iscsi-readcapacity16")
     from dataplane.spdk.driver import SpdkDriver
-    fake = FakeSpdkServer(os.path.join(workdir, "spdk.sock")).start()
-    spdk = SpdkDriver(os.path.join(workdir, "spdk-state"), rpc_socket=fake.socket_path,
-                      timeout=10)
+    from dataplane.spdk.target import SpdkTarget, spdk_unavailable
+    if spdk_unavailable():
+        pytest.skip(spdk_unavailable())
+    target = SpdkTarget(os.path.join(workdir, "spdk")).start()
+    spdk = SpdkDriver(os.path.join(workdir, "spdk-state"), rpc_socket=str(target.rpc_socket),
+                      timeout=30)
     rt = BlockRuntime(os.path.join(workdir, "block"), iscsi_port=free_port(),
                       nbd_port=free_port(), nvmf_port=free_port(), spdk_driver=spdk)
     rt.start()
@@ -45,7 +44,8 @@ def runtime(workdir):
         yield rt, spdk
     finally:
         rt.stop()
-        fake.stop()
+        spdk.rpc.close()
+        target.stop()
 
 
 def test_one_volume_three_ways_resize_and_delete_guard(runtime, workdir):

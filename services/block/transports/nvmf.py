@@ -2,8 +2,9 @@
 
 spdk_tgt is both the volume engine and the NVMe-oF target, so this transport only maps
 export ids to the driver's subsystems (``SpdkDriver.export_volume_nvmf``). ``volume_path``
-is the spdk volume's path as the driver reports it: ``"<pool>/<volume>"``. spdk_tgt
-itself runs as a system service in production; ``start``/``stop`` do not manage it.
+is the spdk volume's path as the driver reports it: ``"<pool>/<volume>"``. The target
+process (SPDK's nvmf_tgt) is `strata up`'s child (services/block/up.py), not this
+transport's: ``start`` re-applies the recorded subsystems, ``stop`` only lets go of it.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class NvmfTarget(Transport):
         self.driver.reconcile_nvmf()
 
     def stop(self) -> None:
-        """Nothing to stop: spdk_tgt is managed outside Strata's runtime."""
+        """Nothing to stop: nvmf_tgt is `strata up`'s child, not this runtime's."""
         self.driver.rpc.close()
 
     def detach(self) -> None:
