@@ -260,12 +260,37 @@ def may_bypass_governance(req: Request, bucket: Bucket, key: str, version_id: st
     return True
 
 
-def authorize(gw, req: Request) -> Bucket:
-    """The request's bucket, if its signer (or an anonymous caller) may do this request."""
+def authorize(gw, req: Request, action: str) -> Bucket:
+    """The request's bucket, if its signer (or an anonymous caller) may do ``action`` there (the
+    IAM action of the request's route, see .routes)."""
     bucket = gw.buckets.get(req.bucket)
-    check_access(req, bucket, policy.action_for(req.method, req.query, bool(req.key)), req.key,
-                 req.query.get("versionId") or None)
+    check_access(req, bucket, action, req.key, req.query.get("versionId") or None)
     return bucket
+
+
+def check_expected_owner(req: Request, bucket: Bucket, header: str = "x-amz-expected-bucket-owner") -> None:
+    """``AccessDenied`` when the request names an expected owner of ``bucket`` (the header
+    ``x-amz-expected-bucket-owner``, or ``x-amz-source-expected-bucket-owner`` for a copy's
+    source) other than its owner's ID, as S3 answers."""
+    expected = req.headers.get(header)
+    if expected is not None and expected != bucket.owner:
+        raise denied(bucket.name, f"The bucket is not owned by {expected} ({header})")
+
+
+def check_may_delete_some(req: Request, bucket: Bucket) -> None:
+    """``AccessDenied`` for a DeleteObjects caller who may delete no key of ``bucket``, before
+    its body is read: not an admin or the owner, no bucket policy Allow that could apply to it,
+    no ACL grant of WRITE. Each key is then checked as its own DeleteObject."""
+    user = req.auth.user or None
+    if req.auth.admin or (user and user == bucket.owner):
+        return
+    doc = bucket.settings.get("policy")
+    if doc and policy.may_allow(doc, user=user, actions=("s3:DeleteObject", "s3:DeleteObjectVersion")):
+        return
+    if acls_enabled(bucket) and acl.granted(bucket_grants(bucket), user, "WRITE",
+                                            bool(public_access_block(bucket).get("IgnorePublicAcls"))):
+        return
+    raise denied(bucket.name)
 
 
 def check_acl_allowed(bucket: Bucket, grants: list | None, canned: str | None = None) -> None:

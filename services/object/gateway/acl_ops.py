@@ -35,7 +35,7 @@ async def _acl_from_request(req: Request, users: acl.Users, owner: str, bucket_o
     return grants
 
 
-def get_bucket_acl(bucket: Bucket) -> Response:
+async def get_bucket_acl(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """GetBucketAcl."""
     return xml_response(acl.to_xml(bucket.owner, bucket_grants(bucket)))
 
@@ -88,7 +88,7 @@ async def put_object_acl(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     return Response(200, {"x-amz-version-id": rec.version_id} if bucket.versioning else {})
 
 
-def get_ownership(bucket: Bucket) -> Response:
+async def get_ownership(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """GetBucketOwnershipControls."""
     ownership = bucket.settings.get("ownership")
     if not ownership:
@@ -124,13 +124,13 @@ async def put_ownership(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     return Response(200)
 
 
-async def delete_ownership(gw: Gateway, bucket: Bucket) -> Response:
+async def delete_ownership(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """DeleteBucketOwnershipControls (ACLs work again, as under ObjectWriter)."""
     await gw.run(bucket.set_setting, "ownership", None)
     return Response(204)
 
 
-def get_public_access_block(bucket: Bucket) -> Response:
+async def get_public_access_block(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """GetPublicAccessBlock."""
     pab = bucket.settings.get("public_access_block")
     if pab is None:
@@ -160,13 +160,13 @@ async def put_public_access_block(gw: Gateway, req: Request, bucket: Bucket) -> 
     return Response(200)
 
 
-async def delete_public_access_block(gw: Gateway, bucket: Bucket) -> Response:
+async def delete_public_access_block(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """DeletePublicAccessBlock."""
     await gw.run(bucket.set_setting, "public_access_block", None)
     return Response(204)
 
 
-def get_policy_status(bucket: Bucket) -> Response:
+async def get_policy_status(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """GetBucketPolicyStatus: whether the bucket policy is public."""
     doc = bucket.settings.get("policy")
     if not doc:

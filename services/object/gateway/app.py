@@ -9,8 +9,7 @@ from urllib.parse import parse_qsl, unquote
 
 from plumbing.errors import is_disk_full
 
-from . import access, acl_ops, admin, bucket_ops, bucket_tagging, cors, foreground, multipart, object_ops, \
-    post_object, protection_ops, unconfigured
+from . import access, admin, cors, foreground, object_ops, routes
 from .auth import authenticate
 from .core import Gateway, OpenFiles, WorkerRole
 from .errors import S3Error
@@ -20,10 +19,6 @@ from .request import Request, Response
 log = logging.getLogger("strata.s3")
 MAX_KEY_BYTES = 1024
 ADMIN_PREFIX = "/_strata/admin/"
-
-# Sub-resources S3 defines that this gateway does not implement (answered NotImplemented).
-UNSUPPORTED = {"website", "logging", "notification", "replication", "requestPayment", "analytics", "inventory",
-               "metrics", "intelligent-tiering", "accelerate", "torrent", "select"}
 
 
 async def _drain(receive, state: dict, limit: int = 256 << 20) -> None:
@@ -186,169 +181,35 @@ class S3App:
 
     async def _s3(self, req: Request) -> Response:
         gw = self.gw
-        cfg = gw.config
         if req.method == "OPTIONS" and req.bucket:  # CORS preflight: browsers do not sign it
             return cors.preflight(gw.buckets.get(req.bucket), req)
-        req.auth = authenticate(req, cfg)
-        for name in req.query:
-            if name in UNSUPPORTED and not unconfigured.answers(req):
-                raise S3Error("NotImplemented", f"The '{name}' sub-resource is not implemented by Strata")
-        if not req.bucket:
-            if req.method == "GET":
-                if not req.auth.user:
-                    raise S3Error("AccessDenied", "Anonymous users cannot list buckets")
-                return await bucket_ops.list_buckets(gw, req)
-            raise S3Error("MethodNotAllowed")
-        if len(req.key.encode()) > MAX_KEY_BYTES:
+        req.auth = authenticate(req, gw.config)
+        if req.bucket and len(req.key.encode()) > MAX_KEY_BYTES:
             raise S3Error("KeyTooLongError", Size=str(len(req.key.encode())), MaxSizeAllowed=str(MAX_KEY_BYTES))
-        if req.key:
-            return await object_dispatch(gw, req)
-        return await bucket_dispatch(gw, req)
+        return await dispatch(gw, req)
 
 
-def authorize(gw: Gateway, req: Request):
-    """The request's bucket, if the signer may do this request there (see .access)."""
-    return access.authorize(gw, req)
-
-
-async def bucket_dispatch(gw: Gateway, req: Request) -> Response:
-    """Bucket-level operations."""
-    q, m = req.query, req.method
-    if m == "PUT":
-        if "versioning" in q:
-            return await bucket_ops.put_versioning(gw, req, authorize(gw, req))
-        if "lifecycle" in q:
-            return await bucket_ops.put_lifecycle(gw, req, authorize(gw, req))
-        if "policy" in q:
-            return await bucket_ops.put_policy(gw, req, authorize(gw, req))
-        if "encryption" in q:
-            return await protection_ops.put_encryption(gw, req, authorize(gw, req))
-        if "object-lock" in q:
-            return await protection_ops.put_lock_configuration(gw, req, authorize(gw, req))
-        if "cors" in q:
-            return await cors.put_cors(gw, req, authorize(gw, req))
-        if "tagging" in q:
-            return await bucket_tagging.put_tagging(gw, req, authorize(gw, req))
-        if "acl" in q:
-            return await acl_ops.put_bucket_acl(gw, req, authorize(gw, req))
-        if "ownershipControls" in q:
-            return await acl_ops.put_ownership(gw, req, authorize(gw, req))
-        if "publicAccessBlock" in q:
-            return await acl_ops.put_public_access_block(gw, req, authorize(gw, req))
-        return await bucket_ops.create_bucket(gw, req)
-    if m == "DELETE":
-        if "lifecycle" in q:
-            await gw.run(authorize(gw, req).set_setting, "lifecycle", None)
-            return Response(204)
-        if "policy" in q:
-            await gw.run(authorize(gw, req).set_setting, "policy", None)
-            return Response(204)
-        if "encryption" in q:
-            return await protection_ops.delete_encryption(gw, authorize(gw, req))
-        if "cors" in q:
-            return await cors.delete_cors(gw, authorize(gw, req))
-        if "tagging" in q:
-            return await bucket_tagging.delete_tagging(gw, authorize(gw, req))
-        if "ownershipControls" in q:
-            return await acl_ops.delete_ownership(gw, authorize(gw, req))
-        if "publicAccessBlock" in q:
-            return await acl_ops.delete_public_access_block(gw, authorize(gw, req))
-        authorize(gw, req)
-        return await bucket_ops.delete_bucket(gw, req)
-    if m == "POST" and "delete" in q:  # each key is checked, as its own DeleteObject
-        return await object_ops.delete_objects(gw, req, gw.buckets.get(req.bucket))
-    if m == "POST" and req.headers.get("content-type", "").lower().startswith("multipart/form-data"):
-        return await post_object.post_object(gw, req)  # a browser form: it carries its own signature
-    bucket = authorize(gw, req)
-    if m == "HEAD":
-        return Response(200, {"x-amz-bucket-region": gw.config["region"]})
-    if m == "GET":
-        answer = unconfigured.bucket_answer(bucket, req)
-        if answer is not None:
-            return answer
-        if "location" in q:
-            return bucket_ops.location(gw, req)
-        if "versioning" in q:
-            return bucket_ops.get_versioning(bucket)
-        if "versions" in q:
-            return await bucket_ops.list_versions(gw, req, bucket)
-        if "uploads" in q:
-            return await multipart.list_uploads(gw, req, bucket)
-        if "lifecycle" in q:
-            return bucket_ops.get_lifecycle(bucket)
-        if "policy" in q:
-            return bucket_ops.get_policy(bucket)
-        if "encryption" in q:
-            return protection_ops.get_encryption(bucket)
-        if "object-lock" in q:
-            return protection_ops.get_lock_configuration(bucket)
-        if "cors" in q:
-            return cors.get_cors(bucket)
-        if "tagging" in q:
-            return bucket_tagging.get_tagging(bucket)
-        if "acl" in q:
-            return acl_ops.get_bucket_acl(bucket)
-        if "ownershipControls" in q:
-            return acl_ops.get_ownership(bucket)
-        if "publicAccessBlock" in q:
-            return acl_ops.get_public_access_block(bucket)
-        if "policyStatus" in q:
-            return acl_ops.get_policy_status(bucket)
-        return await bucket_ops.list_objects(gw, req, bucket)
-    raise S3Error("MethodNotAllowed")
-
-
-async def object_dispatch(gw: Gateway, req: Request) -> Response:
-    """Object-level operations."""
-    bucket = authorize(gw, req)
-    q, m = req.query, req.method
-    if m in ("PUT", "GET"):
+async def dispatch(gw: Gateway, req: Request) -> Response:
+    """Run the route of an authenticated request (see .routes): check who may (the route's IAM
+    action, see .access) and the bucket owner the client expects, then call its handler."""
+    level = routes.OBJECT if req.key else routes.BUCKET if req.bucket else routes.SERVICE
+    route = routes.resolve(level, req.method, req.query, req.headers)
+    if route is None:
+        raise S3Error("MethodNotAllowed")
+    bucket = None
+    if route.checks == routes.AUTHORIZE:
+        bucket = access.authorize(gw, req, route.action_for(req.query))
+        access.check_expected_owner(req, bucket)
+    elif route.checks == routes.EACH_KEY:  # each key is then checked as its own DeleteObject
+        bucket = gw.buckets.get(req.bucket)
+        access.check_may_delete_some(req, bucket)
+        access.check_expected_owner(req, bucket)
+    if "x-amz-source-expected-bucket-owner" in req.headers and "x-amz-copy-source" in req.headers:
+        source = object_ops.parse_copy_source(req.headers["x-amz-copy-source"])[0]
+        access.check_expected_owner(req, gw.buckets.get(source), "x-amz-source-expected-bucket-owner")
+    if level == routes.OBJECT and req.method in ("PUT", "GET"):
         foreground.mark(gw)  # client I/O: background work yields (see .foreground)
-    if m == "PUT":
-        if "uploadId" in q:
-            if "x-amz-copy-source" in req.headers:
-                return await multipart.upload_part_copy(gw, req, bucket)
-            return await multipart.upload_part(gw, req, bucket)
-        if "tagging" in q:
-            return await object_ops.put_tagging(gw, req, bucket)
-        if "retention" in q:
-            return await protection_ops.put_retention(gw, req, bucket)
-        if "legal-hold" in q:
-            return await protection_ops.put_legal_hold(gw, req, bucket)
-        if "acl" in q:
-            return await acl_ops.put_object_acl(gw, req, bucket)
-        if "x-amz-copy-source" in req.headers:
-            return await object_ops.copy_object(gw, req, bucket)
-        return await object_ops.put_object(gw, req, bucket)
-    if m in ("GET", "HEAD"):
-        unconfigured.object_answer(bucket, req)
-        if "uploadId" in q and m == "GET":
-            return await multipart.list_parts(gw, req, bucket)
-        if "tagging" in q and m == "GET":
-            return await object_ops.get_tagging(gw, req, bucket)
-        if "attributes" in q and m == "GET":
-            return await object_ops.get_attributes(gw, req, bucket)
-        if "retention" in q and m == "GET":
-            return await protection_ops.get_retention(gw, req, bucket)
-        if "legal-hold" in q and m == "GET":
-            return await protection_ops.get_legal_hold(gw, req, bucket)
-        if "acl" in q and m == "GET":
-            return await acl_ops.get_object_acl(gw, req, bucket)
-        return await object_ops.get_object(gw, req, bucket)
-    if m == "DELETE":
-        if "uploadId" in q:
-            return await multipart.abort(gw, req, bucket)
-        if "tagging" in q:
-            return await object_ops.delete_tagging(gw, req, bucket)
-        return await object_ops.delete_object(gw, req, bucket)
-    if m == "POST":
-        if "uploads" in q:
-            return await multipart.create(gw, req, bucket)
-        if "uploadId" in q:
-            return await multipart.complete(gw, req, bucket)
-        if "restore" in q:
-            return await object_ops.restore_object(gw, req, bucket)
-    raise S3Error("MethodNotAllowed")
+    return await route.handler(gw, req, bucket)
 
 
 def create_app(config_path: str, role: WorkerRole | None = None) -> S3App:

@@ -37,9 +37,11 @@ def _iso_second(second: int) -> str:
 MAX_BUCKETS = 10000
 
 
-async def list_buckets(gw: Gateway, req: Request) -> Response:
+async def list_buckets(gw: Gateway, req: Request, bucket: None = None) -> Response:
     """ListBuckets: the buckets the signer owns (every bucket for an admin), by name, with
     ``prefix``, ``bucket-region``, and pages of ``max-buckets`` resumed by ``continuation-token``."""
+    if not req.auth.user:
+        raise S3Error("AccessDenied", "Anonymous users cannot list buckets")
     q = req.query
     prefix = q.get("prefix", "")
     after = ""
@@ -78,7 +80,7 @@ async def list_buckets(gw: Gateway, req: Request) -> Response:
     return xml_response(xml_doc("ListAllMyBucketsResult", body))
 
 
-async def create_bucket(gw: Gateway, req: Request) -> Response:
+async def create_bucket(gw: Gateway, req: Request, bucket: None = None) -> Response:
     """CreateBucket (an optional CreateBucketConfiguration must name this gateway's region)."""
     body = await req.body().read_all(64 * 1024)
     region = gw.config["region"]
@@ -103,19 +105,24 @@ async def create_bucket(gw: Gateway, req: Request) -> Response:
     return Response(200, {"location": f"/{req.bucket}"})
 
 
-async def delete_bucket(gw: Gateway, req: Request) -> Response:
+async def delete_bucket(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """DeleteBucket; ``BucketNotEmpty`` while any version or delete marker is left."""
     await gw.run(gw.buckets.delete, req.bucket)
     return Response(204)
 
 
-def location(gw: Gateway, req: Request) -> Response:
+async def head_bucket(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """HeadBucket: the bucket exists and the signer may list it."""
+    return Response(200, {"x-amz-bucket-region": gw.config["region"]})
+
+
+async def location(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """GetBucketLocation (us-east-1 is reported as empty, as S3 does)."""
     region = gw.config["region"]
     return xml_response(xml_doc("LocationConstraint", "" if region == "us-east-1" else region))
 
 
-def get_versioning(bucket: Bucket) -> Response:
+async def get_versioning(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """GetBucketVersioning."""
     status = el("Status", bucket.versioning) if bucket.versioning else ""
     return xml_response(xml_doc("VersioningConfiguration", status))
@@ -143,7 +150,13 @@ async def put_lifecycle(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     return Response(200)
 
 
-def get_lifecycle(bucket: Bucket) -> Response:
+async def delete_lifecycle(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """DeleteBucketLifecycle."""
+    await gw.run(bucket.set_setting, "lifecycle", None)
+    return Response(204)
+
+
+async def get_lifecycle(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """GetBucketLifecycleConfiguration: the document as it was put."""
     lifecycle = bucket.settings.get("lifecycle")
     if not lifecycle:
@@ -159,7 +172,13 @@ async def put_policy(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     return Response(204)
 
 
-def get_policy(bucket: Bucket) -> Response:
+async def delete_policy(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """DeleteBucketPolicy."""
+    await gw.run(bucket.set_setting, "policy", None)
+    return Response(204)
+
+
+async def get_policy(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """GetBucketPolicy."""
     doc = bucket.settings.get("policy")
     if not doc:

@@ -40,7 +40,7 @@ async def put_tagging(gw, req: Request, bucket) -> Response:
     return Response(204)
 
 
-def get_tagging(bucket) -> Response:
+async def get_tagging(gw, req: Request, bucket) -> Response:
     """GetBucketTagging (``NoSuchTagSet`` when the bucket has no tags)."""
     tags = bucket.settings.get("tags")
     if not tags:
@@ -49,7 +49,7 @@ def get_tagging(bucket) -> Response:
     return xml_response(xml_doc("Tagging", f"<TagSet>{body}</TagSet>"))
 
 
-async def delete_tagging(gw, bucket) -> Response:
+async def delete_tagging(gw, req: Request, bucket) -> Response:
     """DeleteBucketTagging."""
     await gw.run(bucket.set_setting, "tags", None)
     return Response(204)

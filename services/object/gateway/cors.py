@@ -181,7 +181,7 @@ async def put_cors(gw, req: Request, bucket) -> Response:
     return Response(200)
 
 
-def get_cors(bucket) -> Response:
+async def get_cors(gw, req: Request, bucket) -> Response:
     """GetBucketCors (``NoSuchCORSConfiguration`` when none is set)."""
     rules = bucket.settings.get("cors")
     if not rules:
@@ -189,7 +189,7 @@ def get_cors(bucket) -> Response:
     return xml_response(render(rules))
 
 
-async def delete_cors(gw, bucket) -> Response:
+async def delete_cors(gw, req: Request, bucket) -> Response:
     """DeleteBucketCors."""
     await gw.run(bucket.set_setting, "cors", None)
     return Response(204)

@@ -372,6 +372,11 @@ class _Statement:
                 vals = [str(v).lower() if isinstance(v, bool) else str(v) for v in _as_list(values)]
                 self.conditions.append((qualifier, base, if_exists, key, vals))
 
+    def names(self, user: str | None, ids: Iterable[str], actions: Iterable[str]) -> bool:
+        """Whether the statement's principal and actions cover ``user`` doing one of ``actions``."""
+        hit = any(rx.match(action) is not None for rx in self.actions for action in actions)
+        return hit != self.not_action and _principal_hit(self.principal, user, ids) != self.not_principal
+
     def applies(self, user: str | None, ids: Iterable[str], action: str, arn: str, ctx: Context) -> bool:
         hit = False  # the action first: it rules most statements out, and costs least
         for rx in self.actions:
@@ -541,6 +546,15 @@ def evaluate(policy: dict | None, *, user: str | None, action: str, resource: st
     return decision
 
 
+def may_allow(policy: dict, *, user: str | None, actions: Iterable[str], ids: Iterable[str] = ()) -> bool:
+    """Whether an Allow statement of ``policy`` names ``user`` and one of ``actions``, whatever
+    its resources and conditions (a pre-check that never refuses what :func:`evaluate` allows)."""
+    for st in compiled(policy):
+        if st.effect == ALLOW and st.names(user, ids, actions):
+            return True
+    return False
+
+
 def is_allowed(policy: dict | None, *, user: str | None, admin: bool, owner: str, action: str, resource: str,
                context: Context | None = None) -> bool:
     """Whether ``user`` (None: anonymous) may do ``action`` on ``resource`` without ACLs: admin
@@ -558,86 +572,3 @@ def is_allowed(policy: dict | None, *, user: str | None, admin: bool, owner: str
     if action in OWNER_ONLY:
         return False
     return decision == ALLOW
-
-
-# -- action names ----------------------------------------------------------------------------
-
-# bucket sub-resource -> (GET action, PUT action, DELETE action)
-_BUCKET_SUBRESOURCES = {
-    "policy": ("s3:GetBucketPolicy", "s3:PutBucketPolicy", "s3:DeleteBucketPolicy"),
-    "versioning": ("s3:GetBucketVersioning", "s3:PutBucketVersioning", "s3:PutBucketVersioning"),
-    "lifecycle": ("s3:GetLifecycleConfiguration", "s3:PutLifecycleConfiguration", "s3:PutLifecycleConfiguration"),
-    "cors": ("s3:GetBucketCORS", "s3:PutBucketCORS", "s3:PutBucketCORS"),
-    "tagging": ("s3:GetBucketTagging", "s3:PutBucketTagging", "s3:PutBucketTagging"),
-    "acl": ("s3:GetBucketAcl", "s3:PutBucketAcl", "s3:PutBucketAcl"),
-    "encryption": ("s3:GetEncryptionConfiguration", "s3:PutEncryptionConfiguration",
-                   "s3:PutEncryptionConfiguration"),
-    "object-lock": ("s3:GetBucketObjectLockConfiguration", "s3:PutBucketObjectLockConfiguration",
-                    "s3:PutBucketObjectLockConfiguration"),
-    "ownershipControls": ("s3:GetBucketOwnershipControls", "s3:PutBucketOwnershipControls",
-                          "s3:PutBucketOwnershipControls"),
-    "publicAccessBlock": ("s3:GetBucketPublicAccessBlock", "s3:PutBucketPublicAccessBlock",
-                          "s3:PutBucketPublicAccessBlock"),
-    "policyStatus": ("s3:GetBucketPolicyStatus", "s3:GetBucketPolicyStatus", "s3:GetBucketPolicyStatus"),
-    "website": ("s3:GetBucketWebsite", "s3:PutBucketWebsite", "s3:DeleteBucketWebsite"),
-    "logging": ("s3:GetBucketLogging", "s3:PutBucketLogging", "s3:PutBucketLogging"),
-    "notification": ("s3:GetBucketNotification", "s3:PutBucketNotification", "s3:PutBucketNotification"),
-    "replication": ("s3:GetReplicationConfiguration", "s3:PutReplicationConfiguration",
-                    "s3:PutReplicationConfiguration"),
-    "requestPayment": ("s3:GetBucketRequestPayment", "s3:PutBucketRequestPayment", "s3:PutBucketRequestPayment"),
-    "accelerate": ("s3:GetAccelerateConfiguration", "s3:PutAccelerateConfiguration",
-                   "s3:PutAccelerateConfiguration"),
-    "location": ("s3:GetBucketLocation", "s3:GetBucketLocation", "s3:GetBucketLocation"),
-    "versions": ("s3:ListBucketVersions", "s3:ListBucketVersions", "s3:ListBucketVersions"),
-    "uploads": ("s3:ListBucketMultipartUploads", "s3:ListBucketMultipartUploads", "s3:ListBucketMultipartUploads"),
-}
-# object sub-resource -> (GET, PUT, DELETE, and the versioned GET / PUT / DELETE)
-_OBJECT_SUBRESOURCES = {
-    "tagging": ("s3:GetObjectTagging", "s3:PutObjectTagging", "s3:DeleteObjectTagging",
-                "s3:GetObjectVersionTagging", "s3:PutObjectVersionTagging", "s3:DeleteObjectVersionTagging"),
-    "acl": ("s3:GetObjectAcl", "s3:PutObjectAcl", "s3:PutObjectAcl",
-            "s3:GetObjectVersionAcl", "s3:PutObjectVersionAcl", "s3:PutObjectVersionAcl"),
-    "retention": ("s3:GetObjectRetention", "s3:PutObjectRetention", "s3:PutObjectRetention",) * 2,
-    "legal-hold": ("s3:GetObjectLegalHold", "s3:PutObjectLegalHold", "s3:PutObjectLegalHold",) * 2,
-    "torrent": ("s3:GetObjectTorrent", "s3:GetObjectTorrent", "s3:GetObjectTorrent",
-                "s3:GetObjectVersionTorrent", "s3:GetObjectVersionTorrent", "s3:GetObjectVersionTorrent"),
-    "attributes": ("s3:GetObjectAttributes", "s3:GetObjectAttributes", "s3:GetObjectAttributes",
-                   "s3:GetObjectVersionAttributes", "s3:GetObjectVersionAttributes", "s3:GetObjectVersionAttributes"),
-}
-
-
-_SLOTS = {"GET": 0, "HEAD": 0, "PUT": 1, "POST": 1}
-
-
-def action_for(method: str, query: dict, has_key: bool, copy: bool = False) -> str:
-    """The IAM action name of an S3 request (as AWS documents each operation's permission)."""
-    slot = _SLOTS.get(method, 2)
-    if not has_key:
-        for name, actions in _BUCKET_SUBRESOURCES.items():
-            if name in query:
-                return actions[slot]
-        if method == "DELETE":
-            return "s3:DeleteBucket"
-        if method == "PUT":
-            return "s3:CreateBucket"
-        if method == "POST" and "delete" in query:
-            return "s3:DeleteObject"
-        return "s3:ListBucket"
-    versioned = bool(query.get("versionId"))
-    if query:
-        for name, actions in _OBJECT_SUBRESOURCES.items():
-            if name in query:
-                return actions[slot + (3 if versioned else 0)]
-    if "uploadId" in query:
-        if method == "GET":
-            return "s3:ListMultipartUploadParts"
-        if method == "DELETE":
-            return "s3:AbortMultipartUpload"
-        return "s3:PutObject"
-    if method in ("GET", "HEAD"):
-        return "s3:GetObjectVersion" if versioned else "s3:GetObject"
-    if method == "DELETE":
-        return "s3:DeleteObjectVersion" if versioned else "s3:DeleteObject"
-    if method == "POST" and "restore" in query:
-        return "s3:RestoreObject"
-    return "s3:PutObject"

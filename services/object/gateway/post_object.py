@@ -245,7 +245,7 @@ def authenticate_form(fields: dict[str, str], config: dict) -> AuthContext | Non
                        "", "", b"", "")
 
 
-async def post_object(gw, req: Request) -> Response:
+async def post_object(gw, req: Request, bucket: None = None) -> Response:
     """Handle one form upload into ``req.bucket``."""
     body = req.body()
     if body.size is None:
@@ -278,7 +278,7 @@ async def post_object(gw, req: Request) -> Response:
         raise S3Error("InvalidArgument", "User key must have a length greater than 0.", ArgumentName="key")
     req.key = key
     req.method = "PUT"
-    bucket = access.authorize(gw, req)  # s3:PutObject for the signer, or anonymous
+    bucket = access.authorize(gw, req, "s3:PutObject")  # for the signer, or anonymous
     headers = {name: value for name, value in fields.items()
                if name in HEADER_FIELDS or name.startswith(("x-amz-meta-", "x-amz-server-side-encryption"))}
     if "acl" in fields:

@@ -22,7 +22,7 @@ async def put_encryption(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     return Response(200)
 
 
-def get_encryption(bucket: Bucket) -> Response:
+async def get_encryption(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """GetBucketEncryption (``ServerSideEncryptionConfigurationNotFoundError`` without one)."""
     setting = bucket.settings.get("encryption")
     if not setting:
@@ -30,7 +30,7 @@ def get_encryption(bucket: Bucket) -> Response:
     return xml_response(sse.bucket_encryption_xml(setting))
 
 
-async def delete_encryption(gw: Gateway, bucket: Bucket) -> Response:
+async def delete_encryption(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """DeleteBucketEncryption: new objects are stored unencrypted again (existing ones stay)."""
     await gw.run(bucket.set_setting, "encryption", None)
     return Response(204)
@@ -43,7 +43,7 @@ async def put_lock_configuration(gw: Gateway, req: Request, bucket: Bucket) -> R
     return Response(200)
 
 
-def get_lock_configuration(bucket: Bucket) -> Response:
+async def get_lock_configuration(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """GetObjectLockConfiguration."""
     return xml_response(objectlock.configuration_xml(bucket))
 

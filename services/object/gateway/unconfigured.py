@@ -1,6 +1,8 @@
-"""What S3 answers to reading bucket settings this gateway has no support for setting (none is
-ever configured): the "not configured" answer real S3 gives, instead of NotImplemented.
-Setting them stays NotImplemented (see ``UNSUPPORTED`` in :mod:`.app`)."""
+"""What S3 answers to the sub-resources this gateway has no support for (see ``UNSUPPORTED``
+in :mod:`.routes`): reading a bucket setting that can never be configured here gets the
+"not configured" answer real S3 gives, GetObjectTorrent the answer S3 gives today, and
+everything else NotImplemented. Each is a handler of the route table, reached only after the
+request was authenticated and authorized, as S3 does."""
 from __future__ import annotations
 
 from .errors import S3Error, el, xml_doc
@@ -15,29 +17,31 @@ _BUCKET = {
     "requestPayment": lambda b: xml_doc("RequestPaymentConfiguration", el("Payer", "BucketOwner")),
     "accelerate": lambda b: xml_doc("AccelerateConfiguration", ""),
 }
-ANSWERED = set(_BUCKET) | {"torrent"}
 
 
-def answers(req: Request) -> bool:
-    """Whether this module answers ``req`` (a GET of one of the sub-resources above)."""
-    return req.method == "GET" and any(name in req.query for name in ANSWERED)
-
-
-def bucket_answer(bucket, req: Request) -> Response | None:
-    """The answer to a GET of an unconfigured bucket sub-resource, or None."""
-    if req.method != "GET":
+def bucket_handler(name: str):
+    """The handler of a GET of the unconfigured bucket sub-resource ``name`` (None if S3 has no
+    "not configured" answer for it)."""
+    make = _BUCKET.get(name)
+    if make is None:
         return None
-    for name, make in _BUCKET.items():
-        if name in req.query:
-            out = make(bucket)
-            if isinstance(out, S3Error):
-                raise out
-            return xml_response(out)
-    return None
+
+    async def answer(gw, req: Request, bucket) -> Response:
+        out = make(bucket)
+        if isinstance(out, S3Error):
+            raise out
+        return xml_response(out)
+    return answer
 
 
-def object_answer(bucket, req: Request) -> None:
+def not_implemented(name: str):
+    """The handler of a sub-resource this gateway does not implement."""
+    async def refuse(gw, req: Request, bucket) -> Response:
+        raise S3Error("NotImplemented", f"The '{name}' sub-resource is not implemented by Strata")
+    return refuse
+
+
+async def get_torrent(gw, req: Request, bucket) -> Response:
     """GetObjectTorrent: no object is shared over BitTorrent here (S3 no longer serves it)."""
-    if req.method == "GET" and "torrent" in req.query:
-        raise S3Error("NoSuchKey", "The specified key does not exist.", resource=f"/{bucket.name}/{req.key}",
-                      Key=req.key)
+    raise S3Error("NoSuchKey", "The specified key does not exist.", resource=f"/{bucket.name}/{req.key}",
+                  Key=req.key)

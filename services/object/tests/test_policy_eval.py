@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from services.object.gateway import policy
+from services.object.gateway import policy, routes
 from services.object.gateway.errors import S3Error
 from services.object.gateway.policy import ALLOW, DENY, Context
 
@@ -175,7 +175,8 @@ def test_is_allowed_combines_owner_admin_and_policy():
     ("GET", {"acl": ""}, True, "s3:GetObjectAcl"),
 ])
 def test_action_names(method, query, has_key, action):
-    assert policy.action_for(method, query, has_key) == action
+    route = routes.resolve(routes.OBJECT if has_key else routes.BUCKET, method, query, {})
+    assert route.action_for(query) == action
 
 
 def test_validation_rejects_what_aws_rejects():
