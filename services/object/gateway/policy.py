@@ -8,7 +8,7 @@ Statements may use ``Principal``/``NotPrincipal``, ``Action``/``NotAction``,
 ``${aws:username}``) and ``Condition`` with every IAM operator (String*, Numeric*, Date*,
 Bool, BinaryEquals, IpAddress/NotIpAddress, Arn*, Null, the ``...IfExists`` forms and the
 ``ForAnyValue:``/``ForAllValues:`` set operators) over the condition keys a
-:class:`Context` supplies (``aws:*`` and ``s3:*`` keys, see :func:`.app.policy_context`).
+:class:`Context` supplies (``aws:*`` and ``s3:*`` keys, see :func:`.access.policy_context`).
 
 :func:`evaluate` is the decision of the policy alone, to be combined with the bucket's ACL
 by the caller (explicit deny wins, then an Allow or an ACL grant). :func:`is_allowed` is

@@ -274,3 +274,41 @@ def test_expected_bucket_owner(gw, alice, bob, name):
     alice.copy_object(Bucket=name, Key="c", CopySource={"Bucket": other, "Key": "src"},
                       ExpectedBucketOwner="alice", ExpectedSourceBucketOwner="bob")
     assert alice.get_object(Bucket=name, Key="c")["Body"].read() == b"from bob"
+
+
+def root_tag(r) -> str:
+    return ElementTree.fromstring(r.content).tag.rsplit("}", 1)[-1]
+
+
+def test_each_ambiguous_shape_runs_the_operation_the_table_names(gw, alice, name):
+    """Two sub-resources at once, over the wire: what runs is the route the table resolves."""
+    alice.put_object(Bucket=name, Key="k", Body=b"x")
+    alice.put_bucket_policy(Bucket=name, Policy=json.dumps({"Statement": [{
+        "Effect": "Allow", "Principal": {"AWS": "bob"}, "Action": "s3:GetObject",
+        "Resource": f"arn:aws:s3:::{name}/*"}]}))
+    upload = alice.create_multipart_upload(Bucket=name, Key="k")["UploadId"]
+    obj, bkt = f"{gw.endpoint}/{name}/k", f"{gw.endpoint}/{name}"
+    r = signed("PUT", f"{obj}?partNumber=1&uploadId={upload}&tagging", body=b"part one")  # UploadPart
+    assert r.status_code == 200 and r.headers["ETag"] == f'"{hashlib.md5(b"part one").hexdigest()}"'
+    r = signed("GET", f"{obj}?uploadId={upload}&tagging")                                   # ListParts
+    assert (r.status_code, root_tag(r)) == (200, "ListPartsResult")
+    r = signed("POST", f"{obj}?uploads&uploadId={upload}")                                   # CreateMultipartUpload
+    assert (r.status_code, root_tag(r)) == (200, "InitiateMultipartUploadResult")
+    r = signed("GET", f"{bkt}?versions&policy")                                              # ListObjectVersions
+    assert (r.status_code, root_tag(r)) == (200, "ListVersionsResult")
+    r = signed("GET", f"{bkt}?versions&uploads")
+    assert (r.status_code, root_tag(r)) == (200, "ListVersionsResult")
+    r = signed("GET", f"{bkt}?acl&policy")                                                   # GetBucketPolicy
+    assert r.status_code == 200 and json.loads(r.content)["Statement"][0]["Action"] == "s3:GetObject"
+    tags = b'<Tagging><TagSet><Tag><Key>t</Key><Value>v</Value></Tag></TagSet></Tagging>'
+    r = signed("PUT", f"{obj}?tagging&acl", body=tags)                                       # PutObjectTagging
+    assert r.status_code == 200, r.text
+    assert alice.get_object_tagging(Bucket=name, Key="k")["TagSet"] == [{"Key": "t", "Value": "v"}]
+    r = signed("DELETE", f"{obj}?uploadId={upload}&tagging")                                 # AbortMultipartUpload
+    assert r.status_code == 204
+    assert alice.get_object_tagging(Bucket=name, Key="k")["TagSet"] == [{"Key": "t", "Value": "v"}]
+    assert upload not in [u["UploadId"] for u in alice.list_multipart_uploads(Bucket=name).get("Uploads", [])]
+    r = signed("GET", f"{bkt}?versions&logging")                                             # not configured
+    assert (r.status_code, root_tag(r)) == (200, "BucketLoggingStatus")
+    r = signed("PUT", f"{bkt}?policy&logging", body=b"{}")                                   # NotImplemented
+    assert (r.status_code, code(r)) == (501, "NotImplemented")
