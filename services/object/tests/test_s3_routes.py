@@ -8,6 +8,7 @@ raw SigV4 requests (botocore's signer) for the shapes boto3 does not send.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import inspect
 import json
@@ -220,7 +221,8 @@ def test_delete_objects_refuses_a_caller_who_may_delete_nothing_before_reading_t
     assert (r.status_code, code(r)) == (403, "AccessDenied"), r.text
     r = signed("POST", url, BOB, BOB_SECRET, body=junk)
     assert (r.status_code, code(r)) == (403, "AccessDenied"), r.text
-    r = signed("POST", url, body=junk)  # the owner: the body is read, and is not XML
+    md5 = {"Content-MD5": base64.b64encode(hashlib.md5(junk).digest()).decode()}
+    r = signed("POST", url, body=junk, headers=md5)  # the owner: the body is read, and is not XML
     assert (r.status_code, code(r)) == (400, "MalformedXML"), r.text
     # a policy that lets bob delete under a prefix: the request is read, each key checked
     alice.put_bucket_policy(Bucket=name, Policy=json.dumps({"Statement": [{
