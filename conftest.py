@@ -35,11 +35,15 @@ def data_dir(settings):
 
 
 def _client_for(user):
-    from rest_framework.authtoken.models import Token
+    """An API client signed in with a new token of ``user``; ``client.token`` is its key
+    (the plane keeps only the digest)."""
     from rest_framework.test import APIClient
 
+    from plane.tokens import issue
+
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.token = issue(user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {client.token}")
     client.user = user
     return client
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.models import Group, User
-from rest_framework.authtoken.models import Token
 
+from plane import tokens
 from plane.discovery import service_modules
 from plane.roles import ROLES
 from plumbing.atomic import write_atomic
@@ -46,9 +46,13 @@ def ensure_admin(api_url: str, console_url: str) -> dict:
         user.set_password(password)
         user.save()
         user.groups.set([Group.objects.get(name="admin")])
-    token, _ = Token.objects.get_or_create(user=user)
+    # the plane keeps only the token's digest: credentials.json (0600) holds the key
+    token = creds.get("token")
+    if not tokens.holds(user, token):
+        token = tokens.issue(user)
+        print(f"admin API token: a new one is in {path} (the plane keeps only its digest)")
     creds.update({"api_url": api_url, "console_url": console_url,
-                  "username": user.username, "password": password, "token": token.key})
+                  "username": user.username, "password": password, "token": token})
     creds.update(tls_trust())
     write_private_json(path, creds)
     return creds

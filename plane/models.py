@@ -130,3 +130,20 @@ class IOBudgetSetting(models.Model):
     @classmethod
     def get(cls) -> "IOBudgetSetting":
         return cls.objects.get_or_create(pk=1)[0]
+
+
+class ApiToken(models.Model):
+    """A user's API token, kept only as the SHA-256 digest of its key: the key itself is
+    shown once, in the answer that makes it (``plane.tokens``), as an S3 secret is."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                related_name="api_token")
+    digest = models.CharField(max_length=64, unique=True)  # hex SHA-256 of the key
+    prefix = models.CharField(max_length=8)  # the key's first characters, to tell tokens apart
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["user__username"]
+
+    def __str__(self):
+        return f"token {self.prefix}... of {self.user}"

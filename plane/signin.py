@@ -15,6 +15,7 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
 from plane.models import AuditEvent
+from plane.tokens import token_for
 
 FAILED = "sign-in failed"
 
@@ -71,7 +72,19 @@ class SignInForm(AuthenticationForm):
         return super().clean()
 
 
-class AuditedTokenAuthentication(TokenAuthentication):
+class HashedTokenAuthentication(TokenAuthentication):
+    """``Authorization: Token KEY``, checked against the stored digests (plane.tokens)."""
+
+    def authenticate_credentials(self, key):
+        token = token_for(key)
+        if token is None:
+            raise AuthenticationFailed("Invalid token.")
+        if not token.user.is_active:
+            raise AuthenticationFailed("User inactive or deleted.")
+        return token.user, token
+
+
+class AuditedTokenAuthentication(HashedTokenAuthentication):
     """Token auth whose failures count as failed sign-ins (a guessed token is audited, and an
     address that keeps guessing is refused)."""
 

@@ -52,17 +52,17 @@ def plane(live_server, django_db_setup, django_db_blocker):
     from django.conf import settings as django_settings
     from django.contrib.auth.models import Group, User
     from django.core.management import call_command
-    from rest_framework.authtoken.models import Token
 
     from conftest import fresh_queue
     from plane.celery import app
+    from plane.tokens import issue
 
     data_dir, old_data_dir = Path(tempfile.mkdtemp(prefix="strata-test-")), django_settings.DATA_DIR
     django_settings.DATA_DIR = data_dir
     with django_db_blocker.unblock():
         user = User.objects.create_superuser("fuzz-admin", password="fuzz-password-1")
         user.groups.add(Group.objects.get_or_create(name="admin")[0])
-        token = Token.objects.create(user=user).key
+        token = issue(user)
         fresh_queue()
         try:
             with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):

@@ -2,22 +2,23 @@ import socket
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import connection
+from django.db import connection, transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, viewsets
 from rest_framework.decorators import (action, api_view, authentication_classes,
                                        permission_classes)
-from rest_framework.authtoken.models import Token
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 
 from console.daemons import read_states, worker_name
 from plane.api.serializers import (AuditEventSerializer, JobSerializer, MeSerializer,
-                                   TokenSerializer, UserSerializer, last_admin)
+                                   TokenSerializer, UserSerializer, last_admin,
+                                   lock_admins)
 from plane.celery import app as celery_app
 from plane.discovery import service_modules
 from plane.jobs import cancel_job
-from plane.models import AuditEvent, Job
+from plane import tokens
+from plane.models import ApiToken, AuditEvent, Job
 from plane.roles import role_of
 from plumbing.errors import Conflict
 
@@ -49,10 +50,12 @@ class UserViewSet(viewsets.ModelViewSet):
     def perform_destroy(self, instance):
         if instance == self.request.user:
             raise Conflict("You cannot delete your own account; another admin can.")
-        if role_of(instance) == "admin" and last_admin(instance):
-            raise Conflict(f"{instance.username} is the last active admin; make another "
-                           "user admin first.")
-        instance.delete()
+        with transaction.atomic():
+            lock_admins()
+            if role_of(instance) == "admin" and last_admin(instance):
+                raise Conflict(f"{instance.username} is the last active admin; make another "
+                               "user admin first.")
+            instance.delete()
 
 
 @extend_schema_view(destroy=extend_schema(parameters=[OpenApiParameter(
@@ -69,17 +72,18 @@ class TokenViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.Gen
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no request user
-            return Token.objects.none()
-        tokens = Token.objects.select_related("user").order_by("user__username")
-        return tokens if role_of(self.request.user) == "admin" else tokens.filter(
+            return ApiToken.objects.none()
+        mine = ApiToken.objects.select_related("user").order_by("user__username")
+        return mine if role_of(self.request.user) == "admin" else mine.filter(
             user=self.request.user)
 
     @extend_schema(request=None, responses={201: TokenSerializer})
     def create(self, request):
-        """A new token for the caller (its old one stops working); the key is shown once."""
-        Token.objects.filter(user=request.user).delete()
-        token = Token.objects.create(user=request.user)
-        return Response(TokenSerializer(token, context={"reveal": True}).data, status=201)
+        """A new token for the caller (its old one stops working); the key is shown once:
+        the plane keeps only its digest."""
+        key = tokens.issue(request.user)
+        return Response(TokenSerializer(request.user.api_token, context={"key": key}).data,
+                        status=201)
 
 
 class MeViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):

@@ -90,10 +90,27 @@ def test_an_admin_cannot_delete_itself_and_keeps_working(api):
 
 def test_the_last_admin_cannot_be_demoted_or_deactivated(api):
     me = api.user.username
-    for body in ({"role": "viewer"}, {"is_active": False}):
+    for body, why in (({"role": "viewer"}, "last active admin"),
+                      ({"is_active": False}, "deactivate your own account")):
         r = api.patch(f"/api/v1/users/{me}/", body, format="json")
-        assert r.status_code == 409 and "last active admin" in r.json()["detail"], r.content
+        assert r.status_code == 409 and why in r.json()["detail"], r.content
     assert api.get("/api/v1/me/").json()["role"] == "admin"
+
+
+def test_an_admin_cannot_deactivate_itself_even_with_another_admin(api):
+    """Issue 34, medium 8: deactivating oneself cut one's own token at once."""
+    api.post("/api/v1/users/", {"username": "root2", "password": "long-enough-1",
+                                "role": "admin"}, format="json")
+    me = api.user.username
+    r = api.patch(f"/api/v1/users/{me}/", {"is_active": False}, format="json")
+    assert r.status_code == 409 and r.json()["error"] == "conflict", r.content
+    assert "deactivate your own account" in r.json()["detail"]
+    assert api.get("/api/v1/me/").json()["role"] == "admin"  # the token still works
+    # another admin may do it, and then the last one left cannot be deactivated by anyone
+    r = api.patch("/api/v1/users/root2/", {"is_active": False}, format="json")
+    assert r.status_code == 200 and r.json()["is_active"] is False
+    r = api.patch(f"/api/v1/users/{me}/", {"role": "operator"}, format="json")
+    assert r.status_code == 409 and "last active admin" in r.json()["detail"]
 
 
 def test_an_admin_can_delete_another_admin_while_one_remains(api):

@@ -83,3 +83,40 @@ def test_a_changed_password_ends_the_users_sessions(api, alice):
     assert r.status_code == 200
     assert browser.get("/api/v1/me/").status_code in (401, 403)
     assert browser.get("/console/").status_code == 302  # back to the sign-in page
+
+
+def test_the_database_keeps_only_a_digest_of_each_token(viewer_api):
+    """Issue 34, high 3: a copy of the database must not hold a usable API token."""
+    from django.db import connection
+
+    from plane.models import ApiToken
+
+    new = viewer_api.post("/api/v1/tokens/").json()
+    with connection.cursor() as cur:
+        cur.execute("SELECT * FROM console_apitoken")
+        rows = [" ".join(str(v) for v in row) for row in cur.fetchall()]
+    assert rows and not any(new["key"] in row for row in rows)
+    stored = ApiToken.objects.get(user__username="viewer")
+    assert stored.digest != new["key"] and len(stored.digest) == 64
+    viewer_api.credentials(HTTP_AUTHORIZATION=f"Token {new['key']}")
+    assert viewer_api.get("/api/v1/pools/").status_code == 200
+    viewer_api.credentials(HTTP_AUTHORIZATION=f"Token {stored.digest}")  # the digest is no key
+    assert viewer_api.get("/api/v1/pools/").status_code == 401
+
+
+def test_tokens_made_before_hashing_keep_working_and_lose_their_clear_copy(db):
+    """The migration turns each clear key of DRF's table into its digest: a token in use
+    (credentials.json, a script) keeps working, and the clear key is gone."""
+    import importlib
+
+    from django.apps import apps
+    from rest_framework.authtoken.models import Token
+
+    migration = importlib.import_module("plane.migrations.0005_apitoken_hashed")
+    old = User.objects.create_user("legacy", password="legacy-password-1")
+    key = Token.objects.create(user=old).key
+    migration.hash_existing_tokens(apps, None)
+    assert not Token.objects.exists()
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    assert client.get("/api/v1/me/").json()["username"] == "legacy"

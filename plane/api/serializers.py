@@ -1,4 +1,5 @@
 from django.contrib.auth.models import Group, User
+from django.db import transaction
 from django.db.models import Q
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
@@ -53,11 +54,23 @@ class MeSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=ROLES, read_only=True)
 
 
-def last_admin(user) -> bool:
-    """True when ``user`` is the only active admin (superuser or in the admin group)."""
-    others = User.objects.filter(is_active=True).exclude(pk=user.pk).filter(
+def _active_admins():
+    return User.objects.filter(is_active=True).filter(
         Q(is_superuser=True) | Q(groups__name="admin"))
-    return not others.exists()
+
+
+def last_admin(user) -> bool:
+    """True when ``user`` is the only active admin (superuser or in the admin group). Call it
+    inside a transaction after :func:`lock_admins` so that two admins cannot each remove the
+    other at the same moment."""
+    return not _active_admins().exclude(pk=user.pk).exists()
+
+
+def lock_admins() -> None:
+    """Lock the rows of the active admins until the transaction ends (PostgreSQL; SQLite's
+    immediate transactions already run one writer at a time)."""
+    list(User.objects.select_for_update().filter(
+        pk__in=list(_active_admins().values_list("pk", flat=True))))
 
 
 class UserSerializer(serializers.ModelSerializer):
@@ -95,18 +108,25 @@ class UserSerializer(serializers.ModelSerializer):
 
     def update(self, instance, validated):
         role, password = validated.pop("role", None), validated.pop("password", None)
-        leaves_admins = (role not in (None, "admin") or validated.get("is_active") is False)
-        if leaves_admins and role_of(instance) == "admin" and last_admin(instance):
-            raise Conflict(f"{instance.username} is the last active admin; make another "
-                           "user admin first.")
-        for key, value in validated.items():
-            setattr(instance, key, value)
-        return self._apply(instance, role, password)
+        request = self.context.get("request")
+        if (validated.get("is_active") is False and request is not None
+                and request.user.pk == instance.pk):
+            raise Conflict("You cannot deactivate your own account (your token and sessions "
+                           "would stop at once); another admin can.")
+        with transaction.atomic():
+            lock_admins()
+            leaves_admins = (role not in (None, "admin") or validated.get("is_active") is False)
+            if leaves_admins and role_of(instance) == "admin" and last_admin(instance):
+                raise Conflict(f"{instance.username} is the last active admin; make another "
+                               "user admin first.")
+            for key, value in validated.items():
+                setattr(instance, key, value)
+            return self._apply(instance, role, password)
 
 
 class TokenSerializer(serializers.Serializer):
     """An API token: whose, since when, and the first characters of its key (the whole key
-    only in the answer that creates it)."""
+    only in the answer that creates it: the plane keeps only its digest)."""
 
     user = serializers.CharField(source="user.username", read_only=True)
     created = serializers.DateTimeField(read_only=True)
@@ -114,7 +134,7 @@ class TokenSerializer(serializers.Serializer):
     key = serializers.SerializerMethodField()
 
     def get_key_prefix(self, token) -> str:
-        return token.key[:8]
+        return token.prefix
 
     def get_key(self, token) -> str | None:
-        return token.key if self.context.get("reveal") else None
+        return self.context.get("key")

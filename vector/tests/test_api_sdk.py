@@ -2,7 +2,6 @@
 build job, snapshot and restore."""
 import numpy as np
 import pytest
-from rest_framework.authtoken.models import Token
 
 from vector.registry import registry
 from vector.sdk import VectorClient, VectorError
@@ -12,7 +11,7 @@ from vector.sdk import VectorClient, VectorError
 def client(api, live_server, worker):
     r = api.post("/api/v1/pools/", {"name": "default", "driver": "directory"}, format="json")
     assert r.status_code == 201, r.content
-    yield VectorClient(live_server.url, Token.objects.get(user=api.user).key)
+    yield VectorClient(live_server.url, api.token)
     registry.close_all()
 
 
@@ -82,7 +81,7 @@ def test_cli_create_search_build(client, api, live_server):
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", action="store_true")
     handlers = cli.register(parser.add_subparsers(dest="cmd"))
-    c = RestClient(live_server.url, Token.objects.get(user=api.user).key)
+    c = RestClient(live_server.url, api.token)
     printed = []
 
     def run(*argv):

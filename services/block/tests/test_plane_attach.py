@@ -102,11 +102,9 @@ def test_cli_prints_the_domain_the_command_line_and_one_line_errors(api, block, 
     import sys
     from pathlib import Path
 
-    from rest_framework.authtoken.models import Token
-
     root = Path(__file__).resolve().parents[3]
     env = {**os.environ, "STRATA_URL": live_server.url + "/api/v1/",
-           "STRATA_TOKEN": Token.objects.get(user=api.user).key, "PYTHONPATH": str(root)}
+           "STRATA_TOKEN": api.token, "PYTHONPATH": str(root)}
 
     def strata(*args):
         return subprocess.run([sys.executable, "-m", "console.cli.main", *args], env=env,

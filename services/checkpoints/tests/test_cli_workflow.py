@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from services.checkpoints.models import CheckpointLease, CheckpointVersion
 
@@ -18,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[3]
 @pytest.fixture
 def strata(api, live_server):
     env = {**os.environ, "STRATA_URL": live_server.url + "/api/v1/",
-           "STRATA_TOKEN": Token.objects.get(user=api.user).key, "PYTHONPATH": str(ROOT)}
+           "STRATA_TOKEN": api.token, "PYTHONPATH": str(ROOT)}
 
     def run(*args):
         return subprocess.run([sys.executable, "-m", "console.cli.main", "--json", *args],

@@ -18,7 +18,6 @@ import sys
 import time
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from services.checkpoints import scanner, service
 from services.checkpoints.models import CheckpointJob, CheckpointVersion
@@ -39,8 +38,8 @@ MiB = 1 << 20
 @pytest.fixture
 def client(api, live_server):
     make_job(api, writing_timeout="01:00:00")
-    c = CheckpointClient(live_server.url, Token.objects.get(user=api.user).key)
-    c.token = Token.objects.get(user=api.user).key
+    c = CheckpointClient(live_server.url, api.token)
+    c.token = api.token
     yield c
     c.close()
 

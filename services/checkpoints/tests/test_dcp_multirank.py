@@ -22,7 +22,6 @@ import time
 import warnings
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from services.checkpoints import scanner
 from services.checkpoints.models import CheckpointJob, CheckpointVersion
@@ -46,8 +45,8 @@ def client(api, live_server):
     r = api.post("/api/v1/checkpoint-jobs/", {"name": "llm", "filesystem": "train"},
                  format="json")
     assert r.status_code == 201, r.json()
-    c = CheckpointClient(live_server.url, Token.objects.get(user=api.user).key)
-    c.token = Token.objects.get(user=api.user).key
+    c = CheckpointClient(live_server.url, api.token)
+    c.token = api.token
     yield c
     c.close()
 

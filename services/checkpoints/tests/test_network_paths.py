@@ -10,7 +10,6 @@ import shutil
 import subprocess
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from services.checkpoints.sdk import CheckpointClient
 from services.checkpoints.tests.conftest import begin, commit
@@ -35,7 +34,7 @@ def test_version_paths_through_nfs_and_smb(api, daemons, settings, tmp_path, liv
     from services.file.tests.nfs_client import connect, write_file
     from services.file.tests.plane_support import drop_unix_user, make_filesystem, new_user_name
 
-    sdk = CheckpointClient(live_server.url, Token.objects.get(user=api.user).key)
+    sdk = CheckpointClient(live_server.url, api.token)
 
     make_filesystem(api, "train")
     r = api.post("/api/v1/checkpoint-jobs/", {"name": "llm", "filesystem": "train"},

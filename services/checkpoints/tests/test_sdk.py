@@ -7,7 +7,6 @@ import shutil
 import warnings
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from services.checkpoints import prewarm
 from services.checkpoints.models import CheckpointLease, CheckpointVersion
@@ -24,7 +23,7 @@ pytestmark = [pytest.mark.root]
 @pytest.fixture
 def client(api, live_server):
     make_job(api)
-    c = CheckpointClient(live_server.url, Token.objects.get(user=api.user).key)
+    c = CheckpointClient(live_server.url, api.token)
     yield c
     c.close()
 

@@ -12,7 +12,6 @@ import tempfile
 import warnings
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from services.checkpoints import retention, service
 from services.checkpoints.models import CheckpointLease, CheckpointVersion
@@ -52,8 +51,8 @@ def gateway(settings):
 def client(api, live_server, gateway):
     r = api.post("/api/v1/checkpoint-jobs/", {"name": "llm", "bucket": "ckpt"}, format="json")
     assert r.status_code == 201, r.json()
-    c = CheckpointClient(live_server.url, Token.objects.get(user=api.user).key, s3=gateway.s3)
-    c.token = Token.objects.get(user=api.user).key
+    c = CheckpointClient(live_server.url, api.token, s3=gateway.s3)
+    c.token = api.token
     yield c
     c.close()
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from services.checkpoints import tierdown
 from services.checkpoints.models import CheckpointVersion
@@ -91,7 +90,7 @@ def test_strata_checkpoint_tier_down_through_the_cli(api, worker, live_server):
     v1 = save(api, "llm", 1, {"rank0.bin": os.urandom(MiB)})
     save(api, "llm", 2)
     env = {**os.environ, "STRATA_URL": live_server.url + "/api/v1/",
-           "STRATA_TOKEN": Token.objects.get(user=api.user).key, "PYTHONPATH": str(ROOT)}
+           "STRATA_TOKEN": api.token, "PYTHONPATH": str(ROOT)}
 
     def strata(*args):
         return subprocess.run([sys.executable, "-m", "console.cli.main", *args], env=env,

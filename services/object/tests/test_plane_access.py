@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import requests
 from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
 
 from plane.models import AuditEvent
 from services.object.tests.planefixture import plane  # noqa: F401 (plane: a fixture)
@@ -24,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[3]
 @pytest.fixture
 def strata(api, live_server):
     env = {**os.environ, "STRATA_URL": live_server.url + "/api/v1/",
-           "STRATA_TOKEN": Token.objects.get(user=api.user).key, "PYTHONPATH": str(ROOT)}
+           "STRATA_TOKEN": api.token, "PYTHONPATH": str(ROOT)}
 
     def run(*args):
         done = subprocess.run([sys.executable, "-m", "console.cli.main", "--json", *args],

@@ -15,7 +15,6 @@ import pytest
 import requests
 from botocore.exceptions import ClientError
 from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
 
 from plane.models import AuditEvent
 from services.object import bootstrap, gatewayconf, service
@@ -128,7 +127,7 @@ def _policy_and_cors_through_api_cli_and_s3(plane, api, live_server, tmp_path):
 
     # the CLI
     env = {**os.environ, "STRATA_URL": live_server.url + "/api/v1/",
-           "STRATA_TOKEN": Token.objects.get(user=api.user).key, "PYTHONPATH": str(ROOT)}
+           "STRATA_TOKEN": api.token, "PYTHONPATH": str(ROOT)}
 
     def strata(*args, stdin=None):
         return subprocess.run([sys.executable, "-m", "console.cli.main", *args], env=env, cwd=ROOT, input=stdin,

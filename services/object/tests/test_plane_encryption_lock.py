@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
-from rest_framework.authtoken.models import Token
 
 from services.object import bootstrap
 from services.object.models import Gateway
@@ -82,7 +81,7 @@ def test_master_key_and_bucket_encryption_and_lock_through_rest_and_s3(plane, ap
 
 def test_cli_sets_encryption_and_object_lock(plane, api, live_server):
     env = {**os.environ, "STRATA_URL": live_server.url + "/api/v1/",
-           "STRATA_TOKEN": Token.objects.get(user=api.user).key, "PYTHONPATH": str(ROOT)}
+           "STRATA_TOKEN": api.token, "PYTHONPATH": str(ROOT)}
 
     def strata(*args):
         return subprocess.run([sys.executable, "-m", "console.cli.main", "--json", *args], env=env, cwd=ROOT,

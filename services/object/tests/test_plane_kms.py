@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
-from rest_framework.authtoken.models import Token
 
 from plane.models import AuditEvent
 from plane.secrets import unseal
@@ -118,7 +117,7 @@ def test_kms_keys_through_the_api_and_s3(plane, api, data_dir):
 
 def test_cli_manages_kms_keys(plane, api, live_server):
     env = {**os.environ, "STRATA_URL": live_server.url + "/api/v1/",
-           "STRATA_TOKEN": Token.objects.get(user=api.user).key, "PYTHONPATH": str(ROOT)}
+           "STRATA_TOKEN": api.token, "PYTHONPATH": str(ROOT)}
 
     def strata(*args):
         r = subprocess.run([sys.executable, "-m", "console.cli.main", "--json", *args], env=env, cwd=ROOT,

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
 
 from conftest import _user
 from services.protection.models import Replication, ReplicationPeer
@@ -85,7 +84,7 @@ def test_fail_back_from_the_console(api, worker, live_server, tmp_path):
     src = api.post("/api/v1/filesystems/", {"name": "docs", "pool": "site-a"},
                    format="json").json()["path"]
     write_files(src, {"report": os.urandom(1 << 20)})
-    token = Token.objects.get(user=api.user).key
+    token = api.token
     assert api.post("/api/v1/replication-peers/", {"name": "b", "url": live_server.url,
                                                    "token": token},
                     format="json").status_code == 201

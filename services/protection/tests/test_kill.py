@@ -8,7 +8,6 @@ import urllib.parse
 
 import pytest
 from celery.contrib.testing.worker import start_worker
-from rest_framework.authtoken.models import Token
 
 from plane.celery import app
 from plane.models import Job
@@ -98,7 +97,7 @@ def test_kill9_mid_replication_then_resume(api, data_dir, tmp_path, live_server)
                                         "devices": ["image:400M"]}, format="json")
         assert r.status_code == 201, r.json()
         before = file_hashes(src)
-        token = Token.objects.get(user=api.user).key
+        token = api.token
         assert api.post("/api/v1/replication-peers/", {"name": "b", "url": proxy.url,
                                                        "token": token},
                         format="json").status_code == 201

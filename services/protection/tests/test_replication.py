@@ -16,7 +16,6 @@ import urllib.parse
 
 import pytest
 from django_celery_beat.models import PeriodicTask
-from rest_framework.authtoken.models import Token
 
 from services.protection.locks import run_lock
 from services.protection.models import Replica, Replication
@@ -67,7 +66,7 @@ def test_replicate_cut_link_resume_failover_and_failback(api, worker, live_serve
                       "meta.json": b'{"step": 100}'})
 
     # pairing checks the token against the peer
-    token = Token.objects.get(user=api.user).key
+    token = api.token
     r = api.post("/api/v1/replication-peers/", {"name": "site-b", "url": proxy.url,
                                                 "token": "wrong"}, format="json")
     assert r.status_code == 400 and "token" in r.json()["detail"].lower(), r.json()
@@ -202,7 +201,7 @@ def test_replicate_a_volume_and_refuse_a_non_replica_target(api, worker, live_se
     with open(vol["path"], "r+b") as fh:
         fh.seek(3 * MiB)
         fh.write(os.urandom(2 * MiB))
-    token = Token.objects.get(user=api.user).key
+    token = api.token
     assert api.post("/api/v1/replication-peers/", {"name": "b", "url": live_server.url,
                                                    "token": token},
                     format="json").status_code == 201
@@ -273,7 +272,7 @@ def test_failback_refusals(api, viewer_api, worker, live_server):
     src = api.post("/api/v1/filesystems/", {"name": "solo", "pool": "site-a"},
                    format="json").json()["path"]
     write_files(src, {"f": os.urandom(MiB)})
-    token = Token.objects.get(user=api.user).key
+    token = api.token
     assert api.post("/api/v1/replication-peers/", {"name": "b", "url": live_server.url,
                                                    "token": token},
                     format="json").status_code == 201
@@ -340,7 +339,7 @@ def test_kill9_mid_failback_then_resume(api, data_dir, tmp_path, live_server):
     src = api.post("/api/v1/filesystems/", {"name": "big", "pool": "site-a"},
                    format="json").json()["path"]
     write_files(src, {"base": os.urandom(4 * MiB)})
-    token = Token.objects.get(user=api.user).key
+    token = api.token
     assert api.post("/api/v1/replication-peers/", {"name": "b", "url": live_server.url,
                                                    "token": token},
                     format="json").status_code == 201
@@ -398,7 +397,7 @@ def test_runs_within_one_second_never_reuse_a_name_the_replica_holds(
     make_pool(api, "site-b")
     src = api.post("/api/v1/filesystems/", {"name": "ckpt", "pool": "site-a"},
                    format="json").json()["path"]
-    token = Token.objects.get(user=api.user).key
+    token = api.token
     assert api.post("/api/v1/replication-peers/", {"name": "b", "url": live_server.url,
                                                    "token": token},
                     format="json").status_code == 201

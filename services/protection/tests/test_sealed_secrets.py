@@ -7,7 +7,6 @@ import os
 
 import pytest
 from django.db import connection
-from rest_framework.authtoken.models import Token
 
 from services.protection.models import BackupTarget, ReplicationPeer
 from services.protection.tests.s3gateway import ACCESS, SECRET, S3Gateway
@@ -53,7 +52,7 @@ def test_secrets_are_sealed_at_rest_and_still_used(api, worker, gateway, live_se
     assert BackupTarget.objects.get(name="s3").secret_key == SECRET
     assert "secret_key" not in api.get("/api/v1/backup-targets/s3/").json()
 
-    token = Token.objects.get(user=api.user).key
+    token = api.token
     r = api.post("/api/v1/replication-peers/", {"name": "b", "url": live_server.url,
                                                 "token": token}, format="json")
     assert r.status_code == 201 and r.json()["state"] == "online", r.json()

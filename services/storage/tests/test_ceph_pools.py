@@ -9,7 +9,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from plumbing.process import free_port
 from services.storage.models import Pool, Volume
@@ -115,7 +114,7 @@ def test_strata_pool_create_on_ceph_from_the_cli(live_server_cli, ceph_cluster):
 def live_server_cli(api, live_server):
     """Run `strata --json ...` against the live test server with the admin's token."""
     env = {**os.environ, "STRATA_URL": live_server.url + "/api/v1/",
-           "STRATA_TOKEN": Token.objects.get(user=api.user).key, "PYTHONPATH": str(ROOT)}
+           "STRATA_TOKEN": api.token, "PYTHONPATH": str(ROOT)}
 
     def run(*args):
         return subprocess.run([sys.executable, "-m", "console.cli.main", "--json", *args],
