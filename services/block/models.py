@@ -8,6 +8,7 @@ export row: ``state`` (online | error), ``error`` (the daemon's message) and ``c
 from django.db import models
 
 from plane.models import Timestamped
+from plane.secrets import SealedTextField
 from services.storage.models import NameField, Volume
 
 
@@ -19,7 +20,7 @@ class Host(Timestamped):
     nqn = models.CharField(max_length=223, blank=True, default="")
     address = models.CharField(max_length=64, blank=True, default="")
     chap_user = models.CharField(max_length=64, blank=True, default="")
-    chap_secret = models.CharField(max_length=64, blank=True, default="")
+    chap_secret = SealedTextField(blank=True, default="")  # sealed in the database
 
     class Meta:
         ordering = ["name"]
@@ -34,7 +35,7 @@ class HostGroup(Timestamped):
     name = NameField(unique=True)
     hosts = models.ManyToManyField(Host, blank=True, related_name="groups")
     mutual_chap_user = models.CharField(max_length=64, blank=True, default="")
-    mutual_chap_secret = models.CharField(max_length=64, blank=True, default="")
+    mutual_chap_secret = SealedTextField(blank=True, default="")  # sealed in the database
 
     class Meta:
         ordering = ["name"]

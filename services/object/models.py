@@ -10,6 +10,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 
 from plane.models import Timestamped
+from plane.secrets import SealedTextField
 from plumbing.errors import Conflict
 from services.storage.models import FileSystem
 
@@ -40,7 +41,7 @@ class Gateway(models.Model):
     """
 
     filesystem = models.ForeignKey(FileSystem, on_delete=refuse_filesystem_delete, related_name="+")
-    admin_token = models.CharField(max_length=128)
+    admin_token = SealedTextField()  # sealed in the database (plane.secrets)
     region = models.CharField(max_length=32, default="us-east-1")
     # the SSE master key (wraps every SSE-S3 and SSE-KMS data key), sealed with the plane's
     # SECRET_KEY (plane.secrets); made at the first start, given to the gateway in its config

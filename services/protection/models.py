@@ -5,7 +5,7 @@ from django.db import models
 from django.utils import timezone
 
 from plane.models import Timestamped
-from services.protection.fields import SealedTextField
+from plane.secrets import SealedTextField
 from services.storage.models import FileSystem, NameField, Volume
 
 

@@ -116,6 +116,29 @@ def create_filesystem(*, name, pool: Pool, quota_bytes=None, origin: Snapshot | 
     return fs
 
 
+class KeptByService(Conflict):
+    """A change to a file system that a service keeps for its own data (``kept_by``): its
+    quota, owner, group and mode are the service's, and only the service deletes it."""
+
+    code = "kept_by_service"
+
+    def __init__(self, fs: FileSystem, what: str):
+        super().__init__(
+            f"File system {fs.name} is kept by the {fs.kept_by} service for its own data; "
+            f"{what} would break that service, so it is refused. Change the service's "
+            "settings instead (an S3 bucket's quota, for example).")
+        self.kept_by = fs.kept_by
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "kept_by": self.kept_by}
+
+
+def refuse_if_kept(fs: FileSystem, what: str, keeper: str = "") -> None:
+    """Raise :class:`KeptByService` when ``fs`` is kept by a service other than ``keeper``."""
+    if fs.kept_by and fs.kept_by != keeper:
+        raise KeptByService(fs, what)
+
+
 def uid_of(owner: str) -> int:
     return int(owner) if owner.isdigit() else pwd.getpwnam(owner).pw_uid
 
@@ -133,6 +156,7 @@ def _apply_access(fs: FileSystem) -> None:
 
 def set_filesystem_access(fs: FileSystem, **access) -> FileSystem:
     """Change the root's ``owner``, ``group`` and/or ``mode`` (the keys given)."""
+    refuse_if_kept(fs, "changing the owner, group or mode of its root")
     with transaction.atomic():
         for key, value in access.items():
             setattr(fs, key, value)
@@ -142,6 +166,7 @@ def set_filesystem_access(fs: FileSystem, **access) -> FileSystem:
 
 
 def set_filesystem_quota(fs: FileSystem, quota_bytes) -> FileSystem:
+    refuse_if_kept(fs, "a quota on it")
     with transaction.atomic():
         fs.quota_bytes = quota_bytes
         fs.save()
@@ -157,7 +182,10 @@ def _refuse_if_cloned(snapshots) -> None:
                        + " has clones that depend on it; delete or promote the clones first.")
 
 
-def delete_filesystem(fs: FileSystem) -> None:
+def delete_filesystem(fs: FileSystem, *, keeper: str = "") -> None:
+    """Delete a file system; one that a service keeps only when that service asks
+    (``keeper``)."""
+    refuse_if_kept(fs, "deleting it", keeper)
     _refuse_if_cloned(fs.snapshots.all())
     with transaction.atomic():
         fs.delete()
