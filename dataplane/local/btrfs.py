@@ -207,8 +207,15 @@ def root_id(runner: Runner, path: Path) -> int:
 
 
 def qgroup_limit(runner: Runner, path: Path, limit: Optional[int]) -> None:
-    """Limit the referenced bytes of the subvolume at ``path`` (None removes the limit)."""
-    runner.run(["btrfs", "qgroup", "limit", "none" if limit is None else str(limit), str(path)])
+    """Limit the referenced bytes of the subvolume at ``path`` (None removes the limit).
+
+    The qgroup is named and the call made through the parent directory (in the pool's
+    top-level subvolume): made through the subvolume itself, the ioctl's transaction reserves
+    space in that subvolume, so a file system already at its limit could not have the limit
+    raised or lifted (EDQUOT)."""
+    qid = f"0/{root_id(runner, path)}"
+    runner.run(["btrfs", "qgroup", "limit", "none" if limit is None else str(limit), qid,
+                str(Path(path).parent)])
 
 
 def qgroup_usage(runner: Runner, path: Path) -> tuple:

@@ -8,7 +8,7 @@ from dataplane.errors import DataplaneError
 
 from services.storage import service
 from services.storage.drivers import default_driver_kind, driver_for
-from services.storage.models import Pool
+from services.storage.models import FileSystem, Pool
 
 
 def ensure_default_pool(size: str) -> str:
@@ -28,11 +28,29 @@ def bring_pools_online() -> dict:
     return {p.name: service.refresh_pool(p).state for p in Pool.objects.all()}
 
 
+def secure_kept_filesystems() -> None:
+    """Each file system a service keeps, on a pool that is up, put back the way its service
+    needs it (no quota, root's alone): an earlier version let the API change them, and such
+    a state must not keep the appliance from starting."""
+    for fs in FileSystem.objects.exclude(kept_by="").select_related("pool"):
+        if fs.pool.state not in ("online", "degraded"):
+            continue
+        try:
+            changed = service.secure_kept_filesystem(fs)
+        except (DataplaneError, OSError) as exc:
+            print(f"file system {fs.name} (kept by {fs.kept_by}): could not be checked: {exc}")
+            continue
+        if changed:
+            print(f"file system {fs.name} is kept by the {fs.kept_by} service: "
+                  f"{'; '.join(changed)} (such changes are refused now)")
+
+
 def bootstrap(creds: dict) -> dict:
     size = (getattr(settings, "SERVICE_OPTIONS", None) or {}).get("default_pool_size", "10G")
     print(f"default pool: {ensure_default_pool(size)}")
     for name, state in bring_pools_online().items():
         print(f"pool {name}: {state}")
+    secure_kept_filesystems()
     return {}
 
 

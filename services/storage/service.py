@@ -6,13 +6,14 @@ reconcile brings pools back after a restart and records usage, health and drift.
 """
 import grp
 import logging
+import os
 import pwd
 
 from django.db import transaction
 
 from dataplane.driver import DeviceSpec
 from dataplane.errors import DataplaneError, NotFound
-from plumbing.errors import Conflict
+from plumbing.errors import Conflict, NoSpace, is_disk_full
 from services.storage.drivers import driver_for
 from services.storage.models import FileSystem, Pool, Snapshot, State, Volume
 
@@ -110,10 +111,35 @@ def create_filesystem(*, name, pool: Pool, quota_bytes=None, origin: Snapshot | 
             if quota_bytes is not None:
                 drv.set_filesystem_quota(pool.name, name, quota_bytes)
         fs.path, fs.used_bytes = info.path, info.used_bytes
-        if owner or group or mode:
+        if kept_by:
+            fs.owner, fs.group, fs.mode = KEPT_OWNER, KEPT_GROUP, KEPT_MODE
+        if fs.owner or fs.group or fs.mode:
             _apply_access(fs)
         fs.save()
     return fs
+
+
+def secure_kept_filesystem(fs: FileSystem) -> list[str]:
+    """Put a kept file system back the way its service needs it: no quota (a quota at or
+    below the service's data stops it for good: the S3 gateway cannot even start), root
+    owned by root with mode 0700 (its service's data is no local account's to read). Undoes
+    what an API call could set before such changes were refused; returns what it changed, in
+    words, for the start-up log."""
+    drv = driver_for(fs.pool.driver)
+    changed = []
+    info = drv.filesystem_info(fs.pool.name, fs.name)
+    if fs.quota_bytes is not None or info.quota_bytes is not None:
+        drv.set_filesystem_quota(fs.pool.name, fs.name, None)
+        changed.append(f"quota {fs.quota_bytes or info.quota_bytes} bytes removed")
+        fs.quota_bytes = None
+    st = os.stat(info.path)
+    if (st.st_uid, st.st_gid, st.st_mode & 0o7777) != (0, 0, int(KEPT_MODE, 8)):
+        changed.append(f"root {st.st_uid}:{st.st_gid} {st.st_mode & 0o7777:04o} made "
+                       f"0:0 {KEPT_MODE}")
+    fs.owner, fs.group, fs.mode = KEPT_OWNER, KEPT_GROUP, KEPT_MODE
+    _apply_access(fs)
+    fs.save()
+    return changed
 
 
 class KeptByService(Conflict):
@@ -131,6 +157,10 @@ class KeptByService(Conflict):
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "kept_by": self.kept_by}
+
+
+# a kept file system's root: root's alone, whatever was asked before Strata refused it
+KEPT_OWNER, KEPT_GROUP, KEPT_MODE = "0", "0", "0700"
 
 
 def refuse_if_kept(fs: FileSystem, what: str, keeper: str = "") -> None:
@@ -166,7 +196,17 @@ def set_filesystem_access(fs: FileSystem, **access) -> FileSystem:
 
 
 def set_filesystem_quota(fs: FileSystem, quota_bytes) -> FileSystem:
+    """Set (or, with None, lift) the quota. A quota at or below what the file system holds
+    is refused (409): on btrfs it would leave the file system full at once, refusing every
+    write and even a snapshot; raising or lifting a quota always works."""
     refuse_if_kept(fs, "a quota on it")
+    if quota_bytes is not None:
+        used = driver_for(fs.pool.driver).filesystem_info(fs.pool.name, fs.name).used_bytes
+        if quota_bytes <= used:
+            raise Conflict(
+                f"File system {fs.name} holds {used} bytes; a quota of {quota_bytes} bytes "
+                "at or below that would leave it full at once (no writes, no snapshots). "
+                f"Give a quota above {used} bytes, or free space first.", code="quota_below_usage")
     with transaction.atomic():
         fs.quota_bytes = quota_bytes
         fs.save()
@@ -241,11 +281,25 @@ def create_snapshot(*, name, filesystem=None, volume=None) -> Snapshot:
     kind = "filesystem" if filesystem else "volume"
     with transaction.atomic():
         snap = Snapshot.objects.create(name=name, filesystem=filesystem, volume=volume)
-        info = driver_for(source.pool.driver).create_snapshot(
-            source.pool.name, kind, source.name, name)
+        try:
+            info = driver_for(source.pool.driver).create_snapshot(
+                source.pool.name, kind, source.name, name)
+        except DataplaneError as exc:
+            if filesystem is not None and _quota_full(exc):
+                raise NoSpace(
+                    f"File system {source.name} is full to its quota "
+                    f"({filesystem.quota_bytes} bytes) and btrfs needs room in it to record "
+                    "a snapshot: raise the quota or free space, then retry.") from exc
+            raise
         snap.path = info.path
         snap.save()
     return snap
+
+
+def _quota_full(exc: Exception) -> bool:
+    """True when a dataplane command failed because a quota or the pool is full."""
+    return is_disk_full(exc) or any(
+        words in str(exc) for words in ("Disk quota exceeded", "No space left on device"))
 
 
 def delete_snapshot(snap: Snapshot) -> None:

@@ -47,7 +47,9 @@ class FileSystemViewSet(viewsets.ModelViewSet):
         serializer.instance = service.create_filesystem(**serializer.validated_data)
 
     def perform_update(self, serializer):
-        fs, changes = serializer.instance, serializer.validated_data
+        fs, asked = serializer.instance, serializer.validated_data
+        # a PUT of what a GET answered changes nothing (not even on a kept file system)
+        changes = {k: v for k, v in asked.items() if getattr(fs, k) != v}
         if "quota_bytes" in changes:
             service.set_filesystem_quota(fs, changes["quota_bytes"])
         access = {k: changes[k] for k in ("owner", "group", "mode") if k in changes}
