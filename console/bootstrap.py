@@ -49,8 +49,10 @@ def ensure_admin(api_url: str, console_url: str) -> dict:
     # the plane keeps only the token's digest: credentials.json (0600) holds the key
     token = creds.get("token")
     if not tokens.holds(user, token):
+        if token:
+            print(f"admin API token: the one in {path} is not {user.username}'s any more; "
+                  "a new one is there now (the plane keeps only its digest)")
         token = tokens.issue(user)
-        print(f"admin API token: a new one is in {path} (the plane keeps only its digest)")
     creds.update({"api_url": api_url, "console_url": console_url,
                   "username": user.username, "password": password, "token": token})
     creds.update(tls_trust())
