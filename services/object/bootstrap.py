@@ -58,7 +58,7 @@ def ensure_cold_filesystem() -> str | None:
         log.error("object service: the S3 cold file system %s (pool %s, %s) is not available at %s; "
                   "lifecycle transitions wait until it is back", fs.name, fs.pool.name, fs.pool.state, fs.path)
         return None
-    os.makedirs(f"{fs.path.rstrip('/')}/{service.DATA_SUBDIR}", exist_ok=True)
+    private_dir(f"{fs.path.rstrip('/')}/{service.DATA_SUBDIR}")
     return service.cold_root()
 
 
@@ -71,10 +71,17 @@ def ensure_admin_key(creds: dict) -> tuple[S3Key, str]:
                               description="appliance admin (credentials.json)")
 
 
+def private_dir(path: str) -> None:
+    """The gateway's data directory, root's alone (0700) whatever its file system's root
+    says: its segment files hold every object's raw bytes."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)
+
+
 def open_gate(gw: Gateway) -> None:
     """Let the launcher start the gateway on the (now mounted) data root."""
     root = service.data_root(gw)
-    os.makedirs(root, exist_ok=True)
+    private_dir(root)
     write_json_atomic(gatewayconf.gate_path(settings.DATA_DIR), {"data_root": root})
 
 
@@ -105,7 +112,13 @@ def bootstrap(creds: dict) -> dict:
                   fs.name, fs.pool.name, fs.pool.state, fs.path)
         return answer
     open_gate(gw)
-    service.wait_until_serving()
+    try:
+        service.wait_until_serving()
+    except service.GatewayUnavailable as exc:
+        # the rest of the appliance serves on; health shows S3 down and log/s3.log says why
+        log.error("object service: %s S3 is not served until that is fixed and `strata up` "
+                  "is restarted.", exc)
+        return answer
     summary = service.reconcile_buckets()
     if any(summary.values()):
         log.info("object service: buckets reconciled: %s", summary)

@@ -142,6 +142,10 @@ def secure_kept_filesystem(fs: FileSystem) -> list[str]:
     return changed
 
 
+# what the services that keep file systems do with them, for messages
+KEEPERS = {"object": "the S3 gateway's objects", "checkpoints": "cold checkpoint versions"}
+
+
 class KeptByService(Conflict):
     """A change to a file system that a service keeps for its own data (``kept_by``): its
     quota, owner, group and mode are the service's, and only the service deletes it."""
@@ -149,8 +153,10 @@ class KeptByService(Conflict):
     code = "kept_by_service"
 
     def __init__(self, fs: FileSystem, what: str):
+        who = KEEPERS.get(fs.kept_by)
         super().__init__(
-            f"File system {fs.name} is kept by the {fs.kept_by} service for its own data; "
+            f"File system {fs.name} is kept by the {fs.kept_by} service"
+            f"{f' ({who})' if who else ''} for its own data; "
             f"{what} would break that service, so it is refused. Change the service's "
             "settings instead (an S3 bucket's quota, for example).")
         self.kept_by = fs.kept_by

@@ -64,9 +64,9 @@ def test_a_kept_file_system_changed_before_is_put_back_at_start(api, data_dir):
     make_pool(api)
     fs = service.create_filesystem(name="s3", pool=Pool.objects.get(name="p1"),
                                    kept_by="object")
-    subprocess.run(["btrfs", "qgroup", "limit", "1", fs.path], check=True)
-    os.chown(fs.path, 65534, 65534)
+    os.chown(fs.path, 65534, 65534)  # before the quota: past it even chown is EDQUOT
     os.chmod(fs.path, 0o755)
+    subprocess.run(["btrfs", "qgroup", "limit", "1", fs.path], check=True)
     FileSystem.objects.filter(pk=fs.pk).update(quota_bytes=1, owner="nobody", mode="0755")
     bootstrap.secure_kept_filesystems()
     fs.refresh_from_db()
