@@ -218,7 +218,7 @@ def shape(level: str, method: str, query: dict, headers: dict) -> str:
     a PUT and the form of a bucket POST folded in."""
     sub = ""
     if query:
-        for name in _SUBRESOURCES[level, method]:
+        for name in _SUBRESOURCES.get((level, method), ()):
             if name in query:
                 sub = "?" + name
                 break

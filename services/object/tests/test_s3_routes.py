@@ -95,6 +95,13 @@ def test_methods_without_a_route():
     assert routes.resolve("bucket", "POST", {}, {}) is None
     assert routes.resolve("object", "POST", {}, {}) is None
     assert routes.resolve("service", "PUT", {}, {}) is None
+    assert routes.resolve("bucket", "PATCH", {"acl": ""}, {}) is None
+
+
+def test_a_method_s3_does_not_have_is_method_not_allowed(gw, alice, name):
+    for url in (f"{gw.endpoint}/{name}?acl", f"{gw.endpoint}/{name}/k?tagging", f"{gw.endpoint}/{name}"):
+        r = signed("PATCH", url)
+        assert (r.status_code, code(r)) == (405, "MethodNotAllowed"), (url, r.text)
 
 
 # -- over the wire ---------------------------------------------------------------------------
