@@ -208,8 +208,10 @@ NOT_ROUTED = {
     "s3:ReplicateTags": "replication (not implemented)",
 }
 
-_SUBRESOURCES = {(level, method): [name for name in PRECEDENCE if (level, method, "?" + name) in ROUTES]
-                 for level in (SERVICE, BUCKET, OBJECT) for method in METHODS}
+# (level, method) -> {sub-resource with a route there: its rank in PRECEDENCE}
+_RANKS = {(level, method): {name: rank for rank, name in enumerate(PRECEDENCE)
+                            if (level, method, "?" + name) in ROUTES}
+          for level in (SERVICE, BUCKET, OBJECT) for method in METHODS}
 
 
 def shape(level: str, method: str, query: dict, headers: dict) -> str:
@@ -218,10 +220,14 @@ def shape(level: str, method: str, query: dict, headers: dict) -> str:
     a PUT and the form of a bucket POST folded in."""
     sub = ""
     if query:
-        for name in _SUBRESOURCES.get((level, method), ()):
-            if name in query:
-                sub = "?" + name
-                break
+        ranks = _RANKS.get((level, method), {})
+        best = None
+        for name in query:  # a query has few names: look each up, keep the first in PRECEDENCE
+            rank = ranks.get(name)
+            if rank is not None and (best is None or rank < ranks[best]):
+                best = name
+        if best is not None:
+            sub = "?" + best
     if method == "PUT" and level == OBJECT and "x-amz-copy-source" in headers \
             and (OBJECT, "PUT", sub + COPY) in ROUTES:
         return sub + COPY
