@@ -16,6 +16,7 @@ APT_PACKAGES=(
   ceph-mon ceph-mgr ceph-osd ceph-mds ceph-common python3-rados python3-rbd python3-cephfs
   tgt-rbd ceph-fuse nfs-ganesha-ceph radosgw
   chromium
+  golang-go
 )
 
 missing=()
@@ -66,3 +67,10 @@ if prefix=$(./scripts/build-spdk.sh | tail -1) && [ -x "$prefix/bin/nvmf_tgt" ];
 else
   echo "setup: SPDK was not built; the spdk driver and its tests are unavailable" >&2
 fi
+
+# The CSI driver's gRPC stubs, generated from the pinned CSI spec by the pinned grpcio-tools
+# (not in git: stubs must match the runtime beside them), and csi-sanity, its conformance
+# suite, built once per machine into /var/cache/strata (about 2 minutes the first time).
+# A failed csi-sanity build leaves the rest working; its test then fails naming the error.
+.venv/bin/python scripts/gen_csi_stubs.py
+./scripts/build-csi-sanity.sh >/dev/null || echo "setup: csi-sanity was not built" >&2

@@ -1,0 +1,3 @@
+from services.csi.server import main
+
+main()

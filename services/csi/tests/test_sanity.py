@@ -1,0 +1,147 @@
+"""csi-sanity v5.3.1 (kubernetes-csi/csi-test, built from the pinned source by
+scripts/build-csi-sanity.sh) against the plugin serving Identity, Controller and Node, the
+controller talking to a live appliance (`strata up`) over its REST API.
+
+The node side here is what this host can do honestly: the ``local`` protocol (a hyperconverged
+node: the appliance's own file system bind-mounted into staging and target paths). The host
+has no NFS, iSCSI or NVMe kernel clients; those protocols are not staged by the plugin yet.
+Every spec csi-sanity skips is listed in SKIPPED with the reason; the run must skip exactly
+those and fail none."""
+import subprocess
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from services.csi import mounts
+from services.csi.tests.plugin import ROOT, Plugin
+from tests.appliance import Appliance
+
+pytestmark = pytest.mark.root
+
+MiB = 1 << 20
+
+_C = "[It] Controller Service [Controller Server] "
+_G = "[It] GroupController Service [GroupController "
+_M = "[It] ModifyVolume [Controller Server] "
+_N = "[It] Node Service NodeExpandVolume "
+_SKIPS = {
+    "the driver offers no GroupController service (volume group snapshots)": [
+        _G + "Server] GroupControllerGetCapabilities should return appropriate capabilities",
+        _G + "VolumeGroupSnapshots] CreateVolumeGroupSnapshot should fail when no name is provided",
+        _G + "VolumeGroupSnapshots] GetVolumeGroupSnapshot should fail when no volume id is provided",
+        _G + "VolumeGroupSnapshots] GetVolumeGroupSnapshot should fail when an invalid volume id is used",
+        _G + "VolumeGroupSnapshots] DeleteVolumeGroupSnapshot should fail when no volume id is provided",
+        _G + "VolumeGroupSnapshots] DeleteVolumeGroupSnapshot should succeed when an invalid volume id is used",
+    ],
+    "ControllerModifyVolume (VolumeAttributesClass) is not offered: no MODIFY_VOLUME": [
+        _M + "should fail if no volume id is given",
+        _M + "should fail if volume does not exist",
+        _M + "should fail if specified mutable parameters are not supported by the volume",
+        _M + "should modify a volume created without a volume attribute class",
+        _M + "should modify a volume created with a volume attribute class",
+        _M + "should fail to modify a volume created with a volume attribute class if new mutable parameters are not supported by volume",
+        _C + "CreateVolume should create volume with a volume attribute class",
+        _C + "CreateVolume should not create volume with an invalid volume attribute class",
+    ],
+    "csi-sanity v5.3.1 marks this spec pending (XIt) itself": [
+        _C + "ListVolumes pagination should detect volumes added between pages and accept tokens when the last volume from a page is deleted",
+    ],
+    "ControllerPublish/Unpublish (the node's initiator in the export's host group) is not "
+    "done yet: the driver does not claim PUBLISH_UNPUBLISH_VOLUME": [
+        _C + "ControllerPublishVolume should fail when no volume id is provided",
+        _C + "ControllerPublishVolume should fail when no node id is provided",
+        _C + "ControllerPublishVolume should fail when no volume capability is provided",
+        _C + "ControllerPublishVolume should fail when publishing more volumes than the node max attach limit",
+        _C + "ControllerPublishVolume should fail when the volume does not exist",
+        _C + "ControllerPublishVolume should fail when the node does not exist",
+        _C + "ControllerPublishVolume should fail when the volume is already published but is incompatible",
+        _C + "volume lifecycle should work",
+        _C + "volume lifecycle should be idempotent",
+        _C + "ControllerUnpublishVolume should fail when no volume id is provided",
+    ],
+    "no node expansion is claimed: a file system grows by the controller's quota change "
+    "alone, and block volumes are not staged on a node yet": [
+        _N + "should fail when no volume id is provided",
+        _N + "should fail when no volume path is provided",
+        _N + "should fail when volume is not found",
+        _N + "should work if node-expand is called after node-publish",
+    ],
+}
+# every spec csi-sanity skips -> why it does not apply to what the driver claims
+SKIPPED: dict[str, str] = {name: why for why, names in _SKIPS.items() for name in names}
+
+
+@pytest.fixture(scope="module")
+def csi_sanity() -> str:
+    built = subprocess.run([str(ROOT / "scripts" / "build-csi-sanity.sh")], cwd=ROOT,
+                           capture_output=True, text=True, timeout=1800)
+    assert built.returncode == 0, built.stderr
+    return built.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def appliance():
+    app = Appliance().start()
+    yield app
+    app.destroy()
+
+
+def _cases(report: Path) -> list[tuple[str, str, str]]:
+    """(name, outcome, message) of every spec in a ginkgo JUnit report."""
+    out = []
+    for case in ET.parse(report).getroot().iter("testcase"):
+        name = case.get("name")
+        if case.find("failure") is not None or case.find("error") is not None:
+            node = case.find("failure") if case.find("failure") is not None else case.find("error")
+            out.append((name, "failed", (node.get("message") or "") + (node.text or "")))
+        elif case.find("skipped") is not None:
+            out.append((name, "skipped", case.find("skipped").get("message") or ""))
+        else:
+            out.append((name, "passed", ""))
+    return out
+
+
+def test_csi_sanity_passes_against_a_live_appliance(appliance, csi_sanity):
+    creds = appliance.credentials
+    work = Path(tempfile.mkdtemp(prefix="strata-test-csi-sanity-"))
+    plugin = Plugin(work, creds["api_url"], creds["token"]).start()
+    params = work / "params.yaml"
+    params.write_text("protocol: local\npool: default\n")
+    secrets = work / "secrets.yaml"
+    secret_keys = ["CreateVolumeSecret", "DeleteVolumeSecret", "ControllerPublishVolumeSecret",
+                   "ControllerUnpublishVolumeSecret", "ControllerValidateVolumeCapabilitiesSecret",
+                   "NodeStageVolumeSecret", "NodePublishVolumeSecret",
+                   "CreateSnapshotSecret", "DeleteSnapshotSecret", "ControllerExpandVolumeSecret",
+                   "ListSnapshotsSecret"]
+    secrets.write_text("".join(f"{k}:\n  token: {creds['token']}\n" for k in secret_keys))
+    report = work / "junit.xml"
+    try:
+        run = subprocess.run(
+            [csi_sanity, f"--csi.endpoint={plugin.endpoint}",
+             f"--csi.mountdir={work / 'target'}", f"--csi.stagingdir={work / 'staging'}",
+             f"--csi.testvolumeparameters={params}", f"--csi.secrets={secrets}",
+             f"--csi.testvolumesize={64 * MiB}", f"--csi.testvolumeexpandsize={128 * MiB}",
+             f"--ginkgo.junit-report={report}", "--ginkgo.no-color", "--ginkgo.timeout=30m"],
+            cwd=work, capture_output=True, text=True, timeout=2400)
+    finally:
+        plugin.stop()
+        leftovers = sorted((p for p in mounts.mount_points() if p.startswith(str(work))),
+                           reverse=True)
+        for path in leftovers:
+            mounts.unmount(path)
+    (work / "csi-sanity.log").write_text(run.stdout + run.stderr)
+    cases = _cases(report)
+    failed = [(n, m[:2000]) for n, o, m in cases if o == "failed"]
+    skipped = sorted(n for n, o, _ in cases if o == "skipped")
+    passed = [n for n, o, _ in cases if o == "passed"]
+    print(f"csi-sanity: {len(passed)} passed, {len(skipped)} skipped, {len(failed)} failed; "
+          f"log in {work}")
+    assert not leftovers, f"the plugin left mounts behind: {leftovers}"
+    assert not failed, "\n\n".join(f"{n}\n{m}" for n, m in failed)
+    assert run.returncode == 0, run.stdout[-4000:]
+    assert skipped == sorted(SKIPPED), (
+        "skipped specs changed; unexpected: " + repr(sorted(set(skipped) - set(SKIPPED)))
+        + "; no longer skipped: " + repr(sorted(set(SKIPPED) - set(skipped))))
+    assert len(passed) > 60
