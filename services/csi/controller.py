@@ -125,18 +125,37 @@ class Controller(csi_pb2_grpc.ControllerServicer):
                                f"volume {request.name} exists on pool {existing.get('pool')}")
             return csi_pb2.CreateVolumeResponse(volume=self._volume(existing, sc.kind, sc, source))
 
-        if source is None:
-            body = {"name": name}
-            if sc.pool:
-                body["pool"] = sc.pool
-            if sc.kind == "volume":
-                body["size_bytes"] = size
-            elif size:
-                body["quota_bytes"] = size
-            row = client.post(f"{sc.kind}s/", body)
-        else:
-            row = self._create_from(client, request, sc, name, size, source)
+        try:
+            if source is None:
+                body = {"name": name}
+                if sc.pool:
+                    body["pool"] = sc.pool
+                if sc.kind == "volume":
+                    body["size_bytes"] = size
+                elif size:
+                    body["quota_bytes"] = size
+                row = client.post(f"{sc.kind}s/", body)
+            else:
+                row = self._create_from(client, request, sc, name, size, source)
+        except ApiError as exc:
+            error = self._exhausted(client, exc, sc, size)
+            if error is exc:
+                raise
+            raise error from exc
         return csi_pb2.CreateVolumeResponse(volume=self._volume(row, sc.kind, sc, source))
+
+    @staticmethod
+    def _exhausted(client, exc: ApiError, sc: v.StorageClass, size: int) -> Exception:
+        """RESOURCE_EXHAUSTED when the plane refused a quota because the pool is smaller
+        (it says 400 on quota_bytes: a request it can never take), else ``exc`` itself."""
+        fields = exc.body.get("fields") if isinstance(exc.body, dict) else None
+        if exc.status == 400 and isinstance(fields, dict) and "quota_bytes" in fields:
+            pool = get_or_none(client, f"pools/{sc.pool or 'default'}/") or {}
+            if pool.get("size_bytes") and size > pool["size_bytes"]:
+                return CsiError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                f"pool {pool['name']} has {pool['size_bytes']} bytes, "
+                                f"less than the {size} asked")
+        return exc
 
     def _create_from(self, client, request, sc, name, size, source) -> dict:
         """A clone of a snapshot, or of a volume through a snapshot taken for it."""

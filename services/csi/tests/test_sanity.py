@@ -16,7 +16,6 @@ import pytest
 
 from services.csi import mounts
 from services.csi.tests.plugin import ROOT, Plugin
-from tests.appliance import Appliance
 
 pytestmark = pytest.mark.root
 
@@ -79,13 +78,6 @@ def csi_sanity() -> str:
                            capture_output=True, text=True, timeout=1800)
     assert built.returncode == 0, built.stderr
     return built.stdout.strip().splitlines()[-1]
-
-
-@pytest.fixture(scope="module")
-def appliance():
-    app = Appliance().start()
-    yield app
-    app.destroy()
 
 
 def _cases(report: Path) -> list[tuple[str, str, str]]:
