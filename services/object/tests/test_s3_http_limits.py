@@ -238,3 +238,21 @@ def test_service_continues_while_slow_clients_hold_connections(tmp_path):
                 for sock in idle + loris + stalled:
                     sock.close()
         assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="slow")
+
+
+def test_limits_are_settings_with_checked_values():
+    """The gateway's config ``http`` and the web server's STRATA_HTTP_* set the limits over
+    the defaults; a value that is not a positive number, or an unknown name, is refused."""
+    from plumbing.http_protocol import HttpLimits
+    from services.object.gateway.config import ConfigError, http_settings, parse_config
+
+    base = '{"data_root": "/tmp/x", "http": %s}'
+    limits, keep_alive = http_settings(parse_config(base % '{"header_timeout": 5, "keep_alive_timeout": 7}'))
+    assert (limits.header_timeout, keep_alive, limits.max_headers) == (5.0, 7.0, HttpLimits().max_headers)
+    for bad in ('{"header_timeout": -1}', '{"max_headers": 1.5}', '{"keep_alive_timeout": "x"}',
+                '{"made_up": 1}', '[1]'):
+        with pytest.raises(ConfigError):
+            parse_config(base % bad)
+    assert HttpLimits.from_env({"STRATA_HTTP_MAX_HEADER_BYTES": "8192"}).max_header_bytes == 8192
+    with pytest.raises(ValueError):
+        HttpLimits.from_env({"STRATA_HTTP_BODY_TIMEOUT": "soon"})
