@@ -22,26 +22,33 @@ DATA_DIR = Path(os.environ.get("STRATA_DATA_DIR", BASE_DIR / "var")).resolve()
 DATA_DIR.mkdir(mode=0o711, parents=True, exist_ok=True)
 
 
-def _keep_private(data_dir: Path) -> None:
-    """The data directory lists nothing to other local accounts (0711: they may pass through
-    it to a share's directory, as smbd does as the share's user, but not read it), and the
-    SQLite database and its -wal/-shm are 0600 (SQLite gives -wal and -shm the database
-    file's mode): they hold the sealed secrets, token digests and password hashes. Made so
-    before the database is first opened, and put right on every start of an older install."""
-    database = data_dir / "strata.sqlite3"
+def _take_away(path: Path, bits: int) -> None:
+    """Clear permission ``bits`` of ``path`` when it is ours and has any of them."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return
+    if st.st_uid == os.geteuid() and st.st_mode & bits:
+        path.chmod(st.st_mode & 0o7777 & ~bits)
+
+
+# The data directory lists nothing to other local accounts (0711: they may pass through it to
+# a share's directory, as smbd does as the share's user, but not read it); put right on every
+# start of an older install made with `mkdir` (0755).
+_take_away(DATA_DIR, 0o066)
+
+
+def _private_sqlite(database: Path) -> Path:
+    """The SQLite database and its -wal/-shm are 0600 (SQLite gives -wal and -shm the
+    database file's mode): they hold the sealed secrets, token digests and password hashes.
+    Made so before the database is first opened, and put right on older installs."""
     try:
         os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
         pass
-    for path, private in ((data_dir, 0o066), (database, 0o077),
-                          (data_dir / "strata.sqlite3-wal", 0o077),
-                          (data_dir / "strata.sqlite3-shm", 0o077)):
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            continue
-        if st.st_uid == os.geteuid() and st.st_mode & private:
-            path.chmod(st.st_mode & 0o7777 & ~private)
+    for suffix in ("", "-wal", "-shm"):
+        _take_away(Path(f"{database}{suffix}"), 0o077)
+    return database
 
 
 def _secret_key() -> str:
@@ -57,10 +64,9 @@ def _secret_key() -> str:
 
 def _database(url: str | None) -> dict:
     if not url:
-        _keep_private(DATA_DIR)
         return {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": DATA_DIR / "strata.sqlite3",
+            "NAME": _private_sqlite(DATA_DIR / "strata.sqlite3"),
             # worker, beat and web server write concurrently: WAL and immediate transactions
             # turn "database is locked" into short waits.
             "OPTIONS": {

@@ -1,5 +1,16 @@
-"""Sign-ins: every failed one is audited, and an address or a user name with too many recent
-failures is refused for a while (console and browsable-API sign-in forms, and API tokens).
+"""Sign-ins: every failed one is audited, and a user name that keeps failing from one address
+backs off there (console and browsable-API sign-in forms; invalid API tokens likewise, per
+address).
+
+Throttling is per user name *and* address, so that an attacker cannot lock anyone out: their
+failures for ``admin`` from their address lock only that pair, while ``admin`` (or anyone else)
+signs in from any other address, and from theirs once the back-off has passed. After
+``STRATA_SIGNIN_FAILURES`` failures of a pair since its last success (within a day), the pair
+is refused for ``STRATA_SIGNIN_BACKOFF`` seconds after its last failure, doubling with each
+further failure up to ``STRATA_SIGNIN_BACKOFF_MAX``. Attempts refused meanwhile are audited
+(``sign-in throttled``) but do not count as failures, so a lock cannot be stretched by
+hammering it. A valid API token always works: a token cannot be guessed (160 random bits), so
+invalid ones are only audited and slowed the same way per address.
 
 The audit log is the counter: failures are rows with action ``sign-in failed``, so the limit
 holds across the web server's processes and restarts."""
@@ -17,15 +28,20 @@ from rest_framework.exceptions import AuthenticationFailed
 from plane.models import AuditEvent
 from plane.tokens import token_for
 
-FAILED = "sign-in failed"
+FAILED, THROTTLED, SIGNED_IN = "sign-in failed", "sign-in throttled", "sign-in"
+LOOKBACK = timedelta(days=1)  # failures older than this are forgotten
 
 
 def limit() -> int:
-    return int(getattr(settings, "STRATA_SIGNIN_FAILURES", 10))
+    return int(getattr(settings, "STRATA_SIGNIN_FAILURES", 5))
 
 
-def window() -> timedelta:
-    return timedelta(seconds=int(getattr(settings, "STRATA_SIGNIN_WINDOW", 300)))
+def backoff() -> float:
+    return float(getattr(settings, "STRATA_SIGNIN_BACKOFF", 60))
+
+
+def backoff_max() -> float:
+    return float(getattr(settings, "STRATA_SIGNIN_BACKOFF_MAX", 3600))
 
 
 def address(request) -> str:
@@ -39,17 +55,34 @@ def _record(request, username: str, action: str, result: str, status: int, how: 
         result=result, detail={"how": how}, remote_addr=address(request))
 
 
+def wait_seconds(username: str, addr: str) -> float:
+    """How long sign-ins of ``username`` from ``addr`` are refused from now (0: not)."""
+    now = timezone.now()
+    pair = AuditEvent.objects.filter(username=username[:150], remote_addr=addr,
+                                     time__gte=now - LOOKBACK)
+    last_ok = pair.filter(action=SIGNED_IN).order_by("-time").values_list(
+        "time", flat=True).first()
+    failures = pair.filter(action=FAILED)
+    if last_ok is not None:
+        failures = failures.filter(time__gt=last_ok)
+    count = failures.count()
+    if count < limit():
+        return 0.0
+    last = failures.order_by("-time").values_list("time", flat=True).first()
+    delay = min(backoff() * 2 ** (count - limit()), backoff_max())
+    return max(0.0, (last + timedelta(seconds=delay) - now).total_seconds())
+
+
 def blocked(request, username: str = "") -> str:
-    """Why a sign-in is refused now ("" when it is not): too many failures from this address
-    or for this user name within the window."""
-    recent = AuditEvent.objects.filter(action=FAILED, time__gte=timezone.now() - window())
+    """Why a sign-in of ``username`` (an API token: "") from this request's address is
+    refused now, or "" when it is not."""
     addr = address(request)
-    minutes = max(1, int(window().total_seconds() // 60))
-    if addr and recent.filter(remote_addr=addr).count() >= limit():
-        return (f"Too many failed sign-ins from {addr}; try again in {minutes} minutes.")
-    if username and recent.filter(username=username).count() >= limit():
-        return f"Too many failed sign-ins for {username}; try again in {minutes} minutes."
-    return ""
+    wait = wait_seconds(username, addr)
+    if not wait:
+        return ""
+    what = f"for {username}" if username else "with invalid API tokens"
+    return (f"Too many failed sign-ins {what} from {addr or 'this address'}; try again in "
+            f"{int(wait) + 1} seconds (other addresses are not affected).")
 
 
 @receiver(user_login_failed)
@@ -59,15 +92,18 @@ def _audit_failure(sender, credentials, request=None, **kwargs):
 
 @receiver(user_logged_in)
 def _audit_success(sender, request, user, **kwargs):
-    _record(request, user.get_username(), "sign-in", "ok", 200, "password")
+    _record(request, user.get_username(), SIGNED_IN, "ok", 200, "password")
 
 
 class SignInForm(AuthenticationForm):
-    """The sign-in form, refused outright while the address or user name is blocked."""
+    """The sign-in form, refused outright (and audited) while the user name backs off at
+    this address; the password is then not even checked."""
 
     def clean(self):
-        why = blocked(self.request, self.data.get("username", ""))
+        username = self.data.get("username", "")
+        why = blocked(self.request, username)
         if why:
+            _record(self.request, username, THROTTLED, "denied", 429, "password")
             raise ValidationError(why, code="throttled")
         return super().clean()
 
@@ -85,15 +121,16 @@ class HashedTokenAuthentication(TokenAuthentication):
 
 
 class AuditedTokenAuthentication(HashedTokenAuthentication):
-    """Token auth whose failures count as failed sign-ins (a guessed token is audited, and an
-    address that keeps guessing is refused)."""
+    """Token auth whose failures are audited as failed sign-ins, and an address that keeps
+    sending invalid tokens is told to back off (a valid token always works)."""
 
     def authenticate(self, request):
         try:
             return super().authenticate(request)
         except AuthenticationFailed:
             why = blocked(request)
-            _record(request, "", FAILED, "denied", 401, "token")
             if why:
+                _record(request, "", THROTTLED, "denied", 401, "token")
                 raise AuthenticationFailed(why, code="throttled") from None
+            _record(request, "", FAILED, "denied", 401, "token")
             raise

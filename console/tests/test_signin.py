@@ -1,5 +1,7 @@
-"""Sign-ins: failures audited and limited per address and user; tokens listed and revoked by
+"""Sign-ins: failures audited and backed off per user and address; tokens listed and revoked by
 their owner and by admins; a changed password ends the user's sessions."""
+import time
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
@@ -19,19 +21,39 @@ def _sign_in(password, addr="10.1.1.1", username="alice"):
     return Client(REMOTE_ADDR=addr).post("/login/", {"username": username, "password": password})
 
 
-def test_failed_console_sign_ins_are_audited_and_then_refused_per_address(alice, settings):
+def test_an_attacker_at_one_address_cannot_lock_the_user_out_elsewhere(alice, settings):
+    """Issue 34, medium 7: failures from one address locked every user there, and the user
+    everywhere; now only the (user, address) pair backs off, and it is audited."""
     settings.STRATA_SIGNIN_FAILURES = 3
+    User.objects.create_user("bob", password="bobs-password-1")
     for _ in range(3):
         assert _sign_in("wrong").status_code == 200  # the form again
     failures = AuditEvent.objects.filter(action="sign-in failed", remote_addr="10.1.1.1")
     assert failures.count() == 3 and set(failures.values_list("username", flat=True)) == {"alice"}
-    refused = _sign_in("right-password-1")  # even the right password, from this address
-    assert refused.status_code == 200 and b"Too many failed sign-ins" in refused.content
-    assert _sign_in("right-password-1", addr="10.1.1.2", username="bob").status_code == 200
-    ok = Client(REMOTE_ADDR="10.9.9.9").post("/login/", {"username": "alice",
-                                                         "password": "right-password-1"})
-    assert ok.status_code == 200  # alice is blocked by name too, from any address
-    assert b"Too many failed sign-ins for alice" in ok.content
+    refused = _sign_in("right-password-1")  # this pair backs off: not even checked
+    assert refused.status_code == 200
+    assert b"Too many failed sign-ins for alice from 10.1.1.1" in refused.content
+    throttled = AuditEvent.objects.get(action="sign-in throttled", remote_addr="10.1.1.1")
+    assert (throttled.username, throttled.result) == ("alice", "denied")
+    assert failures.count() == 3  # a refused attempt does not stretch the back-off
+    # the same user from another address, another user from this one: signed in
+    assert _sign_in("right-password-1", addr="10.9.9.9").status_code == 302
+    assert _sign_in("bobs-password-1", username="bob").status_code == 302
+
+
+def test_the_back_off_passes_doubles_and_a_success_ends_it(alice, settings):
+    settings.STRATA_SIGNIN_FAILURES, settings.STRATA_SIGNIN_BACKOFF = 2, 1
+    for _ in range(2):
+        _sign_in("wrong")
+    assert b"Too many failed" in _sign_in("right-password-1").content
+    time.sleep(1.2)  # backed off for 1 s after the 2nd failure
+    assert b"Too many failed" not in _sign_in("wrong").content  # checked, and failed
+    assert b"Too many failed" in _sign_in("right-password-1").content  # now 2 s
+    time.sleep(1.2)
+    assert b"Too many failed" in _sign_in("right-password-1").content
+    time.sleep(1.0)
+    assert _sign_in("right-password-1").status_code == 302
+    assert b"Too many failed" not in _sign_in("wrong").content  # the success started over
 
 
 def test_a_good_sign_in_below_the_limit_works_and_is_audited(alice, settings):
@@ -42,7 +64,8 @@ def test_a_good_sign_in_below_the_limit_works_and_is_audited(alice, settings):
     assert AuditEvent.objects.filter(action="sign-in", username="alice", result="ok").exists()
 
 
-def test_guessed_tokens_are_audited_and_an_address_that_keeps_guessing_is_told(settings):
+def test_guessed_tokens_are_audited_and_back_off_but_never_lock_anyone_out(alice, settings,
+                                                                             viewer_api):
     settings.STRATA_SIGNIN_FAILURES = 2
     client = APIClient(REMOTE_ADDR="10.2.2.2")
     client.credentials(HTTP_AUTHORIZATION="Token not-a-real-token")
@@ -50,7 +73,12 @@ def test_guessed_tokens_are_audited_and_an_address_that_keeps_guessing_is_told(s
         assert client.get("/api/v1/pools/").status_code == 401
     r = client.get("/api/v1/pools/")
     assert r.status_code == 401 and "Too many failed sign-ins" in r.json()["detail"]
-    assert AuditEvent.objects.filter(action="sign-in failed", remote_addr="10.2.2.2").count() == 3
+    assert AuditEvent.objects.filter(action="sign-in failed", remote_addr="10.2.2.2").count() == 2
+    assert AuditEvent.objects.filter(action="sign-in throttled", remote_addr="10.2.2.2").exists()
+    # a real token from that address works, and so does a password sign-in there
+    client.credentials(HTTP_AUTHORIZATION=f"Token {viewer_api.token}")
+    assert client.get("/api/v1/pools/").status_code == 200
+    assert _sign_in("right-password-1", addr="10.2.2.2").status_code == 302
 
 
 def test_tokens_are_listed_and_revoked_by_their_owner(viewer_api):
