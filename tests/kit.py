@@ -104,12 +104,13 @@ def wait_for(predicate, timeout: float = 60, what: str = "condition", interval: 
         time.sleep(interval)
 
 
-def run_job(api, url: str, body: dict | None = None, timeout: float = 90) -> dict:
+def run_job(api, url: str, body: dict | None = None, timeout: float = 90, **wait) -> dict:
     """POST ``body`` (JSON) to ``url``, an endpoint that answers 202 with a Job, with ``api``
-    (the DRF test client); wait for the Job and return its final JSON."""
+    (the DRF test client); wait for the Job (``wait``: more of :func:`wait_job`'s options)
+    and return its final JSON."""
     r = api.post(url, body or {}, format="json")
     assert r.status_code == 202, r.json()
-    return wait_job(api, r.json()["id"], timeout)
+    return wait_job(api, r.json()["id"], timeout, **wait)
 
 
 def wait_job(api, job, timeout: float = 90, *, token: str | None = None,

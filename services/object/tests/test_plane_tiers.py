@@ -13,7 +13,7 @@ from services.object import tasks
 from services.object.tests.planefixture import start_plane_gateway, stop_procs
 from services.storage import tasks as storage_tasks
 from services.storage.models import FileSystem, Pool
-from tests.kit import wait_job
+from tests.kit import run_job, wait_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -145,9 +145,7 @@ def test_lifecycle_passes_are_jobs_that_move_versions_to_the_capacity_tier(
                                         "StorageClass": "GLACIER_IR"}]}]})
 
         assert viewer_api.post("/api/v1/s3-lifecycle-runs/").status_code == 403
-        r = api.post("/api/v1/s3-lifecycle-runs/")
-        assert r.status_code == 202, r.content
-        job = wait_job(api, r.json()["id"])
+        job = run_job(api, "/api/v1/s3-lifecycle-runs/")
         assert job["state"] == "succeeded" and job["kind"] == "lifecycle", job
         assert job["result"]["transitioned"] == 3, job["result"]
         moved = sum(len(b) for b in bodies.values())

@@ -13,7 +13,7 @@ from dataplane.runner import Runner
 from services.protection.tests.helpers import write_files
 from services.storage.models import Pool
 from plane import iobudget
-from tests.kit import wait_for, wait_job
+from tests.kit import run_job, wait_for
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]
 MiB = 1 << 20
@@ -107,9 +107,7 @@ def test_a_killed_workers_scrub_is_stopped_by_the_next_worker(api, data_dir, tmp
         wait_for(lambda: btrfs.scrub_status(runner, mnt)["status"] != "running", 30,
                  "the orphan scrub to stop")
         assert all(f.read_text().strip() == "0" for f in limits)
-        r = api.post("/api/v1/pools/p/scrub/")
-        assert r.status_code == 202, r.json()
-        again = wait_job(api, r.json()["id"], 120, interval=0.1)
+        again = run_job(api, "/api/v1/pools/p/scrub/", timeout=120, interval=0.1)
     finally:
         proc.kill9()
     assert again["state"] == "succeeded", again

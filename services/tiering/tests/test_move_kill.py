@@ -19,7 +19,7 @@ from services.protection.tests.helpers import (
 from services.storage.drivers import driver_for
 from services.storage.models import FileSystem, Pool
 from services.tiering.models import TierMove
-from tests.kit import wait_for, wait_job
+from tests.kit import run_job, wait_for
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]
 MiB = 1 << 20
@@ -90,10 +90,7 @@ def test_kill9_mid_filesystem_move_then_move_again(api, data_dir, tmp_path):
         assert subvolumes("cap") == empty_cap and subvolumes("flash") == ["fs/big"]
         assert file_hashes(path) == before
 
-        r = api.post("/api/v1/tier-moves/", {"filesystem": "big", "pool": "cap"},
-                     format="json")
-        assert r.status_code == 202, r.json()
-        job = wait_job(api, r.json()["id"], timeout=120)
+        job = run_job(api, "/api/v1/tier-moves/", {"filesystem": "big", "pool": "cap"}, 120)
         assert job["state"] == "succeeded", job
     finally:
         worker.kill9()
