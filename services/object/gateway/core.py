@@ -21,7 +21,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import AsyncIterator, Protocol
+from typing import AsyncIterator, Iterator, Protocol
 
 from .buckets import Bucket, BucketStore
 from .checksums import Digests, requested_algorithms
@@ -331,8 +331,12 @@ class Gateway:
         handles = await self.run(open_pieces, pieces)
         return self._stream_handles(handles)
 
-    async def _stream_handles(self, handles) -> AsyncIterator[bytes]:
-        blocks = read_open_pieces(handles)
+    def _stream_handles(self, handles) -> AsyncIterator[bytes]:
+        return self.stream_blocks(read_open_pieces(handles), [fh for fh, _, _ in handles])
+
+    async def stream_blocks(self, blocks: Iterator[bytes], files: list) -> AsyncIterator[bytes]:
+        """What the blocking iterator ``blocks`` gives, each block read on a worker thread;
+        the open ``files`` it reads are closed once it ends or the reader stops."""
         sentinel = object()
         try:
             while True:
@@ -341,7 +345,7 @@ class Gateway:
                     return
                 yield data
         finally:
-            for fh, _, _ in handles:
+            for fh in files:
                 fh.close()
 
     async def read(self, rec: Record, start: int = 0, end: int | None = None,

@@ -113,21 +113,8 @@ async def open_decrypting(gw, rec, loc: dict, start: int, end: int, ckey: Custom
         return handles
 
     handles = await gw.run(open_all)
-    return _stream(gw, handles, read_plain(handles, pieces, plan, dek))
+    return gw.stream_blocks(read_plain(handles, pieces, plan, dek), list(handles.values()))
 
 
 async def _once(data: bytes) -> AsyncIterator[bytes]:
     yield data
-
-
-async def _stream(gw, handles: dict, blocks: Iterator[bytes]) -> AsyncIterator[bytes]:
-    sentinel = object()
-    try:
-        while True:
-            data = await gw.run(next, blocks, sentinel)
-            if data is sentinel:
-                return
-            yield data
-    finally:
-        for fh in handles.values():
-            fh.close()
