@@ -146,6 +146,7 @@ class HttpProtocol(HttpToolsProtocol):
         self.received = 0         # bytes of this connection so far
         self.head_bytes = 0       # bytes received while the current request's head was incomplete
         self.in_head = True       # waiting for (the rest of) a request head
+        self.head_begun = False   # a byte of it has been parsed
         self.timer: asyncio.TimerHandle | None = None
         self.timer_mark = 0       # ``received`` when the timer was armed
         self.refused: tuple[str, str] | None = None
@@ -199,7 +200,7 @@ class HttpProtocol(HttpToolsProtocol):
             # the head of a pipelined request waits while the one before it is answered
             self.arm(self.limits.header_timeout, self.head_timed_out)
             return
-        if self.head_bytes == 0:
+        if self.head_bytes == 0 and not self.head_begun:
             self.transport.close()  # it asked nothing: nothing to answer
         else:
             self.refuse("timeout", f"the request head did not arrive within {self.limits.header_timeout:g} s")
@@ -258,8 +259,6 @@ class HttpProtocol(HttpToolsProtocol):
             return  # dropped: the connection ends once the client has read the refusal
         self.received += len(data)
         if self.in_head:
-            if self.timer is None:  # the first byte of a request on a kept-alive connection
-                self.arm(self.limits.header_timeout, self.head_timed_out)
             self.head_bytes += len(data)
         try:
             self.parser.feed_data(data)
@@ -275,6 +274,13 @@ class HttpProtocol(HttpToolsProtocol):
             else:
                 self.send_400_response("Invalid HTTP request received.")
             return
+        # timers are armed only for what this read left unfinished (a request that arrives
+        # whole in one read, the rule, makes none)
+        if self.timer is None:
+            if self.in_head and (self.head_begun or self.head_bytes):  # on a kept-alive connection
+                self.arm(self.limits.header_timeout, self.head_timed_out)
+            elif not self.in_head and self.cycle is not None and self.cycle.more_body:
+                self.arm(self.limits.body_timeout, self.body_check)
         if self.in_head and self.head_bytes > self.limits.max_header_bytes:
             self.refuse("header_too_large",
                         f"the request head is longer than {self.limits.max_header_bytes} bytes")
@@ -282,6 +288,7 @@ class HttpProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self.header_count = 0
+        self.head_begun = True
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.header_count += 1
@@ -291,9 +298,9 @@ class HttpProtocol(HttpToolsProtocol):
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
-        self.in_head = False
+        self.in_head = self.head_begun = False
         self.head_bytes = 0
-        self.arm(self.limits.body_timeout, self.body_check)
+        self.disarm()  # the body's timer, if it does not arrive in this read, is armed after it
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:

@@ -128,6 +128,11 @@ def test_slow_heads_and_idle_connections_are_cut_off(limited):
             assert status == 404
             sock.settimeout(30)
             assert fh.read(1) == b""
+    # kept alive, then blank lines a second apart (no request ever begins): cut off too
+    with rawhttp.connect(limited.port) as sock:
+        sock.sendall(s3raw.request_head("GET", url, s3raw.sign("GET", url, ACCESS, SECRET)))
+        with rawhttp.Trickle([sock], b"\r\n" * 60):
+            assert rawhttp.closed_within(sock, 30)
 
 
 def test_body_that_stops_half_way_is_request_timeout(limited):
