@@ -93,17 +93,31 @@ def blank_target(spdk_target):
 
 
 def attach_config(traddr: str, trsvcid, subnqn: str, hostnqn: str, name: str = "remote",
-                  **auth) -> dict:
+                  dhchap_key_file=None) -> dict:
     """An SPDK app config (the small buffer pools of a no-hugepages start, see
-    dataplane.spdk.target) that attaches one NVMe/TCP controller as bdev ``<name>n1``."""
+    dataplane.spdk.target) that attaches one NVMe/TCP controller as bdev ``<name>n1``,
+    authenticating with the DH-HMAC-CHAP key in ``dhchap_key_file`` (mode 0600) if given."""
     from dataplane.spdk.target import START_CONFIG
 
     params = {"name": name, "trtype": "tcp", "adrfam": "ipv4", "traddr": traddr,
-              "trsvcid": str(trsvcid), "subnqn": subnqn, "hostnqn": hostnqn, **auth}
+              "trsvcid": str(trsvcid), "subnqn": subnqn, "hostnqn": hostnqn}
     config = json.loads(json.dumps(START_CONFIG))
+    if dhchap_key_file:
+        params["dhchap_key"] = "host-key"
+        config["subsystems"].insert(0, {"subsystem": "keyring", "config": [
+            {"method": "keyring_file_add_key",
+             "params": {"name": "host-key", "path": str(dhchap_key_file)}}]})
     bdev = next(s for s in config["subsystems"] if s["subsystem"] == "bdev")
     bdev["config"].append({"method": "bdev_nvme_attach_controller", "params": params})
     return config
+
+
+def key_file(path, secret: str):
+    """``secret`` in a file only its owner can read (SPDK's keyring_file refuses others)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secret)
+    return path
 
 
 def spdk_dd(args: list, config: dict, workdir, timeout: float = 120) -> subprocess.CompletedProcess:

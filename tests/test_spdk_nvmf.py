@@ -12,7 +12,9 @@ from dataplane import DeviceSpec
 from dataplane.errors import InUse, InvalidArgument
 from dataplane.spdk.driver import SpdkDriver
 from plumbing.process import free_port
-from tests.spdk_support import attach_config, spdk_dd
+from dataplane.spdk.dhchap import generate_dhchap_key
+from dataplane.spdk.target import SpdkTarget
+from tests.spdk_support import attach_config, key_file, spdk_dd
 
 MiB = 1 << 20
 HOST_A = "nqn.2014-08.org.nvmexpress:uuid:11111111-2222-3333-4444-555555555555"
@@ -30,18 +32,20 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_volume(export: dict, host: str, data: bytes, workdir, seek_mib: int = 0):
+def write_volume(export: dict, host: str, data: bytes, workdir, seek_mib: int = 0, key=None):
     src = workdir / f"in-{sha(data)[:8]}"
     src.write_bytes(data)
-    cfg = attach_config(export["traddr"], export["trsvcid"], export["subsystem_nqn"], host)
+    cfg = attach_config(export["traddr"], export["trsvcid"], export["subsystem_nqn"], host,
+                        dhchap_key_file=key)
     return spdk_dd([f"--if={src}", "--ob=remoten1", f"--bs={MiB}", f"--seek={seek_mib}"],
                    cfg, workdir)
 
 
-def read_volume(export: dict, host: str, length: int, workdir, skip_mib: int = 0):
-    """(the spdk_dd result, the bytes it read or None)."""
+def read_volume(export: dict, host: str, length: int, workdir, skip_mib: int = 0, key=None):
+    """(the spdk_dd result, the bytes it read or None); ``key``: a DH-HMAC-CHAP key file."""
     out = workdir / f"out-{os.urandom(4).hex()}"
-    cfg = attach_config(export["traddr"], export["trsvcid"], export["subsystem_nqn"], host)
+    cfg = attach_config(export["traddr"], export["trsvcid"], export["subsystem_nqn"], host,
+                        dhchap_key_file=key)
     proc = spdk_dd(["--ib=remoten1", f"--of={out}", f"--bs={MiB}", f"--skip={skip_mib}",
                     f"--count={length // MiB}"], cfg, workdir)
     data = out.read_bytes() if out.exists() else None
@@ -126,3 +130,71 @@ def test_reconcile_puts_back_a_subsystem_deleted_behind_our_back(drv, tmp_path):
     r, back = read_volume(exp, HOST_A, MiB, tmp_path)
     assert r.returncode == 0 and back == data, r.stdout
     assert drv.reconcile_nvmf() == {"add": [], "remove": []}
+
+
+def test_dh_hmac_chap_key_is_required_and_checked(drv, tmp_path):
+    drv.create_pool("p1", [DeviceSpec("image:64M")])
+    drv.create_volume("p1", "db", 8 * MiB)
+    secret, other = generate_dhchap_key(), generate_dhchap_key()
+    right, wrong = key_file(tmp_path / "right", secret), key_file(tmp_path / "wrong", other)
+
+    # a key of the wrong form is refused naming the field; nothing is made on the target
+    for bad in ("DHHC-1:00:bm90IGEga2V5:", secret[:-6] + "AAAA=:", "secret"):
+        with pytest.raises(InvalidArgument, match="dhchap_key"):
+            drv.export_volume_nvmf("p1", "db", hosts=[HOST_A], host_keys={HOST_A: bad},
+                                   trsvcid=free_port())
+    with pytest.raises(InvalidArgument, match="not among the export's hosts"):
+        drv.export_volume_nvmf("p1", "db", hosts=[HOST_A], host_keys={HOST_B: secret})
+    assert drv.rpc.call("nvmf_get_subsystems")[1:] == [] and drv.nvmf_exports() == []
+
+    exp = drv.export_volume_nvmf("p1", "db", hosts=[HOST_A, HOST_B],
+                                 host_keys={HOST_A: secret}, trsvcid=free_port())
+    assert exp["dhchap_hosts"] == [HOST_A] and secret not in str(exp)
+    data = os.urandom(MiB)
+    assert write_volume(exp, HOST_A, data, tmp_path, key=right).returncode == 0
+    r, back = read_volume(exp, HOST_A, MiB, tmp_path, key=right)
+    assert r.returncode == 0 and back == data, r.stdout
+    # host A without its key, or with another, is refused; host B needs none
+    assert read_volume(exp, HOST_A, MiB, tmp_path)[0].returncode != 0
+    assert read_volume(exp, HOST_A, MiB, tmp_path, key=wrong)[0].returncode != 0
+    r, back = read_volume(exp, HOST_B, MiB, tmp_path)
+    assert r.returncode == 0 and back == data, r.stdout
+
+    # a new key for A: the old one stops working at once
+    drv.set_nvmf_hosts("p1", "db", [HOST_A, HOST_B], host_keys={HOST_A: other})
+    assert read_volume(exp, HOST_A, MiB, tmp_path, key=right)[0].returncode != 0
+    assert read_volume(exp, HOST_A, MiB, tmp_path, key=wrong)[0].returncode == 0
+    keys = drv.state_dir / "nvmf-keys"
+    assert [f.read_text() for f in keys.iterdir()] == [other]
+    assert {f.stat().st_mode & 0o777 for f in keys.iterdir()} == {0o600}
+    drv.unexport_volume_nvmf("p1", "db")
+    assert list(keys.iterdir()) == [] and drv.rpc.call("keyring_get_keys") == []
+
+
+def test_keys_and_subsystems_come_back_after_a_target_restart(tmp_path):
+    """A target of its own, killed: the pool is activated again and reconcile_nvmf puts the
+    keyring, the subsystem and its hosts back."""
+    target = SpdkTarget(tmp_path / "tgt").start()
+    try:
+        drv = SpdkDriver(tmp_path / "state", rpc_socket=str(target.rpc_socket), timeout=30)
+        drv.create_pool("p1", [DeviceSpec("image:64M")])
+        drv.create_volume("p1", "db", 8 * MiB)
+        secret = generate_dhchap_key(48)
+        right = key_file(tmp_path / "right", secret)
+        exp = drv.export_volume_nvmf("p1", "db", hosts=[HOST_A], host_keys={HOST_A: secret},
+                                     trsvcid=free_port())
+        data = os.urandom(MiB)
+        assert write_volume(exp, HOST_A, data, tmp_path, key=right).returncode == 0
+        target.kill()
+        drv.rpc.close()
+        target.start()
+        drv.activate_pool("p1")
+        plan = drv.reconcile_nvmf()
+        assert f"{exp['subsystem_nqn']} host {HOST_A} (DH-HMAC-CHAP)" in plan["add"]
+        r, back = read_volume(exp, HOST_A, MiB, tmp_path, key=right)
+        assert r.returncode == 0 and back == data, r.stdout
+        assert read_volume(exp, HOST_A, MiB, tmp_path)[0].returncode != 0
+        assert read_volume(exp, HOST_B, MiB, tmp_path)[0].returncode != 0
+        drv.rpc.close()
+    finally:
+        target.stop()

@@ -2,7 +2,8 @@
 
 A subsystem ``<nqn_base>:<pool>.<volume>`` holds the volume's lvol bdev as namespace 1,
 listens on TCP ``traddr:trsvcid`` and admits the listed host NQNs (or any host when the
-list is None). The desired state is kept in ``<state_dir>/nvmf.json`` and re-applied by
+list is None); a host given a DH-HMAC-CHAP key must authenticate with it (:mod:`.dhchap`).
+The desired state is kept in ``<state_dir>/nvmf.json`` and re-applied by
 :meth:`SpdkNvmfMixin.reconcile_nvmf` (after an spdk_tgt restart) as add/remove sets.
 A grown lvol grows its namespace without re-export: SPDK notifies connected hosts.
 """
@@ -17,6 +18,7 @@ from typing import Optional
 from plumbing.atomic import write_json_atomic
 
 from ..errors import InUse, InvalidArgument, NotFound
+from .dhchap import DhchapKeys, check_dhchap_key
 from .target import TCP_TRANSPORT
 
 NQN_BASE = "nqn.2026-01.io.strata"
@@ -33,6 +35,10 @@ class SpdkNvmfMixin:
 
     def _nvmf_path(self):
         return self.state_dir / "nvmf.json"
+
+    @property
+    def dhchap_keys(self) -> DhchapKeys:
+        return DhchapKeys(self.rpc, self.state_dir / "nvmf-keys")
 
     def _nvmf_load(self) -> dict:
         try:
@@ -57,23 +63,26 @@ class SpdkNvmfMixin:
     def _nvmf_info(nqn: str, e: dict) -> dict:
         return {"protocol": "nvmf", "subsystem_nqn": nqn, "trtype": "tcp", "adrfam": "ipv4",
                 "traddr": e["traddr"], "trsvcid": str(e["trsvcid"]), "nsid": 1,
-                "pool": e["pool"], "volume": e["volume"], "hosts": e["hosts"]}
+                "pool": e["pool"], "volume": e["volume"], "hosts": e["hosts"],
+                "dhchap_hosts": sorted(e.get("keys", {}))}
 
     def export_volume_nvmf(self, pool: str, name: str, hosts: Optional[list] = None,
                            traddr: str = "127.0.0.1", trsvcid: int = 4420,
-                           nqn: Optional[str] = None) -> dict:
-        """Export a volume over NVMe-oF/TCP; ``hosts`` = allowed host NQNs (None = any host)."""
+                           nqn: Optional[str] = None, host_keys: Optional[dict] = None) -> dict:
+        """Export a volume over NVMe-oF/TCP; ``hosts`` = allowed host NQNs (None = any host);
+        ``host_keys`` = {host NQN: DH-HMAC-CHAP secret} for the hosts that must authenticate."""
         self.volume_info(pool, name)
-        for h in hosts or []:
-            if not HOST_NQN_RE.match(h):
-                raise InvalidArgument(f"host NQN {h!r} is not an NQN (nqn.yyyy-mm.domain:...)")
+        self._check_hosts(hosts, host_keys)
         nqn = nqn or f"{NQN_BASE}:{pool}.{name}"
         exports = self._nvmf_load()
         for other, e in exports.items():
             if (e["pool"], e["volume"]) == (pool, name) and other != nqn:
                 raise InUse(f"volume {name!r} is already exported as {other}")
+        old_keys = exports.get(nqn, {}).get("keys", {})
+        keys = self._put_keys(nqn, host_keys or {}, old_keys)
         exports[nqn] = {"pool": pool, "volume": name, "traddr": traddr,
-                        "trsvcid": int(trsvcid), "hosts": None if hosts is None else sorted(hosts)}
+                        "trsvcid": int(trsvcid), "hosts": None if hosts is None else sorted(hosts),
+                        "keys": keys}
         self._nvmf_save(exports)
         try:
             self.reconcile_nvmf()
@@ -81,16 +90,24 @@ class SpdkNvmfMixin:
             exports.pop(nqn)
             self._nvmf_save(exports)
             self._drop_subsystem(nqn)
+            self._drop_keys(keys, keep=old_keys)
             raise
+        self._drop_keys(old_keys, keep=keys)
         return self._nvmf_info(nqn, exports[nqn])
 
-    def set_nvmf_hosts(self, pool: str, name: str, hosts: Optional[list]) -> dict:
-        """Change the host NQNs allowed to connect to a volume's subsystem, live."""
+    def set_nvmf_hosts(self, pool: str, name: str, hosts: Optional[list],
+                       host_keys: Optional[dict] = None) -> dict:
+        """Change the host NQNs allowed to connect to a volume's subsystem (and their
+        DH-HMAC-CHAP keys), live."""
+        self._check_hosts(hosts, host_keys)
         exports = self._nvmf_load()
         nqn = self._nqn_of(exports, pool, name)
+        old = exports[nqn].get("keys", {})
         exports[nqn]["hosts"] = None if hosts is None else sorted(hosts)
+        exports[nqn]["keys"] = self._put_keys(nqn, host_keys or {}, old)
         self._nvmf_save(exports)
         plan = self.reconcile_nvmf()
+        self._drop_keys(old, keep=exports[nqn]["keys"])
         return {**self._nvmf_info(nqn, exports[nqn]), "plan": plan}
 
     def unexport_volume_nvmf(self, pool: str, name: str) -> None:
@@ -98,8 +115,29 @@ class SpdkNvmfMixin:
         exports = self._nvmf_load()
         nqn = self._nqn_of(exports, pool, name)
         self._drop_subsystem(nqn)
+        self._drop_keys(exports[nqn].get("keys", {}), keep={})
         del exports[nqn]
         self._nvmf_save(exports)
+
+    @staticmethod
+    def _check_hosts(hosts: Optional[list], host_keys: Optional[dict]) -> None:
+        for h in hosts or []:
+            if not HOST_NQN_RE.match(h):
+                raise InvalidArgument(f"host NQN {h!r} is not an NQN (nqn.yyyy-mm.domain:...)")
+        for h, key in (host_keys or {}).items():
+            if hosts is None or h not in hosts:
+                raise InvalidArgument(f"dhchap_key: host {h} has a key but is not among the "
+                                      "export's hosts")
+            check_dhchap_key(key, f"dhchap_key of {h}")
+
+    def _drop_keys(self, keys: dict, keep: dict) -> None:
+        for name in set(keys.values()) - set(keep.values()):
+            self.dhchap_keys.drop(name)
+
+    def _put_keys(self, nqn: str, host_keys: dict, old: dict) -> dict:
+        """{host: keyring name}, the key files written (``old``: the names recorded before)."""
+        return {host: self.dhchap_keys.put(nqn, host, secret, old.get(host))
+                for host, secret in sorted(host_keys.items())}
 
     @staticmethod
     def _nqn_of(exports: dict, pool: str, name: str) -> str:
@@ -160,14 +198,17 @@ class SpdkNvmfMixin:
                     "trtype": "TCP", "traddr": e["traddr"], "trsvcid": str(e["trsvcid"]),
                     "adrfam": "IPv4"})
                 plan["add"].append(f"{nqn} listener {e['traddr']}:{e['trsvcid']}")
-            live_hosts = {h["nqn"] for h in sub["hosts"]}
-            want_hosts = set(e["hosts"] or [])
-            for h in sorted(live_hosts - want_hosts):
+            keys = e.get("keys", {})
+            self.dhchap_keys.load(keys.values())      # an nvmf_tgt restart empties the keyring
+            # a host whose key changed (or came or went) is admitted again with the new one
+            live_hosts = {(h["nqn"], h.get("dhchap_key")) for h in sub["hosts"]}
+            want_hosts = {(h, keys.get(h)) for h in e["hosts"] or []}
+            for h, key in sorted(live_hosts - want_hosts, key=str):
                 self.rpc.call("nvmf_subsystem_remove_host", nqn=nqn, host=h)
-                plan["remove"].append(f"{nqn} host {h}")
-            for h in sorted(want_hosts - live_hosts):
-                self.rpc.call("nvmf_subsystem_add_host", nqn=nqn, host=h)
-                plan["add"].append(f"{nqn} host {h}")
+                plan["remove"].append(f"{nqn} host {h}" + (" (DH-HMAC-CHAP)" if key else ""))
+            for h, key in sorted(want_hosts - live_hosts, key=str):
+                self.rpc.call("nvmf_subsystem_add_host", nqn=nqn, host=h, dhchap_key=key)
+                plan["add"].append(f"{nqn} host {h}" + (" (DH-HMAC-CHAP)" if key else ""))
             if bool(sub["allow_any_host"]) != any_host:
                 self.rpc.call("nvmf_subsystem_allow_any_host", nqn=nqn, allow_any_host=any_host)
                 plan["add" if any_host else "remove"].append(f"{nqn} any host")
