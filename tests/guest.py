@@ -23,8 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BASE_MODULES = ("virtio_pci", "virtio_blk", "virtio_net")
-# loaded by a script that needs them (`load_nfs`): they take seconds under TCG
+# loaded by a script that needs them (`load nfs`, `load nvme`): they take seconds under TCG
 NFS_MODULES = ("nfsv4", "nfs_layout_nfsv41_files")
+NVME_MODULES = ("nvme_tcp",)                # NVMe/TCP host, with nvme-fabrics and nvme-core
+EXTRA_MODULES = {"nfs": NFS_MODULES, "nvme": NVME_MODULES}
 BEGIN, END = "STRATA-GUEST-BEGIN", "STRATA-GUEST-END"
 INIT = f"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -109,7 +111,7 @@ class Image:
         """Build (or reuse, from ``workdir``) the base initramfs for the installed kernel."""
         vmlinuz = kernel()
         release = vmlinuz.split("vmlinuz-", 1)[1]
-        stamp = hashlib.sha256((INIT + release).encode()).hexdigest()[:12]
+        stamp = hashlib.sha256((INIT + release + repr(EXTRA_MODULES)).encode()).hexdigest()[:12]
         initrd = Path(workdir) / f"base-{release}-{stamp}.cpio.gz"
         if not initrd.exists():
             root = Path(workdir) / "root"
@@ -121,7 +123,9 @@ class Image:
             (root / "init").chmod(0o755)
             moddir = Path("/lib/modules") / release
             base = module_order(moddir, BASE_MODULES)
-            for name, order in (("base", base), ("nfs", module_order(moddir, NFS_MODULES, base))):
+            sets = [("base", base)] + [(name, module_order(moddir, mods, base))
+                                       for name, mods in EXTRA_MODULES.items()]
+            for name, order in sets:
                 for rel in order:
                     dst = root / "lib" / "modules" / rel
                     dst.parent.mkdir(parents=True, exist_ok=True)

@@ -94,22 +94,10 @@ def blank_target(spdk_target):
 
 def attach_config(traddr: str, trsvcid, subnqn: str, hostnqn: str, name: str = "remote",
                   dhchap_key_file=None) -> dict:
-    """An SPDK app config (the small buffer pools of a no-hugepages start, see
-    dataplane.spdk.target) that attaches one NVMe/TCP controller as bdev ``<name>n1``,
-    authenticating with the DH-HMAC-CHAP key in ``dhchap_key_file`` (mode 0600) if given."""
-    from dataplane.spdk.target import START_CONFIG
+    """An spdk_dd config attaching one NVMe/TCP controller as bdev ``<name>n1``."""
+    from dataplane.spdk.target import initiator_config
 
-    params = {"name": name, "trtype": "tcp", "adrfam": "ipv4", "traddr": traddr,
-              "trsvcid": str(trsvcid), "subnqn": subnqn, "hostnqn": hostnqn}
-    config = json.loads(json.dumps(START_CONFIG))
-    if dhchap_key_file:
-        params["dhchap_key"] = "host-key"
-        config["subsystems"].insert(0, {"subsystem": "keyring", "config": [
-            {"method": "keyring_file_add_key",
-             "params": {"name": "host-key", "path": str(dhchap_key_file)}}]})
-    bdev = next(s for s in config["subsystems"] if s["subsystem"] == "bdev")
-    bdev["config"].append({"method": "bdev_nvme_attach_controller", "params": params})
-    return config
+    return initiator_config(traddr, trsvcid, subnqn, hostnqn, name, dhchap_key_file)
 
 
 def key_file(path, secret: str):
@@ -123,7 +111,7 @@ def key_file(path, secret: str):
 def spdk_dd(args: list, config: dict, workdir, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run SPDK's ``spdk_dd`` (no hugepages, its own core lock off) with a JSON bdev config;
     the result's ``returncode``/``stdout`` tell how it went."""
-    from dataplane.spdk.target import clean_after, spdk_binary
+    from dataplane.spdk.target import run_app, spdk_binary
 
     binary = spdk_binary("spdk_dd")
     if binary is None:
@@ -134,12 +122,4 @@ def spdk_dd(args: list, config: dict, workdir, timeout: float = 120) -> subproce
     cfg.write_text(json.dumps(config))
     argv = [binary, "--no-huge", "-s", "256", "-m", "0x2", "-u", "--disable-cpumask-locks",
             "--num-trace-entries", "0", "--json", str(cfg), *args]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            out, _ = proc.communicate()
-        clean_after(proc.pid)
-    return subprocess.CompletedProcess(argv, proc.returncode, out, "")
+    return run_app(argv, timeout)

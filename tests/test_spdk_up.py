@@ -1,8 +1,9 @@
 """`strata up --spdk on`: nvmf_tgt as a supervised daemon of the appliance. An spdk pool, a
-volume and an NVMe-oF export made through the REST API; SPDK's user-space initiator (spdk_dd)
-writes to it in a loop while nvmf_tgt is killed with SIGKILL; `strata up` starts it again, the
-block service puts the pool and the subsystem back, and every write spdk_dd was told had
-succeeded reads back. The health answer lists nvmf_tgt with its restart."""
+volume and an NVMe-oF export to a host with a DH-HMAC-CHAP key made through the REST API;
+SPDK's user-space initiator (spdk_dd) writes to it in a loop while nvmf_tgt is killed with
+SIGKILL; `strata up` starts it again, the block service puts the pool, the subsystem and the
+key back, and every write spdk_dd was told had succeeded reads back. The health answer lists
+nvmf_tgt with its restart."""
 from __future__ import annotations
 
 import contextlib
@@ -14,9 +15,10 @@ import pytest
 
 from tests.appliance import Appliance
 from tests.kit import free_port, wait_for
-from tests.spdk_support import attach_config, spdk_dd, spdk_unavailable
+from dataplane.spdk.dhchap import generate_dhchap_key
+from tests.spdk_support import attach_config, key_file, spdk_dd, spdk_unavailable
 from tests.test_daemon_restarts import (Load, assert_restarted_once, created, health,
-                                        kill9_while, recorded)
+                                        kill9_while, recorded, rest)
 
 pytestmark = pytest.mark.root
 
@@ -48,12 +50,24 @@ def app():
 def test_nvmf_tgt_killed_under_writes_comes_back_with_its_exports_and_data(app, tmp_path):
     created(app, "pools/", {"name": "fast", "driver": "spdk", "devices": ["image:256M"]})
     created(app, "volumes/", {"name": "db", "pool": "fast", "size_bytes": 64 * MiB})
-    created(app, "hosts/", {"name": "db-host", "nqn": HOST})
+    status, body = rest(app, "POST", "hosts/", {"name": "db-host", "nqn": HOST,
+                                                "dhchap_key": "DHHC-1:00:bm90IGEga2V5:"})
+    assert status == 400 and "dhchap_key" in body["fields"], body
+    secret = generate_dhchap_key()
+    host = created(app, "hosts/", {"name": "db-host", "nqn": HOST, "dhchap_key": secret})
+    assert "dhchap_key" not in host and secret not in str(host)
     created(app, "host-groups/", {"name": "dbs", "hosts": ["db-host"]})
     exp = created(app, "block-exports/", {"volume": "db", "protocol": "nvmf",
                                           "host_group": "dbs"})
     assert exp["state"] == "online" and exp["trtype"] == "tcp", exp
-    config = attach_config(exp["traddr"], exp["trsvcid"], exp["subsystem_nqn"], HOST)
+    status, recipe = rest(app, "GET", f"block-exports/{exp['id']}/attach/")
+    assert status == 200, recipe
+    connect = recipe["setup"][-1]
+    assert connect.startswith("nvme connect -t tcp") and exp["subsystem_nqn"] in connect
+    assert "--dhchap-secret=" in connect and secret not in str(recipe), connect
+    key = key_file(tmp_path / "host.key", secret)
+    config = attach_config(exp["traddr"], exp["trsvcid"], exp["subsystem_nqn"], HOST,
+                           dhchap_key_file=key)
     daemon = health(app)["daemons"]["nvmf_tgt"]
     assert daemon["state"] == "running", daemon
 
@@ -76,11 +90,13 @@ def test_nvmf_tgt_killed_under_writes_comes_back_with_its_exports_and_data(app, 
         assert out.read_bytes() == pattern(i), i
     assert_restarted_once(app, "nvmf_tgt")
 
-    # the allow list came back too: a host outside the group is refused
-    stranger = attach_config(exp["traddr"], exp["trsvcid"], exp["subsystem_nqn"], STRANGER)
-    done = spdk_dd(["--ib=remoten1", f"--of={tmp_path / 'x'}", f"--bs={MiB}", "--count=1"],
-                   stranger, tmp_path / "dd")
-    assert done.returncode != 0
+    # the allow list and the key came back too: a host outside the group is refused, and
+    # the host itself without its key
+    for who in (attach_config(exp["traddr"], exp["trsvcid"], exp["subsystem_nqn"], STRANGER),
+                attach_config(exp["traddr"], exp["trsvcid"], exp["subsystem_nqn"], HOST)):
+        done = spdk_dd(["--ib=remoten1", f"--of={tmp_path / 'x'}", f"--bs={MiB}", "--count=1"],
+                       who, tmp_path / "dd")
+        assert done.returncode != 0, done.stdout[-500:]
 
 
 def test_stop_leaves_no_target_behind(app):

@@ -21,8 +21,10 @@ store from its devices) and re-applies the NVMe-oF subsystems from its records.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -122,6 +124,40 @@ def rpc_ready(rpc_socket: str | os.PathLike, timeout: float = 2.0) -> bool:
         return False
     finally:
         client.close()
+
+
+def run_app(argv: list, timeout: float) -> subprocess.CompletedProcess:
+    """Run an SPDK program (spdk_dd, spdk_nvme_perf, ...) to its end, output and errors
+    together in ``stdout``; DPDK's run directory of the process is removed after it."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            out, _ = proc.communicate()
+        clean_after(proc.pid)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, "")
+
+
+def initiator_config(traddr: str, trsvcid, subnqn: str, hostnqn: str | None = None,
+                     name: str = "remote", dhchap_key_file=None) -> dict:
+    """The JSON config of an SPDK app (spdk_dd) used as an NVMe/TCP initiator: the small
+    buffer pools of a no-hugepages start and one controller attached as bdev ``<name>n1``,
+    authenticating with the DH-HMAC-CHAP key in ``dhchap_key_file`` (mode 0600) if given."""
+    params = {"name": name, "trtype": "tcp", "adrfam": "ipv4", "traddr": traddr,
+              "trsvcid": str(trsvcid), "subnqn": subnqn}
+    if hostnqn:
+        params["hostnqn"] = hostnqn
+    config = json.loads(json.dumps(START_CONFIG))
+    if dhchap_key_file:
+        params["dhchap_key"] = "host-key"
+        config["subsystems"].insert(0, {"subsystem": "keyring", "config": [
+            {"method": "keyring_file_add_key",
+             "params": {"name": "host-key", "path": str(dhchap_key_file)}}]})
+    bdev = next(s for s in config["subsystems"] if s["subsystem"] == "bdev")
+    bdev["config"].append({"method": "bdev_nvme_attach_controller", "params": params})
+    return config
 
 
 def clean_after(pid: int | None) -> None:
@@ -242,5 +278,5 @@ class SpdkTarget:
             client.close()
 
 
-__all__ = ["SpdkTarget", "target_dir", "has_spdk_pools", "spdk_binary", "spdk_prefix", "spdk_unavailable", "nvmf_tgt_argv",
+__all__ = ["SpdkTarget", "run_app", "initiator_config", "target_dir", "has_spdk_pools", "spdk_binary", "spdk_prefix", "spdk_unavailable", "nvmf_tgt_argv",
            "write_start_config", "rpc_ready", "clean_after", "START_CONFIG", "TCP_TRANSPORT"]

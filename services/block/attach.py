@@ -23,12 +23,13 @@ DISK_ID = "strata0"              # QEMU id of the drive / chardev in the recipe
 @dataclass
 class Client:
     """The host that attaches the export: its iSCSI initiator name, NVMe host NQN and CHAP
-    user (never the secret)."""
+    user (never the secret), and whether it has a DH-HMAC-CHAP key (never the key)."""
 
     name: str
     iqn: str = ""
     nqn: str = ""
     chap_user: str = ""
+    dhchap: bool = False
 
 
 def secret_usage(client: Client) -> str:
@@ -159,6 +160,11 @@ def _nvmf(export, conn, client, out):
     device = f"/dev/nvme0n{conn['nsid']}"
     disk, _source = _disk("block", {"dev": device}, export["export_id"])
     hostnqn = f" --hostnqn={client.nqn}" if client and client.nqn else ""
+    if client and client.dhchap:
+        hostnqn += ' --dhchap-secret="$(cat /etc/nvme/strata-dhchap-key)"'
+        out["notes"].append("The host authenticates with DH-HMAC-CHAP: put its key (the one "
+                            "given to Strata, DHHC-1:...) in /etc/nvme/strata-dhchap-key, "
+                            "mode 0600, before connecting.")
     out["setup"] += ["modprobe nvme-tcp",
                      f"nvme connect -t tcp -a {conn['traddr']} -s {conn['trsvcid']} "
                      f"-n {conn['subsystem_nqn']}{hostnqn}"]

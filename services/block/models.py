@@ -13,7 +13,8 @@ from services.storage.models import NameField, Volume
 
 
 class Host(Timestamped):
-    """A client machine: its iSCSI initiator IQN and/or NVMe host NQN, address, CHAP login."""
+    """A client machine: its iSCSI initiator IQN and/or NVMe host NQN, address, CHAP login,
+    and the DH-HMAC-CHAP key its NVMe host authenticates with."""
 
     name = NameField(unique=True)
     iqn = models.CharField(max_length=223, blank=True, default="")
@@ -21,6 +22,7 @@ class Host(Timestamped):
     address = models.CharField(max_length=64, blank=True, default="")
     chap_user = models.CharField(max_length=64, blank=True, default="")
     chap_secret = SealedTextField(blank=True, default="")  # sealed in the database
+    dhchap_key = SealedTextField(blank=True, default="")   # sealed in the database
 
     class Meta:
         ordering = ["name"]

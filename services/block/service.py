@@ -54,7 +54,8 @@ def group_spec(hg: HostGroup | None) -> RtHostGroup | None:
     return RtHostGroup(
         name=hg.name,
         hosts=[RtHost(h.name, iqn=h.iqn or None, nqn=h.nqn or None, address=h.address or None,
-                      chap_user=h.chap_user or None, chap_secret=h.chap_secret or None)
+                      chap_user=h.chap_user or None, chap_secret=h.chap_secret or None,
+                      dhchap_key=h.dhchap_key or None)
                for h in hg.hosts.all()],
         mutual_chap_user=hg.mutual_chap_user or None,
         mutual_chap_secret=hg.mutual_chap_secret or None)
@@ -356,7 +357,7 @@ def attach_recipe(export: BlockExport, host: str | None = None, **options) -> di
             chosen = next((h for h in hosts if h.chap_user), hosts[0] if hosts else None)
         if chosen is not None:
             client = attach.Client(chosen.name, iqn=chosen.iqn, nqn=chosen.nqn,
-                                   chap_user=chosen.chap_user)
+                                   chap_user=chosen.chap_user, dhchap=bool(chosen.dhchap_key))
     elif host:
         raise Invalid(f"export {export.export_id} has no host group (open to any client): "
                       "leave host out")

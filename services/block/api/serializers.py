@@ -1,5 +1,7 @@
 from rest_framework import serializers
 
+from dataplane.errors import DataplaneError
+from dataplane.spdk.dhchap import check_dhchap_key
 from services.block.attach import ACCELS
 from services.block.models import BlockExport, Host, HostGroup
 from services.block.transports.base import (
@@ -40,12 +42,16 @@ def _checked(check, value, *args):
 class HostSerializer(serializers.ModelSerializer):
     chap_secret = serializers.CharField(write_only=True, required=False, allow_blank=True,
                                         max_length=16, help_text=CHAP_HELP)
+    dhchap_key = serializers.CharField(
+        write_only=True, required=False, allow_blank=True, max_length=100,
+        help_text="The NVMe host's DH-HMAC-CHAP secret, DHHC-1:00:<base64>: (`nvme "
+                  "gen-dhchap-key`); its NVMe-oF exports then admit it only with that key.")
     groups = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
 
     class Meta:
         model = Host
-        fields = ["id", "name", "iqn", "nqn", "address", "chap_user", "chap_secret", "groups",
-                  "created_at", "updated_at"]
+        fields = ["id", "name", "iqn", "nqn", "address", "chap_user", "chap_secret",
+                  "dhchap_key", "groups", "created_at", "updated_at"]
         read_only_fields = ["created_at", "updated_at"]
 
     # A host is one machine: a wildcard (tgtd's ALL, a network, *) would open its groups'
@@ -66,6 +72,14 @@ class HostSerializer(serializers.ModelSerializer):
                 "An NVMe host NQN starts with nqn. (see /etc/nvme/hostnqn).")
         return nqn
 
+    def validate_dhchap_key(self, key):
+        if not key:
+            return key
+        try:
+            return check_dhchap_key(key)
+        except DataplaneError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
     def validate_address(self, address):
         return _checked(check_host_address, address) if address else address
 
@@ -76,6 +90,9 @@ class HostSerializer(serializers.ModelSerializer):
         iqn = attrs.get("iqn", self.instance.iqn if self.instance else "")
         nqn = attrs.get("nqn", self.instance.nqn if self.instance else "")
         address = attrs.get("address", self.instance.address if self.instance else "")
+        if attrs.get("dhchap_key") and not nqn:
+            raise serializers.ValidationError(
+                {"dhchap_key": "A DH-HMAC-CHAP key belongs to an NVMe host: give its nqn too."})
         if not (iqn or nqn or address):
             raise serializers.ValidationError(
                 "Give the host's iqn (iSCSI), nqn (NVMe-oF) or address, or several.")

@@ -75,7 +75,8 @@ class DaemonError(TransportError, errors.Unavailable):
 
 @dataclass
 class Host:
-    """A client machine: its iSCSI initiator name and/or NVMe host NQN, address and CHAP secret."""
+    """A client machine: its iSCSI initiator name and/or NVMe host NQN, address, CHAP secret
+    and DH-HMAC-CHAP key (NVMe-oF)."""
 
     name: str
     iqn: str | None = None
@@ -83,6 +84,7 @@ class Host:
     address: str | None = None
     chap_user: str | None = None
     chap_secret: str | None = None
+    dhchap_key: str | None = None
 
 
 @dataclass

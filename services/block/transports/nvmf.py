@@ -80,11 +80,9 @@ class NvmfTarget(Transport):
             if self._exports[export_id] != {"pool": pool, "volume": volume}:
                 raise ExportExists(f"export {export_id} already exists; unexport it first")
             return self.connection_info(export_id)
-        hosts = None
-        if host_group is not None:
-            hosts = sorted({h.nqn for h in host_group.hosts if h.nqn})
+        hosts, keys = _hosts_and_keys(host_group)
         self.driver.export_volume_nvmf(pool, volume, hosts=hosts, traddr=self.host,
-                                       trsvcid=self.port)
+                                       trsvcid=self.port, host_keys=keys)
         if qos is not None:
             self.set_qos_for(pool, volume, qos)
         self._exports[export_id] = {"pool": pool, "volume": volume}
@@ -102,10 +100,10 @@ class NvmfTarget(Transport):
             w_mbytes_per_sec=(qos.bps_write or 0) // mb)
 
     def set_hosts(self, export_id: str, host_group: HostGroup | None) -> dict:
-        """Change the allowed host NQNs live."""
+        """Change the allowed host NQNs and their DH-HMAC-CHAP keys live."""
         rec = self._get(export_id)
-        hosts = None if host_group is None else sorted({h.nqn for h in host_group.hosts if h.nqn})
-        return self.driver.set_nvmf_hosts(rec["pool"], rec["volume"], hosts)
+        hosts, keys = _hosts_and_keys(host_group)
+        return self.driver.set_nvmf_hosts(rec["pool"], rec["volume"], hosts, host_keys=keys)
 
     def unexport(self, export_id: str) -> None:
         rec = self._get(export_id)
@@ -144,3 +142,12 @@ class NvmfTarget(Transport):
 
     def _save(self) -> None:
         write_json_atomic(self.record_path, self._exports, indent=1, sort_keys=True)
+
+
+def _hosts_and_keys(host_group: HostGroup | None) -> tuple:
+    """(the group's host NQNs, {NQN: DH-HMAC-CHAP key} of those that have one); (None, None)
+    without a group (any host)."""
+    if host_group is None:
+        return None, None
+    hosts = [h for h in host_group.hosts if h.nqn]
+    return sorted({h.nqn for h in hosts}), {h.nqn: h.dhchap_key for h in hosts if h.dhchap_key}
