@@ -9,6 +9,7 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from plumbing.restclient import ApiError
+from services.csi import publish
 from services.csi import volumes as v
 from services.csi.errors import CsiError, require, rpc
 from services.csi.plane import get_or_none, list_all
@@ -16,10 +17,11 @@ from services.csi.proto import csi_pb2, csi_pb2_grpc
 
 Mode = csi_pb2.VolumeCapability.AccessMode.Mode
 SINGLE_NODE_MODES = (Mode.SINGLE_NODE_WRITER, Mode.SINGLE_NODE_READER_ONLY)
+READ_ONLY_MODES = (Mode.SINGLE_NODE_READER_ONLY, Mode.MULTI_NODE_READER_ONLY)
 RPC = csi_pb2.ControllerServiceCapability.RPC
 CAPABILITIES = (RPC.CREATE_DELETE_VOLUME, RPC.LIST_VOLUMES, RPC.GET_CAPACITY,
                 RPC.CREATE_DELETE_SNAPSHOT, RPC.LIST_SNAPSHOTS, RPC.CLONE_VOLUME,
-                RPC.EXPAND_VOLUME, RPC.GET_VOLUME)
+                RPC.EXPAND_VOLUME, RPC.GET_VOLUME, RPC.PUBLISH_UNPUBLISH_VOLUME)
 
 
 def _not_found(what: str) -> CsiError:
@@ -212,6 +214,7 @@ class Controller(csi_pb2_grpc.ControllerServicer):
             raise CsiError(grpc.StatusCode.FAILED_PRECONDITION,
                            f"volume {request.volume_id} has snapshots ({len(kept)}); delete "
                            "the VolumeSnapshots first")
+        publish.forget(client, vid.name)
         try:
             client.delete(vid.collection + f"{vid.name}/")
         except ApiError as exc:
@@ -224,6 +227,45 @@ class Controller(csi_pb2_grpc.ControllerServicer):
                 if snap["name"] == snap_name and not snap.get("clones"):
                     client.request("DELETE", f"snapshots/{snap['id']}/", ok=(204, 404))
         return csi_pb2.DeleteVolumeResponse()
+
+    @rpc
+    def ControllerPublishVolume(self, request, context):
+        require(request.volume_id, "volume_id")
+        require(request.node_id, "node_id")
+        if not request.HasField("volume_capability"):
+            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, "volume_capability is required")
+        _block_access([request.volume_capability])
+        vid = v.VolumeId.parse(request.volume_id)
+        client = self.plane.client(request.secrets)
+        if vid is None or get_or_none(client, vid.collection + f"{vid.name}/") is None:
+            raise _not_found(f"volume {request.volume_id}")
+        node = publish.NodeIdentity.parse(request.node_id)
+        if node is None:
+            raise _not_found(f"node {request.node_id}")
+        why = unsupported(vid.kind, [request.volume_capability])
+        if why:
+            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, why)
+        read_only = (request.readonly
+                     or request.volume_capability.access_mode.mode in READ_ONLY_MODES)
+        context_ = publish.publish(client, vid.kind, vid.name, node, read_only,
+                                   request.volume_context.get("protocol", ""))
+        return csi_pb2.ControllerPublishVolumeResponse(publish_context=context_)
+
+    @rpc
+    def ControllerUnpublishVolume(self, request, context):
+        require(request.volume_id, "volume_id")
+        vid = v.VolumeId.parse(request.volume_id)
+        node = publish.NodeIdentity.parse(request.node_id) if request.node_id else None
+        if vid is not None:  # an unknown volume or node is unpublished already
+            client = self.plane.client(request.secrets)
+            if node is not None:
+                publish.unpublish(client, vid.kind, vid.name, node)
+            else:
+                for group in publish.groups_of(vid.name).values():
+                    row = get_or_none(client, f"host-groups/{group}/")
+                    if row and row["hosts"]:
+                        client.patch(f"host-groups/{group}/", {"hosts": []})
+        return csi_pb2.ControllerUnpublishVolumeResponse()
 
     @rpc
     def ValidateVolumeCapabilities(self, request, context):

@@ -12,6 +12,7 @@ import grpc
 
 from services.csi import mounts
 from services.csi.errors import CsiError, require, rpc
+from services.csi.publish import NodeIdentity
 from services.csi.proto import csi_pb2, csi_pb2_grpc
 
 NODE_RPC = csi_pb2.NodeServiceCapability.RPC
@@ -30,10 +31,17 @@ def _capability(cap) -> None:
 
 
 class Node(csi_pb2_grpc.NodeServicer):
-    """``node_id``: the name the CO knows this node by (default: the host name)."""
+    """``name``: the name the CO knows this node by (default: the host name); ``address``:
+    where the appliance sees it from. NodeGetInfo's node id carries them with the node's
+    iSCSI initiator name and NVMe host NQN, read from the files open-iscsi and nvme-cli keep,
+    so that ControllerPublishVolume can grant this node access (services.csi.publish)."""
 
-    def __init__(self, node_id: str | None = None):
-        self.node_id = node_id or socket.gethostname()
+    def __init__(self, name: str | None = None, address: str = ""):
+        self.identity = NodeIdentity(name or socket.gethostname(),
+                                     address or _address_of(name or socket.gethostname()),
+                                     _read_key("/etc/iscsi/initiatorname.iscsi",
+                                               "InitiatorName="),
+                                     _read_key("/etc/nvme/hostnqn", ""))
 
     @rpc
     def NodeStageVolume(self, request, context):
@@ -129,7 +137,7 @@ class Node(csi_pb2_grpc.NodeServicer):
 
     @rpc
     def NodeGetInfo(self, request, context):
-        return csi_pb2.NodeGetInfoResponse(node_id=self.node_id)
+        return csi_pb2.NodeGetInfoResponse(node_id=str(self.identity))
 
 
 def _same_source(mounted: dict, source: str) -> bool:
@@ -137,3 +145,22 @@ def _same_source(mounted: dict, source: str) -> bool:
     root inside its file system, which ends the source's path."""
     root = mounted["root"].rstrip("/")
     return os.path.realpath(source).endswith(root) if root else True
+
+
+def _read_key(path: str, prefix: str) -> str:
+    """The first line of ``path`` that starts with ``prefix``, without it ("" if none)."""
+    try:
+        with open(path) as fh:
+            for line in fh:
+                if line.strip() and line.startswith(prefix):
+                    return line.strip()[len(prefix):]
+    except OSError:
+        pass
+    return ""
+
+
+def _address_of(name: str) -> str:
+    try:
+        return socket.gethostbyname(name)
+    except OSError:
+        return ""

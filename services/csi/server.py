@@ -20,7 +20,8 @@ from services.csi.proto import csi_pb2_grpc
 
 
 def build_server(endpoint: str, mode: str, plane: PlaneConfig | None,
-                 node_id: str | None = None, workers: int = 8) -> grpc.Server:
+                 node_id: str | None = None, node_address: str = "",
+                 workers: int = 8) -> grpc.Server:
     """A started-ready (not started) gRPC server bound to ``endpoint`` (unix://PATH or
     HOST:PORT)."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
@@ -30,7 +31,7 @@ def build_server(endpoint: str, mode: str, plane: PlaneConfig | None,
     if serves_controller:
         csi_pb2_grpc.add_ControllerServicer_to_server(Controller(plane), server)
     if mode in ("node", "all"):
-        csi_pb2_grpc.add_NodeServicer_to_server(Node(node_id), server)
+        csi_pb2_grpc.add_NodeServicer_to_server(Node(node_id, node_address), server)
     if endpoint.startswith("unix://"):
         path = endpoint.removeprefix("unix://")
         if os.path.exists(path):
@@ -54,6 +55,9 @@ def main(argv=None) -> None:
     parser.add_argument("--ca-bundle", help="CA certificates to trust for the plane's TLS")
     parser.add_argument("--node-id", default=os.environ.get("CSI_NODE_ID"),
                         help="this node's name (default: the host name)")
+    parser.add_argument("--node-address", default=os.environ.get("CSI_NODE_ADDRESS", ""),
+                        help="the address the appliance sees this node from (default: the "
+                        "host name's)")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(message)s")
@@ -66,7 +70,8 @@ def main(argv=None) -> None:
             with open(args.token_file) as fh:
                 token = fh.read().strip()
         plane = PlaneConfig(args.plane_url, token, args.ca_bundle)
-    server = build_server(args.endpoint, args.mode, plane, args.node_id)
+    server = build_server(args.endpoint, args.mode, plane, args.node_id,
+                          args.node_address)
     server.start()
     logging.info("strata CSI plugin (%s) listening on %s", args.mode, args.endpoint)
     stop = threading.Event()

@@ -22,7 +22,7 @@ class Plugin:
         self.log = self.workdir / "plugin.log"
         self.args = [sys.executable, "-m", "services.csi", "--mode", mode,
                      "--endpoint", self.endpoint, "--plane-url", plane_url,
-                     "--node-id", "sanity-node"]
+                     "--node-id", "sanity-node", "--node-address", "127.0.0.1"]
         if token:
             token_file = self.workdir / "token"
             token_file.write_text(token)

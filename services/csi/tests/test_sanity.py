@@ -47,18 +47,13 @@ _SKIPS = {
     "csi-sanity v5.3.1 marks this spec pending (XIt) itself": [
         _C + "ListVolumes pagination should detect volumes added between pages and accept tokens when the last volume from a page is deleted",
     ],
-    "ControllerPublish/Unpublish (the node's initiator in the export's host group) is not "
-    "done yet: the driver does not claim PUBLISH_UNPUBLISH_VOLUME": [
-        _C + "ControllerPublishVolume should fail when no volume id is provided",
-        _C + "ControllerPublishVolume should fail when no node id is provided",
-        _C + "ControllerPublishVolume should fail when no volume capability is provided",
+    "NodeGetInfo reports no attach limit (max_volumes_per_node 0): a node takes any "
+    "number of Strata volumes": [
         _C + "ControllerPublishVolume should fail when publishing more volumes than the node max attach limit",
-        _C + "ControllerPublishVolume should fail when the volume does not exist",
-        _C + "ControllerPublishVolume should fail when the node does not exist",
+    ],
+    "PUBLISH_READONLY is not claimed: a block volume is published read-write only (in Strata "
+    "the export is read-only, not one host's access to it)": [
         _C + "ControllerPublishVolume should fail when the volume is already published but is incompatible",
-        _C + "volume lifecycle should work",
-        _C + "volume lifecycle should be idempotent",
-        _C + "ControllerUnpublishVolume should fail when no volume id is provided",
     ],
     "no node expansion is claimed: a file system grows by the controller's quota change "
     "alone, and block volumes are not staged on a node yet": [
