@@ -90,7 +90,8 @@ class SpdkRpc:
             client = JSONRPCClient(self.address, self.port, timeout=self.timeout)
         except JSONRPCException as exc:
             raise SpdkUnreachable("connect", f"cannot reach spdk_tgt at {self.address}: is it "
-                               f"running? ({_text(exc)})") from exc
+                               f"running? (`strata up --spdk on` runs SPDK's nvmf_tgt; "
+                               f"{_text(exc)})") from exc
         lg = client.get_logger()     # the client adds a handler per instance; keep one
         while len(lg.handlers) > 1:
             lg.removeHandler(lg.handlers[-1])
