@@ -64,3 +64,12 @@ def test_io_budget_has_one_id_and_pages_like_every_list(api):
     listed = api.get("/api/v1/io-budget/").json()
     assert listed["count"] == 1 and listed["results"][0]["id"] == 1
     assert api.get("/api/v1/io-budget/1/").json()["id"] == 1
+
+
+def test_every_operation_documents_404_and_503(api):
+    # a body or a query may name what does not exist (POST /replica-transfers/ with a pool
+    # that is not there: 404), and a GET may need a daemon that is down (503)
+    paths = api.get("/api/v1/schema/?format=json").json()["paths"]
+    for path, operations in paths.items():
+        for method, operation in operations.items():
+            assert {"404", "503"} <= set(operation["responses"]), (method, path)

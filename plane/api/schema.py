@@ -15,9 +15,10 @@ WHY = {
     "400": "The request is wrong whatever the state: a bad value, size or combination.",
     "401": "No valid token or session.",
     "403": "The caller's role does not allow this.",
-    "404": "What the path names does not exist.",
+    "404": "What the path, the query or the body names does not exist.",
     "409": "Well-formed, but it conflicts with the current state (name taken, in use, busy).",
     "503": "Something the request needs is not running or not reachable.",
+    "507": "The pool that must hold the data is full.",
 }
 
 
@@ -30,13 +31,14 @@ def document_errors(result, generator, request, public):
             if method not in ("get", "post", "put", "patch", "delete"):
                 continue
             public_op = not operation.get("security") or {} in operation["security"]
-            codes = ["400"]
+            # any operation may name something that does not exist (in its path, or a pool
+            # or a bucket in its query or body) and may need a daemon that is down (a GET
+            # of a bucket's objects needs the S3 gateway): 404 and 503 everywhere
+            codes = ["400", "404", "503"]
             if not public_op:
                 codes += ["401", "403"]
-            if "{" in path:
-                codes.append("404")
             if method != "get":
-                codes += ["409", "503"]
+                codes += ["409", "507"]
             responses = operation.setdefault("responses", {})
             for code in codes:
                 responses.setdefault(code, {"description": WHY[code], "content": ref})

@@ -94,8 +94,15 @@ class SnapshotScheduleSerializer(serializers.ModelSerializer):
         return attrs
 
 
+# a credential travels in an HTTP header or an S3 signature: visible ASCII only (a token
+# with other characters made the peer check fail with a 500: found by the API fuzz test)
+CREDENTIAL_RE = r"^[\x21-\x7e]+$"
+CREDENTIAL_HELP = "Visible ASCII characters only (no spaces)."
+
+
 class ReplicationPeerSerializer(serializers.ModelSerializer):
-    token = serializers.CharField(write_only=True, max_length=200)
+    token = serializers.RegexField(CREDENTIAL_RE, write_only=True, max_length=200,
+                                   help_text=f"The peer's API token. {CREDENTIAL_HELP}")
 
     class Meta:
         model = ReplicationPeer
@@ -183,7 +190,10 @@ class TransferCommitSerializer(serializers.Serializer):
 
 
 class BackupTargetSerializer(serializers.ModelSerializer):
-    secret_key = serializers.CharField(write_only=True, max_length=200)
+    secret_key = serializers.RegexField(CREDENTIAL_RE, write_only=True, max_length=200,
+                                        help_text=CREDENTIAL_HELP)
+    access_key = serializers.RegexField(CREDENTIAL_RE, max_length=200,
+                                        help_text=CREDENTIAL_HELP)
 
     class Meta:
         model = BackupTarget
