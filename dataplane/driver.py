@@ -237,6 +237,11 @@ class Driver(abc.ABC):
     def pool_info(self, name: str) -> PoolInfo:
         """The pool's usage, health and devices."""
 
+    def pool_attached(self, name: str) -> bool:
+        """Whether what the services use of the pool is there now (mounted); a cheap look,
+        for a check every few seconds. By default: the pool is not offline."""
+        return self.pool_info(name).health != "offline"
+
     @abc.abstractmethod
     def list_pools(self) -> list:
         """Names of the pools this driver has records for."""

@@ -139,6 +139,10 @@ def test_up_serves_cli_and_survives_restart(appliance):
     loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
     assert str(data_dir) not in loops, loops
     assert "pool default: released" in out
+    # unmounted, the pool's mountpoint is a plain directory of the root disk: nothing can
+    # write into it (it would vanish from view once the pool is mounted again)
+    with pytest.raises(PermissionError):
+        (data_dir / "pools" / "default" / "stray").write_bytes(b"lands on the root disk")
     app.start()  # attaches and mounts them again
     fs = json.loads(app.cli("--json", "fs", "show", "ckpt").stdout)
     assert Path(fs["path"], "step-100").read_bytes() == b"weights" * 1000

@@ -25,6 +25,7 @@ checkpoint burst. :meth:`CephFileSystems.subtree_ranks` tells which rank serves 
 """
 
 import contextlib
+import errno
 import json
 import os
 import secrets
@@ -41,6 +42,7 @@ from ..driver import (SNAPSHOTS_DIR, FileSystemInfo, SnapshotInfo, validate_byte
                      validate_name)
 from ..errors import (AlreadyExists, CommandFailed, InUse, InvalidArgument, NotFound,
                      Unreachable, Unsupported)
+from ..mountguard import guard_mountpoint
 from ..runner import Runner
 
 ROOT = "/strata"
@@ -80,6 +82,24 @@ def close_all() -> None:
     against a cluster already gone its shutdown waits out ``client_shutdown_timeout``."""
     for fs in list(_open):
         fs.close()
+
+
+def mount_state(where) -> str:
+    """``mounted``; ``dead`` (a ceph-fuse mount whose daemon is gone: every access fails with
+    ENOTCONN); or ``absent`` (the mountpoint is a plain directory, or missing)."""
+    where = str(where)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            if left.split()[4] == where and right.split()[0].startswith("fuse.ceph"):
+                try:
+                    os.stat(where)
+                except OSError as exc:
+                    if exc.errno in (errno.ENOTCONN, errno.ECONNABORTED):
+                        return "dead"
+                    raise
+                return "mounted"
+    return "absent"
 
 
 class CephFileSystems:
@@ -281,22 +301,27 @@ class CephFileSystems:
         self.fs.rmdir(_b(path))
 
     # -- the ceph-fuse mount -------------------------------------------------------------
+    def mount_state(self, pool: str) -> str:
+        """The pool's ceph-fuse mount: see :func:`mount_state`."""
+        return mount_state(self.mount_dir(pool))
+
     def is_mounted(self, pool: str) -> bool:
-        """Whether the pool's mountpoint is a ceph-fuse mount now."""
-        where = str(self.mount_dir(pool))
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                left, _, right = line.partition(" - ")
-                if left.split()[4] == where and right.split()[0].startswith("fuse.ceph"):
-                    return True
-        return False
+        """Whether the pool's mountpoint is a live ceph-fuse mount now."""
+        return self.mount_state(pool) == "mounted"
 
     def mount(self, pool: str) -> Path:
-        """Mount the pool's directory at its mountpoint with ceph-fuse (once)."""
+        """Mount the pool's directory at its mountpoint with ceph-fuse (once); a dead mount
+        (its ceph-fuse was killed) is taken off first. The mountpoint directory itself is
+        immutable: while nothing is mounted there, nothing can be written into it (it would
+        land on the disk below and vanish from view once the pool is mounted again)."""
         where = Path(self.mount_dir(pool))
-        if self.is_mounted(pool):
+        state = self.mount_state(pool)
+        if state == "mounted":
             return where
+        if state == "dead":
+            self.runner.run(["umount", "-l", str(where)], check=False)
         where.mkdir(parents=True, exist_ok=True)
+        guard_mountpoint(self.runner, where)
         argv = ["ceph-fuse", "-c", self.conf, "--id", self.client,
                 "-r", self.pool_root(pool), f"--client_snapdir={SNAPSHOTS_DIR}",
                 "--client_quota_df=true", "--fuse_default_permissions=true"]
@@ -307,18 +332,24 @@ class CephFileSystems:
             argv += ["--pid-file", str(self.run_dir / f"ceph-fuse-{pool}.pid"),
                      "--log-file", str(self.run_dir / f"ceph-fuse-{pool}.log")]
         argv.append(str(where))
-        self.runner.run(argv, timeout=MOUNT_TIMEOUT)
+        try:
+            self.runner.run(argv, timeout=MOUNT_TIMEOUT)
+        except CommandFailed as exc:
+            raise Unreachable(f"ceph-fuse could not mount pool {pool!r} at {where}: "
+                              f"{exc}") from exc
         if not self.is_mounted(pool):
             raise Unreachable(f"ceph-fuse did not mount pool {pool!r} at {where}")
         return where
 
     def unmount(self, pool: str) -> None:
-        """Unmount the pool's ceph-fuse mount (its ceph-fuse process then ends)."""
-        if not self.is_mounted(pool):
+        """Unmount the pool's ceph-fuse mount (its ceph-fuse process then ends), a dead one
+        too."""
+        state = self.mount_state(pool)
+        if state == "absent":
             return
         where = str(self.mount_dir(pool))
-        proc = self.runner.run(["umount", where], check=False)
-        if proc.returncode != 0:
+        proc = self.runner.run(["umount", where], check=False) if state == "mounted" else None
+        if proc is None or proc.returncode != 0:
             self.runner.run(["umount", "-l", where], check=False)
 
     # -- file systems --------------------------------------------------------------------

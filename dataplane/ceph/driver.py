@@ -391,19 +391,32 @@ class CephDriver(CephFilesMixin, CephRbdMixin, Driver):
             self._quiet(rec, "osd erasure-code-profile rm", name=rec["ec_profile"])
         self._record_path(name).unlink(missing_ok=True)
 
+    def pool_attached(self, name) -> bool:
+        """Whether a pool with file systems has its live ceph-fuse mount (the cluster's own
+        health is :meth:`pool_info`'s)."""
+        return self._files_mount_problem(self._load(name)) is None
+
     def pool_info(self, name) -> PoolInfo:
-        """Capacity from ``ceph df``, health from the pool's PGs and the cluster's checks."""
+        """Capacity from ``ceph df``, health from the pool's PGs and the cluster's checks;
+        ``offline`` too while a pool with file systems has no live ceph-fuse mount."""
         rec = self._load(name)
         base = dict(name=name, driver=self.name, mountpoint=self._files_pool_mountpoint(rec),
                     redundancy=rec["redundancy"],
                     media=rec["media"], features_off=self.capabilities()["features_off"])
         try:
-            return PoolInfo(**base, **self._live_state(rec))
+            info = PoolInfo(**base, **self._live_state(rec))
         except Unreachable as exc:
-            return PoolInfo(**base, size_bytes=0, used_bytes=0, free_bytes=0,
+            info = PoolInfo(**base, size_bytes=0, used_bytes=0, free_bytes=0,
                             health="offline",
                             health_detail={"status": "unreachable", "reasons": [str(exc)],
                                            "failed_domains": []})
+        problem = self._files_mount_problem(rec)
+        if problem:
+            # the cluster may be fine, but what the services use of the pool is not there
+            info.health = "offline"
+            info.health_detail.setdefault("reasons", []).insert(0, problem)
+            info.health_detail["unmounted"] = True
+        return info
 
     def _live_state(self, rec) -> dict:
         pools = [p for p in (rec["rados_pool"], rec.get("data_pool"), rec.get("fs_pool")) if p]

@@ -13,9 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from .cephfs import CephFileSystems
 from ..driver import validate_name
 from ..errors import NotFound
+from ..mountguard import unguard_mountpoint
+from .cephfs import CephFileSystems, mount_state
 
 FS_CAPABILITIES = {
     "filesystems": True, "quotas": True, "dir_pinning": True,
@@ -90,6 +91,21 @@ class CephFilesMixin:
     def _files_pool_mountpoint(self, rec: dict) -> str:
         return str(self._files_mountpoint(rec["name"])) if rec.get("cephfs") else ""
 
+    def _files_mount_problem(self, rec: dict) -> Optional[str]:
+        """Why the pool's file systems cannot be reached through its mountpoint (None when
+        the pool has none, or they can)."""
+        if not rec.get("cephfs"):
+            return None
+        where = self._files_mountpoint(rec["name"])
+        state = mount_state(where)
+        if state == "dead":
+            return (f"the CephFS mount of pool {rec['name']} at {where} is dead (its ceph-fuse "
+                    "is gone); it is mounted again by the next attach")
+        if state == "absent":
+            return (f"the CephFS of pool {rec['name']} is not mounted at {where} (a plain "
+                    "directory on another file system)")
+        return None
+
     def _files_activate(self, pool: str) -> None:
         self._files_of(pool)
 
@@ -105,6 +121,7 @@ class CephFilesMixin:
             files.detach_pool(rec["name"], self._files_data_pool(rec))
             mountpoint = self._files_mountpoint(rec["name"])
             if mountpoint.is_dir():
+                unguard_mountpoint(self.runner, mountpoint)
                 mountpoint.rmdir()
             self._delete_rados_pool(rec, self._files_data_pool(rec))
 

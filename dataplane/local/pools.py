@@ -9,6 +9,7 @@ from .devices import check_block_device, check_not_in_use, image_size, is_image
 from .layout import BaseDriver
 from .scrub import PacedScrub, stop_orphan
 from ..driver import REDUNDANCY_MIN_DEVICES, DeviceInfo, PoolInfo, ScrubResult
+from ..mountguard import guard_mountpoint, unguard_mountpoint
 from ..errors import (
     CommandFailed,
     DataplaneError,
@@ -90,6 +91,7 @@ class LocalPoolsMixin(BaseDriver):
             btrfs.mkfs(self.runner, members, redundancy, label=f"strata-{name}")
             made_fs = True
             mnt.mkdir(parents=True)
+            guard_mountpoint(self.runner, mnt)
             btrfs.mount(self.runner, members[0], mnt)
             mounted = True
             features_off = {}
@@ -115,6 +117,7 @@ class LocalPoolsMixin(BaseDriver):
         if mounted:
             self.runner.run(["umount", str(mnt)], check=False)
         if mnt.is_dir():
+            unguard_mountpoint(self.runner, mnt)
             try:
                 mnt.rmdir()
             except OSError:
@@ -168,6 +171,7 @@ class LocalPoolsMixin(BaseDriver):
             for dev in present:
                 btrfs.device_scan(self.runner, dev)
             mnt.mkdir(parents=True, exist_ok=True)
+            guard_mountpoint(self.runner, mnt)    # pools made before the guard existed
             btrfs.mount(self.runner, present[0], mnt, degraded=bool(missing))
         except BaseException:
             for loop in attached:
@@ -224,10 +228,16 @@ class LocalPoolsMixin(BaseDriver):
             elif dev.get("path") and os.path.exists(dev["path"]):
                 btrfs.wipe(self.runner, dev["path"])
         self._record_path(name).unlink()
+        unguard_mountpoint(self.runner, mnt)
         try:
             mnt.rmdir()
         except OSError:
             pass
+
+    def pool_attached(self, name) -> bool:
+        """Whether the pool's btrfs is mounted at its mountpoint."""
+        self._load_record(name)
+        return btrfs.is_mounted(self._mountpoint(name))
 
     def pool_info(self, name) -> PoolInfo:
         """Usage, health ("online", "degraded", "offline") and members of the pool."""

@@ -104,13 +104,23 @@ def bootstrap(creds: dict) -> dict:
     answer = {"s3_endpoint": service.public_endpoint(), "s3_access_key": key.access_key,
               "s3_secret_key": secret, "s3_region": gw.region}
     fs = gw.filesystem
-    if fs.pool.state not in ("online", "degraded") or not os.path.isdir(fs.path):
+    if not _attached(fs):
         # never start the gateway on an empty directory where the pool should be mounted: it
         # would serve no buckets, and the reconcile would forget them all
         log.error("object service: file system %s (pool %s, %s) is not available at %s; the S3 "
-                  "gateway waits until the pool is back and `strata up` is restarted",
+                  "gateway waits until the pool is attached again (storage.attach_pools tries "
+                  "on a back-off; object.open_gate starts the gateway then)",
                   fs.name, fs.pool.name, fs.pool.state, fs.path)
         return answer
+    _serve(gw)
+    return answer
+
+
+def _attached(fs: FileSystem) -> bool:
+    return fs.pool.state in service.USABLE_POOL_STATES and os.path.isdir(fs.path)
+
+
+def _serve(gw: Gateway) -> None:
     open_gate(gw)
     try:
         service.wait_until_serving()
@@ -122,4 +132,20 @@ def bootstrap(creds: dict) -> dict:
     summary = service.reconcile_buckets()
     if any(summary.values()):
         log.info("object service: buckets reconciled: %s", summary)
-    return answer
+
+
+def open_gate_when_attached() -> str:
+    """Under `strata up`, when the start found the pool of the gateway's data unattached
+    (its cluster down, its mount missing): start the gateway once the pool is back."""
+    if not service._options().get("supervised") or \
+            gatewayconf.gate_path(settings.DATA_DIR).exists():
+        return "open"
+    gw = Gateway.objects.select_related("filesystem", "filesystem__pool").first()
+    if gw is None:
+        return "no gateway"
+    if not _attached(gw.filesystem):
+        return f"waiting for pool {gw.filesystem.pool.name}"
+    log.warning("object service: pool %s is attached: starting the S3 gateway",
+                gw.filesystem.pool.name)
+    _serve(gw)
+    return "opened"

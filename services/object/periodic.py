@@ -5,4 +5,6 @@ PERIODIC_TASKS = {
     "object: reconcile buckets and usage": {"task": "object.reconcile_buckets",
                                             "schedule": 300.0},
     "object: lifecycle pass": {"task": "object.lifecycle", "schedule": 3600.0},
+    "object: start the gateway once its pool is attached": {"task": "object.open_gate",
+                                                            "schedule": 10.0},
 }

@@ -16,6 +16,15 @@ def reconcile_buckets():
         return {"skipped": exc.message}
 
 
+@shared_task(name="object.open_gate")
+def open_gate():
+    """Start the gateway once the pool holding its data is attached (see
+    ``bootstrap.open_gate_when_attached``)."""
+    from services.object import bootstrap   # the bootstrap's module, only for this task
+
+    return bootstrap.open_gate_when_attached()
+
+
 @job_task("object.lifecycle_pass")
 def lifecycle_pass(ctx):
     """One pass of the buckets' lifecycle rules in the S3 gateway: expirations, aborted

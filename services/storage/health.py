@@ -15,6 +15,9 @@ def pool_health() -> dict:
                               "size_bytes": info.size_bytes}
             if info.health_detail:
                 out[pool.name]["detail"] = info.health_detail
+            if pool.health_detail.get("attach"):   # tries to attach it, on a back-off
+                out[pool.name]["attach"] = {**pool.health_detail["attach"],
+                                            "error": pool.error}
         except DataplaneError as exc:
             out[pool.name] = {"state": "error", "detail": str(exc)}
     return out

@@ -4,12 +4,17 @@ Every change goes through here: the row and the dataplane change inside one data
 transaction, so a dataplane error rolls the row back and nothing changes; the periodic
 reconcile brings pools back after a restart and records usage, health and drift.
 """
+import contextlib
+import fcntl
 import grp
 import logging
 import os
 import pwd
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from dataplane.driver import DeviceSpec
 from dataplane.errors import DataplaneError, NotFound
@@ -32,9 +37,10 @@ def _apply_pool_info(pool: Pool, info) -> None:
     pool.features_off = info.features_off
     pool.health_detail = info.health_detail
     pool.state = info.health if info.health in State.values else State.ERROR
-    # a pool whose cluster does not answer says why
+    # a pool that is offline (its cluster does not answer, its mount is missing) says why
     pool.error = ("; ".join(info.health_detail.get("reasons", []))
-                  if info.health_detail.get("status") == "unreachable" else "")
+                  if info.health_detail.get("status") == "unreachable" or info.health == "offline"
+                  else "")
 
 
 # -- pools ---------------------------------------------------------------------------------
@@ -75,21 +81,81 @@ def delete_pool(pool: Pool) -> None:
             pass  # already gone from the dataplane: the row was all that was left
 
 
+USABLE = (State.ONLINE, State.DEGRADED)
+# seconds between two tries to attach a pool that could not be (its cluster is down, a device
+# is missing): the n-th failed try waits the n-th, the last one from then on
+ATTACH_BACKOFF = (10, 20, 40, 60)
+
+
 def refresh_pool(pool: Pool) -> Pool:
-    """Bring a pool online if it is not (after a restart), then record usage and health."""
+    """Attach a pool that is not (mount it from its devices, its CephFS with ceph-fuse: after
+    a restart, after its ceph-fuse died), then record usage and health. A pool that cannot be
+    attached says why, how many tries failed and when the next is (``health_detail
+    ["attach"]``, :func:`attach_pools`)."""
     drv = driver_for(pool.driver)
     try:
-        try:
-            info = drv.pool_info(pool.name)
-            if info.health == "offline":
+        with _attaching(pool):
+            try:
+                info = drv.pool_info(pool.name)
+                if info.health == "offline":
+                    info = drv.activate_pool(pool.name)
+            except NotFound:
                 info = drv.activate_pool(pool.name)
-        except NotFound:
-            info = drv.activate_pool(pool.name)
         _apply_pool_info(pool, info)
     except DataplaneError as exc:
         pool.state, pool.error = State.ERROR, str(exc)
+    _record_attach(pool)
     pool.save()
     return pool
+
+
+@contextlib.contextmanager
+def _attaching(pool: Pool):
+    """One process at a time looks at a pool and attaches it (the bootstrap, the worker's
+    periodic tasks and the web server may all try at once): two mounts at one mountpoint
+    would stack."""
+    path = settings.DATA_DIR / "run" / f"attach-{pool.name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def _record_attach(pool: Pool) -> None:
+    if pool.state in USABLE:
+        pool.health_detail.pop("attach", None)
+        return
+    tries = (pool.health_detail.get("attach") or {}).get("tries", 0) + 1
+    wait = ATTACH_BACKOFF[min(tries, len(ATTACH_BACKOFF)) - 1]
+    pool.health_detail = {**pool.health_detail, "attach": {
+        "tries": tries, "retry_in_s": wait,
+        "next_try": (timezone.now() + timedelta(seconds=wait)).isoformat()}}
+    pool.error = f"{pool.error} (attach try {tries} failed; next in {wait} s)".strip()
+
+
+def attach_pools() -> dict:
+    """Every pool not attached as it should be (not mounted, a dead ceph-fuse mount, never
+    attached since the start) attached again, each on its back-off; its file systems' states
+    follow. Cheap when all is well: the drivers' ``pool_attached`` looks at the mounts only."""
+    done = {}
+    now = timezone.now()
+    for pool in Pool.objects.exclude(driver="spdk"):
+        attach = pool.health_detail.get("attach")
+        if attach and datetime.fromisoformat(attach["next_try"]) > now:
+            continue
+        try:
+            attached = pool.state in USABLE and driver_for(pool.driver).pool_attached(pool.name)
+        except DataplaneError:
+            attached = False
+        if attached:
+            continue
+        before = pool.state
+        refresh_pool(pool)
+        _refresh_contents(pool, {"missing": []})
+        done[pool.name] = pool.state
+        if pool.state != before:
+            log.warning("pool %s: %s -> %s %s", pool.name, before, pool.state, pool.error)
+    return done
 
 
 # -- file systems --------------------------------------------------------------------------
@@ -334,14 +400,22 @@ def reconcile_all() -> dict:
     for pool in Pool.objects.all():
         refresh_pool(pool)
         summary["pools"][pool.name] = pool.state
-        if pool.state == State.ERROR:
-            continue
-        drv = driver_for(pool.driver)
-        for fs in pool.filesystems.all():
-            _refresh(fs, lambda: drv.filesystem_info(pool.name, fs.name), summary)
-        for vol in pool.volumes.all():
-            _refresh(vol, lambda: drv.volume_info(pool.name, vol.name), summary)
+        _refresh_contents(pool, summary)
     return summary
+
+
+def _refresh_contents(pool: Pool, summary: dict) -> None:
+    """The states of a pool's file systems and volumes; while the pool is not attached its
+    file systems are offline with the pool's reason (their paths lead nowhere)."""
+    if pool.state not in USABLE:
+        pool.filesystems.update(state=State.OFFLINE,
+                                error=f"pool {pool.name} is {pool.state}: {pool.error}"[:2000])
+        return
+    drv = driver_for(pool.driver)
+    for fs in pool.filesystems.all():
+        _refresh(fs, lambda: drv.filesystem_info(pool.name, fs.name), summary)
+    for vol in pool.volumes.all():
+        _refresh(vol, lambda: drv.volume_info(pool.name, vol.name), summary)
 
 
 def _refresh(obj, info_fn, summary) -> None:

@@ -43,3 +43,8 @@ def scrub_pool(ctx, pool: str):
 @shared_task(name="storage.reconcile_all")
 def reconcile_all():
     return service.reconcile_all()
+
+
+@shared_task(name="storage.attach_pools")
+def attach_pools():
+    return service.attach_pools()

@@ -47,6 +47,8 @@ log = logging.getLogger("strata.s3.workers")
 POLL_SECONDS = 0.1
 STOP_SECONDS = 10.0
 RECORD_FILE = "workers.json"  # next to the config (services.object.gatewayconf.workers_path)
+ROOT_CHECK_SECONDS = 2.0
+REMOUNTED = 75   # exit status (EX_TEMPFAIL) when the data root was mounted again under us
 
 
 def _now() -> str:
@@ -139,11 +141,22 @@ class Supervisor:
         floors = SeqFloors(root, None)
         floors.reset(self.workers)
         started = time.time()  # files older than this belong to no PUT in flight
+        root_dev, next_check = os.stat(root).st_dev, 0.0
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
         try:
             while not self.stopping:
                 now = time.monotonic()
+                if now >= next_check:
+                    next_check = now + ROOT_CHECK_SECONDS
+                    if _remounted(root, root_dev):
+                        # its pool was attached again (a ceph-fuse that died, mounted anew):
+                        # every open index and file of this gateway is on the dead mount.
+                        # `strata up` starts the gateway again, afresh on the new mount
+                        log.warning("the data root %s was mounted again; stopping so as to "
+                                    "start afresh on it", root)
+                        self.stopping, self.status = True, REMOUNTED
+                        break
                 for slot, proc in enumerate(self.procs):
                     if proc is not None and proc.poll() is not None:
                         self.procs[slot] = None
@@ -191,3 +204,12 @@ class Supervisor:
             if entry["state"] in ("running", "restarting", "starting"):
                 entry["state"] = "stopped"
         self._write_record()
+
+
+def _remounted(root: str, dev: int) -> bool:
+    """Whether ``root`` is now on another mount than the one it was on (``dev``); a dead
+    mount (ENOTCONN) is not yet: the gateway waits for the pool to be mounted again."""
+    try:
+        return os.stat(root).st_dev != dev
+    except OSError:
+        return False
