@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
@@ -285,9 +286,13 @@ def _wait(child: Child, ready, timeout: float, what: str) -> None:
 
 
 def _http_answers(url: str, cafile: str | None = None) -> bool:
-    """Whether ``url`` answers; over HTTPS trusting ``cafile`` (`strata up --tls`)."""
+    """Whether ``url`` answers (any HTTP status); over HTTPS trusting ``cafile`` (`strata up
+    --tls`)."""
     context = ssl.create_default_context(cafile=cafile) if cafile else None
-    with urllib.request.urlopen(url, timeout=2, context=context):
+    try:
+        with urllib.request.urlopen(url, timeout=5, context=context):
+            return True
+    except urllib.error.HTTPError:
         return True
 
 
@@ -416,18 +421,20 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
         print(sup.run_once("bootstrap", manage + [
             "strata_bootstrap", "--api-url", f"{base}/api/v1/", "--console-url", f"{base}/",
             "--default-pool-size", default_pool_size]).strip(), flush=True)
-        health = f"{base}/api/v1/health"
+        # the web server is up once it answers a page that needs no pool: the health answer
+        # looks at every pool, and one on a Ceph cluster that is down makes it wait
+        ready_url = f"{base}/login/"
         cafile = options.get("tls_cert")
         argv = web_argv(host, port, (options["tls_cert"], options["tls_key"]) if trust else None)
         web = sup.start("web", argv, essential=True, group="plane", spec=DaemonSpec(
-            name="web", argv=argv, ready=lambda: _http_answers(health, cafile)))
+            name="web", argv=argv, ready=lambda: _http_answers(ready_url, cafile)))
         # one worker per appliance: no neighbours to sync with at start (mingle) or after
         argv = [py, "-m", "celery", "-A", "plane", "worker", "-l", "info", "--concurrency",
                 "2", "-n", worker_name(port), "--without-mingle", "--without-gossip"]
         broker = env.get("STRATA_REDIS_URL") or f"redis+socket://{data / 'run' / 'redis.sock'}"
         sup.start("worker", argv, group="plane", spec=DaemonSpec(
             name="worker", argv=argv, prepare=lambda: _requeue_unacked(broker)))
-        _wait(web, lambda: _http_answers(health, cafile), 60.0, f"waiting for {health}")
+        _wait(web, lambda: _http_answers(ready_url, cafile), 60.0, f"waiting for {ready_url}")
         # beat once the web server answers: nobody waits for it, and starting at the same time
         # it would take the CPU the web server and the worker need to start
         sup.start("beat", [py, "-m", "celery", "-A", "plane", "beat", "-l", "info",

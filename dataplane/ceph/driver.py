@@ -50,6 +50,7 @@ LEGACY_REDUNDANCY = {"none": "replicated:1", "mirror": "replicated:2",
                      "mirror3": "replicated:3"}
 _REDUNDANCY_RE = re.compile(r"^(?:replicated:(\d{1,2})|ec:(\d{1,2})\+(\d{1,2}))$")
 CONNECT_TIMEOUT = 5
+RETRY_AFTER = 10.0    # seconds a failed connect is remembered before the next attempt
 
 
 def parse_redundancy(text: str) -> dict:
@@ -79,11 +80,18 @@ class _Connection:
         self.pid = os.getpid()
         self.lock = threading.Lock()
         self.cluster = None
+        self.failed: tuple[float, str] | None = None   # (when, why) the last connect failed
 
     def get(self):
         import rados     # optional: installations without Ceph never load it
 
         with self.lock:
+            if self.cluster is None and self.failed is not None \
+                    and time.monotonic() - self.failed[0] < RETRY_AFTER:
+                # a cluster that is down answers nobody: every caller (a health check a
+                # second) would wait out the connect again; say so at once for a while
+                raise Unreachable(f"{self.failed[1]} (tried {time.monotonic() - self.failed[0]:.0f}"
+                                  f" s ago; next try in at most {RETRY_AFTER:.0f} s)")
             if self.cluster is None:
                 conf = {"rados_mon_op_timeout": "30", "client_mount_timeout": "15"}
                 if self.keyring:
@@ -97,9 +105,11 @@ class _Connection:
                         cluster.shutdown()
                     except Exception:
                         pass
-                    raise Unreachable(f"the Ceph cluster of {self.conf} (client.{self.client}) "
-                                      f"does not answer: {exc}") from exc
-                self.cluster = cluster
+                    why = (f"the Ceph cluster of {self.conf} (client.{self.client}) does not "
+                           f"answer: {exc}")
+                    self.failed = (time.monotonic(), why)
+                    raise Unreachable(why) from exc
+                self.cluster, self.failed = cluster, None
             return self.cluster
 
     def drop(self):
