@@ -25,7 +25,8 @@ def ensure_default_pool(size: str) -> str:
 
 
 def bring_pools_online() -> dict:
-    return {p.name: service.refresh_pool(p).state for p in Pool.objects.all()}
+    """Every pool attached now (a back-off left by the last run does not count)."""
+    return {p.name: service.refresh_pool(p, attach=True).state for p in Pool.objects.all()}
 
 
 def secure_kept_filesystems() -> None:

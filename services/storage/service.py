@@ -87,45 +87,74 @@ USABLE = (State.ONLINE, State.DEGRADED)
 ATTACH_BACKOFF = (10, 20, 40, 60)
 
 
-def refresh_pool(pool: Pool) -> Pool:
+def refresh_pool(pool: Pool, attach: bool | None = None) -> Pool:
     """Attach a pool that is not (mount it from its devices, its CephFS with ceph-fuse: after
     a restart, after its ceph-fuse died), then record usage and health. A pool that cannot be
     attached says why, how many tries failed and when the next is (``health_detail
-    ["attach"]``, :func:`attach_pools`)."""
+    ["attach"]``, :func:`attach_pools`). ``attach``: True to try now (the start), False to
+    only look; by default a pool is attached unless it waits out its back-off or another
+    process is attaching it (a page view never waits for a mount)."""
     drv = driver_for(pool.driver)
+    previous = pool.health_detail.get("attach")
+    forced = attach is True
+    if attach is None:
+        attach = not _backing_off(pool)
+    tried = False
     try:
-        with _attaching(pool):
+        with _attaching(pool, wait=forced) as mine:
             try:
                 info = drv.pool_info(pool.name)
-                if info.health == "offline":
+                if info.health == "offline" and attach and mine:
+                    tried = True
                     info = drv.activate_pool(pool.name)
             except NotFound:
+                if not (attach and mine):
+                    raise
+                tried = True
                 info = drv.activate_pool(pool.name)
         _apply_pool_info(pool, info)
     except DataplaneError as exc:
         pool.state, pool.error = State.ERROR, str(exc)
-    _record_attach(pool)
+    _record_attach(pool, previous, tried)
     pool.save()
     return pool
 
 
+def _backing_off(pool: Pool) -> bool:
+    attach = pool.health_detail.get("attach")
+    return bool(attach) and datetime.fromisoformat(attach["next_try"]) > timezone.now()
+
+
 @contextlib.contextmanager
-def _attaching(pool: Pool):
+def _attaching(pool: Pool, wait: bool = True):
     """One process at a time looks at a pool and attaches it (the bootstrap, the worker's
     periodic tasks and the web server may all try at once): two mounts at one mountpoint
-    would stack."""
+    would stack. Yields whether this process holds the pool (without ``wait``: not while
+    another one does)."""
     path = settings.DATA_DIR / "run" / f"attach-{pool.name}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        yield
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
 
 
-def _record_attach(pool: Pool) -> None:
+def _record_attach(pool: Pool, previous: dict | None, tried: bool) -> None:
+    """The attach record: gone once the pool is usable; one more failed try, or the one
+    before kept as it was (nothing was tried)."""
     if pool.state in USABLE:
         pool.health_detail.pop("attach", None)
         return
-    tries = (pool.health_detail.get("attach") or {}).get("tries", 0) + 1
+    if not tried:
+        if previous:
+            pool.health_detail = {**pool.health_detail, "attach": previous}
+            pool.error = (f"{pool.error} (attach try {previous['tries']} failed; next at "
+                          f"{previous['next_try']})").strip()
+        return
+    tries = (previous or {}).get("tries", 0) + 1
     wait = ATTACH_BACKOFF[min(tries, len(ATTACH_BACKOFF)) - 1]
     pool.health_detail = {**pool.health_detail, "attach": {
         "tries": tries, "retry_in_s": wait,
@@ -138,10 +167,8 @@ def attach_pools() -> dict:
     attached since the start) attached again, each on its back-off; its file systems' states
     follow. Cheap when all is well: the drivers' ``pool_attached`` looks at the mounts only."""
     done = {}
-    now = timezone.now()
     for pool in Pool.objects.exclude(driver="spdk"):
-        attach = pool.health_detail.get("attach")
-        if attach and datetime.fromisoformat(attach["next_try"]) > now:
+        if _backing_off(pool):
             continue
         try:
             attached = pool.state in USABLE and driver_for(pool.driver).pool_attached(pool.name)
@@ -150,7 +177,7 @@ def attach_pools() -> dict:
         if attached:
             continue
         before = pool.state
-        refresh_pool(pool)
+        refresh_pool(pool, attach=True)
         _refresh_contents(pool, {"missing": []})
         done[pool.name] = pool.state
         if pool.state != before:
