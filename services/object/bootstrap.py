@@ -128,7 +128,7 @@ def _serve(gw: Gateway) -> None:
         # the rest of the appliance serves on; health shows S3 down and log/s3.log says why
         log.error("object service: %s S3 is not served until that is fixed and `strata up` "
                   "is restarted.", exc)
-        return answer
+        return
     summary = service.reconcile_buckets()
     if any(summary.values()):
         log.info("object service: buckets reconciled: %s", summary)
