@@ -2,7 +2,8 @@
 
 `strata up` holds the data directory's lock for its whole life (a second one is refused),
 ends what an earlier run of the same data directory left running, and keeps every process it
-starts, however deep, in a cgroup of the run (cgroup v2, under ``<cgroup2>/strata/``)::
+starts, however deep, in a cgroup of the run (cgroup v2: ``<cgroup2>/strata/<data dir's
+name>-<hash>/run-<pid>``)::
 
     run = RunGroup(data_dir)
     run.lock()                          # AlreadyRunning: another strata up serves it
@@ -149,13 +150,18 @@ def unmount_dead_fuse(path: Path) -> list[str]:
 class RunGroup:
     """One data directory's run of `strata up`: its lock, its cgroup, its reaper."""
 
-    def __init__(self, data_dir: str | os.PathLike):
+    def __init__(self, data_dir: str | os.PathLike, cgroup: str | os.PathLike | None = None):
         self.data_dir = Path(data_dir).resolve()
         self.run_dir = self.data_dir / "run"
-        root = cgroup2_root()
+        self.root = cgroup2_root()
         tag = re.sub(r"[^A-Za-z0-9_.-]", "_", self.data_dir.name)[:40]
         digest = hashlib.sha256(str(self.data_dir).encode()).hexdigest()[:12]
-        self.cgroup = root / "strata" / f"{tag}-{digest}" if root else None
+        # the data directory's group, and in it one group per run: an earlier run's reaper
+        # that is still at work kills its own run's group, never this one's
+        self.base = self.root / "strata" / f"{tag}-{digest}" if self.root else None
+        self.cgroup = Path(cgroup) if cgroup else \
+            (self.base / f"run-{os.getpid()}" if self.base else None)
+        self._home: Path | None = None     # the cgroup this process came from
         self._lock_fd: int | None = None
         self._reaper: subprocess.Popen | None = None
         self._reaper_pipe: int | None = None
@@ -178,15 +184,23 @@ class RunGroup:
         self._lock_fd = fd
 
     # -- an earlier run's leftovers --------------------------------------------------------
-    def cgroup_procs(self) -> list[Proc]:
-        """The processes in the run's cgroup, this one left out."""
-        if self.cgroup is None:
+    def cgroup_procs(self, group: Path | None = None) -> list[Proc]:
+        """The processes in the run's cgroup (or ``group``), this one left out."""
+        group = group or self.cgroup
+        if group is None:
             return []
         try:
-            pids = (self.cgroup / "cgroup.procs").read_text().split()
+            pids = (group / "cgroup.procs").read_text().split()
         except OSError:
             return []
         return [p for p in map(proc_of, map(int, pids)) if p and p.pid != os.getpid()]
+
+    def earlier_groups(self) -> list[Path]:
+        """The cgroups of earlier runs of this data directory (and the data directory's own
+        group, where runs of older versions put their processes)."""
+        if self.base is None or not self.base.is_dir():
+            return []
+        return [g for g in self.base.glob("run-*") if g != self.cgroup] + [self.base]
 
     def recorded_procs(self) -> list[Proc]:
         """Processes named by ``run/daemons.json`` (PID and start time both matching) and by
@@ -212,7 +226,8 @@ class RunGroup:
 
     def leftovers(self) -> list[Proc]:
         """What an earlier run of this data directory left running."""
-        found = {p.pid: p for p in self.cgroup_procs() + self.recorded_procs()}
+        found = {p.pid: p for g in self.earlier_groups() for p in self.cgroup_procs(g)}
+        found.update({p.pid: p for p in self.recorded_procs()})
         return sorted(found.values(), key=lambda p: p.pid)
 
     def end_leftovers(self, grace: float = GRACE) -> list[str]:
@@ -224,10 +239,13 @@ class RunGroup:
             names = ", ".join(f"{p.name} ({p.pid})" for p in procs)
             said.append(f"an earlier run of {self.data_dir} left {len(procs)} process(es) "
                         f"running: {names}; ending them")
-            killed = self.end_all(procs, grace)
+            killed = self.end_all(procs, grace, self.earlier_groups())
             if killed:
                 said.append("killed after ignoring SIGTERM for "
                             f"{grace:.0f} s: " + ", ".join(f"{p.name} ({p.pid})" for p in killed))
+        for group in self.earlier_groups():
+            if group != self.base:
+                _remove_group(group)
         for where in unmount_dead_fuse(self.data_dir):
             said.append(f"unmounted the dead FUSE mount at {where} (its daemon was gone)")
         for pidfile in self.run_dir.rglob("*.pid"):
@@ -246,6 +264,7 @@ class RunGroup:
         if self.cgroup is None:
             return False
         try:
+            self._home = self.root / _own_cgroup().lstrip("/")
             self.cgroup.mkdir(parents=True, exist_ok=True)
             (self.cgroup / "cgroup.procs").write_text(f"{os.getpid()}\n")
         except OSError as exc:
@@ -267,7 +286,7 @@ class RunGroup:
         with open(log, "ab") as out:
             self._reaper = subprocess.Popen(
                 [sys.executable, "-m", "plumbing.rungroup", str(self.data_dir), str(read),
-                 str(os.getpid())],
+                 str(os.getpid()), str(self.cgroup)],
                 pass_fds=(read,), stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                 start_new_session=True,
                 env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
@@ -283,33 +302,39 @@ class RunGroup:
         self._leave()
         left = self.cgroup_procs()
         if left:
-            self.end_all(left, grace)
+            self.end_all(left, grace, [self.cgroup])
         return left
 
-    def end_all(self, procs: list[Proc], grace: float = GRACE) -> list[Proc]:
-        """SIGTERM ``procs``, then after ``grace`` seconds SIGKILL every process of the
-        cgroup at once (``cgroup.kill``: also what they forked meanwhile); the ones of
-        ``procs`` that had to be killed. Call it from outside the cgroup."""
+    def end_all(self, procs: list[Proc], grace: float, groups: list[Path]) -> list[Proc]:
+        """SIGTERM ``procs``, then after ``grace`` seconds SIGKILL every process of
+        ``groups`` (a run's group at once, ``cgroup.kill``: also what they forked meanwhile);
+        the ones of ``procs`` that had to be killed. Call it from outside those groups."""
         signal_all(procs, signal.SIGTERM)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline and any(p.alive() for p in procs):
             time.sleep(0.1)
         killed = [p for p in procs if p.alive()]
         signal_all(killed, signal.SIGKILL)
-        if self.cgroup is not None and self.cgroup_procs():
+        for group in groups:
+            if not self.cgroup_procs(group):
+                continue
             try:
-                (self.cgroup / "cgroup.kill").write_text("1\n")
-            except OSError:                 # a kernel before 5.14: one by one
-                signal_all(self.cgroup_procs(), signal.SIGKILL)
+                if group == self.base:      # it holds the runs' groups: never kill it whole
+                    raise OSError
+                (group / "cgroup.kill").write_text("1\n")
+            except OSError:                 # or a kernel before 5.14: one by one
+                signal_all(self.cgroup_procs(group), signal.SIGKILL)
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and (self.cgroup_procs()
+        while time.monotonic() < deadline and (any(self.cgroup_procs(g) for g in groups)
                                                or any(p.alive() for p in killed)):
             time.sleep(0.05)
         return killed
 
     def _leave(self) -> None:
+        """Back to the cgroup this process came from."""
+        home = self._home if self._home and self._home.is_dir() else self.root
         try:
-            (self.cgroup.parent / "cgroup.procs").write_text(f"{os.getpid()}\n")
+            (home / "cgroup.procs").write_text(f"{os.getpid()}\n")
         except OSError:
             pass
 
@@ -326,13 +351,27 @@ class RunGroup:
                 pass
         if self.cgroup is not None:
             self._leave()
-            try:
-                self.cgroup.rmdir()
-            except OSError:
-                pass
+            _remove_group(self.cgroup)
 
 
-def reap(data_dir: str, fd: int, supervisor: int) -> int:
+def _own_cgroup() -> str:
+    """This process's path in the cgroup v2 tree (``0::/path``)."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        if line.startswith("0::"):
+            return line[3:]
+    return "/"
+
+
+def _remove_group(group: Path) -> None:
+    """Remove a run's (empty) group, and the data directory's once no run is left in it."""
+    for path in (group, group.parent):
+        try:
+            path.rmdir()
+        except OSError:
+            return
+
+
+def reap(data_dir: str, fd: int, supervisor: int, cgroup: str) -> int:
     """The reaper (see :meth:`RunGroup.start_reaper`)."""
     said = b""
     while True:
@@ -342,25 +381,21 @@ def reap(data_dir: str, fd: int, supervisor: int) -> int:
         said += chunk
     if said:
         return 0
-    run = RunGroup(data_dir)
+    run = RunGroup(data_dir, cgroup)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
     # the supervisor may still be exiting: give it a moment to leave the cgroup
     procs = [p for p in run.cgroup_procs() if p.pid != supervisor]
     print(f"{stamp} strata up (pid {supervisor}) ended without stopping its run; ending "
           + (", ".join(f"{p.name} ({p.pid})" for p in procs) or "nothing"), flush=True)
-    killed = run.end_all(procs)
+    killed = run.end_all(procs, GRACE, [run.cgroup])
     if killed:
         print(f"  killed after ignoring SIGTERM for {GRACE:.0f} s: " + ", ".join(f"{p.name} ({p.pid})" for p in killed),
               flush=True)
     for where in unmount_dead_fuse(run.data_dir):
         print(f"  unmounted the dead FUSE mount at {where}", flush=True)
-    if run.cgroup is not None:
-        try:
-            run.cgroup.rmdir()
-        except OSError:
-            pass
+    _remove_group(run.cgroup)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(reap(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+    sys.exit(reap(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]))
