@@ -11,6 +11,7 @@ Also here: :func:`spdk_dd`, SPDK's user-space NVMe/TCP initiator, for byte round
 import atexit
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -48,11 +49,12 @@ def shared_target():
 
 
 def stop_shared_target() -> None:
-    """Stop the session's nvmf_tgt (called when the session ends)."""
+    """Stop the session's nvmf_tgt and remove its directory (called when the session ends)."""
     global _target
     if _target is not None:
         target, _target = _target, None
         target.stop()
+        shutil.rmtree(target.state_dir, ignore_errors=True)
 
 
 def reset_target(target) -> None:
