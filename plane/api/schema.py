@@ -8,6 +8,8 @@ ERROR = {
         "detail": {"type": "string", "description": "What went wrong, for a person."},
         "fields": {"type": "object", "additionalProperties": True,
                    "description": "Per-field messages of a validation error."},
+        "kept_by": {"type": "string", "description": (
+            "409 kept_by_service: the service that keeps the file system for its own data.")},
     },
     "required": ["error", "detail"],
 }
