@@ -13,6 +13,7 @@ from plane.models import Timestamped
 from plane.secrets import SealedTextField
 from plumbing.errors import Conflict
 from services.storage.models import FileSystem
+from services.storage.service import KeptByService
 
 BUCKET_NAME_RE = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 bucket_name_validator = RegexValidator(
@@ -28,7 +29,7 @@ def refuse_filesystem_delete(collector, field, sub_objs, using):
     (PROTECT would surface as a 500)."""
     fs = getattr(sub_objs[0], field.name)
     if field.model is Gateway:
-        raise Conflict(f"File system {fs.name} holds the S3 gateway's data; it cannot be deleted.")
+        raise KeptByService(fs, "deleting it")
     names = ", ".join(sorted(o.name for o in sub_objs))
     raise Conflict(f"File system {fs.name} holds S3 buckets ({names}); delete them first.")
 

@@ -321,10 +321,10 @@ def _refuse_if_cloned(snapshots) -> None:
                        + " has clones that depend on it; delete or promote the clones first.")
 
 
-def delete_filesystem(fs: FileSystem, *, keeper: str = "") -> None:
-    """Delete a file system; one that a service keeps only when that service asks
-    (``keeper``)."""
-    refuse_if_kept(fs, "deleting it", keeper)
+def delete_filesystem(fs: FileSystem) -> None:
+    """Delete a file system. One that a service keeps goes only when that service lets it:
+    its rows that depend on it refuse (the S3 gateway's always, a cold tier while it holds
+    data), so an emptied cold tier can still be dropped with its capacity pool."""
     _refuse_if_cloned(fs.snapshots.all())
     with transaction.atomic():
         fs.delete()

@@ -39,8 +39,6 @@ def test_a_file_system_a_service_keeps_refuses_what_would_break_it(api, operator
             assert r.status_code == 409, (body, r.content)
             assert r.json()["error"] == "kept_by_service" and r.json()["kept_by"] == "object"
             assert "kept by the object service" in r.json()["detail"]
-        r = client.delete("/api/v1/filesystems/s3/")
-        assert r.status_code == 409 and r.json()["kept_by"] == "object", r.content
     st = os.stat(fs.path)
     assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (0, 0, 0o700)
     assert as_nobody("cat", str(segment)).returncode != 0
