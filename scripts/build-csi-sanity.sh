@@ -24,6 +24,8 @@ common=$(git rev-parse --path-format=absolute --git-common-dir 2>/dev/null || tr
 if [ ! -d "$vendor" ] && [ -n "$common" ] && [ -d "$common/../../shared/vendor" ]; then
   vendor=$common/../../shared/vendor
 fi
+# a clone away from shared/ on a development machine (as CI's is)
+[ -d "$vendor" ] || [ ! -d /work/shared/vendor ] || vendor=/work/shared/vendor
 tarball=$vendor/csi-test-$VERSION.tar.gz
 if [ ! -f "$tarball" ]; then
   # Upstream's own archive of the tag; its sha256 differs from the vendored git-archive one,

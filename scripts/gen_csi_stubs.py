@@ -1,8 +1,9 @@
 """Generate the CSI driver's gRPC stubs (services/csi/proto/csi_pb2*.py) from csi.proto of the
 pinned CSI spec v1.10.0, with the grpcio-tools that pyproject.toml pins, so the stubs always
 match the grpcio and protobuf runtimes installed beside them. The proto comes from
-../shared/vendor/csi-spec-1.10.0.tar.gz (sha256 checked), else from the upstream tag. Nothing
-is done when the stubs exist and were made from this proto by this grpcio-tools."""
+csi-spec-1.10.0.tar.gz in ../shared/vendor/ or the other places of vendor_dirs (sha256
+checked), else from the upstream tag. Nothing is done when the stubs exist and were made from
+this proto by this grpcio-tools."""
 import hashlib
 import io
 import os
@@ -22,11 +23,17 @@ UPSTREAM = ("https://raw.githubusercontent.com/container-storage-interface/spec/
             f"v{VERSION}/csi.proto")
 
 
+# where a tarball found once is kept, so that a later clone elsewhere on this machine (CI
+# clones away from shared/) needs neither shared/ nor the network
+CACHE = Path("/var/cache/strata/vendor")
+
+
 def vendor_dirs() -> list[Path]:
-    """Where shared/vendor may be: STRATA_VENDOR_DIR, beside this checkout, or beside the
-    main checkout of a git worktree."""
+    """Where shared/vendor may be: STRATA_VENDOR_DIR, beside this checkout, beside the main
+    checkout of a git worktree, /work/shared/vendor (the development machines), or this
+    machine's cache of what one of those held before."""
     dirs = [Path(os.environ["STRATA_VENDOR_DIR"])] if os.environ.get("STRATA_VENDOR_DIR") else []
-    dirs.append(ROOT.parent / "shared" / "vendor")
+    dirs += [ROOT.parent / "shared" / "vendor", Path("/work/shared/vendor"), CACHE]
     try:
         common = subprocess.run(["git", "rev-parse", "--path-format=absolute",
                                  "--git-common-dir"], cwd=ROOT, capture_output=True,
@@ -47,7 +54,14 @@ def read_proto() -> bytes:
                 sys.exit(f"gen_csi_stubs: {tarball} has sha256 {digest}, expected {SHA256}")
             with tarfile.open(fileobj=io.BytesIO(data)) as tar:
                 member = next(m for m in tar.getmembers() if m.name.endswith("/csi.proto"))
-                return tar.extractfile(member).read()
+                proto = tar.extractfile(member).read()
+            if folder != CACHE:
+                try:
+                    CACHE.mkdir(parents=True, exist_ok=True)
+                    (CACHE / TARBALL).write_bytes(data)
+                except OSError:
+                    pass  # not root: the cache is only a convenience
+            return proto
     print(f"gen_csi_stubs: no {TARBALL} in {', '.join(map(str, vendor_dirs()))}; "
           f"fetching {UPSTREAM}", file=sys.stderr)
     with urllib.request.urlopen(UPSTREAM, timeout=60) as resp:
