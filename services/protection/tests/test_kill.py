@@ -16,12 +16,11 @@ from services.protection.tests.helpers import (
     CutProxy,
     WorkerProcess,
     file_hashes,
-    run_job,
     write_files,
 )
 from services.protection.tests.s3gateway import ACCESS, SECRET, S3Gateway
 from services.storage.models import FileSystem
-from tests.kit import wait_for
+from tests.kit import run_job, wait_for
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]
 MiB = 1 << 20

@@ -23,10 +23,10 @@ from services.protection.receiver import Transfer, chunk_bytes
 from services.protection.tests.helpers import (
     CutProxy,
     file_hashes,
-    run_job,
     write_files,
 )
 from services.storage.models import FileSystem, Volume
+from tests.kit import run_job
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db(transaction=True)]
 MiB = 1 << 20
