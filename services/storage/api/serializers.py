@@ -5,7 +5,8 @@ from dataplane import MAX_VOLUME_BYTES, MIN_VOLUME_BYTES, InvalidArgument, check
 from plane.api.limits import INT64
 from services.storage import service
 from services.storage.drivers import default_driver_kind
-from services.storage.models import FileSystem, Pool, Snapshot, Volume
+from services.storage import cephkeys
+from services.storage.models import CephClientKey, FileSystem, Pool, Snapshot, Volume
 
 
 VOLUME_SIZE_HELP = (
@@ -297,3 +298,25 @@ def _default_pool() -> Pool:
     if pool is None:
         raise serializers.ValidationError({"pool": "No pool given and no pool named default."})
     return pool
+
+
+class CephKeySerializer(serializers.ModelSerializer):
+    """A native CephFS key of a file system (its secret only in the answer that makes it)."""
+
+    filesystem = serializers.StringRelatedField(read_only=True)
+    mount = serializers.SerializerMethodField(
+        help_text="How a host mounts the file system with this key: kernel (mount -t ceph) "
+                  "and ceph-fuse commands, and the secret or keyring file they read "
+                  "(<SECRET> stands for the secret, shown once).")
+
+    class Meta:
+        model = CephClientKey
+        fields = ["id", "name", "filesystem", "entity", "read_only", "caps", "path",
+                  "ceph_filesystem", "monitors", "mount", "created_at"]
+        read_only_fields = ["entity", "caps", "path", "ceph_filesystem", "monitors",
+                            "created_at"]
+        extra_kwargs = {"read_only": {"help_text": "A key that can read but not write."}}
+        validators = []   # one name per file system: checked by the service (409)
+
+    def get_mount(self, key) -> dict:
+        return cephkeys.mount(key)
