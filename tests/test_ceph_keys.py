@@ -232,7 +232,10 @@ def test_the_shown_ceph_fuse_command_mounts_the_file_system(api, ceph_cluster,
         subprocess.run(["umount", "-l", str(mountpoint)], check=False, capture_output=True)
 
 
-def test_keys_are_refused_on_a_local_pool_and_for_bad_names(api, two_filesystems, data_dir):
+def test_keys_are_refused_on_a_local_pool_and_for_bad_names(api, two_filesystems, data_dir,
+                                                            client):
+    from django.contrib.auth.models import User
+
     pool = api.post("/api/v1/pools/", {"name": "plain", "driver": "directory"}, format="json")
     assert pool.status_code == 201, pool.json()
     fs = api.post("/api/v1/filesystems/", {"name": "local-fs", "pool": "plain"}, format="json")
@@ -241,6 +244,9 @@ def test_keys_are_refused_on_a_local_pool_and_for_bad_names(api, two_filesystems
     assert answer.status_code == 409
     assert answer.json()["error"] == "no_native_access"
     assert "ceph pools" in answer.json()["detail"]
+    client.force_login(User.objects.get(username="admin"))
+    page = client.get("/console/filesystems/local-fs/").content.decode()
+    assert "data-no-native" in page and "over NFS or SMB" in page
     bad = api.post("/api/v1/filesystems/alpha/ceph-keys/", {"name": "Bad Name!"}, format="json")
     assert bad.status_code == 400 and "name" in bad.json()["fields"]
     make_key(api, "alpha", "twice")
