@@ -100,7 +100,8 @@ class FileSystem(PoolObject):
 
     quota_bytes = models.BigIntegerField(null=True, blank=True)
     # The service that made it for its own use ("object": the S3 gateway's data or cold
-    # tier; "checkpoints": cold checkpoint versions); empty for a user's file system.
+    # tier; "checkpoints": cold checkpoint versions; "vector": a collection's vectors and
+    # index); empty for a user's file system.
     kept_by = models.CharField(max_length=32, blank=True, default="")
     # Who may write its root, as on a dataset of a storage appliance: POSIX owner and group
     # (a user or group name of this host, or a number) and mode (octal); empty: as made

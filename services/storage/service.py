@@ -237,7 +237,8 @@ def secure_kept_filesystem(fs: FileSystem) -> list[str]:
 
 
 # what the services that keep file systems do with them, for messages
-KEEPERS = {"object": "the S3 gateway's objects", "checkpoints": "cold checkpoint versions"}
+KEEPERS = {"object": "the S3 gateway's objects", "checkpoints": "cold checkpoint versions",
+           "vector": "a vector collection's vectors and index"}
 
 
 class KeptByService(Conflict):

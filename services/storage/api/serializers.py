@@ -177,7 +177,8 @@ class FileSystemSerializer(serializers.ModelSerializer):
                             "created_at", "updated_at"]
         extra_kwargs = {"kept_by": {"help_text": (
             "The service that made this file system for its own use (object: the S3 "
-            "gateway's data or cold tier; checkpoints: cold versions); empty for yours.")}}
+            "gateway's data or cold tier; checkpoints: cold versions; vector: a collection's "
+            "vectors and index); empty for yours.")}}
 
     def validate_pool(self, pool):
         if self.instance is not None and pool != self.instance.pool:
