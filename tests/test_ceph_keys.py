@@ -213,7 +213,8 @@ def test_the_quota_holds_for_native_clients(api, ceph_cluster, two_filesystems, 
 def test_the_shown_ceph_fuse_command_mounts_the_file_system(api, ceph_cluster,
                                                              two_filesystems, tmp_path):
     """Run ceph-fuse as the key's mount instructions say (keyring and mountpoint moved into
-    the test's folder; ceph.conf for the cluster's options, as a host has one)."""
+    the test's folder; ceph.conf for the cluster's options, as a host has one); revoking the
+    key cuts the mounted client off."""
     key = make_key(api, "alpha", "fuse")
     keyring = write_keyring(key, tmp_path)
     mountpoint = tmp_path / "mnt"
@@ -227,6 +228,14 @@ def test_the_shown_ceph_fuse_command_mounts_the_file_system(api, ceph_cluster,
         assert (mountpoint / "hello.txt").read_bytes() == b"alpha data"
         (mountpoint / "from-fuse.txt").write_bytes(b"native")
         assert sorted(os.listdir(mountpoint)) == ["from-fuse.txt", "hello.txt"]
+        # revoked while mounted: the client is evicted at once, its next write fails
+        assert api.delete("/api/v1/filesystems/alpha/ceph-keys/fuse/").status_code == 204
+        after = subprocess.run(["timeout", "60", "sh", "-c",
+                                f"echo late > {mountpoint}/late.txt && sync {mountpoint}/late.txt"],
+                               capture_output=True, text=True)
+        assert after.returncode not in (0, 124), after   # refused (ESHUTDOWN), not hung
+        alpha_dir = Path(api.get("/api/v1/filesystems/alpha/").json()["path"])
+        assert not (alpha_dir / "late.txt").exists()
     finally:
         subprocess.run(["umount", str(mountpoint)], check=False)
         subprocess.run(["umount", "-l", str(mountpoint)], check=False, capture_output=True)
