@@ -22,11 +22,16 @@ One `strata up` (tests/appliance.py, destroyed at the end even on failure), then
   tier-down does: copy to a file system on a `capacity` pool (made through the
   API), then `prewarm.mark_cold()` (run in the appliance's Django environment).
 - save throughput at 1, 8 (and with --full, 64) concurrent jobs of R ranks.
+- reads during bursts (bench/burst_shares.py; alone with --shares-only): J x R ranks save
+  through NFS and through S3 while a reader streams samples from another file system or
+  bucket, with the classes of work's shares off and on; reader during / alone and burst with
+  the reader / alone, recorded in bench/results/checkpoint_burst_shares.{jsonl,md}. The
+  burst on a Ceph pool is not measured: this bench has no Ceph pool.
 
 Each figure is the median of --repeat rounds. Run as root:
 
     .venv/bin/python bench/checkpoint_burst.py [--quick] [--full] [--jobs 8] [--ranks 4]
-                                               [--shard-mib 16] [--repeat 3]
+                                               [--shard-mib 16] [--repeat 3] [--shares-only]
 """
 from __future__ import annotations
 
@@ -48,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 
 import requests
 
+from bench import burst_shares
 from services.checkpoints.sdk import CheckpointClient
 from tests.appliance import Appliance, embedded_env
 
@@ -128,6 +134,12 @@ class Api:
         if r.status_code not in ok:
             raise RuntimeError(f"POST {path}: {r.status_code} {r.text[:500]}")
         return r.json() if r.content else {}
+
+    def patch(self, path: str, body: dict) -> dict:
+        r = self.s.patch(self.url + path, json=body, timeout=120)
+        if r.status_code != 200:
+            raise RuntimeError(f"PATCH {path}: {r.status_code} {r.text[:500]}")
+        return r.json()
 
     def get(self, path: str) -> dict:
         r = self.s.get(path if path.startswith("http") else self.url + path, timeout=60)
@@ -385,6 +397,8 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true",
                    help="one round, 8 MiB shards, a 128 MiB data set")
     p.add_argument("--full", action="store_true", help="also 64 concurrent jobs")
+    p.add_argument("--shares-only", action="store_true",
+                   help="only the reads-during-bursts phase (shares off and on)")
     a = p.parse_args(argv)
     if a.quick:
         a.repeat, a.shard_mib, a.samples_mib, a.reader_seconds = 1, 8, 128, 2.0
@@ -402,6 +416,8 @@ def main(argv=None) -> int:
           f"({burst_bytes / MiB:.0f} MiB a burst), {a.repeat} round(s), default pool "
           f"{pool_gib} GiB", flush=True)
 
+    shares_bytes = 2 * 2 * burst_bytes + 2 * a.samples_mib * MiB   # live at once, at most
+    pool_gib = max(pool_gib, math.ceil(shares_bytes * 2 / (1 << 30)))
     app = Appliance(pool_size=f"{pool_gib}G")
     reader = None
     rows, notes = [], []
@@ -410,6 +426,9 @@ def main(argv=None) -> int:
         app.start()
         creds = app.credentials
         api = Api(app.url, creds["token"])
+        if a.shares_only:
+            rows = shares_phase(app, api, creds, a)
+            return 0        # the finally below destroys the appliance and prints the table
         client = CheckpointClient(app.url, creds["token"])
         block = os.urandom(S)
 
@@ -551,13 +570,32 @@ def main(argv=None) -> int:
                          fmt_rate(med(rates)), f"{med(rates) / med(raws):.2f}x raw"))
         if not a.full:
             notes.append("64 concurrent jobs: run with --full")
+        rows += shares_phase(app, api, creds, a)
     finally:
         if reader is not None:
             reader.close()
         app.destroy()
+        if a.shares_only:
+            print_table(rows, [], a.repeat, t_start)
+    return print_table(rows, notes, a.repeat, t_start)
 
+
+def shares_phase(app: Appliance, api: Api, creds: dict, a) -> list:
+    """Reads during bursts, shares off and on (bench/burst_shares.py), recorded."""
+    load = []
+    result = burst_shares.run(api, creds, app.nfs_port, a.jobs, a.ranks, a.shard_mib, a.repeat,
+                              a.samples_mib, a.reader_seconds,
+                              log=lambda line: (load.append(os.getloadavg()[0]),
+                                                print(line, flush=True)))
+    burst_shares.record(result, {"jobs": a.jobs, "ranks": a.ranks, "shard_mib": a.shard_mib,
+                                 "repeat": a.repeat, "samples_mib": a.samples_mib},
+                        statistics.median(load) if load else float("nan"))
+    return burst_shares.rows(result)
+
+
+def print_table(rows: list, notes: list, repeat: int, t_start: float) -> int:
     print()
-    print(f"{f'figure (median of {a.repeat})':58} {'value':>16}  ratio")
+    print(f"{f'figure (median of {repeat})':58} {'value':>16}  ratio")
     print("-" * 100)
     for name, value, ratio in rows:
         print(f"{name:58} {value:>16}  {ratio}")

@@ -36,6 +36,7 @@ from plumbing import tls
 from plumbing.process import (Child, ChildFailed, DaemonSpec, RestartPolicy, describe_exit,
                               die_with_parent, socket_answers, wait_for_socket)
 from plumbing.rungroup import AlreadyRunning, RunGroup, start_ticks
+from plumbing.workclass import BACKGROUND, CHECKPOINTS, ClassGroups, read_shares
 
 STOP_TIMEOUT = 20.0
 ONE_SHOT_TIMEOUT = 900.0  # migrate / bootstrap: minutes at most, even on a slow disk
@@ -88,6 +89,7 @@ class Supervisor:
         self.stopping = False
         self.make_policy = policy
         self.reconcile_argv: list | None = None    # manage.py strata_reconcile, once migrated
+        self.classes = ClassGroups(data_dir)       # the classes of work's cgroups
 
     def start(self, name: str, argv: list, env: dict | None = None, stop=None, *,
               spec: DaemonSpec | None = None, essential: bool = False,
@@ -95,9 +97,10 @@ class Supervisor:
         """Start a child; ``group``: the children started as one layer (``broker``,
         ``daemons``, ``plane``), which stop together, the last layer first."""
         spec = spec or DaemonSpec(name=name, argv=argv, env=env or {}, stop=stop)
+        joins = self.classes.procs_file(spec.work_class) if spec.work_class else None
         child = Child(name, argv, self.data_dir / "log" / f"{name}.log",
                       env={**self.env, **(env or {})}, cwd=self.data_dir, stop=stop,
-                      tied=True).start()
+                      tied=True, cgroup_procs=joins).start()
         self.children.append(Supervised(child, spec, essential, self.make_policy(), group))
         self.save()
         return child
@@ -382,6 +385,9 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
                PYTHONUNBUFFERED="1", STRATA_SERVICE_OPTIONS=json.dumps(options), **trust)
     py = sys.executable
     sup = Supervisor(data, env)
+    if not sup.classes.apply(read_shares(data)):
+        print("strata up: no cgroup v1 cpu hierarchy we may use: the classes of work's "
+              "shares are not enforced by the kernel", flush=True)
 
     def on_signal(signum, frame):
         sup.stopping = True
@@ -429,20 +435,24 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
         ready_url = f"{base}/login/"
         cafile = options.get("tls_cert")
         argv = web_argv(host, port, (options["tls_cert"], options["tls_key"]) if trust else None)
+        # the API serves checkpoint saves and restores (begin, commit's verification, leases)
         web = sup.start("web", argv, essential=True, group="plane", spec=DaemonSpec(
-            name="web", argv=argv, ready=lambda: _http_answers(ready_url, cafile)))
+            name="web", argv=argv, ready=lambda: _http_answers(ready_url, cafile),
+            work_class=CHECKPOINTS))
         # one worker per appliance: no neighbours to sync with at start (mingle) or after
         argv = [py, "-m", "celery", "-A", "plane", "worker", "-l", "info", "--concurrency",
                 "2", "-n", worker_name(port), "--without-mingle", "--without-gossip"]
         broker = env.get("STRATA_REDIS_URL") or f"redis+socket://{data / 'run' / 'redis.sock'}"
         sup.start("worker", argv, group="plane", spec=DaemonSpec(
-            name="worker", argv=argv, prepare=lambda: _requeue_unacked(broker)))
+            name="worker", argv=argv, prepare=lambda: _requeue_unacked(broker),
+            work_class=BACKGROUND))
         _wait(web, lambda: _http_answers(ready_url, cafile), 60.0, f"waiting for {ready_url}")
         # beat once the web server answers: nobody waits for it, and starting at the same time
         # it would take the CPU the web server and the worker need to start
-        sup.start("beat", [py, "-m", "celery", "-A", "plane", "beat", "-l", "info",
-                           "--schedule", str(data / "run" / "celerybeat-schedule"),
-                           "--pidfile", ""], group="plane")
+        argv = [py, "-m", "celery", "-A", "plane", "beat", "-l", "info",
+                "--schedule", str(data / "run" / "celerybeat-schedule"), "--pidfile", ""]
+        sup.start("beat", argv, group="plane",
+                  spec=DaemonSpec(name="beat", argv=argv, work_class=BACKGROUND))
         print(f"Strata is up.\n  console:     {base}/\n  API:         {base}/api/v1/\n"
               f"  credentials: {data / 'credentials.json'}\n  logs:        {data / 'log'}\n"
               "Press Ctrl-C to stop.", flush=True)
@@ -453,6 +463,7 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
         if migrated:
             _release(manage, sup.env, data)
         _sweep(run, sup, began)
+        sup.classes.remove()
     print("Strata stopped.", flush=True)
     return code
 

@@ -1,11 +1,16 @@
 """The appliance's I/O budget for background work: `plumbing.iobudget`'s token buckets,
 configured from the database (re-read every few seconds) on the broker's Redis, so every
-worker shares the same buckets."""
+worker shares the same buckets. The share background keeps while foreground work is busy is
+tied to the classes of work's shares (``plumbing.workclass.background_fraction``: with the
+default shares 50/(50+1000), under 5%); the budget's own ``foreground_share`` is a cap on it."""
 import time
+
+from django.conf import settings
 
 from plane.broker import redis_client
 from plane.models import IOBudgetSetting
 from plumbing.iobudget import BudgetConfig, ForegroundMarker, IOBudget, Pacer
+from plumbing.workclass import background_fraction, read_shares
 
 MiB = 1 << 20
 _CACHE = {"at": 0.0, "budget": None, "marker": None}
@@ -19,7 +24,8 @@ def budget() -> IOBudget:
         config = BudgetConfig(
             rate=row.rate_mbps * MiB, burst=row.burst_mb * MiB,
             classes={k: int(v) * MiB for k, v in (row.class_rates_mbps or {}).items()},
-            foreground_share=row.foreground_share)
+            foreground_share=min(row.foreground_share,
+                                 background_fraction(read_shares(settings.DATA_DIR))))
         _CACHE.update(at=time.monotonic(), budget=IOBudget(redis_client(), config))
     return _CACHE["budget"]
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from plumbing.workclass import join_preexec
+
 
 @dataclass
 class DaemonSpec:
@@ -48,6 +50,8 @@ class DaemonSpec:
     prepare: Optional[Callable[[], None]] = None    # before each restart (stale sockets, config)
     reconcile: Optional[str] = None                  # service whose state is re-applied after
     #                                                  a restart (its bootstrap.reconcile())
+    work_class: Optional[str] = None                 # the class of work whose cgroup it runs in
+    #                                                  (plumbing.workclass; None: the run's own)
 
 
 class RestartPolicy:
@@ -237,9 +241,11 @@ class Child:
 
     def __init__(self, name: str, argv: list, log: str | os.PathLike, *,
                  env: dict | None = None, cwd: str | os.PathLike | None = None,
-                 stop: Callable[[subprocess.Popen], None] | None = None, tied: bool = False):
+                 stop: Callable[[subprocess.Popen], None] | None = None, tied: bool = False,
+                 cgroup_procs: str | os.PathLike | None = None):
         self.name, self.argv, self.log = name, list(argv), Path(log)
         self.env, self.cwd, self.custom_stop, self.tied = env, cwd, stop, tied
+        self.cgroup_procs = cgroup_procs   # joined before exec (a class of work's group)
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> Child:
@@ -249,8 +255,14 @@ class Child:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd,
                                          close_fds=True, start_new_session=True,
-                                         preexec_fn=die_with_parent() if self.tied else None)
+                                         preexec_fn=self._preexec())
         return self
+
+    def _preexec(self):
+        tie = die_with_parent() if self.tied else None
+        if self.cgroup_procs is None:
+            return tie
+        return join_preexec(Path(self.cgroup_procs), tie)
 
     @property
     def pid(self) -> int | None:

@@ -9,6 +9,7 @@ installed is left out with a message (its rows stay ``pending``) so the rest of 
 from pathlib import Path
 
 from plumbing.process import DaemonSpec, terminate
+from plumbing.workclass import SAMPLES
 
 STOP_TIMEOUT = 15.0      # SIGTERM, then SIGKILL
 
@@ -49,7 +50,10 @@ def daemons(data_dir: Path, options: dict) -> list:
             print(f"strata up: file service: {exc}; {name} not started", file=sys.stderr)
             continue
         server.prepare()
-        # started again after a crash with the config last applied, then reconciled
+        # started again after a crash with the config last applied, then reconciled. One
+        # process serves every export and share, of both foreground classes: it runs in the
+        # samples group (sample reads are what must not starve); saves through it get the
+        # same weight, since the kernel cannot split one process's threads by client
         specs.append(DaemonSpec(name=name, argv=argv, ready=server.ready, stop=stop,
-                                prepare=server.prepare, reconcile="file"))
+                                prepare=server.prepare, reconcile="file", work_class=SAMPLES))
     return specs

@@ -54,7 +54,7 @@ def workers_path(data_dir: Path) -> Path:
 def render_config(*, data_root: str, admin_token: str, users: dict, region: str = DEFAULT_REGION,
                   domains: list | None = None, io_budget_redis: str = "", cold_root: str | None = None,
                   io_budget: dict | None = None, sse_master_key: str = "",
-                  kms_keys: dict | None = None) -> dict:
+                  kms_keys: dict | None = None, qos: dict | None = None) -> dict:
     """The gateway's config document.
 
     ``users`` maps access key -> ``{"secret_key", "user", "admin"}``; ``io_budget_redis`` is
@@ -67,7 +67,8 @@ def render_config(*, data_root: str, admin_token: str, users: dict, region: str 
     them, each a Job (``services.object.tasks``). ``sse_master_key`` (base64 of 32 bytes)
     wraps the data keys of SSE-S3 and SSE-KMS objects (``services.object.gateway.sse``);
     ``kms_keys`` maps the appliance's KMS key ids to ``{"material" (base64 of 32 bytes),
-    "enabled", "aliases", "arn"}``.
+    "enabled", "aliases", "arn"}``. ``qos``: ``{"shares": {class: share}, "buckets": {bucket:
+    class}}`` for the admission queue (``services.object.gateway.admission``).
     """
     config = {"data_root": str(data_root), "region": region, "admin_token": admin_token,
               "domains": list(domains or ["localhost"]), "lifecycle_interval": 0,
@@ -81,6 +82,8 @@ def render_config(*, data_root: str, admin_token: str, users: dict, region: str 
         config["cold_root"] = str(cold_root)
     if sse_master_key:
         config["sse_master_key"] = sse_master_key
+    if qos:
+        config["qos"] = {"shares": dict(qos["shares"]), "buckets": dict(sorted(qos["buckets"].items()))}
     if kms_keys:
         config["kms_keys"] = {kid: dict(spec) for kid, spec in sorted(kms_keys.items())}
     return config

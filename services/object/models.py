@@ -89,6 +89,11 @@ class Bucket(models.Model):
                            help_text="Canned ACL the bucket's grants amount to ('custom' otherwise).")
     public_access_block = models.JSONField(null=True, blank=True)
     object_ownership = models.CharField(max_length=32, blank=True, default="")
+    # the class of work of its clients' requests (plumbing.workclass): the gateway's admission
+    # queue orders requests by it; a bucket of training samples is "samples", one that
+    # checkpoint jobs save into is "checkpoints"
+    workload_class = models.CharField(max_length=16, default="samples", choices=[
+        ("samples", "samples"), ("checkpoints", "checkpoints")])
     used_bytes = models.BigIntegerField(default=0)
     used_objects = models.BigIntegerField(default=0)
     usage_updated_at = models.DateTimeField(null=True, blank=True)

@@ -8,7 +8,8 @@ from services.object.service import (
     plane_s3_config,
     public_endpoint,
     refresh_usage,
+    write_gateway_config,
 )
 
 __all__ = ["BUCKET_NAME_RE", "Bucket", "admin_call", "admin_client", "admin_endpoint",
-           "create_bucket", "plane_s3_config", "public_endpoint", "refresh_usage"]
+           "create_bucket", "plane_s3_config", "public_endpoint", "refresh_usage", "write_gateway_config"]

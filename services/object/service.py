@@ -21,6 +21,7 @@ from django.utils import timezone
 from plane.models import IOBudgetSetting
 from plane.secrets import seal, unseal
 from plumbing.errors import Conflict, Invalid, NotFound, Unavailable
+from plumbing.workclass import SAMPLES, read_shares
 from services.object import gatewayconf
 from services.object.admin_client import GatewayAdminClient, GatewayAdminError
 from services.object.models import Bucket, Gateway, KmsKey, S3Key
@@ -131,7 +132,7 @@ def render_gateway_config() -> dict | None:
                                      io_budget_redis=settings.CELERY_BROKER_URL,
                                      io_budget=io_budget_rates(), cold_root=cold_root(),
                                      sse_master_key=unseal(gw.sealed_master_key) if gw.sealed_master_key else "",
-                                     kms_keys=kms_keys_config(gw.region))
+                                     kms_keys=kms_keys_config(gw.region), qos=qos_config())
 
 
 def ensure_master_key(gw: Gateway) -> None:
@@ -173,6 +174,14 @@ def cold_root() -> str | None:
         return None
     root = f"{fs.path.rstrip('/')}/{DATA_SUBDIR}"
     return root if os.path.isdir(root) else None
+
+
+def qos_config() -> dict:
+    """The gateway config's ``qos``: the classes' shares (``plumbing.workclass``, as the plane
+    last wrote them for `strata up`) and the class of each bucket not in the default one."""
+    return {"shares": read_shares(settings.DATA_DIR),
+            "buckets": dict(Bucket.objects.exclude(workload_class=SAMPLES)
+                            .values_list("name", "workload_class"))}
 
 
 def io_budget_rates() -> dict:
@@ -299,14 +308,14 @@ def _access_body(changes: dict) -> dict:
 def create_bucket(*, name: str, owner: str, quota_bytes=None, quota_objects=None,
                   versioning: str = Bucket.Versioning.DISABLED, object_lock: bool = False,
                   lock_mode: str = "", lock_days=None, encryption: str = "", kms_key_id: str = "",
-                  **access) -> Bucket:
+                  workload_class: str = "samples", **access) -> Bucket:
     """Create a bucket (with Object Lock: versioning Enabled for good, and an optional default
     retention; with a default encryption; with access settings)."""
     gw = gateway()
     with transaction.atomic():
         bucket = Bucket.objects.create(name=name, owner=owner, filesystem=gw.filesystem,
                                        quota_bytes=quota_bytes, quota_objects=quota_objects,
-                                       versioning=versioning)
+                                       versioning=versioning, workload_class=workload_class)
         client = admin_client()
         info = admin_call(client.create_bucket, name, owner=owner,
                            versioning=None if versioning == Bucket.Versioning.DISABLED else versioning,
@@ -326,6 +335,9 @@ def update_bucket(bucket: Bucket, changes: dict) -> Bucket:
     access block, object ownership) changes."""
     client = admin_client()
     with transaction.atomic():
+        if changes.get("workload_class", bucket.workload_class) != bucket.workload_class:
+            bucket.workload_class = changes["workload_class"]
+            transaction.on_commit(write_gateway_config)   # the gateway's admission follows
         if "quota_bytes" in changes or "quota_objects" in changes:
             bucket.quota_bytes = changes.get("quota_bytes", bucket.quota_bytes)
             bucket.quota_objects = changes.get("quota_objects", bucket.quota_objects)

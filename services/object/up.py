@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from plumbing.process import DaemonSpec, data_address, port_open, probe_address
+from plumbing.workclass import SAMPLES
 from services.object import gatewayconf
 
 DEFAULT_S3_PORT = 9000
@@ -75,4 +76,7 @@ def daemons(data_dir: Path, options: dict) -> list[DaemonSpec]:
         # gate is open) it becomes the gateway at once: ready once that answers
         return waiting.exists() and (not gate.exists() or port_open(probe_address(host), port))
 
-    return [DaemonSpec(name="s3", argv=argv, env={"PYTHONPATH": pythonpath}, ready=ready)]
+    # its workers serve both foreground classes: they run in the samples group, and the
+    # gateway orders requests by class itself (gateway/admission.py)
+    return [DaemonSpec(name="s3", argv=argv, env={"PYTHONPATH": pythonpath}, ready=ready,
+                       work_class=SAMPLES)]

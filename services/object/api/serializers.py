@@ -42,11 +42,15 @@ class BucketSerializer(serializers.ModelSerializer):
                                                       help_text="S3 Block Public Access flags (null: none).")
     object_ownership = serializers.ChoiceField(choices=OWNERSHIPS, required=False, allow_blank=True,
                                                help_text="S3 Object Ownership ('' = not set: ACLs apply).")
+    workload_class = serializers.ChoiceField(
+        choices=["samples", "checkpoints"], required=False,
+        help_text="Class of work of the bucket's requests: the S3 gateway admits them in that "
+                  "class's queue, weighted by its share (/api/v1/qos/classes/).")
 
     class Meta:
         model = Bucket
         fields = ["id", "name", "owner", "filesystem", "pool", "quota_bytes", "quota_objects",
-                  "versioning", "encryption", "kms_key_id", "object_lock", "lock_mode", "lock_days",
+                  "workload_class", "versioning", "encryption", "kms_key_id", "object_lock", "lock_mode", "lock_days",
                   "acl", "public_access_block", "object_ownership", "used_bytes",
                   "used_objects", "usage_updated_at", "created_at"]
         read_only_fields = ["used_bytes", "used_objects", "usage_updated_at", "created_at"]

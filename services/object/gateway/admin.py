@@ -12,6 +12,7 @@ import os
 import sqlite3
 
 from . import protection_ops, snapshots
+from .admission import ADMISSION
 from .acl_ops import access_info, set_access
 from .compaction import collect_all_orphans, compact_once
 from .core import Gateway
@@ -68,6 +69,8 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
     if parts == ["health"] and m == "GET":
         return _json({"status": "ok", "buckets": len(gw.buckets.buckets), "pid": os.getpid(),
                       "worker": gw.role.slot if gw.role is not None else None})
+    if parts == ["admission"] and m == "GET":   # this worker's slots by class of work
+        return _json({"pid": os.getpid(), "classes": ADMISSION.stats()})
     if parts == ["compact"] and m == "POST":
         return _json(await compact_once(gw))
     if parts == ["gc"] and m == "POST":

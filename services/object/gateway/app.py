@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl, unquote
 from plumbing.errors import is_disk_full
 
 from . import access, admin, cors, foreground, object_ops, routes
+from .admission import ADMISSION
 from .auth import authenticate
 from .core import Gateway, OpenFiles, WorkerRole
 from .errors import S3Error
@@ -209,7 +210,15 @@ async def dispatch(gw: Gateway, req: Request) -> Response:
         access.check_expected_owner(req, gw.buckets.get(source), "x-amz-source-expected-bucket-owner")
     if level == routes.OBJECT and req.method in ("PUT", "GET"):
         foreground.mark(gw)  # client I/O: background work yields (see .foreground)
-    return await route.handler(gw, req, bucket)
+    if level != routes.OBJECT:
+        return await route.handler(gw, req, bucket)
+    ADMISSION.configure(gw.config.get("qos") or {})
+    work_class = ADMISSION.class_of(req.bucket)
+    await ADMISSION.enter(work_class)
+    try:
+        return await route.handler(gw, req, bucket)
+    finally:
+        ADMISSION.leave(work_class)
 
 
 def create_app(config_path: str, role: WorkerRole | None = None) -> S3App:

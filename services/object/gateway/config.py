@@ -52,6 +52,10 @@ def parse_config(text: str, path: str = "config") -> dict:
             isinstance(kms, dict) and all(isinstance(v, dict) for v in kms.values())):
         raise ConfigError(f"{path}: 'kms_keys' must be a list of key ids or map key ids to "
                           "{material, enabled, aliases, arn}")
+    qos = data.get("qos")
+    if qos is not None and not (isinstance(qos, dict) and isinstance(qos.get("shares", {}), dict)
+                                and isinstance(qos.get("buckets", {}), dict)):
+        raise ConfigError(f"{path}: 'qos' must be an object {{shares, buckets, slots, queue}}")
     gather = data.get("commit_gather_ms")
     if gather is not None and (isinstance(gather, bool) or not isinstance(gather, (int, float))
                                or not 0 <= gather <= 100):

@@ -1,0 +1,287 @@
+"""The checkpoint burst's reads-during-bursts phase (run by bench/checkpoint_burst.py): a
+reader streams samples from one file system / bucket while J jobs x R ranks save shards into
+another, through NFS (nfs-rs against the appliance's Ganesha) and through S3 (boto3 PUTs,
+one a shard, against its gateway), with the classes of work's shares off (every class 100,
+the checkpoint bucket in the samples class) and on (the defaults, the bucket tagged
+checkpoints). Per mode and protocol: reader during the burst / reader alone, and burst with
+the reader / burst alone; medians of the rounds, the modes interleaved round by round so
+that the machine's drift hits both alike.
+
+The NFS reader drops each file from the page cache (on the host's path of the file system)
+after reading it, so it reads the disk as a training loader with a data set larger than
+memory does; the S3 reader's objects stay cached (the gateway's files are its own).
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import statistics
+import threading
+import time
+
+from bench import results as bench_results
+
+MiB = 1 << 20
+OFF = {"samples": 100, "checkpoints": 100, "background": 100}
+ON = {"samples": 1000, "checkpoints": 400, "background": 50}
+CKPT, SAMPLES = "burst-ckpt", "burst-samples"    # file systems, exports and buckets
+
+
+def _nfs(port: int, pseudo: str):
+    import nfs_rs
+    return nfs_rs.Client.connect(f"nfs://127.0.0.1:{port}{pseudo}?version=4.1",
+                                 connect_timeout=10, operation_timeout=120)
+
+
+def nfs_reader_loop(port, pseudo, names, local_dir, counter, stop) -> None:
+    """Read every sample over NFS in max_read calls, forever; the cache dropped after each."""
+    client = _nfs(port, pseudo)
+    buf = bytearray(client.io_limits.max_read)
+    while not stop.is_set():
+        for name in names:
+            if stop.is_set():
+                return
+            with client.open(f"train/{name}", "rb") as f:
+                while n := f.readinto(buf):
+                    with counter.get_lock():
+                        counter.value += n
+            fd = os.open(os.path.join(local_dir, name), os.O_RDONLY)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.close(fd)
+
+
+def s3_reader_loop(creds, bucket, keys, counter, stop) -> None:
+    """GET every sample object in 1 MiB reads, forever."""
+    s3 = s3_client(creds)
+    while not stop.is_set():
+        for key in keys:
+            if stop.is_set():
+                return
+            body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+            while block := body.read(MiB):
+                with counter.get_lock():
+                    counter.value += len(block)
+
+
+class StreamReader:
+    """One reader process; ``rate_over`` and ``sample`` as the bench's Reader."""
+
+    def __init__(self, target, *args):
+        self.counter, self.stop = mp.Value("q", 0), mp.Event()
+        self.proc = mp.Process(target=target, args=(*args, self.counter, self.stop), daemon=True)
+        self.proc.start()
+        deadline = time.monotonic() + 30
+        while self.counter.value == 0 and time.monotonic() < deadline:   # connected, reading
+            time.sleep(0.05)
+
+    def sample(self) -> tuple:
+        return time.perf_counter(), self.counter.value
+
+    def rate_over(self, seconds: float) -> float:
+        t0, b0 = self.sample()
+        time.sleep(seconds)
+        t1, b1 = self.sample()
+        return (b1 - b0) / (t1 - t0)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.proc.join(10)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+
+def s3_client(creds):
+    import boto3
+    from botocore.config import Config
+    return boto3.client("s3", endpoint_url=creds["s3_endpoint"],
+                        aws_access_key_id=creds["s3_access_key"],
+                        aws_secret_access_key=creds["s3_secret_key"],
+                        region_name=creds.get("s3_region", "us-east-1"),
+                        config=Config(s3={"addressing_style": "path"}, signature_version="s3v4",
+                                      max_pool_connections=4, retries={"max_attempts": 10}))
+
+
+def _burst(writers: list, reader: StreamReader | None) -> dict:
+    """Run ``writers`` (callables, one a rank) at one moment; bytes/s, and the reader's rate
+    over the same window."""
+    start = threading.Barrier(len(writers) + 1)
+    written, errors = [], []
+
+    def run(write):
+        start.wait()
+        try:
+            written.append(write())
+        except Exception as exc:  # noqa: BLE001 - reported after the burst
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in writers]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    s0 = reader.sample() if reader else None
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    s1 = reader.sample() if reader else None
+    if errors:
+        raise RuntimeError("burst failed: " + "; ".join(errors[:5]))
+    out = {"rate": sum(written) / elapsed, "seconds": elapsed}
+    if reader:
+        out["reader"] = (s1[1] - s0[1]) / (s1[0] - s0[0])
+    return out
+
+
+def nfs_writers(port: int, jobs: int, ranks: int, step: int, block: bytes) -> list:
+    def rank(name):
+        def write():
+            client = _nfs(port, f"/{CKPT}")
+            with client.open(f"burst/{name}", "wb") as f:
+                for off in range(0, len(block), 4 * MiB):
+                    f.write(block[off:off + 4 * MiB])
+            return len(block)
+        return write
+    return [rank(f"j{j}-s{step}-r{r}.distcp") for j in range(jobs) for r in range(ranks)]
+
+
+def s3_writers(creds, jobs: int, ranks: int, step: int, block: bytes) -> list:
+    clients = [s3_client(creds) for _ in range(jobs * ranks)]
+
+    def rank(i, key):
+        def write():
+            clients[i].put_object(Bucket=CKPT, Key=key, Body=block)
+            return len(block)
+        return write
+    return [rank(j * ranks + r, f"j{j}/step-{step}/rank{r}.distcp")
+            for j in range(jobs) for r in range(ranks)]
+
+
+def set_mode(api, shares: dict, bucket_class: str) -> None:
+    for name, share in shares.items():
+        api.patch(f"qos/classes/{name}/", {"share": share})
+    api.patch(f"buckets/{CKPT}/", {"workload_class": bucket_class})
+    time.sleep(1.5)      # the gateway re-reads its config at most every second
+
+
+def prepare(api, creds, samples_mib: int) -> dict:
+    """File systems, exports and buckets of the phase, and the samples in them."""
+    import nfs_rs  # noqa: F401 - fails here, before anything is made, when it is missing
+    paths = {}
+    for name in (CKPT, SAMPLES):
+        paths[name] = api.post("filesystems/", {"name": name, "pool": "default"})["path"]
+        api.post("nfs-exports/", {"filesystem": name, "pseudo": f"/{name}",
+                                  "clients": ["127.0.0.1 rw no_root_squash"]})
+        api.post("buckets/", {"name": name})
+    train = os.path.join(paths[SAMPLES], "train")
+    os.makedirs(train, exist_ok=True)
+    ckpt_dir = os.path.join(paths[CKPT], "burst")
+    os.makedirs(ckpt_dir, exist_ok=True)
+    block = os.urandom(4 * MiB)
+    names = [f"sample{i:05d}.bin" for i in range(samples_mib // 4)]
+    for name in names:
+        with open(os.path.join(train, name), "wb") as f:
+            f.write(block)
+    s3 = s3_client(creds)
+    for i in range(samples_mib // 4):
+        s3.put_object(Bucket=SAMPLES, Key=f"train/sample{i:05d}.bin", Body=block)
+    os.sync()
+    return {"train": train, "names": names, "ckpt_dir": ckpt_dir,
+            "keys": [f"train/sample{i:05d}.bin" for i in range(samples_mib // 4)]}
+
+
+def _clean(creds, where: dict) -> None:
+    for name in os.listdir(where["ckpt_dir"]):
+        os.remove(os.path.join(where["ckpt_dir"], name))
+    s3 = s3_client(creds)
+    while objs := s3.list_objects_v2(Bucket=CKPT).get("Contents", []):
+        s3.delete_objects(Bucket=CKPT, Delete={"Objects": [{"Key": o["Key"]} for o in objs]})
+
+
+def run(api, creds, nfs_port: int, jobs: int, ranks: int, shard_mib: int, repeat: int,
+        samples_mib: int, reader_seconds: float, log=print) -> dict:
+    """The phase; {mode: {protocol: {reader_solo, reader_during, burst_solo, burst_with_reader}}}
+    (bytes/s, medians) and the ratios."""
+    where = prepare(api, creds, samples_mib)
+    block = os.urandom(shard_mib * MiB)
+    figures = {m: {p: {k: [] for k in ("reader_solo", "reader_during", "burst_solo",
+                                       "burst_with_reader")} for p in ("nfs", "s3")}
+               for m in ("off", "on")}
+    step = 0
+    for rnd in range(repeat):
+        for mode, shares, bucket_class in (("off", OFF, "samples"), ("on", ON, "checkpoints")):
+            set_mode(api, shares, bucket_class)
+            for proto in ("nfs", "s3"):
+                def writers(step):
+                    return (nfs_writers(nfs_port, jobs, ranks, step, block) if proto == "nfs"
+                            else s3_writers(creds, jobs, ranks, step, block))
+                step += 1
+                solo = _burst(writers(step), None)
+                _clean(creds, where)
+                reader = (StreamReader(nfs_reader_loop, nfs_port, f"/{SAMPLES}", where["names"],
+                                       where["train"]) if proto == "nfs"
+                          else StreamReader(s3_reader_loop, creds, SAMPLES, where["keys"]))
+                try:
+                    alone = reader.rate_over(reader_seconds)
+                    step += 1
+                    both = _burst(writers(step), reader)
+                finally:
+                    reader.close()
+                _clean(creds, where)
+                f = figures[mode][proto]
+                f["reader_solo"].append(alone)
+                f["reader_during"].append(both["reader"])
+                f["burst_solo"].append(solo["rate"])
+                f["burst_with_reader"].append(both["rate"])
+                log(f"  shares {mode:3} {proto:3} round {rnd + 1}: reader {alone / MiB:7.1f} -> "
+                    f"{both['reader'] / MiB:7.1f} MiB/s ({both['reader'] / alone:.2f}x), burst "
+                    f"{solo['rate'] / MiB:7.1f} -> {both['rate'] / MiB:7.1f} MiB/s "
+                    f"({both['rate'] / solo['rate']:.2f}x)")
+    set_mode(api, ON, "checkpoints")
+    medians = {m: {p: {k: statistics.median(v) for k, v in f.items()} for p, f in per.items()}
+               for m, per in figures.items()}
+    ratios = {m: {p: {"reader": round(f["reader_during"] / f["reader_solo"], 2),
+                      "burst": round(f["burst_with_reader"] / f["burst_solo"], 2)}
+                  for p, f in per.items()} for m, per in medians.items()}
+    return {"medians": medians, "ratios": ratios, "rounds": figures}
+
+
+def rows(result: dict) -> list:
+    """Rows of the bench's table."""
+    out = []
+    for mode in ("off", "on"):
+        for proto in ("nfs", "s3"):
+            m, r = result["medians"][mode][proto], result["ratios"][mode][proto]
+            out += [(f"shares {mode}, {proto.upper()}: reader during burst / alone",
+                     f"{m['reader_during'] / MiB:8.1f} MiB/s",
+                     f"{r['reader']:.2f}x of {m['reader_solo'] / MiB:.1f} MiB/s (aim >= 0.7)"),
+                    (f"shares {mode}, {proto.upper()}: burst with reader / alone",
+                     f"{m['burst_with_reader'] / MiB:8.1f} MiB/s",
+                     f"{r['burst']:.2f}x of {m['burst_solo'] / MiB:.1f} MiB/s (aim >= 0.8)")]
+    return out
+
+
+def record(result: dict, args: dict, load: float) -> None:
+    """bench/results/checkpoint_burst_shares.jsonl and .md (a row per run)."""
+    bench_results.record("checkpoint_burst_shares", {**args, "load_median": round(load, 2),
+                                                     "ratios": result["ratios"],
+                                                     "medians": result["medians"]})
+    table = []
+    for number, run_ in enumerate(bench_results.runs("checkpoint_burst_shares"), 1):
+        cells = [str(number), run_["time"][:16], f"{run_['jobs']}x{run_['ranks']}x{run_['shard_mib']} MiB",
+                 str(run_["repeat"])]
+        for mode in ("off", "on"):
+            for proto in ("nfs", "s3"):
+                r = run_["ratios"][mode][proto]
+                cells.append(f"{r['reader']:.2f} / {r['burst']:.2f}")
+        cells.append(str(run_.get("load_median", "-")))
+        table.append(cells)
+    bench_results.write_table(
+        "checkpoint_burst_shares",
+        "bench/checkpoint_burst.py: reads during bursts, with and without the shares",
+        ["run", "time", "burst", "rounds", "NFS, shares off", "S3, shares off", "NFS, shares on",
+         "S3, shares on", "load median"], table,
+        notes="Each cell: reader during the burst / reader alone, then burst with the reader / "
+              "burst alone (medians of the rounds). Aims: reader >= 0.7, burst >= 0.8. "
+              "Shares off: every class 100 and the checkpoint bucket in the samples class; on: "
+              "samples 1000, checkpoints 400, background 50, the bucket tagged checkpoints.")

@@ -1,0 +1,104 @@
+"""Requests admitted by class of work (``plumbing.workclass``), so that reads of a samples
+bucket are not queued behind a burst of checkpoint PUTs.
+
+Each gateway process admits at most ``slots`` object requests at a time (config ``qos``:
+``{"shares": {class: share}, "buckets": {bucket: class}, "slots": N}``; a bucket not named
+is ``samples``). Every class keeps a few slots of its own (``reserved``: its part of a
+quarter of the slots by share, at least one), so no class can take them all: a burst of
+slow uploads to a checkpoints bucket fills at most ``slots`` minus the others' reserves, and
+a samples GET still finds a slot. Within that, slots go to whoever asks (work-conserving);
+when requests of several classes wait, a freed slot goes to the class with the fewest
+requests in flight per unit of share (weighted fair). Each class's queue is bounded
+(``queue``): beyond it the request is refused with 503 SlowDown, which S3 clients retry.
+
+A request holds its slot while its handler runs: a PUT while its body arrives and is
+written, a GET until its answer starts (the bytes are then sent by the server).
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+from plumbing.workclass import CLASSES, DEFAULT_SHARES, SAMPLES
+
+from .errors import S3Error
+
+DEFAULT_SLOTS = 32
+DEFAULT_QUEUE = 1024
+
+
+class Admission:
+    """Slots per class of work for one gateway process (one event loop)."""
+
+    def __init__(self):
+        self.in_flight = {c: 0 for c in CLASSES}
+        self.waiting = {c: deque() for c in CLASSES}
+        self.configure({})
+
+    def configure(self, qos: dict) -> None:
+        """Take the config's ``qos`` (called on each request; cheap when unchanged)."""
+        key = (tuple(sorted((qos.get("shares") or {}).items())), qos.get("slots"),
+               qos.get("queue"))
+        if key == getattr(self, "_key", None):
+            self.buckets = qos.get("buckets") or {}
+            return
+        self._key = key
+        self.buckets = qos.get("buckets") or {}
+        self.shares = {c: int((qos.get("shares") or {}).get(c, DEFAULT_SHARES[c])) for c in CLASSES}
+        self.slots = max(len(CLASSES), int(qos.get("slots") or DEFAULT_SLOTS))
+        self.queue = int(qos.get("queue") or DEFAULT_QUEUE)
+        total = sum(self.shares.values())
+        self.reserved = {c: max(1, self.slots * self.shares[c] // (4 * total)) for c in CLASSES}
+        self._wake()
+
+    def class_of(self, bucket: str) -> str:
+        return self.buckets.get(bucket, SAMPLES)
+
+    def cap(self, cls: str) -> int:
+        """The most slots ``cls`` may hold: all but the other classes' reserves."""
+        return self.slots - sum(r for c, r in self.reserved.items() if c != cls)
+
+    def _may_start(self, cls: str) -> bool:
+        return self.in_flight[cls] < self.cap(cls) and sum(self.in_flight.values()) < self.slots
+
+    async def enter(self, cls: str) -> None:
+        """Wait for a slot of class ``cls`` (S3Error SlowDown if its queue is full)."""
+        if not self.waiting[cls] and self._may_start(cls):
+            self.in_flight[cls] += 1
+            return
+        if len(self.waiting[cls]) >= self.queue:
+            raise S3Error("SlowDown")
+        ticket = asyncio.get_running_loop().create_future()
+        self.waiting[cls].append(ticket)
+        try:
+            await ticket
+        except asyncio.CancelledError:
+            if ticket.done() and not ticket.cancelled():
+                self.leave(cls)         # admitted as it was cancelled: give the slot back
+            else:
+                self.waiting[cls].remove(ticket)
+            raise
+
+    def leave(self, cls: str) -> None:
+        self.in_flight[cls] -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        """Hand freed slots to waiting classes, the fewest in flight per share first."""
+        while True:
+            ready = [c for c in CLASSES if self.waiting[c] and self._may_start(c)]
+            if not ready:
+                return
+            cls = min(ready, key=lambda c: (self.in_flight[c] + 1) / self.shares[c])
+            ticket = self.waiting[cls].popleft()
+            if ticket.cancelled():
+                continue
+            self.in_flight[cls] += 1
+            ticket.set_result(None)
+
+    def stats(self) -> dict:
+        return {c: {"in_flight": self.in_flight[c], "waiting": len(self.waiting[c]),
+                    "cap": self.cap(c), "share": self.shares[c]} for c in CLASSES}
+
+
+ADMISSION = Admission()  # this process's (each gateway worker is one process)
