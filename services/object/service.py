@@ -327,6 +327,8 @@ def create_bucket(*, name: str, owner: str, quota_bytes=None, quota_objects=None
             info.update(admin_call(client.set_access, name, **_access_body(access)))
         _apply_info(bucket, info)
         bucket.save()
+        if workload_class != SAMPLES:
+            transaction.on_commit(write_gateway_config)   # the gateway's admission follows
     return bucket
 
 
@@ -396,6 +398,8 @@ def delete_bucket(bucket: Bucket) -> None:
     """Delete an empty bucket (409 BucketNotEmpty otherwise)."""
     with transaction.atomic():
         bucket.delete()
+        if bucket.workload_class != SAMPLES:
+            transaction.on_commit(write_gateway_config)
         try:
             admin_call(admin_client().delete_bucket, bucket.name)
         except NotFound:
