@@ -583,10 +583,18 @@ def main(argv=None) -> int:
 def shares_phase(app: Appliance, api: Api, creds: dict, a) -> list:
     """Reads during bursts, shares off and on (bench/burst_shares.py), recorded."""
     load = []
-    result = burst_shares.run(api, creds, app.nfs_port, a.jobs, a.ranks, a.shard_mib, a.repeat,
-                              a.samples_mib, a.reader_seconds,
-                              log=lambda line: (load.append(os.getloadavg()[0]),
-                                                print(line, flush=True)))
+    try:
+        result = burst_shares.run(api, creds, app.nfs_port, a.jobs, a.ranks, a.shard_mib,
+                                  a.repeat, a.samples_mib, a.reader_seconds,
+                                  log=lambda line: (load.append(os.getloadavg()[0]),
+                                                    print(line, flush=True)))
+    except Exception:
+        for name in ("s3.log", "ganesha.log"):   # the data directory goes with the appliance
+            log = app.data_dir / "log" / name
+            if log.exists():
+                print(f"--- the end of {log}:\n" + "\n".join(log.read_text(errors="replace")
+                                                           .splitlines()[-30:]), flush=True)
+        raise
     burst_shares.record(result, {"jobs": a.jobs, "ranks": a.ranks, "shard_mib": a.shard_mib,
                                  "repeat": a.repeat, "samples_mib": a.samples_mib},
                         statistics.median(load) if load else float("nan"))

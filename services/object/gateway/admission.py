@@ -2,14 +2,17 @@
 bucket are not queued behind a burst of checkpoint PUTs.
 
 Each gateway process admits at most ``slots`` object requests at a time (config ``qos``:
-``{"shares": {class: share}, "buckets": {bucket: class}, "slots": N}``; a bucket not named
-is ``samples``). Every class keeps a few slots of its own (``reserved``: its part of a
-quarter of the slots by share, at least one), so no class can take them all: a burst of
-slow uploads to a checkpoints bucket fills at most ``slots`` minus the others' reserves, and
-a samples GET still finds a slot. Within that, slots go to whoever asks (work-conserving);
-when requests of several classes wait, a freed slot goes to the class with the fewest
-requests in flight per unit of share (weighted fair). Each class's queue is bounded
-(``queue``): beyond it the request is refused with 503 SlowDown, which S3 clients retry.
+``{"shares": {class: share}, "buckets": {bucket: class}, "slots": N, "queue": N}``; a bucket
+not named is ``samples``). A class may hold its share of the slots among the classes active
+now (a request in flight or waiting, or one seen in the last ``ACTIVE_SECONDS``), at least
+one: alone, a checkpoint burst may use every slot; while a reader of samples is active, it
+gets only ``slots x 400 / (400 + 1000)`` with the default shares, so the reader's requests
+find the disk and the cores less busy. Whatever the others do, every class keeps a slot of
+its own (``reserved``: its part of a quarter of the slots by share, at least one): slow
+uploads to a checkpoints bucket can never hold the slot a samples GET needs. When requests
+of several classes wait, a freed slot goes to the class with the fewest requests in flight
+per unit of share (weighted fair). A class's queue is bounded (``queue``): beyond it the
+request is refused with 503 SlowDown, which S3 clients retry.
 
 A request holds its slot while its handler runs: a PUT while its body arrives and is
 written, a GET until its answer starts (the bytes are then sent by the server).
@@ -17,14 +20,16 @@ written, a GET until its answer starts (the bytes are then sent by the server).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 
 from plumbing.workclass import CLASSES, DEFAULT_SHARES, SAMPLES
 
 from .errors import S3Error
 
-DEFAULT_SLOTS = 32
+DEFAULT_SLOTS = 16
 DEFAULT_QUEUE = 1024
+ACTIVE_SECONDS = 0.5   # a class that sent a request this recently still counts as active
 
 
 class Admission:
@@ -33,6 +38,8 @@ class Admission:
     def __init__(self):
         self.in_flight = {c: 0 for c in CLASSES}
         self.waiting = {c: deque() for c in CLASSES}
+        self.seen = {c: float("-inf") for c in CLASSES}
+        self._timer = None     # wakes waiters once an idle class's window has passed
         self.configure({})
 
     def configure(self, qos: dict) -> None:
@@ -54,34 +61,54 @@ class Admission:
     def class_of(self, bucket: str) -> str:
         return self.buckets.get(bucket, SAMPLES)
 
-    def cap(self, cls: str) -> int:
-        """The most slots ``cls`` may hold: all but the other classes' reserves."""
-        return self.slots - sum(r for c, r in self.reserved.items() if c != cls)
+    def active(self, now: float) -> list[str]:
+        return [c for c in CLASSES if self.in_flight[c] or self.waiting[c]
+                or now - self.seen[c] < ACTIVE_SECONDS]
+
+    def cap(self, cls: str, now: float | None = None) -> int:
+        """The most slots ``cls`` may hold now: its share of the slots among the active
+        classes (at least one), and never the other classes' reserves."""
+        now = time.monotonic() if now is None else now
+        weight = sum(self.shares[c] for c in set(self.active(now)) | {cls})
+        fair = max(1, self.slots * self.shares[cls] // weight)
+        return min(fair, self.slots - sum(r for c, r in self.reserved.items() if c != cls))
 
     def _may_start(self, cls: str) -> bool:
         return self.in_flight[cls] < self.cap(cls) and sum(self.in_flight.values()) < self.slots
 
     async def enter(self, cls: str) -> None:
         """Wait for a slot of class ``cls`` (S3Error SlowDown if its queue is full)."""
+        self.seen[cls] = time.monotonic()
         if not self.waiting[cls] and self._may_start(cls):
             self.in_flight[cls] += 1
             return
         if len(self.waiting[cls]) >= self.queue:
             raise S3Error("SlowDown")
-        ticket = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        ticket = loop.create_future()
         self.waiting[cls].append(ticket)
+        if self._timer is None:
+            self._timer = loop.call_later(ACTIVE_SECONDS, self._tick)
         try:
             await ticket
         except asyncio.CancelledError:
             if ticket.done() and not ticket.cancelled():
                 self.leave(cls)         # admitted as it was cancelled: give the slot back
-            else:
+            elif ticket in self.waiting[cls]:
                 self.waiting[cls].remove(ticket)
             raise
 
     def leave(self, cls: str) -> None:
         self.in_flight[cls] -= 1
         self._wake()
+
+    def _tick(self) -> None:
+        """Caps grow when a class goes idle, with nothing leaving: look again, and again
+        while requests wait."""
+        self._timer = None
+        self._wake()
+        if any(self.waiting.values()):
+            self._timer = asyncio.get_running_loop().call_later(ACTIVE_SECONDS, self._tick)
 
     def _wake(self) -> None:
         """Hand freed slots to waiting classes, the fewest in flight per share first."""
