@@ -416,8 +416,10 @@ def main(argv=None) -> int:
           f"({burst_bytes / MiB:.0f} MiB a burst), {a.repeat} round(s), default pool "
           f"{pool_gib} GiB", flush=True)
 
-    shares_bytes = 2 * 2 * burst_bytes + 2 * a.samples_mib * MiB   # live at once, at most
-    pool_gib = max(pool_gib, math.ceil(shares_bytes * 2 / (1 << 30)))
+    # the reads-during-bursts phase: 2 modes x 2 protocols x 2 bursts a round, counted whole
+    # (the gateway frees a deleted object's space only later)
+    shares_bytes = a.repeat * 8 * burst_bytes + 2 * a.samples_mib * MiB
+    pool_gib = max(pool_gib, math.ceil(shares_bytes * 1.3 / (1 << 30)))
     app = Appliance(pool_size=f"{pool_gib}G")
     reader = None
     rows, notes = [], []

@@ -96,3 +96,22 @@ def test_samples_get_is_served_while_checkpoint_uploads_fill_their_class(qos_gat
     sizes = {o["Key"]: o["Size"] for o in s3.list_objects_v2(Bucket="ckpt")["Contents"]}
     assert sizes == {"rank0": SLOW_SIZE, "rank1": SLOW_SIZE, "rank2": 4096}
     assert admission(gw)["checkpoints"]["in_flight"] == 0
+
+
+def test_a_checkpoint_burst_alone_may_take_the_slots_but_gives_way_to_a_reader():
+    from services.object.gateway.admission import Admission
+
+    adm = Admission()
+    adm.configure({"slots": 16, "shares": {"samples": 1000, "checkpoints": 400, "background": 50}})
+    now = time.monotonic()
+    # alone: every slot but the reserves of samples (2) and background (1)
+    assert adm.cap("checkpoints", now) == 13
+    # while samples are read: its share among the active classes, 16 x 400 / 1400
+    adm.seen["samples"] = now
+    assert adm.cap("checkpoints", now) == 4
+    assert adm.cap("samples", now) == 14      # checkpoints idle: all but the others' reserves
+    adm.seen["checkpoints"] = now
+    assert adm.cap("samples", now) == 11      # both active: 16 x 1000 / 1400
+    # with equal shares nothing is favoured
+    adm.configure({"slots": 16, "shares": {"samples": 100, "checkpoints": 100, "background": 100}})
+    assert adm.cap("checkpoints", now) == adm.cap("samples", now) == 8
