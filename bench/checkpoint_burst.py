@@ -24,9 +24,10 @@ One `strata up` (tests/appliance.py, destroyed at the end even on failure), then
 - save throughput at 1, 8 (and with --full, 64) concurrent jobs of R ranks.
 - reads during bursts (bench/burst_shares.py; alone with --shares-only): J x R ranks save
   through NFS and through S3 while a reader streams samples from another file system or
-  bucket, with the classes of work's shares off and on; reader during / alone and burst with
-  the reader / alone, recorded in bench/results/checkpoint_burst_shares.{jsonl,md}. The
-  burst on a Ceph pool is not measured: this bench has no Ceph pool.
+  bucket, with the classes of work's shares off, on and at a diagnostic maximum; reader
+  during / alone and burst with the reader / alone, recorded in
+  bench/results/checkpoint_burst_shares.{jsonl,md}. The burst on a Ceph pool is not
+  measured: this bench has no Ceph pool.
 
 Each figure is the median of --repeat rounds. Run as root:
 
@@ -412,14 +413,14 @@ def main(argv=None) -> int:
     written = (a.repeat * (burst_bytes + sum(c * a.ranks * S for c in counts))
                + a.samples_mib * MiB + 64 * MiB)
     pool_gib = max(4, math.ceil(written * 1.5 / (1 << 30)))
+
+    # the reads-during-bursts phase: 3 modes x 2 protocols x 2 bursts a round, counted whole
+    # (the gateway frees a deleted object's space only later)
+    shares_bytes = a.repeat * 12 * burst_bytes + 2 * a.samples_mib * MiB
+    pool_gib = max(pool_gib, math.ceil(shares_bytes * 1.3 / (1 << 30)))
     print(f"checkpoint burst: {a.jobs} jobs x {a.ranks} ranks x {a.shard_mib} MiB "
           f"({burst_bytes / MiB:.0f} MiB a burst), {a.repeat} round(s), default pool "
           f"{pool_gib} GiB", flush=True)
-
-    # the reads-during-bursts phase: 2 modes x 2 protocols x 2 bursts a round, counted whole
-    # (the gateway frees a deleted object's space only later)
-    shares_bytes = a.repeat * 8 * burst_bytes + 2 * a.samples_mib * MiB
-    pool_gib = max(pool_gib, math.ceil(shares_bytes * 1.3 / (1 << 30)))
     app = Appliance(pool_size=f"{pool_gib}G")
     reader = None
     rows, notes = [], []

@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from plumbing.workclass import ClassGroups
+
 LOCK_FILE = "strata-up.lock"
 GRACE = 10.0            # SIGTERM, then SIGKILL after this many seconds
 
@@ -394,6 +396,7 @@ def reap(data_dir: str, fd: int, supervisor: int, cgroup: str) -> int:
     for where in unmount_dead_fuse(run.data_dir):
         print(f"  unmounted the dead FUSE mount at {where}", flush=True)
     _remove_group(run.cgroup)
+    ClassGroups(run.data_dir).remove()      # the classes of work's (now empty) cpu groups
     return 0
 
 
