@@ -104,6 +104,13 @@ def test_daemons_run_in_their_class_with_its_share(appliance):
     assert r.status_code == 400 and "workload_class" in r.json()["fields"], r.text
     gateway_conf = json.loads((app.data_dir / "run" / "s3" / "gateway.json").read_text())
     assert gateway_conf["qos"]["buckets"] == {"ckpt": "checkpoints"}
+    # ... and a bucket a checkpoint job saves into is classed as checkpoints
+    assert api.post(f"{base}/buckets/", json={"name": "shards"}, timeout=60).status_code == 201
+    r = api.post(f"{base}/checkpoint-jobs/", json={"name": "llm", "bucket": "shards"}, timeout=60)
+    assert r.status_code == 201, r.text
+    assert api.get(f"{base}/buckets/shards/", timeout=60).json()["workload_class"] == "checkpoints"
+    gateway_conf = json.loads((app.data_dir / "run" / "s3" / "gateway.json").read_text())
+    assert gateway_conf["qos"]["buckets"] == {"ckpt": "checkpoints", "shards": "checkpoints"}
 
     # after a restart the daemons start in their groups with the share set before
     app.stop()

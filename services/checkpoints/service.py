@@ -22,7 +22,7 @@ from services.checkpoints.models import (
     CheckpointLease,
     CheckpointVersion,
 )
-from services.object.public import plane_s3_config
+from services.object.public import class_as_checkpoints, plane_s3_config
 from services.storage import service as storage
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,8 @@ def create_job(**fields) -> CheckpointJob:
     """Record a training job and make its directory on its file system."""
     with transaction.atomic():
         job = CheckpointJob.objects.create(**fields)
+        if job.bucket:
+            class_as_checkpoints(job.bucket)     # its saves queue as checkpoints in the gateway
         base = job_directory(job)
         if base:
             os.makedirs(base, exist_ok=True)

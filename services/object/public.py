@@ -2,6 +2,7 @@
 from services.object.models import BUCKET_NAME_RE, Bucket
 from services.object.service import (
     admin_call,
+    class_as_checkpoints,
     admin_client,
     admin_endpoint,
     create_bucket,
@@ -12,4 +13,5 @@ from services.object.service import (
 )
 
 __all__ = ["BUCKET_NAME_RE", "Bucket", "admin_call", "admin_client", "admin_endpoint",
-           "create_bucket", "plane_s3_config", "public_endpoint", "refresh_usage", "write_gateway_config"]
+           "class_as_checkpoints", "create_bucket", "plane_s3_config", "public_endpoint",
+           "refresh_usage", "write_gateway_config"]

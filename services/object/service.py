@@ -21,7 +21,7 @@ from django.utils import timezone
 from plane.models import IOBudgetSetting
 from plane.secrets import seal, unseal
 from plumbing.errors import Conflict, Invalid, NotFound, Unavailable
-from plumbing.workclass import SAMPLES, read_shares
+from plumbing.workclass import CHECKPOINTS, SAMPLES, read_shares
 from services.object import gatewayconf
 from services.object.admin_client import GatewayAdminClient, GatewayAdminError
 from services.object.models import Bucket, Gateway, KmsKey, S3Key
@@ -330,6 +330,17 @@ def create_bucket(*, name: str, owner: str, quota_bytes=None, quota_objects=None
         if workload_class != SAMPLES:
             transaction.on_commit(write_gateway_config)   # the gateway's admission follows
     return bucket
+
+
+def class_as_checkpoints(name: str) -> bool:
+    """A bucket that checkpoint jobs save into is in the checkpoints class of work (the
+    gateway admits its requests there); True if it was in another. The operator may set it
+    back (``workload_class``)."""
+    moved = Bucket.objects.filter(name=name).exclude(workload_class=CHECKPOINTS).update(
+        workload_class=CHECKPOINTS)
+    if moved:
+        transaction.on_commit(write_gateway_config)
+    return bool(moved)
 
 
 def update_bucket(bucket: Bucket, changes: dict) -> Bucket:
