@@ -33,10 +33,7 @@ if [ "$(id -u)" != 0 ]; then
   echo "build-debian-root: debootstrap needs root" >&2
   exit 1
 fi
-for p in debootstrap systemd-container; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || {
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$p" >/dev/null; }
-done
+scripts/apt-ensure.sh --who build-debian-root debootstrap systemd-container
 mirror=$(grep -h -m1 -oE 'https?://[^ ]+/debian/?$' /etc/apt/sources.list.d/*.sources \
          /etc/apt/sources.list 2>/dev/null | head -1 || true)
 mirror=${mirror:-http://deb.debian.org/debian}

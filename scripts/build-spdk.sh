@@ -19,11 +19,12 @@ SPDK_VERSION=26.01
 SPDK_SHA256=a81e487825eb2ad2badb088814cc78b9d70899ebc7908141288f01d95c9a8dcc
 SPDK_URL=https://github.com/spdk/spdk/archive/refs/tags/v$SPDK_VERSION.tar.gz
 APT_PACKAGES=(libdpdk-dev libaio-dev libnuma-dev libkeyutils-dev libfuse3-dev uuid-dev
-              libssl-dev libncurses-dev pkg-config make gcc python3)
+              libssl-dev libncurses-dev pkg-config make gcc python3 librbd-dev librados-dev)
 # No ISA-L (no submodule in a release tarball, no nasm on Debian's minimal images), no
 # crypto/vhost/virtio/cuse/fsdev: Strata uses nvmf_tgt, the AIO/lvol/rbd bdevs and the
-# user-space initiators (spdk_dd, spdk_nvme_perf, spdk_nvme_identify).
-CONFIGURE_FLAGS=(--with-dpdk --disable-tests --disable-unit-tests --disable-examples
+# user-space initiators (spdk_dd, spdk_nvme_perf, spdk_nvme_identify). The rbd bdev links
+# Debian's librbd/librados (Ceph 16.2, the version the ceph driver's cluster runs).
+CONFIGURE_FLAGS=(--with-dpdk --with-rbd --disable-tests --disable-unit-tests --disable-examples
                  --without-crypto --without-vhost --without-virtio --without-nvme-cuse
                  --without-fsdev --without-aio-fsdev)
 APPS=(nvmf_tgt spdk_dd spdk_nvme_perf spdk_nvme_identify spdk_nvme_discover)
@@ -42,20 +43,7 @@ if [ -x "$prefix/bin/nvmf_tgt" ]; then
   exit 0
 fi
 
-missing=()
-for p in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" != 0 ]; then
-    echo "build-spdk: missing Debian packages (${missing[*]}); run as root or install them" >&2
-    exit 1
-  fi
-  echo "build-spdk: installing ${missing[*]}" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+scripts/apt-ensure.sh --who build-spdk "${APT_PACKAGES[@]}"
 
 mkdir -p "$cache"
 # One build at a time per machine: a second set-up (another worktree, CI) waits for the

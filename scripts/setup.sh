@@ -19,19 +19,9 @@ APT_PACKAGES=(
   golang-go
 )
 
-missing=()
-for p in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" != 0 ]; then
-    echo "setup: missing Debian packages (${missing[*]}); run as root or install them" >&2
-    exit 1
-  fi
-  echo "setup: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+installed=$(dpkg-query -W -f='${Status}\n' "${APT_PACKAGES[@]}" 2>/dev/null | grep -c "install ok installed" || true)
+if [ "$installed" != ${#APT_PACKAGES[@]} ]; then
+  ./scripts/apt-ensure.sh --who setup "${APT_PACKAGES[@]}"
   # Debian starts some daemons on install; Strata runs its own copies on its own ports.
   for svc in nfs-ganesha smbd nmbd tgt ceph.target ceph-crash ceph-radosgw.target; do
     command -v systemctl >/dev/null && systemctl disable --now "$svc" >/dev/null 2>&1 || true
