@@ -59,6 +59,7 @@ from ..errors import (
 )
 from .bdevs import SpdkDevicesMixin
 from .nvmf import SpdkNvmfMixin
+from .rbd import SpdkRbdMixin
 from .rpc import SpdkRpc
 
 MiB = 1 << 20
@@ -66,7 +67,7 @@ REDUNDANCY = {"none": "concat", "mirror": "raid1"}
 FS_OFF = "the spdk driver serves block volumes only; put file systems on a local pool"
 
 
-class SpdkDriver(SpdkDevicesMixin, SpdkNvmfMixin, Driver):
+class SpdkDriver(SpdkDevicesMixin, SpdkNvmfMixin, SpdkRbdMixin, Driver):
     """Pools, thin volumes, snapshots and clones in a running spdk_tgt.
 
     ``rpc_socket`` is spdk_tgt's RPC unix socket (default ``/var/tmp/spdk.sock``) or an

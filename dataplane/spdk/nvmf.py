@@ -51,7 +51,7 @@ class SpdkNvmfMixin:
 
     def _refuse_if_exported(self, pool: str, name: Optional[str]) -> None:
         for nqn, e in self._nvmf_load().items():
-            if e["pool"] == pool and (name is None or e["volume"] == name):
+            if not e.get("rbd") and e["pool"] == pool and (name is None or e["volume"] == name):
                 what = f"volume {e['volume']!r}" if name else f"pool {pool!r}"
                 raise InUse(f"{what} is exported over NVMe-oF as {nqn}; unexport it first")
 
@@ -61,10 +61,13 @@ class SpdkNvmfMixin:
 
     @staticmethod
     def _nvmf_info(nqn: str, e: dict) -> dict:
-        return {"protocol": "nvmf", "subsystem_nqn": nqn, "trtype": "tcp", "adrfam": "ipv4",
+        info = {"protocol": "nvmf", "subsystem_nqn": nqn, "trtype": "tcp", "adrfam": "ipv4",
                 "traddr": e["traddr"], "trsvcid": str(e["trsvcid"]), "nsid": 1,
                 "pool": e["pool"], "volume": e["volume"], "hosts": e["hosts"],
                 "dhchap_hosts": sorted(e.get("keys", {}))}
+        if e.get("rbd"):
+            info["ana_state"] = e["ana_state"]
+        return info
 
     def export_volume_nvmf(self, pool: str, name: str, hosts: Optional[list] = None,
                            traddr: str = "127.0.0.1", trsvcid: int = 4420,
@@ -76,7 +79,7 @@ class SpdkNvmfMixin:
         nqn = nqn or f"{NQN_BASE}:{pool}.{name}"
         exports = self._nvmf_load()
         for other, e in exports.items():
-            if (e["pool"], e["volume"]) == (pool, name) and other != nqn:
+            if not e.get("rbd") and (e["pool"], e["volume"]) == (pool, name) and other != nqn:
                 raise InUse(f"volume {name!r} is already exported as {other}")
         old_keys = exports.get(nqn, {}).get("keys", {})
         keys = self._put_keys(nqn, host_keys or {}, old_keys)
@@ -142,7 +145,7 @@ class SpdkNvmfMixin:
     @staticmethod
     def _nqn_of(exports: dict, pool: str, name: str) -> str:
         for nqn, e in exports.items():
-            if (e["pool"], e["volume"]) == (pool, name):
+            if not e.get("rbd") and (e["pool"], e["volume"]) == (pool, name):
                 return nqn
         raise NotFound(f"volume {name!r} of pool {pool!r} is not exported over NVMe-oF")
 
@@ -166,17 +169,22 @@ class SpdkNvmfMixin:
             if nqn.startswith(NQN_BASE + ":") and nqn not in exports:
                 self.rpc.call("nvmf_delete_subsystem", nqn=nqn)
                 plan["remove"].append(f"subsystem {nqn}")
+        plan["remove"] += self._drop_stale_rbd_bdevs(exports)
         for nqn, e in sorted(exports.items()):
             sub = live.get(nqn)
             any_host = e["hosts"] is None
             if sub is None:
+                # an RBD export is served by several targets: ANA says which path to prefer
+                ana = ({"ana_reporting": True, "min_cntlid": e["cntlid"][0],
+                        "max_cntlid": e["cntlid"][1]} if e.get("rbd") else {})
                 self.rpc.call("nvmf_create_subsystem", nqn=nqn, allow_any_host=any_host,
                               serial_number=_serial(nqn),
-                              model_number="Strata volume", max_namespaces=1)
+                              model_number="Strata volume", max_namespaces=1, **ana)
                 plan["add"].append(f"subsystem {nqn}")
                 sub = {"namespaces": [], "listen_addresses": [], "hosts": [],
                        "allow_any_host": any_host}
-            bdev = f"{e['pool']}/{e['volume']}"
+            bdev = (self._ensure_rbd_bdev(e["rbd"]) if e.get("rbd")
+                    else f"{e['pool']}/{e['volume']}")
             # SPDK names a namespace's bdev by its own name (an lvol's is its UUID)
             b = self._bdev(bdev)
             names = {bdev} | ({b["name"], *b.get("aliases", [])} if b else set())
@@ -198,6 +206,8 @@ class SpdkNvmfMixin:
                     "trtype": "TCP", "traddr": e["traddr"], "trsvcid": str(e["trsvcid"]),
                     "adrfam": "IPv4"})
                 plan["add"].append(f"{nqn} listener {e['traddr']}:{e['trsvcid']}")
+            if e.get("ana_state"):
+                self._reconcile_ana(nqn, e, plan)
             keys = e.get("keys", {})
             self.dhchap_keys.load(keys.values())      # an nvmf_tgt restart empties the keyring
             # a host whose key changed (or came or went) is admitted again with the new one
