@@ -58,7 +58,7 @@ ana AFTER
 
 
 @pytest.fixture(scope="module")
-def guest_image(tmp_path_factory):
+def own_guest_image(tmp_path_factory):
     """The guest kernel and initramfs (tests/guest.py), built for this module: the session's
     ``guest_image`` belongs to the guest group, and this module to the ceph group."""
     from tests import guest
@@ -178,7 +178,7 @@ def test_user_space_initiator_sees_both_paths_with_their_ana_states(two_paths, t
     assert states == [["2"], ["1"]]
 
 
-def test_guest_keeps_writing_when_the_optimized_target_is_killed(two_paths, guest_image,
+def test_guest_keeps_writing_when_the_optimized_target_is_killed(two_paths, own_guest_image,
                                                                    tmp_path):
     from tests.guest import Boot
 
@@ -190,9 +190,9 @@ def test_guest_keeps_writing_when_the_optimized_target_is_killed(two_paths, gues
     script = GUEST.format(guest=netns.guest_ip(0), nqn=exp["subsystem_nqn"],
                           hostnqn=GUEST_NQN, chunks=chunks,
                           paths=" ".join(f"{p['traddr']}:{p['trsvcid']}" for p in (a, b)))
-    initrd = guest_image.initrd_with(script, {"/data.bin": data}, tag="multipath")
+    initrd = own_guest_image.initrd_with(script, {"/data.bin": data}, tag="multipath")
     tap = netns.add_tap()
-    argv = guest_image.boot_args(initrd) + [
+    argv = own_guest_image.boot_args(initrd) + [
         "-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
         "-device", "virtio-net-pci,netdev=n0,romfile="]
     with Boot(argv, tmp_path / "guest.log", timeout=400, netns=netns.name) as vm:
