@@ -40,7 +40,7 @@ from plumbing.process import free_port  # noqa: E402
 from services.block.transports.qsd import QemuStorageDaemon  # noqa: E402
 
 MiB = 1 << 20
-SIZES = {"4M": 4 * MiB, "4K": 4096}
+SIZES = {"4M": 4 * MiB, "128K": 128 * 1024, "4K": 4096}
 JOBS = [("4M seq write", "write", "4M", "seq"), ("4M seq read", "read", "4M", "seq"),
         ("4K rand write", "write", "4K", "rand"), ("4K rand read", "read", "4K", "rand")]
 

@@ -16,7 +16,14 @@ Each path has its own fully written file of ``--size-mib`` under one
 times in a rotating order; medians are printed, with the serving process's CPU per I/O
 (``/proc/<pid>/stat``), then nvmf_tgt's idle CPU and resident memory.
 
-    .venv/bin/python bench/nvmf.py [--size-mib 512] [--runtime 5] [--repeat 3] [--json]
+``--suite ceph`` (or ``all``) measures a volume of a Ceph pool instead (the development
+cluster, started under the same directory: mon, mgr, 3 OSDs, replicated:3 over CRUSH hosts):
+NVMe-oF through SPDK's rbd bdev (spdk_nvme_perf, the same QD32 workloads) against ``rbd
+bench`` straight to the image (``--io-threads 32``, the same I/O size and pattern), and the
+idle CPU and memory of an nvmf_tgt holding the image open (librados' threads).
+
+    .venv/bin/python bench/nvmf.py [--size-mib 512] [--runtime 5] [--repeat 3]
+                                   [--suite file|ceph|all] [--json]
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.block import Procs, fill, fio, iscsi_via_nbd  # noqa: E402
+from bench.ceph_rbd import rbd_bench  # noqa: E402
 from dataplane import DeviceSpec  # noqa: E402
 from dataplane.spdk.driver import SpdkDriver  # noqa: E402
 from dataplane.spdk.target import SpdkTarget, initiator_config, run_app, spdk_binary  # noqa: E402
@@ -104,6 +112,8 @@ def main(argv=None) -> int:
     ap.add_argument("--runtime", type=int, default=5, help="seconds per job")
     ap.add_argument("--repeat", type=int, default=3, help="runs per job (medians reported)")
     ap.add_argument("--json", action="store_true", help="also print the raw numbers as JSON")
+    ap.add_argument("--suite", choices=("file", "ceph", "all"), default="file",
+                    help="file: raw file, NBD, iSCSI; ceph: a Ceph pool's volume")
     args = ap.parse_args(argv)
     for tool in ("fio", "tgtd", "qemu-storage-daemon"):
         if not shutil.which(tool):
@@ -112,6 +122,15 @@ def main(argv=None) -> int:
     if not spdk_binary("spdk_nvme_perf"):
         print("needs SPDK (scripts/build-spdk.sh)", file=sys.stderr)
         return 2
+    if args.suite in ("ceph", "all"):
+        ceph_suite(args)
+    if args.suite in ("file", "all"):
+        file_suite(args)
+    return 0
+
+
+def file_suite(args) -> None:
+    """NVMe-oF on an spdk pool against fio on the raw file, NBD and iSCSI."""
     size = args.size_mib * MiB
     d = Path(tempfile.mkdtemp(prefix="strata-test-bench-nvmf-", dir="/tmp"))
     procs, rt, target, drv = Procs(), None, None, None
@@ -170,7 +189,63 @@ def main(argv=None) -> int:
         if target is not None:
             target.stop()
         shutil.rmtree(d, ignore_errors=True)
-    return 0
+
+
+CEPH_SIDES = ("rbd bench", "NVMe-oF (spdk rbd bdev)")
+
+
+def ceph_suite(args) -> None:
+    """NVMe-oF through SPDK's rbd bdev against rbd bench, on one image of a Ceph pool."""
+    from dataplane.ceph.devcluster import DevCluster
+    from dataplane.ceph.driver import CephDriver
+
+    size = args.size_mib * MiB
+    d = Path(tempfile.mkdtemp(prefix="strata-test-bench-nvmf-ceph-", dir="/tmp"))
+    cluster, target, drv = None, None, None
+    try:
+        cluster = DevCluster(d / "cluster").up()
+        conf, client = str(cluster.conf), cluster.client
+        ceph = CephDriver(d / "ceph", ceph_conf=conf, client=client, pool_prefix="bench.")
+        ceph.create_pool("bench", [], redundancy="replicated:3", failure_domain="host")
+        vol = ceph.create_volume("bench", "disk", size)
+        image = f"{ceph._load('bench')['rados_pool']}/disk"
+        rbd_bench(conf, client, image, "write", "4M", "seq", size, 16)   # reads read data
+        target = SpdkTarget(d / "nvmf").start()
+        drv = SpdkDriver(d / "spdk", rpc_socket=str(target.rpc_socket), timeout=60)
+        export = drv.export_rbd_nvmf(vol.path, traddr="127.0.0.1", trsvcid=free_port())
+        idle = idle_figures(target.pid)
+        runs: dict = {label: {side: [] for side in CEPH_SIDES} for label, _, _ in WORKLOADS}
+        for rep in range(args.repeat):
+            for label, rw, bs in WORKLOADS:
+                io_type, pattern = ("write", "rand") if rw == "randwrite" else ("read", "seq")
+                # rbd bench runs to a byte total: about the runtime at the rates seen here
+                total = size // 16 if io_type == "write" else size
+                sides = [(CEPH_SIDES[0], lambda: rbd_bench(
+                             conf, client, image, io_type, f"{bs // 1024}K", pattern, total, 32)
+                          / 1e6),
+                         (CEPH_SIDES[1], lambda: perf(export, rw, bs, args.runtime)["MBps"])]
+                for side, run in (sides if rep % 2 == 0 else sides[::-1]):
+                    mbps = run()
+                    runs[label][side].append(mbps)
+                    print(f"  run {rep + 1} {label:14} {side:24} {mbps:9.1f} MB/s", flush=True)
+        print(f"\n{'workload':14} {'rbd bench MB/s':>15} {'NVMe-oF MB/s':>13} {'ratio':>7}")
+        for label, sides in runs.items():
+            rbd_mbps, nvmf_mbps = (statistics.median(sides[s]) for s in CEPH_SIDES)
+            print(f"{label:14} {rbd_mbps:15.1f} {nvmf_mbps:13.1f} {nvmf_mbps / rbd_mbps:6.2f}x")
+        print(f"(medians of {args.repeat}; replicated:3 over 3 CRUSH hosts on one machine; "
+              "aim >= 0.8x)")
+        print(f"nvmf_tgt with the image open, idle: {idle['idle_cpu_percent']:.2f}% of a core, "
+              f"{idle['rss_mib']:.0f} MiB resident")
+        if args.json:
+            print(json.dumps({"ceph_runs": runs, "ceph_idle": idle}, indent=2))
+    finally:
+        if drv is not None:
+            drv.rpc.close()
+        if target is not None:
+            target.stop()
+        if cluster is not None:
+            cluster.destroy()
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def print_table(results: dict) -> None:
