@@ -211,3 +211,44 @@ def test_guest_keeps_writing_when_the_optimized_target_is_killed(two_paths, own_
     assert hashlib.sha256(read_image(volume_path, len(data))).hexdigest() == \
         hashlib.sha256(data).hexdigest()
     print(f"longest wait for a 1 MiB write (the failover): {stall:.1f} s")
+
+
+def test_block_runtime_exports_a_ceph_volume_over_nvmf_to_its_host_group(two_paths, tmp_path):
+    """The block service's NVMe-oF transport given a ceph volume's rbd: path (what the plane
+    passes for a volume of a Ceph pool): one node's optimized path, the group's hosts only."""
+    from services.block.transports import Host, HostGroup
+    from services.block.transports.base import InvalidExport
+    from services.block.transports.nvmf import NvmfTarget
+
+    volume_path, targets, _ = two_paths
+    _, drv, address = targets[0]
+    nvmf = NvmfTarget(drv, tmp_path / "block", host=address, port=free_port())
+    other = "nqn.2014-08.org.nvmexpress:uuid:6e7f0000-0000-4000-8000-0000000000a3"
+    with pytest.raises(InvalidExport, match="DH-HMAC-CHAP"):
+        nvmf.export("exp-9", volume_path, host_group=HostGroup("keyed", hosts=[
+            Host("h", nqn=HOST_NQN, dhchap_key="DHHC-1:00:" + "A" * 44 + ":")]))
+    info = nvmf.export("exp-1", volume_path,
+                       host_group=HostGroup("g", hosts=[Host("h", nqn=HOST_NQN)]))
+    assert info["traddr"] == address and info["subsystem_nqn"].endswith(".vm")
+    assert nvmf.volume_of("exp-1") == volume_path
+
+    data = os.urandom(2 * MiB)
+    src = tmp_path / "src"
+    src.write_bytes(data)
+    args = info["traddr"], info["trsvcid"], info["subsystem_nqn"]
+    done = spdk_dd([f"--if={src}", "--ob=remoten1", f"--bs={MiB}"],
+                   attach_config(*args, HOST_NQN), tmp_path / "dd")
+    assert done.returncode == 0, done.stdout[-800:]
+    assert read_image(volume_path, len(data)) == data
+    refused = spdk_dd(["--ib=remoten1", f"--of={tmp_path / 'x'}", f"--bs={MiB}", "--count=1"],
+                      attach_config(*args, other), tmp_path / "dd")
+    assert refused.returncode != 0
+
+    nvmf.set_hosts("exp-1", HostGroup("g", hosts=[Host("o", nqn=other)]))
+    moved = spdk_dd(["--ib=remoten1", f"--of={tmp_path / 'y'}", f"--bs={MiB}", "--count=2"],
+                    attach_config(*args, other), tmp_path / "dd")
+    assert moved.returncode == 0 and (tmp_path / "y").read_bytes() == data
+
+    nvmf.unexport("exp-1")
+    assert not [s for s in drv.rpc.call("nvmf_get_subsystems") if s["subtype"] == "NVMe"]
+    assert not [b for b in drv.rpc.call("bdev_get_bdevs") if b["name"].startswith("rbd:")]

@@ -110,6 +110,17 @@ class SpdkRbdMixin:
         self.reconcile_nvmf()
         return self._nvmf_info(nqn, exports[nqn])
 
+    def set_rbd_nvmf_hosts(self, nqn: str, hosts: Optional[list]) -> dict:
+        """Change the host NQNs allowed to connect to an RBD export on this target, live."""
+        self._check_hosts(hosts, None)
+        exports = self._nvmf_load()
+        if nqn not in exports or not exports[nqn].get("rbd"):
+            raise NotFound(f"no RBD export {nqn} on this target")
+        exports[nqn]["hosts"] = None if hosts is None else sorted(hosts)
+        self._nvmf_save(exports)
+        plan = self.reconcile_nvmf()
+        return {**self._nvmf_info(nqn, exports[nqn]), "plan": plan}
+
     def unexport_rbd_nvmf(self, nqn: str) -> None:
         """Delete an RBD export's subsystem and close its image on this target."""
         exports = self._nvmf_load()

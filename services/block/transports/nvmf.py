@@ -2,7 +2,10 @@
 
 spdk_tgt is both the volume engine and the NVMe-oF target, so this transport only maps
 export ids to the driver's subsystems (``SpdkDriver.export_volume_nvmf``). ``volume_path``
-is the spdk volume's path as the driver reports it: ``"<pool>/<volume>"``. The target
+is the spdk volume's path as the driver reports it: ``"<pool>/<volume>"``, or a ceph
+volume's ``rbd:POOL/IMAGE:...`` path, served through SPDK's rbd bdev as this node's
+optimized path (``SpdkDriver.export_rbd_nvmf``; dataplane/spdk/rbd.py serves one from
+several nodes with ANA). The target
 process (SPDK's nvmf_tgt) is `strata up`'s child (services/block/up.py), not this
 transport's: ``start`` re-applies the recorded subsystems, ``stop`` only lets go of it.
 """
@@ -73,6 +76,8 @@ class NvmfTarget(Transport):
         if read_only:
             raise InvalidExport("read-only NVMe-oF namespaces are not supported; export a "
                                 "snapshot clone instead")
+        if volume_path.startswith("rbd:"):
+            return self._export_rbd(export_id, volume_path, host_group, qos)
         pool, sep, volume = volume_path.partition("/")
         if not sep:
             raise InvalidExport(f"{volume_path!r} is not an spdk volume (expected pool/volume)")
@@ -86,6 +91,25 @@ class NvmfTarget(Transport):
         if qos is not None:
             self.set_qos_for(pool, volume, qos)
         self._exports[export_id] = {"pool": pool, "volume": volume}
+        self._save()
+        return self.connection_info(export_id)
+
+    def _export_rbd(self, export_id: str, volume_path: str, host_group: HostGroup | None,
+                    qos: QosLimits | None) -> dict:
+        if export_id in self._exports:
+            if self._exports[export_id].get("rbd") != volume_path:
+                raise ExportExists(f"export {export_id} already exists; unexport it first")
+            return self.connection_info(export_id)
+        hosts, keys = _hosts_and_keys(host_group)
+        if keys:
+            raise InvalidExport("DH-HMAC-CHAP is not offered yet for NVMe-oF exports of Ceph "
+                                "volumes: use a host group without dhchap keys")
+        if qos is not None:
+            raise InvalidExport("QoS limits are not offered yet for NVMe-oF exports of Ceph "
+                                "volumes")
+        info = self.driver.export_rbd_nvmf(volume_path, traddr=self.host, trsvcid=self.port,
+                                           hosts=hosts)
+        self._exports[export_id] = {"rbd": volume_path, "nqn": info["subsystem_nqn"]}
         self._save()
         return self.connection_info(export_id)
 
@@ -103,24 +127,36 @@ class NvmfTarget(Transport):
         """Change the allowed host NQNs and their DH-HMAC-CHAP keys live."""
         rec = self._get(export_id)
         hosts, keys = _hosts_and_keys(host_group)
+        if rec.get("rbd"):
+            if keys:
+                raise InvalidExport("DH-HMAC-CHAP is not offered yet for NVMe-oF exports of "
+                                    "Ceph volumes")
+            return self.driver.set_rbd_nvmf_hosts(rec["nqn"], hosts)
         return self.driver.set_nvmf_hosts(rec["pool"], rec["volume"], hosts, host_keys=keys)
 
     def unexport(self, export_id: str) -> None:
         rec = self._get(export_id)
-        self.driver.unexport_volume_nvmf(rec["pool"], rec["volume"])
+        if rec.get("rbd"):
+            self.driver.unexport_rbd_nvmf(rec["nqn"])
+        else:
+            self.driver.unexport_volume_nvmf(rec["pool"], rec["volume"])
         del self._exports[export_id]
         self._save()
 
     def resize(self, export_id: str) -> int:
         """The namespace follows the lvol's size by itself; return the current size."""
         rec = self._get(export_id)
+        if rec.get("rbd"):      # SPDK's rbd bdev follows the image's size (librbd's watch)
+            from dataplane.ceph.rbd import image_size
+            return image_size(rec["rbd"])
         return self.driver.volume_info(rec["pool"], rec["volume"]).size_bytes
 
     def connection_info(self, export_id: str) -> dict:
         """{"protocol": "nvmf", "subsystem_nqn", "traddr", "trsvcid", "trtype": "tcp", "nsid"}."""
         rec = self._get(export_id)
         for e in self.driver.nvmf_exports():
-            if (e["pool"], e["volume"]) == (rec["pool"], rec["volume"]):
+            if (e["subsystem_nqn"] == rec["nqn"] if rec.get("rbd")
+                    else (e["pool"], e["volume"]) == (rec["pool"], rec["volume"])):
                 return {"protocol": "nvmf", "export_id": export_id,
                         "subsystem_nqn": e["subsystem_nqn"], "trtype": "tcp",
                         "traddr": e["traddr"], "trsvcid": e["trsvcid"], "nsid": e["nsid"],
@@ -132,7 +168,7 @@ class NvmfTarget(Transport):
 
     def volume_of(self, export_id: str) -> str:
         rec = self._get(export_id)
-        return f"{rec['pool']}/{rec['volume']}"
+        return rec.get("rbd") or f"{rec['pool']}/{rec['volume']}"
 
     def _get(self, export_id: str) -> dict:
         try:

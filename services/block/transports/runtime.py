@@ -167,6 +167,9 @@ class BlockRuntime:
         if t is self.qsd:
             self.qsd.set_qos(export_id, qos)
         elif t is self.nvmf:
+            if self.nvmf.volume_of(export_id).startswith("rbd:"):
+                raise InvalidExport("QoS limits are not offered yet for NVMe-oF exports of "
+                                    "Ceph volumes")
             pool, _, volume = self.nvmf.volume_of(export_id).partition("/")
             self.nvmf.set_qos_for(pool, volume, qos or QosLimits())
         else:
