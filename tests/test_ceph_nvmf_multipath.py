@@ -2,7 +2,9 @@
 bdev, with ANA: one path optimized, the other non-optimized (as Ceph's NVMe-oF gateway does).
 
 - SPDK's user-space initiator sees the same subsystem on both paths with their ANA states,
-  and bytes written through one path read back through the other and through librbd;
+  and bytes written through one path read back through the other and through librbd; the
+  optimized path moves; a target killed and started again gets its export back;
+- the block service's NVMe-oF transport exports a ceph volume to its host group;
 - a TCG guest connects both paths with its kernel's native NVMe multipath and keeps
   writing when the optimized target is killed (kill -9); every byte it wrote reads back
   through librbd, by hash.
@@ -176,6 +178,18 @@ def test_user_space_initiator_sees_both_paths_with_their_ana_states(two_paths, t
     states = [re.findall(r"^\s*ANA State\s*:\s*(\d+)", identify(p, nqn), re.M)
               for p in exp["paths"]]
     assert states == [["2"], ["1"]]
+
+    # a target killed and started again gets its image, subsystem and ANA state back
+    target, drv_b, _ = targets[1]
+    target.kill()
+    target.start()
+    drv_b.rpc.close()
+    drv_b.reconcile_nvmf()
+    assert re.findall(r"^\s*ANA State\s*:\s*(\d+)", identify(b, nqn), re.M) == ["1"]
+    done = spdk_dd(["--ib=remoten1", f"--of={back}", f"--bs={MiB}", "--count=4"],
+                   attach_config(b["traddr"], b["trsvcid"], nqn, HOST_NQN), tmp_path / "dd")
+    assert done.returncode == 0, done.stdout[-800:]
+    assert back.read_bytes() == data
 
 
 def test_guest_keeps_writing_when_the_optimized_target_is_killed(two_paths, own_guest_image,
