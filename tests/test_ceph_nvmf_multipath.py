@@ -40,7 +40,11 @@ for path in {paths}; do
   echo "transport=tcp,traddr=${{path%:*}},trsvcid=${{path#*:}},nqn={nqn},hostnqn={hostnqn}" \\
     > /dev/nvme-fabrics
 done
-for i in $(seq 150); do [ -b /dev/nvme0n1 ] && break; sleep 0.2; done
+# the second path's namespace is scanned after its connect returns: wait for both
+for i in $(seq 150); do
+  [ -b /dev/nvme0n1 ] && [ $(ls /sys/class/nvme/nvme*/nvme*c*n1/ana_state | wc -l) = 2 ] && break
+  sleep 0.2
+done
 ana() {{
   for f in /sys/class/nvme/nvme*/nvme*c*n1/ana_state; do
     echo "$1 $(grep -o 'trsvcid=[0-9]*' ${{f%/*/*}}/address | cut -d= -f2) $(cat $f)"
@@ -48,6 +52,7 @@ ana() {{
 }}
 ana ANA
 echo MULTIPATH $(cat /sys/module/nvme_core/parameters/multipath)
+echo IO_TIMEOUT $(cat /sys/module/nvme_core/parameters/io_timeout)
 i=0
 while [ $i -lt {chunks} ]; do
   dd if=/data.bin of=/dev/nvme0n1 bs=1M skip=$i seek=$i count=1 conv=fsync 2>/dev/null
@@ -206,7 +211,10 @@ def test_guest_keeps_writing_when_the_optimized_target_is_killed(two_paths, own_
                           paths=" ".join(f"{p['traddr']}:{p['trsvcid']}" for p in (a, b)))
     initrd = own_guest_image.initrd_with(script, {"/data.bin": data}, tag="multipath")
     tap = netns.add_tap()
-    argv = own_guest_image.boot_args(initrd) + [
+    # the surviving target takes the image's exclusive lock only once the dead client's watch
+    # expires (~30 s, the OSDs' osd_client_watch_timeout): a write waits that long, as long
+    # as the kernel's default NVMe I/O timeout (30 s), which would reset the surviving path
+    argv = own_guest_image.boot_args(initrd, append="nvme_core.io_timeout=120") + [
         "-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
         "-device", "virtio-net-pci,netdev=n0,romfile="]
     with Boot(argv, tmp_path / "guest.log", timeout=400, netns=netns.name) as vm:
@@ -217,7 +225,7 @@ def test_guest_keeps_writing_when_the_optimized_target_is_killed(two_paths, own_
     times = [float(t) for t in re.findall(r"^CHUNK \d+ ([\d.]+)\r?$", out, re.M)]
     assert len(times) == chunks, out[-3000:]
     stall = max(later - earlier for earlier, later in zip(times, times[1:]))
-    assert vm.marker("MULTIPATH") == "Y"
+    assert vm.marker("MULTIPATH") == "Y" and vm.marker("IO_TIMEOUT") == "120"
     ana = dict(re.findall(r"^ANA (\d+) (\S+)\r?$", out, re.M))
     assert ana == {a["trsvcid"]: "optimized", b["trsvcid"]: "non-optimized"}, out[-3000:]
     assert vm.marker("WROTE") == hashlib.sha256(data).hexdigest()
