@@ -347,7 +347,8 @@ class Controller(csi_pb2_grpc.ControllerServicer):
             if current and size > current:  # a file system without a quota has no size
                 row = client.patch(f"filesystems/{vid.name}/", {"quota_bytes": size})
         return csi_pb2.ControllerExpandVolumeResponse(
-            capacity_bytes=_capacity(vid.kind, row), node_expansion_required=False)
+            capacity_bytes=_capacity(vid.kind, row),
+            node_expansion_required=vid.kind == "volume")  # the file system on it grows
 
     # -- snapshots -------------------------------------------------------------------------
 

@@ -51,6 +51,10 @@ def bind(source: str, target: str, read_only: bool = False) -> None:
             raise
 
 
+def mount(device: str, target: str, fs_type: str, flags: list[str]) -> None:
+    _run("mount", "-t", fs_type, *(["-o", ",".join(flags)] if flags else []), device, target)
+
+
 def unmount(path: str) -> None:
     """Unmount ``path`` until nothing is mounted there (stacked binds included)."""
     while is_mount_point(path):

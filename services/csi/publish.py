@@ -109,7 +109,8 @@ def publish(client, kind: str, volume_name: str, node: NodeIdentity, read_only: 
     _register(client, host, fields)
     _join(client, groups[read_only], host)
     if kind != "volume":
-        return {}
+        return nfs_grant(client, volume_name, node.address, read_only) if protocol == "nfs" \
+            else {}
     exports = block_exports(client, volume_name)
     if not exports:
         exports = [client.post("block-exports/", {
@@ -125,12 +126,63 @@ def unpublish(client, kind: str, volume_name: str, node: NodeIdentity) -> None:
         return
     for group in groups_of(volume_name).values():
         _leave(client, group, host)
+    if kind != "volume":
+        nfs_revoke(client, volume_name, node.address)
+
+
+def nfs_export(client, fs_name: str) -> dict | None:
+    """The NFS export the driver made for a file system (pseudo path ``/<name>``), or None."""
+    return next((e for e in list_all(client, "nfs-exports/")
+                 if e["filesystem"] == fs_name and e["pseudo"] == f"/{fs_name}"), None)
+
+
+def nfs_server(client) -> tuple[str, str]:
+    """(address, port) of the appliance's NFS server, from its health report."""
+    found = (client.get("health").get("services", {}).get("file", {}).get("nfs") or {})
+    host, _, port = (found.get("address") or "").rpartition(":")
+    if not host:
+        raise CsiError(grpc.StatusCode.FAILED_PRECONDITION,
+                       "the appliance runs no NFS server (strata up --nfs-port)")
+    return host, port
+
+
+def nfs_grant(client, fs_name: str, address: str, read_only: bool) -> dict:
+    """A client rule for the node's address on the file system's export (made at the first
+    publish); the publish context tells the node where to mount it from."""
+    rule = {"address": address, "access": "ro" if read_only else "rw",
+            "squash": "no_root_squash"}
+    export = nfs_export(client, fs_name)
+    if export is None:
+        export = client.post("nfs-exports/", {"filesystem": fs_name, "pseudo": f"/{fs_name}",
+                                               "clients": [rule]})
+    else:
+        clients = [c for c in export["clients"] if c["address"] != address]
+        if rule not in export["clients"]:
+            export = client.patch(f"nfs-exports/{export['id']}/",
+                                  {"clients": clients + [rule]})
+    host, port = nfs_server(client)
+    return {"server": host, "port": port, "export": export["pseudo"]}
+
+
+def nfs_revoke(client, fs_name: str, address: str) -> None:
+    """The node's rule goes; the export goes with its last rule."""
+    export = nfs_export(client, fs_name)
+    if export is None:
+        return
+    clients = [c for c in export["clients"] if c["address"] != address]
+    if not clients:
+        client.request("DELETE", f"nfs-exports/{export['id']}/", ok=(204, 404))
+    elif clients != export["clients"]:
+        client.patch(f"nfs-exports/{export['id']}/", {"clients": clients})
 
 
 def forget(client, volume_name: str) -> None:
     """Before a volume is deleted: its exports and host groups go."""
     for export in block_exports(client, volume_name):
         client.request("DELETE", f"block-exports/{export['id']}/", ok=(204, 404))
+    export = nfs_export(client, volume_name)
+    if export is not None:
+        client.request("DELETE", f"nfs-exports/{export['id']}/", ok=(204, 404))
     for group in groups_of(volume_name).values():
         try:
             client.request("DELETE", f"host-groups/{group}/", ok=(204, 404))

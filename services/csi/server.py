@@ -22,8 +22,8 @@ from services.csi.proto import csi_pb2_grpc
 def build_server(endpoint: str, mode: str, plane: PlaneConfig | None,
                  node_id: str | None = None, node_address: str = "",
                  workers: int = 8) -> grpc.Server:
-    """A started-ready (not started) gRPC server bound to ``endpoint`` (unix://PATH or
-    HOST:PORT)."""
+    """A started-ready (not started) gRPC server bound to ``endpoint`` (unix://PATH, or
+    tcp://HOST:PORT / HOST:PORT: a node plugin reached over the network)."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
     serves_controller = mode in ("controller", "all")
     csi_pb2_grpc.add_IdentityServicer_to_server(
@@ -37,6 +37,8 @@ def build_server(endpoint: str, mode: str, plane: PlaneConfig | None,
         if os.path.exists(path):
             os.unlink(path)  # a socket left by a previous run of the plugin
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    if endpoint.startswith("tcp://"):
+        endpoint = endpoint.removeprefix("tcp://")
     if server.add_insecure_port(endpoint) == 0:
         raise SystemExit(f"cannot listen on {endpoint}")
     return server
