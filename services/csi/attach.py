@@ -66,13 +66,13 @@ def _iscsi_sessions(iqn: str, portal: str) -> list[str]:
         conn = glob.glob(f"/sys/class/iscsi_connection/connection{name}:*")
         if not conn or (_read(f"{conn[0]}/persistent_address") == host
                         and _read(f"{conn[0]}/persistent_port") == port):
-            found.append(os.path.realpath(session))
+            found.append(os.path.realpath(f"{session}/device"))  # .../hostN/sessionN
     return found
 
 
 def _session_disks(session: str, lun: str | None = None) -> list[str]:
     """Block devices (``sdX``) of a session's LUNs (only ``lun`` when given)."""
-    pattern = f"{session}/../target*/*:*:*:{lun if lun is not None else '*'}/block/*"
+    pattern = f"{session}/target*/*:*:*:{lun if lun is not None else '*'}/block/*"
     return sorted(os.path.basename(p) for p in glob.glob(pattern))
 
 
@@ -80,10 +80,15 @@ def iscsi_attach(portal: str, iqn: str, lun: str, timeout: float = 20) -> str:
     """Log in (once per target) and return the LUN's device path."""
     if not _iscsi_sessions(iqn, portal):
         run("iscsiadm", "-m", "node", "-T", iqn, "-p", portal, "-o", "new")
+        # a target that is gone or refuses: fail within ~20 s (the defaults retry 2 minutes)
+        for name, value in (("node.session.initial_login_retry_max", "1"),
+                            ("node.conn[0].timeo.login_timeout", "10")):
+            run("iscsiadm", "-m", "node", "-T", iqn, "-p", portal, "-o", "update",
+                "-n", name, "-v", value)
         try:
             run("iscsiadm", "-m", "node", "-T", iqn, "-p", portal, "--login", timeout=90)
         except AttachError:
-            run("iscsiadm", "-m", "node", "-T", iqn, "-p", portal, "-o", "delete")
+            _iscsi_forget(iqn, portal)
             raise
     else:  # a LUN added to a target this node is logged in to already
         run("iscsiadm", "-m", "node", "-T", iqn, "-p", portal, "-R")
@@ -105,8 +110,15 @@ def iscsi_detach_session(iqn: str, portal: str) -> None:
     """Log out of the target when none of its LUNs is left in use."""
     for session in _iscsi_sessions(iqn, portal):
         if not _session_disks(session):
-            run("iscsiadm", "-m", "node", "-T", iqn, "-p", portal, "--logout")
-            run("iscsiadm", "-m", "node", "-T", iqn, "-p", portal, "-o", "delete")
+            _iscsi_forget(iqn, portal)
+            return
+
+
+def _iscsi_forget(iqn: str, portal: str) -> None:
+    """Log out (a half-made session included) and drop the node record."""
+    for op in (["--logout"], ["-o", "delete"]):
+        subprocess.run(["iscsiadm", "-m", "node", "-T", iqn, "-p", portal, *op],
+                       capture_output=True, timeout=90)
 
 
 def _iscsi_detach(disk: str) -> None:

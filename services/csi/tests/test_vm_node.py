@@ -256,6 +256,7 @@ def test_stage_of_a_volume_whose_export_was_deleted_fails_clearly_leaving_nothin
     for vol in (nfs, block):
         with pytest.raises(grpc.RpcError) as err:
             vol.stage(guest)
+        print(err.value.details())
         assert err.value.code() == grpc.StatusCode.NOT_FOUND, err.value.details()
         assert vol.vol.volume_id in err.value.details()
         assert_left_nothing(guest, vol)
