@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -26,7 +27,8 @@ import pytest
 
 from services.csi.proto import csi_pb2
 from services.csi.tests.guest_node import GuestNode, Staged, block_cap, mount_cap, rest
-from services.csi.tests.plugin import Plugin
+from services.csi.tests.plugin import ROOT, Plugin
+from services.csi.tests.test_sanity import SKIPPED, build_csi_sanity, run_sanity
 from tests.appliance import Appliance
 from tests.kit import free_port
 from tests.spdk_support import attach_config, spdk_dd, spdk_unavailable
@@ -64,13 +66,18 @@ def workdir():
 
 
 @pytest.fixture(scope="module")
-def controller(app, workdir):
+def controller_plugin(app, workdir):
     creds = app.credentials
     (workdir / "ctl").mkdir()
     plug = Plugin(workdir / "ctl", creds["api_url"], creds["token"], mode="controller").start()
-    with plug.channel() as ch:
-        yield plug.controller(ch)
+    yield plug
     plug.stop()
+
+
+@pytest.fixture(scope="module")
+def controller(controller_plugin):
+    with controller_plugin.channel() as ch:
+        yield controller_plugin.controller(ch)
 
 
 @pytest.fixture(scope="module")
@@ -262,3 +269,34 @@ def test_stage_of_a_volume_whose_export_was_deleted_fails_clearly_leaving_nothin
         assert_left_nothing(guest, vol)
         vol.unpublish_and_unstage()  # what a CO does next: nothing to do, no error
         vol.delete()
+
+
+PATH_COMMANDS = (("createmountpathcmd", "mkdir"), ("createstagingpathcmd", "mkdir"),
+                 ("removemountpathcmd", "rm"), ("removestagingpathcmd", "rm"),
+                 ("checkpathcmd", "check"))
+
+
+def test_csi_sanity_with_the_node_plugin_in_the_guest(app, controller_plugin, guest,
+                                                      workdir):
+    """csi-sanity with its controller calls to the host's plugin and its node calls to the
+    guest's, over TCP, volumes of the nfs protocol: staged with the guest kernel's NFS client.
+    Its staging and target paths are made and checked in the guest (path commands through the
+    test agent)."""
+    work = workdir / "sanity"
+    work.mkdir()
+    agent = f"{guest.address}:{guest.port + 1}"
+    extra = [f"--csi.controllerendpoint={controller_plugin.endpoint}"]
+    for flag, action in PATH_COMMANDS:
+        script = work / f"{flag}.sh"
+        script.write_text(f"#!/bin/sh\ncd {ROOT} && exec {sys.executable} -m "
+                          f'services.csi.tests.guest_path {action} {agent} "$1"\n')
+        script.chmod(0o755)
+        extra.append(f"--csi.{flag}={script}")
+    passed, skipped, failed, run = run_sanity(
+        build_csi_sanity(), work, app.credentials["token"], guest.endpoint,
+        "protocol: nfs\npool: default\n", tuple(extra))
+    assert not failed, "\n\n".join(f"{n}\n{m}" for n, m in failed)
+    assert run.returncode == 0, run.stdout[-4000:]
+    assert set(skipped) <= set(SKIPPED), sorted(set(skipped) - set(SKIPPED))
+    assert len(passed) > 60
+    assert " /tmp/" not in guest_mounts(guest)
