@@ -121,7 +121,7 @@ def test_unpublish_and_unstage_after_a_plugin_restart(appliance, plugin, workdir
     assert not mounts.is_mount_point(str(target)) and not mounts.is_mount_point(str(staging))
 
 
-def test_protocols_this_node_cannot_stage_say_so(appliance, plugin, workdir):
+def test_an_nfs_stage_without_controller_publish_says_so(appliance, plugin, workdir):
     with plugin.channel() as ch:
         vol = plugin.controller(ch).CreateVolume(csi_pb2.CreateVolumeRequest(
             name="pvc-nfs-on-host", volume_capabilities=[mount_cap()],
@@ -132,8 +132,8 @@ def test_protocols_this_node_cannot_stage_say_so(appliance, plugin, workdir):
                     volume_id=vol.volume_id, staging_target_path=str(workdir),
                     volume_capability=mount_cap(), volume_context=vol.volume_context),
                     timeout=30)
-            assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-            assert "nfs" in err.value.details()
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "ControllerPublished" in err.value.details()
             assert not mounts.is_mount_point(str(workdir))
         finally:
             plugin.controller(ch).DeleteVolume(
