@@ -13,6 +13,7 @@ modules, the network (a tap in the test's namespace), the node's IQN and host NQ
 log; the guest is killed (by PID) when the context ends."""
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -21,6 +22,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -55,8 +57,8 @@ python3 /opt/strata/agent.py "$AGENT_PORT" &
 echo "STRATA-NODE-UP $(cut -d' ' -f1 /proc/uptime)"
 cd /opt/strata
 while true; do   # the plugin again after a test stopped it (kill $(cat /run/csi.pid))
-  /opt/csi/venv/bin/python -m services.csi --mode node --endpoint "tcp://0.0.0.0:$PORT" \\
-      --node-id "$NAME" --node-address "$ADDRESS" --log-level WARNING &
+  /opt/csi/venv/bin/python -m services.csi --mode "$MODE" --endpoint "tcp://0.0.0.0:$PORT" \\
+      --node-id "$NAME" --node-address "$ADDRESS" --log-level WARNING $PLANE &
   echo $! > /run/csi.pid
   wait $!
   echo "STRATA-NODE-PLUGIN-EXIT $?"
@@ -172,18 +174,61 @@ def _code_files() -> dict:
     return files
 
 
+class Forwarder:
+    """TCP from ``listen`` (host, port) to ``target``: the guest reaches the plane's API, which
+    listens on 127.0.0.1, at the host end of its network only. Threads; ``close()`` stops."""
+
+    def __init__(self, listen: tuple, target: tuple):
+        self.target = target
+        self.server = socket.create_server(listen)
+        self.port = self.server.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=30)
+            except OSError:
+                conn.close()
+                continue
+            upstream.settimeout(None)
+            for a, b in ((conn, upstream), (upstream, conn)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst):
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    def close(self):
+        self.server.close()
+
+
 class GuestNode:
     """One booted guest serving the node plugin at ``endpoint`` (ADDRESS:PORT)."""
 
     def __init__(self, image: Image, netns, workdir: Path, name: str = "guest-node",
                  iqn: str = "iqn.2026-12.io.strata.test:guest-node",
                  nqn: str = "nqn.2014-08.org.nvmexpress:uuid:6e7f0000-0000-4000-8000-0000000c5100",
-                 port: int = 10000, memory_mib: int = 1024):
+                 port: int = 10000, memory_mib: int = 1024, plane_url: str = "",
+                 token: str = ""):
         self.image, self.netns, self.workdir = image, netns, Path(workdir)
         self.name, self.iqn, self.nqn, self.port = name, iqn, nqn, port
         self.address = netns.guest_ip(0)
         self.endpoint = f"{self.address}:{port}"
         self.memory_mib = memory_mib
+        self.plane_url, self.token = plane_url, token  # given: it serves the controller too
         self.boot: Boot | None = None
         self.boot_seconds = 0.0
 
@@ -194,9 +239,15 @@ class GuestNode:
         subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b",
                         str(base), str(overlay)], check=True)
         env = (f"NAME={self.name}\nADDRESS={self.address}\nPORT={self.port}\n"
-               f"AGENT_PORT={self.port + 1}\nIQN={self.iqn}\nNQN={self.nqn}\n")
-        files = {"/guest.env": env.encode(), "/guest-init": GUEST_INIT.encode(),
-                 "/strata/agent.py": AGENT.encode(), **_code_files()}
+               f"AGENT_PORT={self.port + 1}\nIQN={self.iqn}\nNQN={self.nqn}\n"
+               f"MODE={'all' if self.plane_url else 'node'}\n")
+        files = {}
+        if self.plane_url:  # the controller too, reaching the plane through the forwarder
+            env += ("PLANE='--plane-url " + self.plane_url
+                    + " --token-file /opt/strata/token'\n")
+            files["/strata/token"] = self.token.encode()
+        files.update({"/guest.env": env.encode(), "/guest-init": GUEST_INIT.encode(),
+                      "/strata/agent.py": AGENT.encode(), **_code_files()})
         initrd = self.image.initrd_with(SWITCH, files, tag="csi-node")
         tap = self.netns.add_tap()
         argv = self.image.boot_args(initrd, memory_mib=self.memory_mib) + [

@@ -26,7 +26,7 @@ import grpc
 import pytest
 
 from services.csi.proto import csi_pb2
-from services.csi.tests.guest_node import GuestNode, Staged, block_cap, mount_cap, rest
+from services.csi.tests.guest_node import Forwarder, GuestNode, Staged, block_cap, mount_cap, rest
 from services.csi.tests.plugin import ROOT, Plugin
 from services.csi.tests.test_sanity import SKIPPED, build_csi_sanity, run_sanity
 from tests.appliance import Appliance
@@ -81,12 +81,19 @@ def controller(controller_plugin):
 
 
 @pytest.fixture(scope="module")
-def guest(guest_image, netns, workdir):
-    node = GuestNode(guest_image, netns, workdir).start()
+def guest(guest_image, netns, app, workdir):
+    """The guest's plugin serves the controller too (for csi-sanity, which asks one endpoint's
+    Identity whether a controller is there): it reaches the plane through a forwarder on the
+    host end of the guest's network. The other tests call only its Node service."""
+    forward = Forwarder((netns.host_ip, 0), ("127.0.0.1", app.port))
+    node = GuestNode(guest_image, netns, workdir,
+                     plane_url=f"http://{netns.host_ip}:{forward.port}",
+                     token=app.credentials["token"])
     try:
-        yield node
+        yield node.start()
     finally:
         node.stop()
+        forward.close()
 
 
 @pytest.fixture(scope="module")
@@ -278,14 +285,14 @@ PATH_COMMANDS = (("createmountpathcmd", "mkdir"), ("createstagingpathcmd", "mkdi
 
 def test_csi_sanity_with_the_node_plugin_in_the_guest(app, controller_plugin, guest,
                                                       workdir):
-    """csi-sanity with its controller calls to the host's plugin and its node calls to the
-    guest's, over TCP, volumes of the nfs protocol: staged with the guest kernel's NFS client.
-    Its staging and target paths are made and checked in the guest (path commands through the
-    test agent)."""
+    """csi-sanity against the plugin in the guest over TCP (controller and node: csi-sanity
+    takes a node's Identity to say whether there is a controller), volumes of the nfs
+    protocol, staged with the guest kernel's NFS client. Its staging and target paths are made
+    and checked in the guest (path commands through the test agent)."""
     work = workdir / "sanity"
     work.mkdir()
     agent = f"{guest.address}:{guest.port + 1}"
-    extra = [f"--csi.controllerendpoint={controller_plugin.endpoint}"]
+    extra = []
     for flag, action in PATH_COMMANDS:
         script = work / f"{flag}.sh"
         script.write_text(f"#!/bin/sh\ncd {ROOT} && exec {sys.executable} -m "
