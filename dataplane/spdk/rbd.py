@@ -29,6 +29,7 @@ from typing import Optional
 
 from ..ceph.rbd import parse_rbd_path
 from ..errors import InUse, InvalidArgument, NotFound
+from .nvmf import NQN_BASE
 
 ANA_STATES = ("optimized", "non_optimized", "inaccessible")
 CNTLID_SPAN = 1000        # controller IDs per target: target i has i*1000+1 .. (i+1)*1000
@@ -67,8 +68,6 @@ class SpdkRbdMixin:
         """Serve the ceph volume ``volume_path`` (an ``rbd:`` path) on this target's
         ``traddr:trsvcid`` with the listener in ``ana_state``; ``target_index`` picks this
         target's controller IDs (each target of one export needs its own index)."""
-        from .nvmf import NQN_BASE
-
         spec = parse_rbd_path(volume_path)
         if spec["snap"]:
             raise InvalidArgument("volume_path: a snapshot cannot be exported read-write; "

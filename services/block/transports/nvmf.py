@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from dataplane.ceph.rbd import image_size
 from plumbing.atomic import write_json_atomic
 
 from .base import (
@@ -147,7 +148,6 @@ class NvmfTarget(Transport):
         """The namespace follows the lvol's size by itself; return the current size."""
         rec = self._get(export_id)
         if rec.get("rbd"):      # SPDK's rbd bdev follows the image's size (librbd's watch)
-            from dataplane.ceph.rbd import image_size
             return image_size(rec["rbd"])
         return self.driver.volume_info(rec["pool"], rec["volume"]).size_bytes
 
