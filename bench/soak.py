@@ -1,0 +1,389 @@
+"""The soak: a whole appliance (`strata up`, real daemons) under mixed load for a set time,
+with faults on a timer, and nothing acknowledged may be lost.
+
+Load (bench/soak_load.py, one client thread each): S3 PUT/GET/multipart/list (boto3), NFS
+writes and sample reads (nfs-rs), SMB writes (smbprotocol), block writes over NBD and iSCSI
+(qemu-io), checkpoint bursts of 4 ranks with commits and restores (the checkpoint SDK),
+vector upserts and searches, a snapshot schedule, a backup to S3 and a tier move (REST).
+Faults (bench/soak_faults.py), one at a time, spread over the run: kill -9 of tgtd,
+qemu-storage-daemon, Ganesha, smbd, the S3 gateway, Redis, the web server and the Celery
+worker (each started again by `strata up`), and the small pool filled for a while then
+freed. After each fault and at the end, everything acknowledged is read back.
+
+Exit 1 on an unexpected error, a read-back mismatch, a leak (a daemon's PSS grown past
+LEAK_ALLOWANCE_MIB + LEAK_MIB_PER_HOUR per hour from its baseline, or its descriptors by
+more than FD_ALLOWANCE), a scheduled fault that did not happen, or a class without
+operations. Usage (root): `python bench/soak.py [--minutes 30] [--json out.json] [--record]`.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench import soak_load as load  # noqa: E402
+from bench.soak_faults import KILLED, Daemons, FaultWindows, growth  # noqa: E402
+from tests.appliance import Appliance  # noqa: E402
+
+LEAK_ALLOWANCE_MIB = 64     # a warmed-up daemon may still grow this much (caches, arenas)
+LEAK_MIB_PER_HOUR = 64      # ... plus this per hour; more is a leak
+FD_ALLOWANCE = 64           # descriptors a daemon may gain (clients' connections); more: a leak
+PASSWORD = "Strata-soak-1"
+
+
+class Plane:
+    """The REST API of the appliance, as an operator's script calls it."""
+
+    def __init__(self, creds: dict):
+        self.url, self.token = creds["api_url"], creds["token"]
+
+    def __call__(self, method: str, path: str, body=None, timeout: float = 30):
+        req = urllib.request.Request(
+            self.url + path, method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": f"Token {self.token}",
+                     "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            raise RuntimeError(f"{method} {path}: {exc.code} {exc.read()[:300]!r}") from None
+
+    def run_job(self, path: str, body=None, timeout: float = 600) -> dict:
+        """POST to an endpoint that answers 202 with a Job; wait for it; raise unless it
+        succeeded."""
+        job = self("POST", path, body or {})
+        deadline = time.monotonic() + timeout
+        while job["state"] not in ("succeeded", "failed", "cancelled"):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"job {job['id']} ({path}) still {job['state']}")
+            time.sleep(0.5)
+            job = self("GET", f"jobs/{job['id']}/")
+        if job["state"] != "succeeded":
+            raise RuntimeError(f"job {job['id']} ({path}) {job['state']}: "
+                               f"{job.get('error') or job.get('message')}")
+        return job
+
+
+class Soak:
+    def __init__(self, app: Appliance, minutes: float, keys: int):
+        self.app, self.seconds = app, minutes * 60
+        self.windows = FaultWindows()
+        self.stats = load.Stats(self.windows)
+        self.daemons = Daemons(app.data_dir)
+        self.keys = keys
+        self.faults: list[dict] = []
+        self.user = ""
+        self.traffic: list[load.Traffic] = []
+
+    # ------------------------------------------------------------------- what the load uses
+    def provision(self) -> None:
+        from services.file.tests.plane_support import new_user_name
+        api, creds = Plane(self.app.credentials), self.app.credentials
+        api("POST", "pools/", {"name": "small", "driver": "local", "devices": ["image:256M"],
+                               "media": "capacity"})
+        fs = {}
+        for name, pool in (("files", "small"), ("filler", "small"), ("samples", "default"),
+                           ("ckpt", "default"), ("tiered", "default")):
+            fs[name] = api("POST", "filesystems/", {"name": name, "pool": pool, "mode": "0777"})
+        for name in ("files", "samples"):
+            api("POST", "nfs-exports/", {"filesystem": name,
+                                         "clients": ["127.0.0.1 rw no_root_squash"]})
+        self.user = new_user_name()
+        os.chmod(self.app.data_dir, 0o755)   # SMB users must reach the file systems
+        api("POST", "smb-users/", {"username": self.user, "password": PASSWORD})
+        api("POST", "filesystems/", {"name": "smbk", "owner": self.user, "mode": "0750"})
+        api("POST", "smb-shares/", {"name": "smbk", "filesystem": "smbk",
+                                    "valid_users": [self.user]})
+        urls = {}
+        for proto in ("nbd", "iscsi"):
+            api("POST", "volumes/", {"name": f"{proto}-vol", "size_bytes": 16 << 20})
+            c = api("POST", "block-exports/", {"volume": f"{proto}-vol", "protocol": proto,
+                                               "allow_any": True})["connection"]
+            urls[proto] = c["uri"] if proto == "nbd" else \
+                f"iscsi://{c['portal']}/{c['target_iqn']}/{c['lun']}"
+        api("POST", "snapshot-schedules/", {"name": "soak", "filesystem": "ckpt",
+                                            "every_minutes": 1, "keep_last": 3})
+        s3 = load.S3Traffic(self.stats, self.keys, creds)
+        s3.setup()
+        s3.s3.create_bucket(Bucket="soak-backups")
+        api("POST", "backup-targets/", {"name": "self", "endpoint_url": creds["s3_endpoint"],
+                                        "access_key": creds["s3_access_key"],
+                                        "secret_key": creds["s3_secret_key"],
+                                        "bucket": "soak-backups", "prefix": "soak"})
+        api("POST", "backups/", {"name": "soak", "filesystem": "samples", "target": "self"})
+        self.filler = Path(fs["filler"]["path"])
+        self.traffic = [
+            s3,
+            load.NfsWrites(self.stats, self.keys, self.app.nfs_port, "/files"),
+            load.SampleReads(self.stats, self.keys, self.app.nfs_port, "/samples",
+                             Path(fs["samples"]["path"])),
+            load.SmbWrites(self.stats, self.keys, self.app.smb_port, "smbk", self.user,
+                           PASSWORD),
+            load.BlockWrites(self.stats, self.keys, "nbd_write", urls["nbd"]),
+            load.BlockWrites(self.stats, self.keys, "iscsi_write", urls["iscsi"]),
+            load.CheckpointTraffic(self.stats, self.keys, self.app.data_dir / "credentials.json"),
+            load.VectorTraffic(self.stats, self.keys, api),
+            load.ProtectionTraffic(self.stats, self.keys, api, api.run_job,
+                                   Path(fs["tiered"]["path"])),
+        ]
+        for t in self.traffic[1:]:
+            t.setup()
+
+    # ------------------------------------------------------------------- faults
+    def schedule(self, warmup: float) -> list[tuple[float, str]]:
+        """Every kind of fault once, evenly spread after the warm-up (again and again in a
+        long run: a round of all kinds about every 15 minutes)."""
+        kinds = [f"kill:{n}" for n in KILLED[:4]] + ["full_pool"] + \
+            [f"kill:{n}" for n in KILLED[4:]]
+        rounds = max(1, round(self.seconds / 900))
+        span = self.seconds - warmup - min(30.0, self.seconds * 0.1)
+        step = span / (len(kinds) * rounds)
+        return [(warmup + i * step, kinds[i % len(kinds)]) for i in range(len(kinds) * rounds)]
+
+    def inject(self, kind: str, full_seconds: float) -> dict:
+        t0 = time.monotonic()
+        record = {"kind": kind, "at_s": round(t0 - self.t0, 1)}
+        window = self.windows.open(kind)
+        try:
+            if kind == "full_pool":
+                record["filled_mib"] = round(fill(self.filler) / 2**20)
+                time.sleep(full_seconds)
+                (self.filler / "filler").unlink()
+                os.sync()
+            else:
+                back = self.daemons.kill9(kind.removeprefix("kill:"))
+                record["restarts"] = back.get("restarts")
+            record["recovered_after_s"] = round(time.monotonic() - t0, 1)
+            record["happened"] = True
+        except Exception as exc:  # noqa: BLE001 - reported as a fault that did not happen
+            record["happened"], record["error"] = False, str(exc)[:300]
+        finally:
+            self.windows.close(window)
+        checked, bad = self.verify_all()
+        record["read_back"] = {"checked": checked, "mismatches": bad[:20]}
+        for what in bad:
+            self.stats.mismatch(f"after {kind}: {what}")
+        return record
+
+    def verify_all(self) -> tuple[int, list[str]]:
+        with ThreadPoolExecutor(len(self.traffic)) as pool:
+            results = list(pool.map(lambda t: t.verify(), self.traffic))
+        return sum(n for n, _ in results), [b for _, bad in results for b in bad]
+
+    # ------------------------------------------------------------------- the run
+    def run(self) -> dict:
+        self.t0 = time.monotonic()
+        warmup = min(max(self.seconds * 0.1, 15.0), 120.0)
+        full_seconds = 60.0 if self.seconds >= 600 else 15.0
+        plan = self.schedule(warmup)
+        for t in self.traffic:
+            t.start()
+        time.sleep(warmup)
+        first = self.daemons.sample()
+        base = {n: (u, time.monotonic()) for n, u in first.items()}
+        for at, kind in plan:
+            wait = self.t0 + at - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            self.faults.append(self.inject(kind, full_seconds))
+            now = self.daemons.sample()   # a restarted daemon's new process: a new baseline
+            for n, u in now.items():
+                if n not in base or base[n][0]["pid"] != u["pid"]:
+                    base[n] = (u, time.monotonic())
+        rest = self.t0 + self.seconds - time.monotonic()
+        if rest > 0:
+            time.sleep(rest)
+        for t in self.traffic:
+            t.stop.set()
+        for t in self.traffic:
+            t.join(300)
+        ended = time.monotonic()
+        end = self.daemons.sample()
+        checked, bad = self.verify_all()
+        for what in bad:
+            self.stats.mismatch(f"final: {what}")
+        memory = growth(first, base, end, ended, LEAK_ALLOWANCE_MIB, LEAK_MIB_PER_HOUR,
+                        FD_ALLOWANCE)
+        return self.report(plan, memory, checked, ended - self.t0)
+
+    def report(self, plan, memory, checked, elapsed) -> dict:
+        classes = self.stats.table()
+        with self.stats.lock:
+            unexpected = {c: v[:10] for c, v in self.stats.unexpected.items()}
+            expected = {c: sorted(set(x[:120] for x in v))[:5]
+                        for c, v in self.stats.expected.items()}
+            mismatches = list(self.stats.mismatches)
+        wanted = {c for t in self.traffic for c in t.classes}
+        idle = sorted(c for c in wanted if not classes.get(c, {}).get("ops"))
+        missed = [f["kind"] for f in self.faults if not f["happened"]] + \
+            [k for _, k in plan[len(self.faults):]]
+        leaks = sorted(n for n, m in memory.items() if m["leak"])
+        failures = []
+        if unexpected:
+            failures.append(f"unexpected errors in {sorted(unexpected)}")
+        if mismatches:
+            failures.append(f"{len(mismatches)} read-back mismatches")
+        if leaks:
+            failures.append(f"leaks: {leaks}")
+        if idle:
+            failures.append(f"classes without operations: {idle}")
+        if missed:
+            failures.append(f"faults that did not happen: {missed}")
+        return {"minutes": round(self.seconds / 60, 1), "elapsed_s": round(elapsed),
+                "classes": classes, "faults": self.faults, "memory": memory,
+                "read_back": {"checked_at_end": checked, "mismatches": mismatches[:50],
+                              "ok": not mismatches},
+                "unexpected_errors": unexpected, "expected_refusal_kinds": expected,
+                "leak_rule": {"allowance_mib": LEAK_ALLOWANCE_MIB,
+                              "mib_per_hour": LEAK_MIB_PER_HOUR,
+                              "fd_allowance": FD_ALLOWANCE},
+                "failures": failures, "ok": not failures}
+
+
+def fill(path: Path) -> int:
+    """Write ``path``/filler until its file system refuses a single byte more."""
+    written = 0
+    with open(path / "filler", "wb", buffering=0) as f:
+        for block in (1 << 20, 64 << 10, 4096):
+            chunk = b"\0" * block
+            while True:
+                try:
+                    written += f.write(chunk)
+                except OSError:
+                    break
+        with contextlib.suppress(OSError):
+            os.fsync(f.fileno())
+    return written
+
+
+def print_report(r: dict) -> None:
+    print(f"\nsoak: {r['minutes']} min asked, {r['elapsed_s']} s run (strata up "
+          f"{r['setup_s']['strata_up']} s, provisioning {r['setup_s']['provision']} s before)")
+    print(f"{'class':<22}{'ops':>7}{'p50 ms':>9}{'p99 ms':>9}{'refused':>9}{'unexp':>7}"
+          f"{'gave up':>9}")
+    for c, row in r["classes"].items():
+        print(f"{c:<22}{row['ops']:>7}{str(row['p50_ms']):>9}{str(row['p99_ms']):>9}"
+              f"{row['expected_refusals']:>9}{row['unexpected_errors']:>7}{row['gave_up']:>9}")
+    print("\nfaults:")
+    for f in r["faults"]:
+        print(f"  {f['at_s']:>7.1f} s  {f['kind']:<28} "
+              f"{'back after ' + str(f.get('recovered_after_s')) + ' s' if f['happened'] else 'FAILED ' + f.get('error', '')}"
+              f"  read back {f['read_back']['checked']}, "
+              f"{len(f['read_back']['mismatches'])} mismatches")
+    print(f"\n{'daemon':<22}{'PSS start':>10}{'base':>8}{'end':>8}{'MiB/h':>9}{'RSS end':>9}"
+          f"{'fds':>11}  leak")
+    for n, m in r["memory"].items():
+        s, b, e = m["start"] or {}, m["baseline"], m["end"] or {}
+        print(f"{n:<22}{s.get('pss_mib', '-'):>10}{b['pss_mib']:>8}{e.get('pss_mib', '-'):>8}"
+              f"{str(m.get('pss_growth_mib_per_hour')):>9}{e.get('rss_mib', '-'):>9}"
+              f"{str(s.get('fds', '-')) + '->' + str(e.get('fds', '-')):>11}  "
+              f"{'LEAK' if m['leak'] else 'no'}")
+    print(f"\nread back at the end: {r['read_back']['checked_at_end']} items, "
+          f"{'all OK' if r['read_back']['ok'] else 'MISMATCHES'}")
+    for c, errs in r["unexpected_errors"].items():
+        print(f"unexpected {c}: {errs[:3]}")
+    print("RESULT: " + ("OK" if r["ok"] else "FAILED: " + "; ".join(r["failures"])))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--minutes", type=float, default=30.0)
+    p.add_argument("--keys", type=int, default=None,
+                   help="key space per writer (default: 32 below 10 minutes, else 128)")
+    p.add_argument("--json", help="write the report as JSON to this file")
+    p.add_argument("--keep-logs", help="copy the appliance's logs into this directory")
+    p.add_argument("--record", action="store_true",
+                   help="append the run to bench/results/soak.jsonl and rewrite soak.md")
+    args = p.parse_args(argv)
+    keys = args.keys or (32 if args.minutes < 10 else 128)
+    app = Appliance(pool_size="2G")
+    soak = Soak(app, args.minutes, keys)
+    t0 = time.monotonic()
+    try:
+        app.start(timeout=300)
+        drain(app)
+        started = time.monotonic()
+        soak.provision()
+        provisioned = time.monotonic()
+        report = soak.run()
+        report["setup_s"] = {"strata_up": round(started - t0),
+                             "provision": round(provisioned - started)}
+    finally:
+        for t in soak.traffic:
+            t.stop.set()
+        if args.keep_logs:
+            shutil.copytree(app.data_dir / "log", args.keep_logs, dirs_exist_ok=True)
+            with contextlib.suppress(OSError):
+                shutil.copy(app.data_dir / "soak-up.log", args.keep_logs)
+        cleanup(app, soak.user)
+    print_report(report)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    if args.record:
+        record(report)
+    return 0 if report["ok"] else 1
+
+
+def drain(app: Appliance) -> None:
+    """Keep reading what `strata up` prints (into its data directory's soak-up.log): a pipe
+    nobody reads would block it once full, and a long soak makes it print a lot."""
+    log = app.data_dir / "soak-up.log"
+
+    def copy():
+        with open(log, "a") as out:
+            for line in app.proc.stdout:
+                out.write(line)
+                out.flush()
+    threading.Thread(target=copy, daemon=True).start()
+
+
+def cleanup(app: Appliance, user: str) -> None:
+    from services.file.daemons import nfs_server
+    from services.file.tests.plane_support import drop_unix_user
+    try:
+        if app.proc and app.proc.poll() is None:
+            with contextlib.suppress(Exception):
+                app.stop()
+        nfs_server(app.data_dir, {}).unbind_all()   # if strata up died: its btrfs binds
+    finally:
+        app.destroy()
+        if user:
+            drop_unix_user(user)
+
+
+def record(report: dict) -> None:
+    from bench.results import record as append, runs, write_table
+    append("soak", {k: report[k] for k in ("minutes", "elapsed_s", "classes", "faults",
+                                           "memory", "read_back", "failures", "ok")})
+    rows = []
+    for run in runs("soak"):
+        ops = sum(c["ops"] for c in run["classes"].values())
+        refused = sum(c["expected_refusals"] for c in run["classes"].values())
+        unexp = sum(c["unexpected_errors"] for c in run["classes"].values())
+        worst = max(((m.get("pss_growth_mib_per_hour") or 0, n)
+                     for n, m in run["memory"].items() if not m.get("restarted_after_baseline")),
+                    default=(0, "-"))
+        rows.append([run["time"], run["commit"], str(run["minutes"]), str(ops), str(refused),
+                     str(unexp), str(sum(f["happened"] for f in run["faults"])),
+                     f"{worst[1]} {worst[0]}", "OK" if run["read_back"]["ok"] else "MISMATCH",
+                     "pass" if run["ok"] else "FAIL"])
+    write_table("soak", "Soak: mixed load with faults (bench/soak.py)",
+                ["time", "commit", "min", "ops", "expected refusals", "unexpected",
+                 "faults", "largest PSS growth MiB/h", "read-back", "result"], rows)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

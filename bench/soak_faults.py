@@ -1,0 +1,227 @@
+"""The soak's faults and its view of the appliance's daemons (no Django, standard library).
+
+- `Daemons`: what `strata up` records of its children (run/daemons.json), the resident memory
+  (RSS and PSS) and open file descriptors of each daemon with its descendants, kill -9 of one
+  and the wait until its supervisor has started it again.
+- `FaultWindows`: which client errors a fault explains. An error counts as an expected
+  refusal only while a fault that touches the operation's class is open (from the fault to
+  `GRACE` seconds after the daemon is back, or the pool has space again) and only if it is
+  of a kind that fault explains: connection refused/reset/closed, 503 SlowDown or
+  ServiceUnavailable, a job cut off by its killed worker, EIO of a block client whose
+  server died mid-request, ENOSPC while the pool is full. Anything else is unexpected.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+GRACE = 15.0               # seconds after recovery during which a fault still explains errors
+# ... longer where what the fault left behind outlives it: a run lock of a job the killed
+# worker held expires 60 s after its last renewal (services/protection/locks.py)
+GRACE_OF = {"kill:worker": 75.0}
+RESTART_TIMEOUT = 300.0    # a bound, not a measure: a loaded machine restarts slowly
+
+CONNECTION = ("refused", "reset by peer", "connection reset", "connectionreset",
+              "connection aborted", "connectionaborted", "broken pipe", "remotedisconnected",
+              "remote end closed", "connection closed", "connection was closed",
+              "connection to the server was closed", "server disconnected", "eof occurred",
+              "unexpected eof", "incompleteread", "econnrefused", "econnreset", "epipe",
+              "could not connect", "failed to connect", "endpointconnectionerror",
+              "connection broken", "timed out", "timeout", "not connected",
+              "session was disconnected", "smbconnection", "connection closed by peer",
+              "connection is not ready", "rebind failed")
+UNAVAILABLE = ("503", "slowdown", "serviceunavailable", "service unavailable",
+               "502 bad gateway")
+INTERRUPTED = ("interrupted", "worker lost", "workerlost", "is already running")
+# a daemon started again serves what the plane puts back a moment later (exports, targets)
+RESTORING = ("not present", "export not available", "target not found", "login failed")
+BLOCK_IO = ("input/output error", "eio")
+NOSPACE = ("nospc", "no space left", "disk_full", "disk full", "insufficientstorage", "507",
+           "enospc", "is full")
+
+# which operation classes each daemon serves (a kill of it may refuse them)
+REST = ("ckpt_save", "ckpt_restore", "vector_upsert", "vector_search", "snapshot", "backup",
+        "tier_move")
+S3 = ("s3_put", "s3_get", "s3_multipart", "s3_list")
+JOBS = ("snapshot", "backup", "tier_move")
+SERVES = {
+    "s3": S3 + ("backup",),
+    "ganesha": ("nfs_write", "sample_read"),
+    "smbd": ("smb_write",),
+    "tgtd": ("iscsi_write",),
+    "qemu-storage-daemon": ("nbd_write",),
+    "web": REST,
+    "worker": JOBS,
+    # the broker: jobs are queued through it, and the web server and gateway talk to it
+    "redis": REST + S3,
+}
+KILLED = ("tgtd", "qemu-storage-daemon", "ganesha", "smbd", "s3", "redis", "web", "worker")
+
+
+def explains(kind: str, cls: str, text: str) -> bool:
+    """Whether a fault of ``kind`` ("kill:NAME" or "full_pool") explains this error of an
+    operation of class ``cls`` (``text``: the error, lower case); a read-back
+    ("CLASS:readback") is explained as its class is."""
+    cls = cls.split(":")[0]
+    if kind == "full_pool":
+        return cls in ("nfs_write",) and any(p in text for p in NOSPACE)
+    name = kind.removeprefix("kill:")
+    if cls not in SERVES.get(name, ()):
+        return False
+    kinds = CONNECTION + UNAVAILABLE
+    if cls in JOBS:
+        kinds += INTERRUPTED
+    if cls in ("nbd_write", "iscsi_write"):
+        kinds += BLOCK_IO + RESTORING
+    return any(p in text for p in kinds)
+
+
+def error_text(exc: BaseException) -> str:
+    """The whole cause chain of ``exc``, one line, for classification and the report."""
+    parts, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        parts.append(f"{type(exc).__name__}: {exc}")
+        code = getattr(exc, "code_name", "")
+        if code:
+            parts.append(str(code))
+        exc = exc.__cause__ or exc.__context__
+    return " <- ".join(parts).replace("\n", " ")
+
+
+@dataclass
+class Window:
+    kind: str
+    opened: float
+    closed: float | None = None
+
+
+@dataclass
+class FaultWindows:
+    """Open and closed fault windows; thread-safe."""
+    windows: list = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def open(self, kind: str) -> Window:
+        w = Window(kind, time.monotonic())
+        with self.lock:
+            self.windows.append(w)
+        return w
+
+    def close(self, w: Window) -> None:
+        w.closed = time.monotonic()
+
+    def expected(self, cls: str, exc: BaseException) -> bool:
+        text = error_text(exc).lower()
+        now = time.monotonic()
+        with self.lock:
+            live = [w for w in self.windows
+                    if w.closed is None or now - w.closed < GRACE_OF.get(w.kind, GRACE)]
+        return any(explains(w.kind, cls, text) for w in live)
+
+
+def _descendants(pid: int) -> list[int]:
+    kids: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{name}/stat").read_text()
+        except OSError:
+            continue
+        kids.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(kids.get(p, ()))
+    return out
+
+
+def usage(pid: int) -> dict:
+    """RSS and PSS (MiB) and open file descriptors of ``pid`` and all its descendants."""
+    rss = pss = 0
+    fds = procs = 0
+    for p in _descendants(pid):
+        try:
+            text = Path(f"/proc/{p}/smaps_rollup").read_text()
+            fds += len(os.listdir(f"/proc/{p}/fd"))
+        except OSError:
+            continue
+        procs += 1
+        rss += int(re.search(r"^Rss:\s+(\d+)", text, re.M).group(1))
+        pss += int(re.search(r"^Pss:\s+(\d+)", text, re.M).group(1))
+    return {"pid": pid, "processes": procs, "rss_mib": round(rss / 1024, 1),
+            "pss_mib": round(pss / 1024, 1), "fds": fds}
+
+
+class Daemons:
+    """The children of one `strata up`, as its run/daemons.json records them."""
+
+    def __init__(self, data_dir: Path):
+        self.path = Path(data_dir) / "run" / "daemons.json"
+
+    def recorded(self) -> dict:
+        for _ in range(50):  # written atomically, but may be missing for a moment at start
+            try:
+                return json.loads(self.path.read_text())
+            except (OSError, ValueError):
+                time.sleep(0.1)
+        raise RuntimeError(f"cannot read {self.path}")
+
+    def sample(self) -> dict:
+        """{daemon: usage} of every running daemon."""
+        return {name: usage(d["pid"]) for name, d in sorted(self.recorded().items())
+                if d.get("pid") and d.get("state") == "running"}
+
+    def kill9(self, name: str) -> dict:
+        """kill -9 the daemon and wait until it runs again; returns what was recorded."""
+        before = self.recorded()[name]
+        if before.get("state") != "running":
+            raise RuntimeError(f"{name} is not running: {before}")
+        os.kill(before["pid"], signal.SIGKILL)
+        deadline = time.monotonic() + RESTART_TIMEOUT
+        while time.monotonic() < deadline:
+            now = self.recorded()[name]
+            if now.get("restarts", 0) > before.get("restarts", 0) and \
+                    now.get("state") == "running" and now.get("pid") != before["pid"]:
+                return now
+            time.sleep(0.2)
+        raise RuntimeError(f"{name} was not started again within {RESTART_TIMEOUT} s: "
+                           f"{self.recorded()[name]}")
+
+
+def growth(first: dict, base: dict, end: dict, now: float, allowance_mib: float,
+           mib_per_hour: float, fd_allowance: int) -> dict:
+    """Per daemon: memory and fds at the start, at its baseline and at the end, growth per
+    hour, and whether it leaks.
+
+    ``first`` is every daemon's usage after the warm-up; ``base`` maps a daemon to (usage,
+    monotonic time) of its baseline: the warm-up sample, or for a daemon killed during the run
+    the sample of its new process taken once it had served again for a while. A daemon leaks
+    when its PSS grew from its baseline by more than ``allowance_mib`` plus ``mib_per_hour``
+    per hour since then, or its descriptors by more than ``fd_allowance``."""
+    out = {}
+    for name, (b, at) in sorted(base.items()):
+        e = end.get(name)
+        if e is None:
+            out[name] = {"start": first.get(name), "baseline": b, "end": None, "leak": True,
+                         "note": "not running at the end"}
+            continue
+        hours = max(now - at, 1.0) / 3600
+        grew = e["pss_mib"] - b["pss_mib"]
+        limit = allowance_mib + mib_per_hour * hours
+        fd_grew = e["fds"] - b["fds"]
+        leak = e["pid"] == b["pid"] and (grew > limit or fd_grew > fd_allowance)
+        out[name] = {"start": first.get(name), "baseline": b, "end": e,
+                     "baseline_age_s": round(now - at), "pss_growth_mib": round(grew, 1),
+                     "pss_growth_mib_per_hour": round(grew / hours, 1),
+                     "fd_growth": fd_grew, "limit_mib": round(limit, 1),
+                     "restarted_after_baseline": e["pid"] != b["pid"], "leak": leak}
+    return out
