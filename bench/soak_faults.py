@@ -197,31 +197,32 @@ class Daemons:
                            f"{self.recorded()[name]}")
 
 
-def growth(first: dict, base: dict, end: dict, now: float, allowance_mib: float,
+def growth(start: dict, before_kills: dict, end: dict, hours: float, allowance_mib: float,
            mib_per_hour: float, fd_allowance: int) -> dict:
-    """Per daemon: memory and fds at the start, at its baseline and at the end, growth per
+    """Per daemon: memory and fds after the warm-up (``start``) and at the end, growth per
     hour, and whether it leaks.
 
-    ``first`` is every daemon's usage after the warm-up; ``base`` maps a daemon to (usage,
-    monotonic time) of its baseline: the warm-up sample, or for a daemon killed during the run
-    the sample of its new process taken once it had served again for a while. A daemon leaks
-    when its PSS grew from its baseline by more than ``allowance_mib`` plus ``mib_per_hour``
-    per hour since then, or its descriptors by more than ``fd_allowance``."""
+    A daemon killed during the run is judged on its largest figure: the end (its new
+    process) or the sample taken just before each kill (``before_kills``: daemon -> list of
+    usage), so a kill does not hide a leak. It leaks when its PSS grew from the start by more
+    than ``allowance_mib`` plus ``mib_per_hour`` per hour of the run, or its descriptors by
+    more than ``fd_allowance``."""
     out = {}
-    for name, (b, at) in sorted(base.items()):
+    limit = allowance_mib + mib_per_hour * hours
+    for name, s in sorted(start.items()):
         e = end.get(name)
-        if e is None:
-            out[name] = {"start": first.get(name), "baseline": b, "end": None, "leak": True,
-                         "note": "not running at the end"}
+        seen = [u for u in [e, *before_kills.get(name, ())] if u]
+        if not seen:
+            out[name] = {"start": s, "end": None, "leak": True, "note": "not running at the end"}
             continue
-        hours = max(now - at, 1.0) / 3600
-        grew = e["pss_mib"] - b["pss_mib"]
-        limit = allowance_mib + mib_per_hour * hours
-        fd_grew = e["fds"] - b["fds"]
-        leak = e["pid"] == b["pid"] and (grew > limit or fd_grew > fd_allowance)
-        out[name] = {"start": first.get(name), "baseline": b, "end": e,
-                     "baseline_age_s": round(now - at), "pss_growth_mib": round(grew, 1),
+        worst_pss = max(u["pss_mib"] for u in seen)
+        worst_fds = max(u["fds"] for u in seen)
+        grew = worst_pss - s["pss_mib"]
+        out[name] = {"start": s, "end": e, "before_kills": before_kills.get(name, []),
+                     "pss_growth_mib": round(grew, 1),
                      "pss_growth_mib_per_hour": round(grew / hours, 1),
-                     "fd_growth": fd_grew, "limit_mib": round(limit, 1),
-                     "restarted_after_baseline": e["pid"] != b["pid"], "leak": leak}
+                     "end_growth_mib_per_hour": round(
+                         ((e or s)["pss_mib"] - s["pss_mib"]) / hours, 1),
+                     "fd_growth": worst_fds - s["fds"], "limit_mib": round(limit, 1),
+                     "leak": grew > limit or worst_fds - s["fds"] > fd_allowance}
     return out

@@ -381,7 +381,7 @@ class CheckpointTraffic(Traffic):
     committed with sha256 sums; every third step a restore of the latest is read and
     checked against what was written for its step."""
     classes = ("ckpt_save", "ckpt_restore")
-    RANKS, SHARD = 4, MiB
+    RANKS, SHARD = 4, 256 * KiB
     pause = 0.5
 
     def __init__(self, stats, keys, credentials: Path, job: str = "soak"):

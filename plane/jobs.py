@@ -19,9 +19,11 @@ from celery.signals import worker_ready
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from kombu.exceptions import OperationalError
 
 from plane.models import Job
 from dataplane.errors import Cancelled
+from plumbing.errors import Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +78,21 @@ def start_job(kind: str, task, *, user=None, target=None, params=None) -> Job:
         params=params or {},
         message="queued",
     )
-    transaction.on_commit(lambda: task.delay(job.pk))
+    transaction.on_commit(lambda: _queue(job, task))
     return job
+
+
+def _queue(job: Job, task) -> None:
+    """Queue the job's task; when the broker does not answer (Redis restarting), the job is
+    recorded as never started and the caller gets a 503 to retry, not a 500 and a job left
+    pending for ever."""
+    try:
+        task.delay(job.pk)
+    except OperationalError as exc:
+        _finish(job.pk, Job.State.FAILED, message="not started",
+                error=f"not started: the job queue did not answer ({exc})")
+        raise Unavailable("The job queue (Redis) is not answering, so the job was not "
+                          "started; retry in a moment.") from exc
 
 
 def _finish(job_id: int, state: str, **fields) -> None:
