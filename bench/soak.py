@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -311,6 +312,9 @@ def main(argv=None) -> int:
     p.add_argument("--record", action="store_true",
                    help="append the run to bench/results/soak.jsonl and rewrite soak.md")
     args = p.parse_args(argv)
+    # started in the background by a shell, SIGINT would be ignored, by `strata up` too (it
+    # inherits that), and its Ctrl-C stop could not work
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     keys = args.keys or (32 if args.minutes < 10 else 128)
     app = Appliance(pool_size="4G")
     soak = Soak(app, args.minutes, keys)
