@@ -362,8 +362,11 @@ class BlockWrites(Traffic):
             out = Path(tmp, "disk.raw")
 
             def fetch():
-                subprocess.run(["qemu-img", "convert", "-f", "raw", "-O", "raw", self.url,
-                                str(out)], check=True, capture_output=True, timeout=300)
+                done = subprocess.run(["qemu-img", "convert", "-f", "raw", "-O", "raw",
+                                       self.url, str(out)], capture_output=True, text=True,
+                                      timeout=300)
+                if done.returncode:
+                    raise OSError(f"qemu-img: {(done.stdout + done.stderr).strip()[:300]}")
                 return out.read_bytes()
             data = self.stats.attempt(f"{self.classes[0]}:readback", fetch)
             if data is None:
