@@ -79,6 +79,8 @@ def explains(kind: str, cls: str, text: str) -> bool:
         kinds += INTERRUPTED
     if cls in ("nbd_write", "iscsi_write"):
         kinds += BLOCK_IO + RESTORING
+    if cls == "smb_write":   # smbprotocol closes the socket the dead smbd reset, then uses it
+        kinds += ("bad file descriptor",)
     return any(p in text for p in kinds)
 
 
