@@ -428,9 +428,13 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
             if not redis:
                 raise SystemExit("strata up: redis-server is not installed "
                                  "(apt-get install redis-server), or set STRATA_REDIS_URL")
+            # every write in the append-only file before Redis answers it (appendfsync
+            # always): a job the API accepted (202) is on the queue even if Redis is killed
+            # the next moment; with `everysec` a kill under a slow disk lost a queued job,
+            # left pending for ever (the soak saw it). The broker's traffic is small.
             argv = [redis, "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
-                    "--dir", str(data / "run"), "--appendonly", "yes", "--save", "",
-                    "--daemonize", "no"]
+                    "--dir", str(data / "run"), "--appendonly", "yes", "--appendfsync",
+                    "always", "--save", "", "--daemonize", "no"]
             child = sup.start("redis", argv, essential=True, group="broker", spec=DaemonSpec(
                 name="redis", argv=argv, ready=lambda: socket_answers(sock),
                 prepare=lambda: sock.unlink(missing_ok=True)))
