@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Build the wheelhouse Ansible installs Strata from, offline (hosts need no route to PyPI):
+# wheels of every dependency in pyproject.toml, cached per dependency list, plus the wheel of
+# this checkout, cached per hash of its sources. Both go, as hard links, into one folder
+#   $STRATA_WHEEL_CACHE/strata-<source hash>/
+# printed on the last line: the `strata_wheelhouse` variable of ansible/. The hosts run
+# Debian 12's Python 3.11, the same ABI as this venv's. First build: a minute or two (pip's
+# cache); afterwards a second or two.
+#
+# Environment: STRATA_WHEEL_CACHE (default /var/cache/strata/wheelhouse), PYTHON (default
+# .venv/bin/python).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-.venv/bin/python}
+cache=${STRATA_WHEEL_CACHE:-/var/cache/strata/wheelhouse}
+mkdir -p "$cache"
+
+deps=$("$PY" -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))')
+deps_dir=$cache/deps-$(printf '%s' "$deps" | sha256sum | cut -c1-12)
+# The package's files as they are in this checkout (committed or not), plus the CSI stubs
+# scripts/setup.sh generates (ignored by git, needed at run time).
+files=$( { git ls-files -co --exclude-standard -- console plane plumbing services dataplane \
+             vector pyproject.toml; ls services/csi/proto/csi_pb2*.py* 2>/dev/null; } | sort -u)
+src_key=$(printf '%s\n' "$files" | tr '\n' '\0' | xargs -0 sha256sum | sha256sum | cut -c1-12)
+out=$cache/strata-$src_key
+
+exec 9>"$cache/.lock"
+flock 9
+if [ -f "$out/.complete" ]; then
+  echo "$out"
+  exit 0
+fi
+if [ ! -f "$deps_dir/.complete" ]; then
+  rm -rf "$deps_dir.tmp"
+  printf '%s\n' "$deps" > "$cache/requirements.$$"
+  "$PY" -m pip wheel -q --wheel-dir "$deps_dir.tmp" -r "$cache/requirements.$$" >&2
+  rm -f "$cache/requirements.$$"
+  touch "$deps_dir.tmp/.complete"
+  rm -rf "$deps_dir"
+  mv "$deps_dir.tmp" "$deps_dir"
+fi
+# Built from a clean copy: an in-tree build/ keeps modules deleted since and ships them.
+src=$(mktemp -d)
+trap 'rm -rf "$src" "$out.tmp"' EXIT
+printf '%s\n' "$files" | tar -cf - -T - | tar -xf - -C "$src"
+rm -rf "$out.tmp"
+mkdir -p "$out.tmp"
+"$PY" -m pip wheel -q --no-deps --wheel-dir "$out.tmp" "$src" >&2
+ln "$deps_dir"/*.whl "$out.tmp"/
+touch "$out.tmp/.complete"
+mv "$out.tmp" "$out"
+# Keep the newest few source builds (hard links: the dependency wheels take no extra room).
+ls -dt "$cache"/strata-* | tail -n +6 | xargs -r rm -rf
+echo "$out"
