@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build the wheelhouse Ansible installs Strata from, offline (hosts need no route to PyPI):
 # wheels of every dependency in pyproject.toml, cached per dependency list, plus the wheel of
-# this checkout, cached per hash of its sources. Both go, as hard links, into one folder
-#   $STRATA_WHEEL_CACHE/strata-<source hash>/
+# this checkout, cached per hash of its sources. Both go into one uncompressed tar (one file
+# for Ansible to compare and copy, instead of ~70),
+#   $STRATA_WHEEL_CACHE/strata-<source hash>.tar
 # printed on the last line: the `strata_wheelhouse` variable of ansible/. The hosts run
 # Debian 12's Python 3.11, the same ABI as this venv's. First build: a minute or two (pip's
 # cache); afterwards a second or two.
@@ -20,13 +21,13 @@ deps_dir=$cache/deps-$(printf '%s' "$deps" | sha256sum | cut -c1-12)
 # The package's files as they are in this checkout (committed or not), plus the CSI stubs
 # scripts/setup.sh generates (ignored by git, needed at run time).
 files=$( { git ls-files -co --exclude-standard -- console plane plumbing services dataplane \
-             vector pyproject.toml; ls services/csi/proto/csi_pb2*.py* 2>/dev/null; } | sort -u)
+             vector pyproject.toml; ls services/csi/proto/csi_pb2*.py* 2>/dev/null || true; } | sort -u)
 src_key=$(printf '%s\n' "$files" | tr '\n' '\0' | xargs -0 sha256sum | sha256sum | cut -c1-12)
-out=$cache/strata-$src_key
+out=$cache/strata-$src_key.tar
 
 exec 9>"$cache/.lock"
 flock 9
-if [ -f "$out/.complete" ]; then
+if [ -f "$out" ]; then
   echo "$out"
   exit 0
 fi
@@ -41,14 +42,13 @@ if [ ! -f "$deps_dir/.complete" ]; then
 fi
 # Built from a clean copy: an in-tree build/ keeps modules deleted since and ships them.
 src=$(mktemp -d)
-trap 'rm -rf "$src" "$out.tmp"' EXIT
+wheels=$(mktemp -d)
+trap 'rm -rf "$src" "$wheels" "$out.tmp"' EXIT
 printf '%s\n' "$files" | tar -cf - -T - | tar -xf - -C "$src"
-rm -rf "$out.tmp"
-mkdir -p "$out.tmp"
-"$PY" -m pip wheel -q --no-deps --wheel-dir "$out.tmp" "$src" >&2
-ln "$deps_dir"/*.whl "$out.tmp"/
-touch "$out.tmp/.complete"
+"$PY" -m pip wheel -q --no-deps --wheel-dir "$wheels" "$src" >&2
+ln -s "$deps_dir"/*.whl "$wheels"/
+tar -chf "$out.tmp" -C "$wheels" --sort=name --mtime=@0 --owner=0 --group=0 .
 mv "$out.tmp" "$out"
-# Keep the newest few source builds (hard links: the dependency wheels take no extra room).
-ls -dt "$cache"/strata-* | tail -n +6 | xargs -r rm -rf
+# Keep the newest few source builds.
+ls -t "$cache"/strata-*.tar | tail -n +4 | xargs -r rm -f
 echo "$out"
