@@ -5,24 +5,28 @@
 # for Ansible to compare and copy, instead of ~70),
 #   $STRATA_WHEEL_CACHE/strata-<source hash>.tar
 # printed on the last line: the `strata_wheelhouse` variable of ansible/. The hosts run
-# Debian 12's Python 3.11, the same ABI as this venv's. First build: a minute or two (pip's
+# Debian 12's Python 3.11; the dependencies are resolved by that Python (HOST_PYTHON), since
+# markers can differ between patch releases (redis needs async-timeout below 3.11.3). First build: a minute or two (pip's
 # cache); afterwards a second or two.
 #
-# Environment: STRATA_WHEEL_CACHE (default /var/cache/strata/wheelhouse), PYTHON (default
-# .venv/bin/python).
+# Environment: STRATA_WHEEL_CACHE (default /var/cache/strata/wheelhouse), PYTHON (builds the
+# project's wheel; default .venv/bin/python), HOST_PYTHON (the hosts' Python, with pip;
+# default /usr/bin/python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
+HOST_PY=${HOST_PYTHON:-/usr/bin/python3}
 cache=${STRATA_WHEEL_CACHE:-/var/cache/strata/wheelhouse}
 mkdir -p "$cache"
 
 deps=$("$PY" -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))')
-deps_dir=$cache/deps-$(printf '%s' "$deps" | sha256sum | cut -c1-12)
+deps_dir=$cache/deps-$(printf '%s %s' "$("$HOST_PY" --version)" "$deps" | sha256sum | cut -c1-12)
 # The package's files as they are in this checkout (committed or not), plus the CSI stubs
 # scripts/setup.sh generates (ignored by git, needed at run time).
 files=$( { git ls-files -co --exclude-standard -- console plane plumbing services dataplane \
              vector pyproject.toml; ls services/csi/proto/csi_pb2*.py* 2>/dev/null || true; } | sort -u)
-src_key=$(printf '%s\n' "$files" | tr '\n' '\0' | xargs -0 sha256sum | sha256sum | cut -c1-12)
+src_key=$( { echo "$deps_dir"; printf '%s\n' "$files" | tr '\n' '\0' | xargs -0 sha256sum; } \
+          | sha256sum | cut -c1-12)
 out=$cache/strata-$src_key.tar
 
 exec 9>"$cache/.lock"
@@ -34,7 +38,7 @@ fi
 if [ ! -f "$deps_dir/.complete" ]; then
   rm -rf "$deps_dir.tmp"
   printf '%s\n' "$deps" > "$cache/requirements.$$"
-  "$PY" -m pip wheel -q --wheel-dir "$deps_dir.tmp" -r "$cache/requirements.$$" >&2
+  "$HOST_PY" -m pip wheel -q --wheel-dir "$deps_dir.tmp" -r "$cache/requirements.$$" >&2
   rm -f "$cache/requirements.$$"
   touch "$deps_dir.tmp/.complete"
   rm -rf "$deps_dir"
