@@ -14,7 +14,7 @@ cluster on one machine" handled here:
 - ``--register=no --keep-unit`` (there is no system bus on this machine);
 - apt inside the nodes goes through a proxy on the bridge that passes only the mirror.
 
-Everything made is recorded in ``hosts.json`` in the session's ``/tmp/strata-test-cluster-*``
+Everything made is recorded in ``hosts.json`` in the session's ``/tmp/strata-test-hosts-*``
 folder before it is made, so that tests/cleanup_leftovers.py can tear down what a crashed
 run left (`teardown_recorded`).
 """
@@ -88,7 +88,7 @@ class Hosts:
 
     def __init__(self, root: Path, folder: Path | None = None):
         self.root = root
-        self.folder = folder or Path(tempfile.mkdtemp(prefix="strata-test-cluster-"))
+        self.folder = folder or Path(tempfile.mkdtemp(prefix="strata-test-hosts-"))
         self.tag = self.folder.name.rsplit("-", 1)[-1][:6]
         self.cgroup = CGROUP_BASE / self.folder.name
         self.hosts: dict[str, Host] = {}
