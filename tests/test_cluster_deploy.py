@@ -10,10 +10,13 @@ that need a running plane skip, saying so.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
+import requests
 
 from tests.ansible_support import cluster_commands, playbook, wheelhouse, write_inventory
+from tests.kit import wait_for
 from tests.nodes import cluster_hosts  # noqa: F401  (the session fixture)
 
 NODES = ["node1", "node2", "node3"]
@@ -44,7 +47,7 @@ def test_site_deploys_plane_and_three_nodes(deployed):
         # Strata installed offline from the wheelhouse, units in place
         out = hosts.ssh(name, "/opt/strata/venv/bin/strata --help").stdout
         assert "usage" in out.lower()
-    assert "strata plane --host 10.77.0.10" in hosts.ssh(
+    assert "plane --host 10.77.0.10 --port 8080" in hosts.ssh(
         "plane1", "systemctl cat strata-plane").stdout
     assert "node run --config /etc/strata/node.json" in hosts.ssh(
         "node1", "systemctl cat strata-node").stdout
@@ -76,10 +79,14 @@ def test_plane_database_and_redis_reachable_from_nodes_only_with_passwords(deplo
 @needs_cluster
 def test_three_nodes_up(deployed):
     hosts, _, _ = deployed
-    out = hosts.ssh("plane1", "/opt/strata/venv/bin/strata --data-dir /var/lib/strata "
-                              "node list --json").stdout
+    out = hosts.ssh("plane1", "/opt/strata/venv/bin/strata --data-dir /var/lib/strata --json "
+                              "node list").stdout
     nodes = {n["name"]: n for n in json.loads(out)}
-    assert {n: nodes[n]["state"] for n in NODES} == {n: "up" for n in NODES}
+    wait_for(lambda: {n: _nodes(hosts)[n]["state"] for n in NODES} == {n: "up" for n in NODES},
+             30, "three nodes up", interval=0.5)
+    assert set(NODES) <= set(nodes)
+    joined = hosts.ssh("node1", "stat -c %a /etc/strata/node.json").stdout.strip()
+    assert joined == "600"
 
 
 def test_second_run_changes_nothing(deployed):
@@ -100,3 +107,72 @@ def test_fourth_host_added_with_limit_leaves_the_others_alone(deployed):
     assert grow.recap["node4"]["changed"] > 0 and grow.recap["node4"]["failed"] == 0
     assert not set(NODES) & set(grow.recap)           # not even contacted
     assert "strata" in hosts.ssh("node4", "/opt/strata/venv/bin/pip list").stdout
+    if cluster_commands():
+        wait_for(lambda: _nodes(hosts).get("node4", {}).get("state") == "up", 30, "node4 up",
+                 interval=0.5)
+
+
+_CREDENTIALS = {}
+
+
+def _api(hosts, method: str, path: str, **kw):
+    """The plane's REST API from the controller, as its admin (credentials.json on the plane)."""
+    if hosts not in _CREDENTIALS:
+        _CREDENTIALS[hosts] = json.loads(
+            hosts.ssh("plane1", "cat /var/lib/strata/credentials.json").stdout)
+    creds = _CREDENTIALS[hosts]
+    return requests.request(method, creds["api_url"].rstrip("/") + "/" + path,
+                            headers={"Authorization": f"Token {creds['token']}"}, timeout=30, **kw)
+
+
+def _nodes(hosts) -> dict:
+    return {n["name"]: n for n in _api(hosts, "GET", "nodes/").json()["results"]}
+
+
+@needs_cluster
+def test_node_removed_by_playbook_is_drained_and_its_credential_stops_working(deployed):
+    hosts, inventory, _ = deployed
+    hosts.ssh("node4", "cp /etc/strata/node.json /root/node.json.saved")
+    run = playbook(inventory, "remove-node.yml", "-e", "node=node4")
+    assert "node4 drained" in run.output and "node4 removed" in run.output
+    assert "node4" not in _nodes(hosts)
+    assert hosts.ssh("node4", "systemctl is-active strata-node", check=False).stdout.strip() \
+        == "inactive"
+    probe = hosts.ssh("node4", "/opt/strata/venv/bin/python -c \"import json; from console import "
+                      "agent; agent.plane_client(json.load(open('/root/node.json.saved')))"
+                      ".get('nodes/self/')\"", check=False)
+    assert probe.returncode != 0 and "401" in probe.stderr + probe.stdout
+
+
+@needs_cluster
+def test_crashed_node_is_marked_down_in_time(deployed):
+    hosts, _, _ = deployed
+    assert _nodes(hosts)["node3"]["state"] == "up"
+    start = time.monotonic()
+    hosts.crash("node3")
+    wait_for(lambda: _nodes(hosts)["node3"]["state"] == "down", 40, "node3 down", interval=0.5)
+    seconds = time.monotonic() - start
+    print(f"crashed node marked down after {seconds:.1f} s (stated: 15 s without heartbeat)")
+    assert seconds <= 15 + 5 + 3
+    node = _nodes(hosts)["node3"]
+    assert all(d.get("state") == "unknown" for d in (node.get("daemons") or {}).values())
+    assert {_nodes(hosts)[n]["state"] for n in ("node1", "node2")} == {"up"}
+
+
+@needs_cluster
+def test_plane_restarted_loses_no_job_and_no_node(deployed):
+    hosts, _, _ = deployed
+    answer = _api(hosts, "POST", "s3-lifecycle-runs/")
+    assert answer.status_code == 202, answer.text
+    job_id = answer.json()["id"]
+    job = wait_for(lambda: _api(hosts, "GET", f"jobs/{job_id}/").json(), 60, "the job",
+                   interval=0.5, until=lambda j: j["state"] in ("succeeded", "failed"))
+    before = {name: n["services"] for name, n in _nodes(hosts).items()}
+    hosts.ssh("plane1", "systemctl restart strata-plane")
+    wait_for(lambda: _api(hosts, "GET", "nodes/").status_code == 200, 120, "the plane back",
+             interval=1, ignore=(requests.RequestException, ValueError))
+    assert {name: n["services"] for name, n in _nodes(hosts).items()} == before
+    again = _api(hosts, "GET", f"jobs/{job_id}/").json()
+    assert (again["state"], again["node"]) == (job["state"], job["node"])
+    wait_for(lambda: {_nodes(hosts)[n]["state"] for n in ("node1", "node2")} == {"up"}, 60,
+             "node1 and node2 up again", interval=1)
