@@ -8,10 +8,14 @@ the same file:
 - STRATA_DATABASE_URL: postgres://user@host:port/name, or unset for SQLite in the data dir
 - STRATA_REDIS_URL: Celery broker; default a unix socket in the data dir (started by `strata up`)
 - STRATA_DATAPLANE: driver for new pools: auto | local | directory
+- STRATA_NODE_NAME: this host's node name in the cluster (default: the host name)
+- STRATA_NODE_DATABASE_URL, STRATA_NODE_REDIS_URL: what joining nodes are told to use when
+  it is not what the plane uses (a plane on the database's host may reach it on loopback)
 """
 import json
 import os
 import secrets
+import socket
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -218,6 +222,12 @@ CELERY_BEAT_SCHEDULE = {name: task for module in modules_named("periodic")
                         for name, task in module.PERIODIC_TASKS.items()}
 
 STRATA_DATAPLANE = os.environ.get("STRATA_DATAPLANE", "auto")
+# The cluster (services/nodes): this host's node name (a Job records it), what joining nodes
+# are told, and the services a node can be assigned (those with daemons in `up.py`).
+STRATA_NODE_NAME = os.environ.get("STRATA_NODE_NAME") or socket.gethostname().lower()
+STRATA_NODE_DATABASE_URL = os.environ.get("STRATA_NODE_DATABASE_URL", "")
+STRATA_NODE_REDIS_URL = os.environ.get("STRATA_NODE_REDIS_URL", "")
+STRATA_NODE_SERVICES = [m.__name__.split(".")[-2] for m in modules_named("up")]
 # Options of `strata up` for the services (ports and such), see plumbing.process.DaemonSpec.
 SERVICE_OPTIONS = json.loads(os.environ.get("STRATA_SERVICE_OPTIONS") or "{}")
 # `strata up --tls`: the console's session and CSRF cookies travel over HTTPS only

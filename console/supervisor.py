@@ -175,23 +175,41 @@ class Supervisor:
     def watch(self) -> int:
         """Supervise until Ctrl-C (0), or until an essential child is given up (1)."""
         while not self.stopping:
-            restarted = []
-            for sup in self.children:
-                if sup.state == "running" and sup.child.returncode is not None:
-                    if not self._exited(sup):
-                        return 1
-                if sup.state == "restarting" and time.monotonic() >= sup.due \
-                        and not self.stopping:
-                    if self._restart(sup):
-                        restarted.append(sup)
-                    elif sup.state == "failed" and sup.essential:
-                        return 1
-            # after every restart of this round, so a reconcile never meets a daemon that is
-            # still down (the plane's sessions would start one of their own)
-            for label in dict.fromkeys(s.spec.reconcile for s in restarted if s.spec.reconcile):
-                self._reconcile(label)
+            if not self.watch_once():
+                return 1
             time.sleep(WATCH_POLL)
         return 0
+
+    def watch_once(self) -> bool:
+        """One round of :meth:`watch`: exits recorded, due restarts made, what restarted
+        daemons held put back; False once an essential child is given up."""
+        restarted = []
+        for sup in list(self.children):
+            if sup.state == "running" and sup.child.returncode is not None:
+                if not self._exited(sup):
+                    return False
+            if sup.state == "restarting" and time.monotonic() >= sup.due \
+                    and not self.stopping:
+                if self._restart(sup):
+                    restarted.append(sup)
+                elif sup.state == "failed" and sup.essential:
+                    return False
+        # after every restart of this round, so a reconcile never meets a daemon that is
+        # still down (the plane's sessions would start one of their own)
+        for label in dict.fromkeys(s.spec.reconcile for s in restarted if s.spec.reconcile):
+            self._reconcile(label)
+        return True
+
+    def stop_group(self, group: str) -> None:
+        """Stop the children of one group and forget them (a node's service taken away)."""
+        members = [sup for sup in self.children if sup.group == group]
+        threads = [threading.Thread(target=self._stop, args=(sup,)) for sup in members]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.children = [sup for sup in self.children if sup.group != group]
+        self.save()
 
     def _exited(self, sup: Supervised) -> bool:
         """Record the exit and schedule the restart; False if an essential child is given up."""
@@ -377,6 +395,12 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
         (data / sub).chmod(0o700)
     run = _claim(data)
     options = dict(options or {}, host=host, port=port, supervised=True)
+    plane_only = bool(options.get("plane_only"))
+    if plane_only:
+        missing = [v for v in ("STRATA_DATABASE_URL", "STRATA_REDIS_URL") if not os.environ.get(v)]
+        if missing:
+            raise SystemExit(f"strata plane: set {' and '.join(missing)} (the cluster's "
+                             "PostgreSQL and Redis, with passwords)")
     trust = _tls_options(data, options)
     env = dict(os.environ, STRATA_DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="console.settings",
                PYTHONUNBUFFERED="1", STRATA_SERVICE_OPTIONS=json.dumps(options), **trust)
@@ -410,8 +434,9 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
         migrate = manage + ["migrate", "--noinput"]
         migrating = sup.spawn(migrate)
         try:   # the daemons need no database: they start while it is migrated
-            _start_daemons(sup, [spec for module in service_up_modules()
-                                 for spec in module.daemons(data, options)])
+            if not plane_only:   # `strata plane`: the nodes run the data daemons
+                _start_daemons(sup, [spec for module in service_up_modules()
+                                     for spec in module.daemons(data, options)])
         except BaseException:
             migrating.kill()
             migrating.wait()
@@ -443,7 +468,14 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
         sup.start("beat", [py, "-m", "celery", "-A", "plane", "beat", "-l", "info",
                            "--schedule", str(data / "run" / "celerybeat-schedule"),
                            "--pidfile", ""], group="plane")
-        print(f"Strata is up.\n  console:     {base}/\n  API:         {base}/api/v1/\n"
+        if not plane_only:
+            # this host is the one node of its cluster: its agent heartbeats for the daemons
+            # supervised here (the bootstrap wrote its credential to node.json)
+            sup.start("node", [py, "-m", "console.cli.main", "node", "run", "--config",
+                               str(data / "node.json"), "--data-dir", str(data),
+                               "--report-only"], group="plane")
+        what = "The plane is up" if plane_only else "Strata is up"
+        print(f"{what}.\n  console:     {base}/\n  API:         {base}/api/v1/\n"
               f"  credentials: {data / 'credentials.json'}\n  logs:        {data / 'log'}\n"
               "Press Ctrl-C to stop.", flush=True)
         code = sup.watch()

@@ -56,6 +56,8 @@ class AuditMiddleware:
             return self.get_response(request)
         body = _body(request)  # read before the view consumes the stream
         response = self.get_response(request)
+        if getattr(response, "audited", True) is False and response.status_code < 400:
+            return response   # routine and frequent (a node's heartbeat): not an act to log
         user = getattr(request, "user", None)
         drf_user = _drf_user(response)
         user = drf_user if drf_user is not None and drf_user.is_authenticated else user

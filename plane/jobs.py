@@ -92,8 +92,8 @@ def job_task(name: str):
         @functools.wraps(fn)
         def run(job_id: int):
             claimed = Job.objects.filter(pk=job_id, state=Job.State.PENDING).update(
-                state=Job.State.RUNNING, started_at=timezone.now(), message="running"
-            )
+                state=Job.State.RUNNING, started_at=timezone.now(), message="running",
+                node=settings.STRATA_NODE_NAME)
             if not claimed:  # cancelled before it started, or already ran
                 return
             job = Job.objects.get(pk=job_id)

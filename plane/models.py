@@ -43,6 +43,7 @@ class Job(models.Model):
     target_name = models.CharField(max_length=128, blank=True, default="")
     params = models.JSONField(default=dict, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    node = models.CharField(max_length=63, blank=True, default="")  # the node whose worker ran it
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )

@@ -10,6 +10,7 @@ import json
 import os
 import sys
 
+from console.cli import node
 from console.supervisor import add_service_arguments, up
 from plane.cli.jobs import JOB_COLS, watch_job
 from plane.cli.output import show
@@ -40,6 +41,14 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
     up_cmd.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
     add_service_arguments(up_cmd)
 
+    plane = sub.add_parser("plane", help="run the plane alone (web, Celery worker and beat) "
+                           "against STRATA_DATABASE_URL and STRATA_REDIS_URL; no data daemons")
+    plane.add_argument("--host", default="127.0.0.1")
+    plane.add_argument("--port", type=int, default=8080)
+    plane.add_argument("--tls", action="store_true", help="serve the API and console over TLS")
+    plane.add_argument("--tls-cert", default=None, help="PEM certificate (chain) for --tls")
+    plane.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
+
     sub.add_parser("health", help="component states")
 
     job = sub.add_parser("job").add_subparsers(dest="action", required=True)
@@ -48,7 +57,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
     x = job.add_parser("watch"); x.add_argument("id", type=int)
     x = job.add_parser("cancel"); x.add_argument("id", type=int)
 
-    handlers = {}
+    handlers = node.register(sub)
     for module in modules_named("cli"):
         handlers.update(module.register(sub))
     return p, handlers
@@ -59,6 +68,10 @@ def run(args, handlers: dict | None = None) -> int:
         common = {"cmd", "data_dir", "json", "host", "port", "default_pool_size"}
         options = {k: v for k, v in vars(args).items() if k not in common}
         return up(args.data_dir or "var", args.host, args.port, args.default_pool_size, options)
+    if args.cmd == "plane":
+        options = {"tls": args.tls, "tls_cert": args.tls_cert, "tls_key": args.tls_key,
+                   "plane_only": True}
+        return up(args.data_dir or "var", args.host, args.port, "0", options)
     out = lambda data, cols: show(data, cols, args.json)  # noqa: E731
     handler = (handlers or {}).get(args.cmd)
     if getattr(handler, "local", False):  # works on this machine without the appliance

@@ -24,7 +24,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "url", "kind", "state", "progress", "message", "result", "error",
             "bytes_done", "bytes_total", "rate_bytes_per_s", "eta_seconds",
-            "target_type", "target_name", "cancel_requested", "user",
+            "target_type", "target_name", "cancel_requested", "user", "node",
             "created_at", "started_at", "finished_at",
         ]
         read_only_fields = fields

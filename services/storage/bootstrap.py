@@ -47,7 +47,10 @@ def secure_kept_filesystems() -> None:
 
 
 def bootstrap(creds: dict) -> dict:
-    size = (getattr(settings, "SERVICE_OPTIONS", None) or {}).get("default_pool_size", "10G")
+    options = getattr(settings, "SERVICE_OPTIONS", None) or {}
+    if options.get("plane_only"):   # `strata plane`: pools live on the nodes that hold them
+        return {}
+    size = options.get("default_pool_size", "10G")
     print(f"default pool: {ensure_default_pool(size)}")
     for name, state in bring_pools_online().items():
         print(f"pool {name}: {state}")

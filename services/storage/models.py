@@ -3,6 +3,7 @@
 Rows hold what the user asked for; `services.storage.service` makes the dataplane match and
 records what it found (`state`, `error`, usage) back on the row.
 """
+from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
@@ -59,6 +60,8 @@ class Pool(Reconciled, Timestamped):
     redundancy = models.CharField(max_length=16, default="none")
     media = models.CharField(max_length=8, choices=Media.choices, default="flash")
     mountpoint = models.CharField(max_length=500, blank=True, default="")
+    # the node whose disks hold it (local, directory, spdk); ceph pools: any node serves them
+    node = models.CharField(max_length=63, blank=True, default="")
     size_bytes = models.BigIntegerField(default=0)
     used_bytes = models.BigIntegerField(default=0)
     free_bytes = models.BigIntegerField(default=0)
@@ -74,6 +77,11 @@ class Pool(Reconciled, Timestamped):
 
     def __str__(self):
         return self.name
+
+    def save(self, *args, **kwargs):
+        if not self.node and self.driver != "ceph":   # made here: on this node's disks
+            self.node = settings.STRATA_NODE_NAME
+        super().save(*args, **kwargs)
 
 
 class PoolObject(Reconciled, Timestamped):

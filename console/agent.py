@@ -1,0 +1,202 @@
+"""`strata node run`: the node agent (no Django here).
+
+Every :data:`HEARTBEAT_EVERY` seconds it tells the plane (``POST /api/v1/nodes/heartbeat/``,
+with the node's own credential) the state of each daemon it supervises, and the plane answers
+what the node should run: the services assigned to it and their options. The agent starts
+each assigned service's daemons with the same ``up.py`` renderers and the same
+:class:`console.supervisor.Supervisor` as `strata up` (restart with back-off; after a start
+or restart the service's ``reconcile()`` re-applies what the database says, run as
+``manage.py strata_reconcile`` against the cluster's database), and stops the daemons of a
+service taken away (a drain). A plane that cannot be reached is retried; a credential the
+plane refuses (the node was removed) stops the agent with that reason.
+
+Under `strata up` (single host) the agent only reports: `strata up` supervises the daemons
+and the agent heartbeats for them (``report_only``, states from ``run/daemons.json``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from console.daemons import read_states
+from console.supervisor import (Supervisor, _claim, _sweep, service_up_modules,
+                                DAEMON_START_TIMEOUT)
+from plumbing.process import ChildFailed
+from plumbing.restclient import ApiError, RestClient
+
+HEARTBEAT_EVERY = 5.0
+WATCH_POLL = 0.2
+DEFAULT_CONFIG = "/etc/strata/node.json"
+DEFAULT_DATA_DIR = "/var/lib/strata"
+REPO = Path(__file__).resolve().parent.parent
+
+
+class CredentialRevoked(Exception):
+    """The plane refused the node's credential: the node was removed."""
+
+
+def version() -> str:
+    try:
+        from importlib.metadata import version as dist_version  # only for the heartbeat
+        return dist_version("strata")
+    except Exception:   # not installed as a distribution (a checkout): no version to tell
+        return ""
+
+
+def load_config(path: str | Path) -> dict:
+    try:
+        config = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise SystemExit(f"strata node: {path} does not exist; join first (`strata node "
+                         "join --plane URL --token TOKEN ...`)") from None
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"strata node: cannot read {path}: {exc}") from None
+    missing = [k for k in ("plane_url", "name", "credential") if not config.get(k)]
+    if missing:
+        raise SystemExit(f"strata node: {path} lacks {', '.join(missing)}; join again")
+    return config
+
+
+def plane_client(config: dict, timeout: float = 10.0) -> RestClient:
+    return RestClient(config["plane_url"], config["credential"], timeout=timeout,
+                      verify=config.get("ca_bundle") or None)
+
+
+class Agent:
+    """One node's agent: heartbeats and the reconcile of its assigned daemons."""
+
+    def __init__(self, config: dict, data_dir: Path, report_only: bool = False):
+        self.config, self.data, self.report_only = config, Path(data_dir).resolve(), report_only
+        self.client = plane_client(config)
+        self.services: list[str] = []     # the services whose daemons run here
+        self.options: dict = {}
+        self.stopping = False
+        self.unreachable_since: float | None = None
+        self.sup: Supervisor | None = None
+
+    def env(self) -> dict:
+        """The environment of the daemons and the reconcile steps: the cluster's database,
+        broker and sealing key, this node's name and data directory."""
+        c = self.config
+        env = dict(os.environ, STRATA_DATA_DIR=str(self.data), PYTHONUNBUFFERED="1",
+                   DJANGO_SETTINGS_MODULE="console.settings", STRATA_NODE_NAME=c["name"])
+        for key, var in (("database_url", "STRATA_DATABASE_URL"),
+                         ("redis_url", "STRATA_REDIS_URL"), ("secret_key", "STRATA_SECRET_KEY")):
+            if c.get(key):
+                env[var] = c[key]
+        return env
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def run(self) -> int:
+        for sub in ("run", "log"):
+            (self.data / sub).mkdir(parents=True, exist_ok=True)
+        run = None if self.report_only else _claim(self.data)
+        self.sup = Supervisor(self.data, self.env())
+        self.sup.reconcile_argv = [sys.executable, str(REPO / "manage.py"), "strata_reconcile"]
+
+        def on_signal(signum, frame):
+            self.stopping = self.sup.stopping = True
+
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
+        print(f"strata node: {self.config['name']} reporting to {self.config['plane_url']} "
+              f"every {HEARTBEAT_EVERY:.0f} s", flush=True)
+        code = 0
+        began = time.monotonic()
+        try:
+            next_beat = 0.0
+            while not self.stopping:
+                if time.monotonic() >= next_beat:
+                    next_beat = time.monotonic() + HEARTBEAT_EVERY
+                    answer = self.heartbeat()
+                    if answer is not None and not self.report_only:
+                        self.apply(answer.get("services") or [], answer.get("options") or {})
+                if not self.report_only and not self.sup.watch_once():
+                    code = 1
+                    break
+                time.sleep(WATCH_POLL)
+        except CredentialRevoked as exc:
+            print(f"strata node: {exc}", file=sys.stderr, flush=True)
+            code = 1
+        finally:
+            began = time.monotonic()
+            self.sup.stop_all()
+            if run is not None:
+                _sweep(run, self.sup, began)
+        return code
+
+    def daemon_states(self) -> dict:
+        if self.report_only:
+            states = read_states(self.data)
+        else:
+            states = {s.child.name: s.record() for s in self.sup.children}
+        return {name: {k: d.get(k) for k in ("state", "pid", "restarts", "last_exit",
+                                            "started_at")} for name, d in states.items()}
+
+    def heartbeat(self) -> dict | None:
+        """Send one heartbeat; the plane's answer, or None when it cannot be reached."""
+        try:
+            answer = self.client.post("nodes/heartbeat/", {
+                "daemons": self.daemon_states(), "version": version()})
+        except ApiError as exc:
+            if exc.status == 401:
+                raise CredentialRevoked(
+                    f"the plane refused node {self.config['name']}'s credential "
+                    f"({exc.detail}); it was removed from the cluster: join it again with a "
+                    "new token to bring it back") from None
+            if self.unreachable_since is None:
+                self.unreachable_since = time.monotonic()
+                print(f"strata node: heartbeat failed: {exc}; retrying every "
+                      f"{HEARTBEAT_EVERY:.0f} s", flush=True)
+            return None
+        if self.unreachable_since is not None:
+            print(f"strata node: the plane answers again (after "
+                  f"{time.monotonic() - self.unreachable_since:.0f} s)", flush=True)
+            self.unreachable_since = None
+        return answer
+
+    # --- what runs here ---------------------------------------------------------------------
+
+    def apply(self, services: list[str], options: dict) -> None:
+        """Start the daemons of services newly assigned, stop those of services taken away
+        (and every daemon when the options changed: they are rendered from them)."""
+        options = {**options, "supervised": True}
+        if options != self.options:
+            for service in self.services:
+                self.sup.stop_group(service)
+            self.services, self.options = [], options
+            self.sup.env["STRATA_SERVICE_OPTIONS"] = json.dumps(options)
+        for service in [s for s in self.services if s not in services]:
+            print(f"strata node: {service} taken away; stopping its daemons", flush=True)
+            self.sup.stop_group(service)
+            self.services.remove(service)
+        modules = {m.__name__.split(".")[-2]: m for m in service_up_modules()}
+        for service in [s for s in services if s not in self.services]:
+            module = modules.get(service)
+            if module is None:
+                print(f"strata node: the plane assigned {service}, which this version of "
+                      "Strata does not have", flush=True)
+                continue
+            self.start_service(service, module.daemons(self.data, options))
+
+    def start_service(self, service: str, specs: list) -> None:
+        started = [(self.sup.start(spec.name, spec.argv, env=spec.env, stop=spec.stop,
+                                   spec=spec, group=service), spec) for spec in specs]
+        for child, spec in started:
+            if spec.ready is None:
+                continue
+            try:
+                child.wait_ready(lambda: self.stopping or spec.ready(), DAEMON_START_TIMEOUT,
+                                 "starting", poll=0.1)
+            except ChildFailed as exc:   # supervision starts it again, on its back-off
+                print(f"strata node: {spec.name}: {exc}", flush=True)
+        self.services.append(service)
+        print(f"strata node: {service} started: "
+              f"{', '.join(spec.name for spec in specs) or 'no daemons'}", flush=True)
+        if specs:
+            self.sup.run_quietly(f"reconcile-{service}", self.sup.reconcile_argv + [service])

@@ -1,0 +1,86 @@
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from services.nodes import cluster
+from services.nodes.models import Node
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    """A node: ``state`` joining/up/down (down once no heartbeat came for 15 s, also before
+    the periodic check wrote it), ``schedule`` active/cordoned/drained, the services the plane
+    assigned it, its daemons as it reported them (all ``unknown`` while it is down)."""
+
+    state = serializers.SerializerMethodField()
+    daemons = serializers.SerializerMethodField()
+    heartbeat_age_s = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Node
+        fields = ["name", "state", "schedule", "management_address", "data_address",
+                  "services", "options", "daemons", "version", "local", "last_heartbeat",
+                  "heartbeat_age_s", "joined_at"]
+        read_only_fields = [f for f in fields if f not in ("services", "options")]
+
+    @extend_schema_field(serializers.ChoiceField(choices=Node.State.choices))
+    def get_state(self, node):
+        return cluster.state_of(node)
+
+    @extend_schema_field(serializers.DictField())
+    def get_daemons(self, node):
+        return cluster.daemons_of(node)
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_heartbeat_age_s(self, node):
+        from django.utils import timezone  # noqa: PLC0415  (only here)
+        if node.last_heartbeat is None:
+            return None
+        return round((timezone.now() - node.last_heartbeat).total_seconds(), 1)
+
+    def validate_services(self, value):
+        return cluster.validate_services(value)
+
+    def validate_options(self, value):
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("an object of `strata up` options")
+        return value
+
+
+class JoinTokenRequestSerializer(serializers.Serializer):
+    ttl = serializers.IntegerField(required=False, min_value=1, max_value=cluster.MAX_TOKEN_TTL,
+                                   help_text="seconds the token is good for (default 3600)")
+
+
+class JoinTokenSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="shown once; the plane keeps its digest only")
+    expires_at = serializers.DateTimeField()
+
+
+class JoinRequestSerializer(serializers.Serializer):
+    token = serializers.CharField()
+    name = serializers.CharField(max_length=63)
+    management_address = serializers.CharField(max_length=255)
+    data_address = serializers.CharField(max_length=255)
+    version = serializers.CharField(required=False, default="", allow_blank=True,
+                                    max_length=64)
+
+
+class JoinSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    credential = serializers.CharField(help_text="the node's own API token, shown once")
+    database_url = serializers.CharField()
+    redis_url = serializers.CharField()
+    secret_key = serializers.CharField(help_text="the plane's sealing key (sealed secrets)")
+
+
+class HeartbeatRequestSerializer(serializers.Serializer):
+    daemons = serializers.DictField(required=False, default=dict)
+    version = serializers.CharField(required=False, default="", allow_blank=True,
+                                    max_length=64)
+
+
+class AssignmentSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    services = serializers.ListField(child=serializers.CharField())
+    options = serializers.DictField()
+    schedule = serializers.CharField()
+    heartbeat_every = serializers.FloatField()

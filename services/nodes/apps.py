@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class NodesConfig(AppConfig):
+    name = "services.nodes"
+    label = "nodes"
+    verbose_name = "The cluster's nodes: join, heartbeats, cordon, drain, remove"
