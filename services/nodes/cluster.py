@@ -141,7 +141,9 @@ def _url_of_database() -> str:
 
 
 def _role_name(name: str) -> str:
-    return "strata_node_" + re.sub(r"[^a-z0-9_]", "_", name)
+    """``<database>_node_<name>``: one PostgreSQL server may hold several clusters."""
+    database = settings.DATABASES["default"]["NAME"]
+    return re.sub(r"[^a-z0-9_]", "_", f"{database}_node_{name}".lower())[:63]
 
 
 def node_database_url(name: str) -> tuple[str, str]:
