@@ -98,9 +98,9 @@ class PoolSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "driver", "devices", "redundancy", "media", "state", "error",
                   "mountpoint", "size_bytes", "used_bytes", "free_bytes", "device_status",
                   "features_off", "ceph_conf", "ceph_client", "ceph_keyring",
-                  "failure_domain", "min_size", "ceph", "health_detail",
+                  "failure_domain", "min_size", "ceph", "health_detail", "node",
                   "created_at", "updated_at"]
-        read_only_fields = ["state", "error", "mountpoint", "size_bytes", "used_bytes",
+        read_only_fields = ["state", "error", "mountpoint", "size_bytes", "used_bytes", "node",
                             "free_bytes", "device_status", "features_off",
                             "created_at", "updated_at"]
 
