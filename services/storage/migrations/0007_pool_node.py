@@ -16,7 +16,7 @@ def pools_belong_to_this_host(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('storage', '0005_pool_ceph'),
+        ('storage', '0006_ceph_client_keys'),
     ]
 
     operations = [
