@@ -34,8 +34,11 @@ def dashboard_context() -> dict:
         if hasattr(module, "capacity"):
             for key, rows in module.capacity().items():
                 context[key] = context.get(key, []) + rows
+    nodes = [node for _app, module in service_modules("health")
+             if hasattr(module, "cluster_nodes") for node in module.cluster_nodes()]
     return {
         **context,
+        "nodes": nodes,
         "running_jobs": Job.objects.filter(state__in=["pending", "running"])[:20],
         "alerts": alerts(),
         "daemons": read_states(settings.DATA_DIR),

@@ -389,7 +389,10 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
        options: dict | None = None) -> int:
     data = Path(data_dir).resolve()
     for sub in ("run", "log"):
-        (data / sub).mkdir(parents=True, exist_ok=True)
+        # root's alone: sockets, pid files, daemon configs (CHAP accounts, tokens) and logs;
+        # every daemon that uses them runs as root. chmod too: older installs made them 0755
+        (data / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
+        (data / sub).chmod(0o700)
     run = _claim(data)
     options = dict(options or {}, host=host, port=port, supervised=True)
     plane_only = bool(options.get("plane_only"))

@@ -95,3 +95,21 @@ def driver_pool(cluster, pool: str, tag: str, redundancy: str = "replicated:3",
         yield drv, pool
     finally:
         teardown_state_dir(drv, state)
+
+
+@contextmanager
+def plane_ceph_pool(api, cluster, name: str):
+    """Ceph pool ``name`` (replicated:3 over the cluster's hosts) made through the API; its
+    file systems and RADOS pools are deleted after, through the plane's own driver."""
+    from services.storage.drivers import driver_for   # Django: only in tests that use it
+
+    made = api.post("/api/v1/pools/", ceph_pool_body(cluster, name, redundancy="replicated:3",
+                                                     failure_domain="host"), format="json")
+    assert made.status_code == 201, made.json()
+    try:
+        yield made.json()
+    finally:
+        drv = driver_for("ceph")   # the plane's own driver instance
+        for fs_name in drv.list_filesystems(name):
+            drv.delete_filesystem(name, fs_name)
+        drv.destroy_pool(name)

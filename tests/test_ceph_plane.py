@@ -7,7 +7,6 @@ Ganesha through FSAL_CEPH to nfs-rs, which writes, reads and lists directories; 
 `strata up --s3-pool` on a ceph pool keeps the S3 gateway's data in the CephFS."""
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import threading
@@ -22,27 +21,11 @@ from services.file.tests.plane_support import plane_daemons
 from services.object import bootstrap
 from services.object import service as object_service
 from services.storage.drivers import driver_for
-from tests.ceph import ceph_pool_body
+from tests.ceph import plane_ceph_pool
 from tests.kit import Gateway, wait_for
 
 pytestmark = [pytest.mark.root, pytest.mark.django_db]
 MiB = 1 << 20
-
-
-@contextlib.contextmanager
-def plane_ceph_pool(api, cluster, name: str):
-    """Ceph pool ``name`` (replicated:3 over the cluster's hosts) made through the API; its
-    file systems and RADOS pools are deleted after, through the plane's own driver."""
-    made = api.post("/api/v1/pools/", ceph_pool_body(cluster, name, redundancy="replicated:3",
-                                                     failure_domain="host"), format="json")
-    assert made.status_code == 201, made.json()
-    try:
-        yield made.json()
-    finally:
-        drv = driver_for("ceph")   # the plane's own driver instance
-        for fs_name in drv.list_filesystems(name):
-            drv.delete_filesystem(name, fs_name)
-        drv.destroy_pool(name)
 
 
 @pytest.fixture

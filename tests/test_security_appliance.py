@@ -91,6 +91,10 @@ def test_a_local_account_reads_nothing_and_no_api_call_breaks_s3(appliance):
         assert path.stat().st_mode & 0o077 == 0, (path, oct(path.stat().st_mode))
         assert as_nobody("cat", str(path)).returncode != 0, path
     assert data.stat().st_mode & 0o066 == 0 and as_nobody("ls", str(data)).returncode != 0
+    # the daemons' sockets, configs and logs: root's alone (every daemon runs as root)
+    for sub in ("run", "log"):
+        assert (data / sub).stat().st_mode & 0o777 == 0o700, sub
+        assert as_nobody("ls", str(data / sub)).returncode != 0, sub
     gateway_token = json.loads((data / "run" / "s3" / "gateway.json").read_text())["admin_token"]
     dump = database_text(data)
     for secret in (creds["token"], CHAP, gateway_token, creds["s3_secret_key"],

@@ -70,6 +70,9 @@ def test_nvmf_tgt_killed_under_writes_comes_back_with_its_exports_and_data(app, 
                            dhchap_key_file=key)
     daemon = health(app)["daemons"]["nvmf_tgt"]
     assert daemon["state"] == "running", daemon
+    # whoever reaches its RPC socket drives the target: root's alone, in root's run dir
+    sock = app.data_dir / "run" / "spdk" / "spdk.sock"
+    assert sock.stat().st_mode & 0o777 == 0o600 and (app.data_dir / "run").stat().st_mode & 0o777 == 0o700
 
     def write(i):
         src = tmp_path / f"w{i}"

@@ -11,6 +11,7 @@ import pytest
 import requests
 
 from tests.appliance import Appliance
+from tests.kit import wait_for
 
 pytestmark = pytest.mark.root
 
@@ -76,6 +77,15 @@ def test_up_serves_cli_and_survives_restart(appliance):
             {addr.rpartition(":")[2] for addr, _ in listening}, listening
         assert all(addr.startswith(("127.0.0.1:", "[::1]:", "[::ffff:127.0.0.1]:"))
                    for addr, _ in listening), listening
+
+        # single host: this host is the one node of its cluster, up and heartbeating for
+        # the daemons strata up supervises; the default pool is on its disks
+        node = wait_for(lambda: json.loads(app.cli("--json", "node", "list").stdout), 20,
+                        "the host's node up", interval=0.5,
+                        until=lambda rows: rows and rows[0]["state"] == "up")
+        assert len(node) == 1 and node[0]["local"]
+        assert {"tgtd", "web", "worker"} <= set(node[0]["daemons"])
+        assert pools[0]["node"] == node[0]["name"]
 
         r = app.cli("fs", "create", "ckpt", "--quota", "100M")
         assert r.returncode == 0, r.stderr

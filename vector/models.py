@@ -8,12 +8,21 @@ from django.db import models
 
 from plane.models import Timestamped
 from services.storage.models import FileSystem, Pool
+from services.storage.service import KeptByService
 
 # The engine's name rule (vector/engine/spec.py), shortened so that "vector-<name>" is still
 # a valid file-system name (63 characters at most).
 NAME_RE = r"^[a-z0-9][a-z0-9_-]{0,55}$"
 NAME_HELP = ("Names are 1-56 characters: lower-case letters, digits, '_' and '-', "
              "starting with a letter or digit.")
+
+
+def refuse_filesystem_delete(collector, field, sub_objs, using):
+    """``on_delete`` of a collection's file system: a 409 ``kept_by_service`` naming the
+    collection (PROTECT would surface as a 500)."""
+    fs = getattr(sub_objs[0], field.name)
+    raise KeptByService(fs, f"deleting it while collection {sub_objs[0].name} lives there "
+                            "(delete the collection instead)")
 
 
 class VectorCollection(Timestamped):
@@ -25,7 +34,7 @@ class VectorCollection(Timestamped):
     index_type = models.CharField(max_length=16)
     params = models.JSONField(default=dict, blank=True)
     pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="vector_collections")
-    filesystem = models.OneToOneField(FileSystem, on_delete=models.PROTECT,
+    filesystem = models.OneToOneField(FileSystem, on_delete=refuse_filesystem_delete,
                                       related_name="vector_collection")
     vector_count = models.BigIntegerField(default=0)
     memory_bytes = models.BigIntegerField(default=0)

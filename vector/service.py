@@ -40,6 +40,7 @@ from vector.registry import registry
 log = logging.getLogger(__name__)
 
 FS_PREFIX = "vector-"
+KEEPER = "vector"   # FileSystem.kept_by of a collection's file system
 FIGURES_INTERVAL = 1.0          # seconds between row updates of count and memory
 _figures_at: dict[int, float] = {}
 
@@ -81,7 +82,9 @@ def _new_filesystem(name, pool):
     if FileSystem.objects.filter(name=fs_name).exists():
         raise Conflict(f"File system {fs_name} (where collection {name} would live) already "
                        "exists; delete it or choose another collection name.")
-    return storage.create_filesystem(name=fs_name, pool=pool)
+    # kept by the vector service: no quota, owner or mode changes, no exports, and no
+    # delete while the collection is there (409 kept_by_service)
+    return storage.create_filesystem(name=fs_name, pool=pool, kept_by=KEEPER)
 
 
 def _drop_filesystem(fs) -> None:

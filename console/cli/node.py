@@ -68,13 +68,14 @@ def handle(_client, args, out) -> int:
         else:
             print(f"join token, one use, expires {answer['expires_at']}:\n{answer['token']}")
         return 0
+    row = (lambda node: node) if args.json else _row  # noqa: E731  (tables: daemons as text)
     if args.action == "list":
-        out([_row(n) for n in c.list("nodes/")], NODE_COLS)
+        out([row(n) for n in c.list("nodes/")], NODE_COLS)
     elif args.action == "show":
         node = c.get(f"nodes/{args.name}/")
-        out(node if args.json else _row(node), NODE_COLS + ["version", "heartbeat_age_s"])
+        out(row(node), NODE_COLS + ["version", "heartbeat_age_s"])
     elif args.action in ("cordon", "uncordon"):
-        out(_row(c.post(f"nodes/{args.name}/{args.action}/")), NODE_COLS)
+        out(row(c.post(f"nodes/{args.name}/{args.action}/")), NODE_COLS)
     elif args.action == "drain":
         answer = c.post(f"nodes/{args.name}/drain/")
         if args.json:
@@ -90,7 +91,7 @@ def handle(_client, args, out) -> int:
         body = {"services": [s for s in args.services.split(",") if s]}
         if options:
             body["options"] = options
-        out(_row(c.patch(f"nodes/{args.name}/", body)), NODE_COLS)
+        out(row(c.patch(f"nodes/{args.name}/", body)), NODE_COLS)
     return 0
 
 

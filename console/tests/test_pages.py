@@ -93,3 +93,29 @@ def test_dashboard_shows_each_daemon_restarts_and_last_exit(logged_in, data_dir)
     assert 'data-daemon="tgtd"' in page and "SIGKILL at 2026-01-02T03:04:05" in page
     assert "code 1 at t3" in page
     assert "smbd keeps exiting at once; strata up gave up starting it" in page
+
+
+def test_dashboard_and_nodes_page_show_the_cluster_a_silent_node_down(logged_in):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from services.nodes.models import Node
+
+    now = timezone.now()
+    Node.objects.create(name="alive", management_address="10.0.0.1", data_address="10.0.0.1",
+                        state="up", last_heartbeat=now, services=["block"],
+                        daemons={"tgtd": {"state": "running"}})
+    Node.objects.create(name="silent", management_address="10.0.0.2", data_address="10.0.0.2",
+                        state="up", last_heartbeat=now - timedelta(seconds=16),
+                        daemons={"tgtd": {"state": "running"}})
+    viewer = logged_in("viewer")
+    page = viewer.get("/console/").content.decode()
+    assert "<h2>Cluster</h2>" in page
+    alive = page.split('data-node="alive"')[1].split("</tr>")[0]
+    silent = page.split('data-node="silent"')[1].split("</tr>")[0]
+    assert "state up" in alive and "tgtd <span class=\"state running\">" in alive
+    assert "state down" in silent and "tgtd <span class=\"state unknown\">" in silent
+    assert "Node silent is down" in page
+    nodes = viewer.get("/console/nodes/").content.decode()
+    assert "silent" in nodes and "tgtd unknown" in nodes and "tgtd running" in nodes

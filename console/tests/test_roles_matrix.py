@@ -11,7 +11,11 @@ pytestmark = pytest.mark.django_db
 ADMIN_ONLY = ("/api/v1/users/",                # user management
               "/api/v1/vector-collections/import/")  # reads a path on the appliance
 ANY_SIGNED_IN = ("/api/v1/tokens/", "/api/v1/me/")  # each user's own
-PUBLIC = ("/api/v1/health", "/metrics")
+PUBLIC = ("/api/v1/health", "/metrics",
+          "/api/v1/nodes/join/")               # a host joining: its join token is the check
+# A node's own endpoints: its node credential, no user's token (401 for every role).
+NODE_ONLY = ("/api/v1/nodes/heartbeat/", "/api/v1/nodes/self/")
+ADMIN_WRITES = ("/api/v1/nodes/",)             # every role reads the cluster; admins run it
 # Reads that hand out a replica's whole data (a send stream): for peers, which are operators.
 READS_FOR_OPERATORS = ("/failback-stream/",)
 READS_SENT_AS_POST = ("/search/",)  # vector searches: every role may run them
@@ -49,6 +53,8 @@ def expected_to_pass(role: str, method: str, path: str) -> bool:
         return True
     if path.startswith(ADMIN_ONLY):
         return False
+    if path.startswith(ADMIN_WRITES):
+        return method == "get"
     if any(part in path for part in READS_FOR_OPERATORS):
         return role == "operator"
     return method == "get" or role == "operator"
@@ -60,6 +66,10 @@ def test_each_role_gets_exactly_what_it_may(role, api, viewer_api, operator_api)
     wrong = []
     for method, path in OPERATIONS:
         status = getattr(client, method)(path, {}, format="json").status_code
+        if path in NODE_ONLY:
+            if status != 401:
+                wrong.append(f"{method.upper()} {path}: {status}, not 401")
+            continue
         if (status == 403) == expected_to_pass(role, method, path):
             wrong.append(f"{method.upper()} {path}: {status}")
     assert not wrong, "\n".join(wrong)

@@ -16,11 +16,12 @@ from typing import Optional
 from ..driver import validate_name
 from ..errors import NotFound
 from ..mountguard import unguard_mountpoint
+from . import clientkeys
 from .cephfs import CephFileSystems, mount_state
 
 FS_CAPABILITIES = {
     "filesystems": True, "quotas": True, "dir_pinning": True,
-    "filesystem_clones": "copy",
+    "filesystem_clones": "copy", "client_keys": True,
 }
 
 
@@ -130,7 +131,30 @@ class CephFilesMixin:
         """A directory of the cluster's CephFS, with an optional quota."""
         validate_name(name, "file system name")
         self._load(pool)
-        return self._files_ready(pool)[1].create_filesystem(pool, name, quota_bytes)
+        files = self._files_ready(pool)[1]
+        info = files.create_filesystem(pool, name, quota_bytes)
+        # its own RADOS namespace from the start: native client keys reach only its objects
+        clientkeys.ensure_namespace(files, self._fs_root(files, pool, name),
+                                    clientkeys.namespace_for(name))
+        return info
+
+    def _fs_root(self, files: CephFileSystems, pool: str, name: str) -> str:
+        return f"{files.pool_root(pool)}/fs/{name}"
+
+    # -- native clients ------------------------------------------------------------------
+    def issue_client_key(self, pool: str, name: str, entity: str,
+                         read_only: bool = False) -> clientkeys.ClientKey:
+        """A cephx key ``entity`` limited to the file system's directory and its RADOS
+        namespace (see :mod:`dataplane.ceph.clientkeys`), with its secret."""
+        files = self._need_files(pool, name)
+        files.filesystem_info(pool, name)  # NotFound first
+        return clientkeys.issue_key(files, self._fs_root(files, pool, name), entity,
+                                    clientkeys.namespace_for(name), read_only)
+
+    def revoke_client_key(self, pool: str, entity: str) -> None:
+        """Remove key ``entity`` from the cluster and evict the clients using it."""
+        rec = self._load(pool)
+        clientkeys.revoke_key(self._files(rec), entity)
 
     def set_filesystem_quota(self, pool, name, quota_bytes):
         """``ceph.quota.max_bytes`` of the file system (None removes it)."""
@@ -198,7 +222,7 @@ class CephFilesMixin:
         files.filesystem_info(pool, name)  # NotFound first
         return {"conf": files.conf, "client": files.client,
                 "filesystem": files.filesystem_name(),
-                "path": f"{files.pool_root(pool)}/fs/{name}"}
+                "path": self._fs_root(files, pool, name)}
 
     def pin_directory(self, pool: str, relpath: str, rank: int) -> None:
         """Pin a directory of the pool (``fs/<name>/...``) to MDS ``rank``."""

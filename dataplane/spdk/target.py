@@ -227,7 +227,12 @@ class SpdkTarget:
         self.pid_file.unlink(missing_ok=True)
 
     def ready(self) -> bool:
-        return rpc_ready(self.rpc_socket)
+        """Whether it answers JSON-RPC; its socket is then made root's alone (0600: SPDK
+        makes it by the umask, and whoever may connect may drive the target)."""
+        if not rpc_ready(self.rpc_socket):
+            return False
+        os.chmod(self.rpc_socket, 0o600)
+        return True
 
     def start(self, timeout: float = 60.0) -> "SpdkTarget":
         """Start nvmf_tgt and wait until it answers (ChildFailed with its log's tail if not)."""

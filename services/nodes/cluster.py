@@ -152,7 +152,8 @@ def node_database_url(name: str) -> tuple[str, str]:
     On PostgreSQL the node gets its own login role with a random password, a member of the
     plane's role (same privileges, so the services' code runs unchanged on the node), dropped
     when the node is removed: a removed node's database password stops working. When the
-    plane's role may not create roles, the node gets the plane's URL (said in the log).
+    plane's role may not create roles, or is a superuser (a member could SET ROLE to it),
+    the node gets the plane's URL (said in the log).
     ``STRATA_NODE_DATABASE_URL`` names the address the nodes reach (the plane may use a
     loopback one)."""
     url = settings.STRATA_NODE_DATABASE_URL or _url_of_database()
@@ -162,6 +163,13 @@ def node_database_url(name: str) -> tuple[str, str]:
     plane_role = settings.DATABASES["default"]["USER"]
     try:
         with connection.cursor() as cur:
+            cur.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+            if cur.fetchone()[0]:
+                # a member of a superuser role may SET ROLE to it: never hand that to a node
+                log.warning("node %s: the plane connects as a superuser; the node gets the "
+                            "plane's database URL (give the plane a role of its own with "
+                            "CREATEROLE to have one role per node)", name)
+                return url, ""
             cur.execute(f'DROP ROLE IF EXISTS "{role}"')
             cur.execute(f"CREATE ROLE \"{role}\" LOGIN PASSWORD %s IN ROLE \"{plane_role}\"",
                         [password])

@@ -17,6 +17,16 @@ def service_health() -> dict:
     return out
 
 
+def cluster_nodes() -> list[dict]:
+    """The dashboard's Cluster table: every node, its state, last heartbeat and daemons."""
+    return [{"name": node.name, "state": cluster.state_of(node), "schedule": node.schedule,
+             "last_heartbeat": node.last_heartbeat, "address": node.management_address,
+             "services": node.services,
+             "daemons": {name: d.get("state") for name, d
+                         in sorted(cluster.daemons_of(node).items())}}
+            for node in Node.objects.all()]
+
+
 def service_alerts() -> list[dict]:
     out = []
     for node in Node.objects.all():

@@ -6,6 +6,7 @@ No Django here (a thin REST client, see console/cli/main.py)::
     strata fs create ckpt --pool p1 --quota 100G
     strata volume create vm1 20G
     strata snapshot create nightly --filesystem ckpt
+    strata fs key create ckpt gpu-hosts --read-only     # native CephFS key (ceph pools)
     strata ceph dev-cluster up /var/lib/strata-ceph     # a development Ceph cluster
 """
 from plane.cli.jobs import JOB_COLS, parse_size, watch_job
@@ -14,6 +15,7 @@ POOL_COLS = ["name", "driver", "redundancy", "media", "state", "size_bytes", "us
 FS_COLS = ["name", "pool", "quota_bytes", "used_bytes", "state", "path"]
 VOL_COLS = ["name", "pool", "size_bytes", "used_bytes", "state", "path"]
 SNAP_COLS = ["id", "name", "filesystem", "volume", "state", "created_at"]
+KEY_COLS = ["name", "entity", "read_only", "path", "created_at"]
 
 
 def _device(text: str) -> dict:
@@ -68,6 +70,16 @@ def register(subparsers) -> dict:
     x.add_argument("name")
     _access_args(x)
     x = fs.add_parser("delete"); x.add_argument("name")
+    key = fs.add_parser("key", help="native CephFS keys of a file system on a ceph pool "
+                        "(kernel client, ceph-fuse)").add_subparsers(dest="key_action",
+                                                                     required=True)
+    x = key.add_parser("list"); x.add_argument("filesystem")
+    x = key.add_parser("create", help="a key limited to the file system; prints its secret "
+                       "once and the mount commands")
+    x.add_argument("filesystem"); x.add_argument("name")
+    x.add_argument("--read-only", action="store_true", help="a key that cannot write")
+    x = key.add_parser("revoke", help="remove the key from Ceph; clients using it are evicted")
+    x.add_argument("filesystem"); x.add_argument("name")
 
     vol = subparsers.add_parser("volume").add_subparsers(dest="action", required=True)
     vol.add_parser("list")
@@ -149,6 +161,8 @@ def run(c, args, out) -> int:
             out(c.patch(f"filesystems/{args.name}/", {"quota_bytes": quota}), FS_COLS)
         elif args.action == "delete":
             c.delete(f"filesystems/{args.name}/")
+        elif args.action == "key":
+            return _key(c, args, out)
     elif args.cmd == "volume":
         if args.action == "list":
             out(c.list("volumes/"), VOL_COLS)
@@ -175,4 +189,28 @@ def run(c, args, out) -> int:
             c.delete(f"snapshots/{args.id}/")
         elif args.action == "clone":
             out(c.post(f"snapshots/{args.id}/clone/", {"name": args.name}), ["name", "pool", "path"])
+    return 0
+
+
+def _key(c, args, out) -> int:
+    """`strata fs key list|create|revoke`."""
+    where = f"filesystems/{args.filesystem}/ceph-keys/"
+    if args.key_action == "list":
+        out(c.get(where), KEY_COLS)
+    elif args.key_action == "create":
+        made = c.post(where, {"name": args.name, "read_only": args.read_only})
+        if args.json:
+            out(made, KEY_COLS)
+            return 0
+        mount = made["mount"]
+        print(f"key {made['entity']} ({'read-only' if made['read_only'] else 'read-write'}) "
+              f"for {made['path']}")
+        print(f"secret (shown once, not kept by Strata): {made['secret']}")
+        print(f"\nkernel client: write the secret alone into {mount['secretfile']['path']} "
+              f"(0600), then\n  {mount['kernel']}")
+        print(f"ceph-fuse: write {mount['keyring']['path']} (0600):\n"
+              + mount["keyring"]["content"].replace("<SECRET>", made["secret"])
+              + f"then\n  {mount['fuse']}")
+    elif args.key_action == "revoke":
+        c.delete(f"{where}{args.name}/")
     return 0

@@ -108,7 +108,8 @@ class FileSystem(PoolObject):
 
     quota_bytes = models.BigIntegerField(null=True, blank=True)
     # The service that made it for its own use ("object": the S3 gateway's data or cold
-    # tier; "checkpoints": cold checkpoint versions); empty for a user's file system.
+    # tier; "checkpoints": cold checkpoint versions; "vector": a collection's vectors and
+    # index); empty for a user's file system.
     kept_by = models.CharField(max_length=32, blank=True, default="")
     # Who may write its root, as on a dataset of a storage appliance: POSIX owner and group
     # (a user or group name of this host, or a number) and mode (octal); empty: as made
@@ -171,3 +172,29 @@ class Snapshot(Reconciled):
 
     def clones(self) -> list:
         return list(self.filesystem_clones.all()) + list(self.volume_clones.all())
+
+
+class CephClientKey(Timestamped):
+    """A cephx key a host uses to mount a file system of a ceph pool natively (kernel
+    client, ceph-fuse, libcephfs), limited to that file system (dataplane.ceph.clientkeys).
+    Ceph holds the secret; the row holds where it reaches, so that the mount commands can
+    be shown again (without the secret) and the key revoked."""
+
+    filesystem = models.ForeignKey(FileSystem, on_delete=models.PROTECT,
+                                   related_name="ceph_keys")
+    name = NameField()
+    entity = models.CharField(max_length=200, unique=True)   # client.strata.<fs>.<name>
+    read_only = models.BooleanField(default=False)
+    caps = models.JSONField(default=dict)
+    path = models.CharField(max_length=500)                   # in the CephFS
+    ceph_filesystem = models.CharField(max_length=100)        # the CephFS's name
+    monitors = models.JSONField(default=list)
+    msgr2_only = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["filesystem", "name"]
+        constraints = [models.UniqueConstraint(fields=["filesystem", "name"],
+                                               name="uniq_fs_ceph_key")]
+
+    def __str__(self):
+        return self.entity

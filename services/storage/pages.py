@@ -33,6 +33,7 @@ PAGES = [
          actions=[Action("Scrub", "/api/v1/pools/{key}/scrub/", watch_job=True)]),
     Page(slug="filesystems", title="File systems", group="Storage", api="/api/v1/filesystems/",
          queryset=lambda: FileSystem.objects.select_related("pool"),
+         detail="/console/filesystems/",
          columns=[Column("name", "Name"), Column("pool.name", "Pool"),
                   Column("used_bytes", "Used", "bytes"), Column("quota_bytes", "Quota", "bytes"),
                   Column("state", "State", "state"), Column("path", "Path"),

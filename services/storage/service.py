@@ -19,6 +19,7 @@ from django.utils import timezone
 from dataplane.driver import DeviceSpec
 from dataplane.errors import DataplaneError, NotFound
 from plumbing.errors import Conflict, NoSpace, is_disk_full
+from services.storage import cephkeys
 from services.storage.drivers import driver_for
 from services.storage.models import FileSystem, Pool, Snapshot, State, Volume
 
@@ -236,7 +237,8 @@ def secure_kept_filesystem(fs: FileSystem) -> list[str]:
 
 
 # what the services that keep file systems do with them, for messages
-KEEPERS = {"object": "the S3 gateway's objects", "checkpoints": "cold checkpoint versions"}
+KEEPERS = {"object": "the S3 gateway's objects", "checkpoints": "cold checkpoint versions",
+           "vector": "a vector collection's vectors and index"}
 
 
 class KeptByService(Conflict):
@@ -327,6 +329,7 @@ def delete_filesystem(fs: FileSystem) -> None:
     data), so an emptied cold tier can still be dropped with its capacity pool."""
     _refuse_if_cloned(fs.snapshots.all())
     with transaction.atomic():
+        cephkeys.revoke_all(fs)   # native clients lose it first
         fs.delete()
         try:
             driver_for(fs.pool.driver).delete_filesystem(fs.pool.name, fs.name)
@@ -459,6 +462,7 @@ def _refresh(obj, info_fn, summary) -> None:
 
 
 # -- file systems on ceph pools ------------------------------------------------------------
+
 
 def filesystem_source(fs: FileSystem) -> dict | None:
     """Where a file system of a ceph pool lives in its cluster (``{conf, client, filesystem,

@@ -360,3 +360,26 @@ def test_compact_base64_upsert_and_search(api, pool):
     err(api.post(f"{BASE}bin/vectors/", {"ids": 1, "vectors_b64": b64(vecs[:1])},
                  format="json"), 400)
     err(search(api, "bin", vector=vecs[0].tolist(), vectors_b64=b64(vecs[:1])), 400)
+
+
+def test_a_collections_file_system_is_kept_by_the_vector_service(api, operator_api, pool):
+    """Its file system is not the user's to delete, shrink or re-own while the collection
+    lives there (409 kept_by_service naming the vector service); deleting the collection
+    removes it."""
+    make(api, "kept")
+    fs = api.get("/api/v1/filesystems/vector-kept/").json()
+    assert fs["kept_by"] == "vector" and fs["mode"] == "0700"
+    for call in (lambda: operator_api.delete("/api/v1/filesystems/vector-kept/"),
+                 lambda: operator_api.patch("/api/v1/filesystems/vector-kept/",
+                                            {"quota_bytes": 1 << 20}, format="json"),
+                 lambda: operator_api.patch("/api/v1/filesystems/vector-kept/",
+                                            {"mode": "0777"}, format="json")):
+        r = call()
+        assert r.status_code == 409 and r.json()["error"] == "kept_by_service", r.content
+        assert r.json()["kept_by"] == "vector"
+    assert "collection kept" in operator_api.delete(
+        "/api/v1/filesystems/vector-kept/").json()["detail"]
+    upsert(api, "kept", data(10))
+    assert search(api, "kept", vector=data(1)[0].tolist(), k=1).status_code == 200
+    assert api.delete(f"{BASE}kept/").status_code == 204
+    assert api.get("/api/v1/filesystems/vector-kept/").status_code == 404

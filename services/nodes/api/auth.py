@@ -1,5 +1,6 @@
 """A node authenticates with its own credential (``Authorization: Token <key>``), which
 opens the node's own endpoints (heartbeat, self) and nothing else."""
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.permissions import BasePermission
@@ -34,3 +35,14 @@ class NodeCredentialAuthentication(TokenAuthentication):
 class IsNode(BasePermission):
     def has_permission(self, request, view):
         return isinstance(request.user, NodePrincipal)
+
+
+class NodeCredentialScheme(OpenApiAuthenticationExtension):
+    """The schema's name for a node's credential (it is not a user's API token)."""
+
+    target_class = "services.nodes.api.auth.NodeCredentialAuthentication"
+    name = "nodeCredential"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "apiKey", "in": "header", "name": "Authorization",
+                "description": "`Token <the node's credential>` (from `strata node join`)"}

@@ -6,8 +6,6 @@ One gateway for the module, with an owner (alice), two other users (bob, carol) 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import uuid
 from pathlib import Path
 
@@ -17,41 +15,9 @@ from botocore.exceptions import ClientError
 
 from plumbing import tls
 from services.object.tests import s3raw
-from services.object.tests.gatewayproc import ACCESS, SECRET, USER_ACCESS, USER_SECRET, GatewayProcess
-
-BOB, BOB_SECRET = "BOBKEY", "bob-secret"
-CAROL, CAROL_SECRET = "CAROLKEY", "carol-secret"
-
-
-@pytest.fixture(scope="module")
-def gw():
-    workdir = tempfile.mkdtemp(prefix="strata-policy-")
-    g = GatewayProcess(workdir)
-    g.write_config({ACCESS: {"secret_key": SECRET, "user": "admin", "admin": True},
-                    USER_ACCESS: {"secret_key": USER_SECRET, "user": "alice"},
-                    BOB: {"secret_key": BOB_SECRET, "user": "bob"},
-                    CAROL: {"secret_key": CAROL_SECRET, "user": "carol"}})
-    try:
-        g.start()
-        yield g
-    finally:
-        g.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def alice(gw):
-    return gw.client(USER_ACCESS, USER_SECRET)
-
-
-@pytest.fixture(scope="module")
-def bob(gw):
-    return gw.client(BOB, BOB_SECRET)
-
-
-@pytest.fixture(scope="module")
-def carol(gw):
-    return gw.client(CAROL, CAROL_SECRET)
+from services.object.tests.gatewayproc import (BOB, BOB_SECRET, USER_ACCESS, USER_SECRET,
+                                                GatewayProcess)
+from services.object.tests.gatewayproc import alice, bob, carol, gw  # noqa: F401 (fixtures)
 
 
 @pytest.fixture

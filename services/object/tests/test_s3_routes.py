@@ -12,8 +12,6 @@ import base64
 import hashlib
 import inspect
 import json
-import shutil
-import tempfile
 import uuid
 from xml.etree import ElementTree
 
@@ -23,9 +21,8 @@ from botocore.exceptions import ClientError
 
 from services.object.gateway import policy, routes
 from services.object.tests import s3raw
-from services.object.tests.gatewayproc import ACCESS, SECRET, USER_ACCESS, USER_SECRET, GatewayProcess
-
-BOB, BOB_SECRET = "BOBKEY", "bob-secret"
+from services.object.tests.gatewayproc import BOB, BOB_SECRET, USER_ACCESS, USER_SECRET
+from services.object.tests.gatewayproc import alice, bob, gw  # noqa: F401 (fixtures)
 
 
 # -- the table -------------------------------------------------------------------------------
@@ -105,31 +102,6 @@ def test_a_method_s3_does_not_have_is_method_not_allowed(gw, alice, name):
 
 
 # -- over the wire ---------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def gw():
-    workdir = tempfile.mkdtemp(prefix="strata-routes-")
-    g = GatewayProcess(workdir)
-    g.write_config({ACCESS: {"secret_key": SECRET, "user": "admin", "admin": True},
-                    USER_ACCESS: {"secret_key": USER_SECRET, "user": "alice"},
-                    BOB: {"secret_key": BOB_SECRET, "user": "bob"}})
-    try:
-        g.start()
-        yield g
-    finally:
-        g.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def alice(gw):
-    return gw.client(USER_ACCESS, USER_SECRET)
-
-
-@pytest.fixture(scope="module")
-def bob(gw):
-    return gw.client(BOB, BOB_SECRET)
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ from dataplane import MAX_VOLUME_BYTES, MIN_VOLUME_BYTES, InvalidArgument, check
 from plane.api.limits import INT64
 from services.storage import service
 from services.storage.drivers import default_driver_kind
-from services.storage.models import FileSystem, Pool, Snapshot, Volume
+from services.storage import cephkeys
+from services.storage.models import CephClientKey, FileSystem, Pool, Snapshot, Volume
 
 
 VOLUME_SIZE_HELP = (
@@ -97,9 +98,9 @@ class PoolSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "driver", "devices", "redundancy", "media", "state", "error",
                   "mountpoint", "size_bytes", "used_bytes", "free_bytes", "device_status",
                   "features_off", "ceph_conf", "ceph_client", "ceph_keyring",
-                  "failure_domain", "min_size", "ceph", "health_detail",
+                  "failure_domain", "min_size", "ceph", "health_detail", "node",
                   "created_at", "updated_at"]
-        read_only_fields = ["state", "error", "mountpoint", "size_bytes", "used_bytes",
+        read_only_fields = ["state", "error", "mountpoint", "size_bytes", "used_bytes", "node",
                             "free_bytes", "device_status", "features_off",
                             "created_at", "updated_at"]
 
@@ -176,7 +177,8 @@ class FileSystemSerializer(serializers.ModelSerializer):
                             "created_at", "updated_at"]
         extra_kwargs = {"kept_by": {"help_text": (
             "The service that made this file system for its own use (object: the S3 "
-            "gateway's data or cold tier; checkpoints: cold versions); empty for yours.")}}
+            "gateway's data or cold tier; checkpoints: cold versions; vector: a collection's "
+            "vectors and index); empty for yours.")}}
 
     def validate_pool(self, pool):
         if self.instance is not None and pool != self.instance.pool:
@@ -297,3 +299,25 @@ def _default_pool() -> Pool:
     if pool is None:
         raise serializers.ValidationError({"pool": "No pool given and no pool named default."})
     return pool
+
+
+class CephKeySerializer(serializers.ModelSerializer):
+    """A native CephFS key of a file system (its secret only in the answer that makes it)."""
+
+    filesystem = serializers.StringRelatedField(read_only=True)
+    mount = serializers.SerializerMethodField(
+        help_text="How a host mounts the file system with this key: kernel (mount -t ceph) "
+                  "and ceph-fuse commands, and the secret or keyring file they read "
+                  "(<SECRET> stands for the secret, shown once).")
+
+    class Meta:
+        model = CephClientKey
+        fields = ["id", "name", "filesystem", "entity", "read_only", "caps", "path",
+                  "ceph_filesystem", "monitors", "mount", "created_at"]
+        read_only_fields = ["entity", "caps", "path", "ceph_filesystem", "monitors",
+                            "created_at"]
+        extra_kwargs = {"read_only": {"help_text": "A key that can read but not write."}}
+        validators = []   # one name per file system: checked by the service (409)
+
+    def get_mount(self, key) -> dict:
+        return cephkeys.mount(key)

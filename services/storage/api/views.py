@@ -1,4 +1,5 @@
 from drf_spectacular.utils import extend_schema
+from django.shortcuts import get_object_or_404
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -6,9 +7,9 @@ from rest_framework.response import Response
 from plane.api.responses import job_accepted
 from plane.api.serializers import JobSerializer
 from plane.jobs import start_job
-from services.storage import service, tasks
+from services.storage import cephkeys, service, tasks
 from services.storage.api import serializers as s
-from services.storage.models import FileSystem, Pool, Snapshot, Volume
+from services.storage.models import CephClientKey, FileSystem, Pool, Snapshot, Volume
 
 
 class PoolViewSet(viewsets.ModelViewSet):
@@ -58,6 +59,36 @@ class FileSystemViewSet(viewsets.ModelViewSet):
 
     def perform_destroy(self, fs):
         service.delete_filesystem(fs)
+
+    @extend_schema(request=s.CephKeySerializer, responses={200: s.CephKeySerializer(many=True),
+                                                           201: s.CephKeySerializer})
+    @action(detail=True, methods=["get", "post"], url_path="ceph-keys",
+            serializer_class=s.CephKeySerializer)
+    def ceph_keys(self, request, name=None):
+        """Native CephFS keys of the file system (ceph pools only: 409 no_native_access
+        elsewhere). POST makes one; its secret is in the answer (``secret``,
+        ``show_once``) and never again."""
+        fs = self.get_object()
+        if request.method == "GET":
+            keys = fs.ceph_keys.all()
+            return Response(s.CephKeySerializer(keys, many=True).data)
+        body = s.CephKeySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        key, secret = cephkeys.create_key(fs, body.validated_data["name"],
+                                          body.validated_data.get("read_only", False))
+        data = s.CephKeySerializer(key).data
+        data["secret"] = secret
+        data["show_once"] = {"entity": key.entity, "secret": secret}
+        return Response(data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={204: None})
+    @action(detail=True, methods=["delete"], url_path=r"ceph-keys/(?P<key>[a-z0-9][a-z0-9._-]{0,62})")
+    def revoke_ceph_key(self, request, name=None, key=None):
+        """Revoke a key: removed from Ceph, its mounted clients evicted."""
+        fs = self.get_object()
+        row = get_object_or_404(CephClientKey, filesystem=fs, name=key)
+        cephkeys.revoke_key(row)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class VolumeViewSet(viewsets.ModelViewSet):
