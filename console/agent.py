@@ -33,7 +33,6 @@ HEARTBEAT_EVERY = 5.0
 WATCH_POLL = 0.2
 DEFAULT_CONFIG = "/etc/strata/node.json"
 DEFAULT_DATA_DIR = "/var/lib/strata"
-REPO = Path(__file__).resolve().parent.parent
 
 
 class CredentialRevoked(Exception):
@@ -98,7 +97,7 @@ class Agent:
             (self.data / sub).mkdir(parents=True, exist_ok=True)
         run = None if self.report_only else _claim(self.data)
         self.sup = Supervisor(self.data, self.env())
-        self.sup.reconcile_argv = [sys.executable, str(REPO / "manage.py"), "strata_reconcile"]
+        self.sup.reconcile_argv = [sys.executable, "-m", "django", "strata_reconcile"]
         if not self.report_only:      # the classes of work's cgroups, as `strata up` makes them
             self.sup.classes.apply(read_shares(self.data))
 

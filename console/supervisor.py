@@ -418,7 +418,7 @@ def up(data_dir: str, host: str, port: int, default_pool_size: str,
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    manage = [py, str(Path(__file__).resolve().parent.parent / "manage.py")]
+    manage = [py, "-m", "django"]   # not manage.py: an installed wheel has no checkout
     migrated = False
     try:
         if not env.get("STRATA_REDIS_URL"):

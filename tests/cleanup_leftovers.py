@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Clear what a crashed test run left behind: mounts and loop devices of /tmp/strata-test-*,
-and the daemons of development Ceph clusters and SPDK targets there (by the PIDs each
-recorded).
+the daemons of development Ceph clusters and SPDK targets there (by the PIDs each
+recorded), and the cluster tests' nspawn hosts (by the hosts.json of their folder: each
+host's processes, overlay and network namespace, and the bridge).
 
 Unmounts every mount whose mountpoint lies under a ``/tmp/strata-test-*`` directory or whose
 source is a loop device backed by a file there, then detaches those loop devices. Nothing
@@ -98,9 +99,28 @@ def leftover_spdk_targets(prefix: str) -> list:
     return found
 
 
+def leftover_cluster_hosts(prefix: str) -> list:
+    """Folders of the cluster tests' host sessions (tests/nodes.py) under ``prefix``."""
+    import glob
+
+    return sorted(os.path.dirname(p) for p in glob.glob(prefix + "*/hosts.json"))
+
+
 def clear(prefix: str, dry_run: bool = False) -> int:
-    """Kill the Ceph daemons and SPDK targets, unmount the mounts and detach the loops under
-    ``prefix`` (printing each); 1 if one could not be cleared."""
+    """Tear down the cluster tests' hosts, kill the Ceph daemons and SPDK targets, unmount the
+    mounts and detach the loops under ``prefix`` (printing each); 1 if one could not be
+    cleared."""
+    sessions = leftover_cluster_hosts(prefix)
+    for folder in sessions:
+        print(f"tear down cluster hosts of {folder}")
+        if not dry_run:
+            from pathlib import Path
+
+            sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+            from tests.nodes import teardown_recorded
+
+            for what in teardown_recorded(Path(folder)):
+                print(f"  {what}")
     loops = leftover_loops(prefix)
     mounts = leftover_mounts(prefix, loops)
     failed = 0
@@ -134,7 +154,7 @@ def clear(prefix: str, dry_run: bool = False) -> int:
         if proc.returncode != 0:
             print(f"  failed: {proc.stderr.strip()}", file=sys.stderr)
             failed += 1
-    if not mounts and not loops and not daemons and not targets:
+    if not mounts and not loops and not daemons and not targets and not sessions:
         print("cleanup_leftovers: nothing to clear")
     return 1 if failed else 0
 

@@ -5,8 +5,8 @@ Loaded early by pyproject's ``-p tests.parallel``, before pytest-django imports 
 - each worker gets a Redis database of its own (the run's STRATA_REDIS_URL plus the worker's
   index), so one worker's Celery worker never takes a task another worker's test queued;
 - a worker's tests go to it a module at a time (its module-scoped fixtures, such as an
-  appliance, start once), and the tests that use the Ceph cluster, the guest kernel or the
-  SPDK target (session fixtures) go as one group each to one worker, so each is built once;
+  appliance, start once), and the tests that use the cluster's nspawn hosts, the Ceph cluster, the guest
+  kernel or the SPDK target (session fixtures) go as one group each to one worker, so each is built once;
 - the groups are handed out first, so that the longest pieces of work do not start last;
 - every test has an id of its own (the scheduler runs one test per id).
 
@@ -25,8 +25,8 @@ from tests.kit import xdist_worker
 # and every test that uses the group's session fixture must be in one of them (the scheduler
 # in the controller sees only test ids; xdist's own `loadgroup` marks do not reach it under
 # pytest 9, which no longer takes the node id xdist rewrites).
-GROUPS = (("ceph", "test_ceph", "ceph_cluster"), ("guest", "test_vm_", "guest_image"),
-          ("spdk", "test_spdk", "spdk_target"))
+GROUPS = (("cluster", "test_cluster_", "cluster_hosts"), ("ceph", "test_ceph", "ceph_cluster"),
+          ("guest", "test_vm_", "guest_image"), ("spdk", "test_spdk", "spdk_target"))
 UNSCHEDULABLE = pytest.StashKey[str]()
 
 
