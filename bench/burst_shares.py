@@ -69,7 +69,8 @@ def s3_reader_loop(creds, bucket, keys, counter, stop) -> None:
 
 
 class StreamReader:
-    """One reader process; ``rate_over`` and ``sample`` as the bench's Reader."""
+    """One reader process running ``target(*args, counter, stop)``, which adds the bytes it
+    reads to ``counter``; ``rate_over`` is its rate over a few seconds."""
 
     def __init__(self, target, *args):
         self.counter, self.stop = mp.Value("q", 0), mp.Event()

@@ -100,30 +100,6 @@ def reader_loop(directory: str, counter, stop) -> None:
             drop_cache(f)
 
 
-class Reader:
-    def __init__(self, directory: str):
-        self.counter, self.stop = mp.Value("q", 0), mp.Event()
-        self.proc = mp.Process(target=reader_loop, args=(directory, self.counter, self.stop),
-                               daemon=True)
-        self.proc.start()
-
-    def sample(self) -> tuple:
-        return time.perf_counter(), self.counter.value
-
-    def rate_over(self, seconds: float) -> float:
-        t0, b0 = self.sample()
-        time.sleep(seconds)
-        t1, b1 = self.sample()
-        return (b1 - b0) / (t1 - t0)
-
-    def close(self) -> None:
-        self.stop.set()
-        self.proc.join(10)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join()
-
-
 class Api:
     def __init__(self, url: str, token: str):
         self.url = url.rstrip("/") + "/api/v1/"
@@ -453,7 +429,7 @@ def main(argv=None) -> int:
         clients = (app.url, creds["token"])  # each rank makes its own client
 
         # burst vs raw disk, reader alone vs during the burst ---------------------------
-        reader = Reader(sample_dir)
+        reader = burst_shares.StreamReader(reader_loop, sample_dir)
         time.sleep(0.5)
         raw_dir = os.path.join(str(app.data_dir), "raw-bench")
         raws, bursts, solos, during, commit_s, wonly = [], [], [], [], [], []
