@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import multiprocessing as mp
 import os
 import shutil
 import statistics
