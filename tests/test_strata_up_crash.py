@@ -70,7 +70,8 @@ def role(argv: list[str]) -> str:
                          ("services.object.serve", "s3"), ("services.object.gateway", "s3"),
                          (" beat", "beat"),
                          (" worker", "worker"), ("uvicorn", "web"),
-                         ("plumbing.rungroup", "reaper"), ("console.cli.main", "strata up"),
+                         ("plumbing.rungroup", "reaper"), (" node run ", "node agent"),
+                         ("console.cli.main", "strata up"),
                          ("ceph-fuse", "ceph-fuse")):
         if needle in line:
             return name
@@ -88,7 +89,8 @@ def app_ports(app) -> list[int]:
 def one_of_each(app) -> None:
     """Exactly one of each daemon of this appliance on the whole machine (beat starts a
     moment after the appliance answers: wait for it)."""
-    names = ("redis", "tgtd", "ganesha", "qsd", "s3", "beat", "web", "strata up", "reaper")
+    names = ("redis", "tgtd", "ganesha", "qsd", "s3", "beat", "web", "strata up", "reaper",
+             "node agent")
 
     def counts():
         roles = list(run_processes(app).values())

@@ -44,4 +44,7 @@ def document_errors(result, generator, request, public):
             responses = operation.setdefault("responses", {})
             for code in codes:
                 responses.setdefault(code, {"description": WHY[code], "content": ref})
+            for code, response in responses.items():   # an error a view declares itself
+                if code in WHY and "content" not in response:
+                    response["content"] = ref
     return result

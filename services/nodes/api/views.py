@@ -1,4 +1,4 @@
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import AllowAny
@@ -26,7 +26,8 @@ class NodeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Updat
 
     def check_permissions(self, request):
         super().check_permissions(request)
-        if request.method not in ("GET", "HEAD", "OPTIONS") \
+        # an undeclared method has no action: DRF answers it 405 after this check
+        if request.method not in ("GET", "HEAD", "OPTIONS") and self.action is not None \
                 and self.action not in ("join", "heartbeat", "me") \
                 and role_of(request.user) != ADMIN:
             raise Forbidden("Only admins manage the cluster's nodes.")
@@ -64,7 +65,10 @@ class NodeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Updat
         key, row = cluster.create_join_token(body.validated_data.get("ttl"))
         return Response({"token": key, "expires_at": row.expires_at}, status=201)
 
-    @extend_schema(request=s.JoinRequestSerializer, responses={201: s.JoinSerializer})
+    @extend_schema(request=s.JoinRequestSerializer, responses={
+        201: s.JoinSerializer,
+        403: OpenApiResponse(description="join_token_used, join_token_expired or "
+                                         "join_token_invalid: the token cannot join a node.")})
     @action(detail=False, methods=["post"], authentication_classes=[],
             permission_classes=[AllowAny])
     def join(self, request):
