@@ -119,7 +119,7 @@ class Agent:
                     if answer is not None and not self.report_only:
                         self.apply(answer.get("services") or [], answer.get("options") or {})
                 if not self.report_only and not self.sup.watch_once():
-                    code = 1
+                    code = 0 if self.stopping else 1   # a child's exit while stopping: no failure
                     break
                 time.sleep(WATCH_POLL)
         except CredentialRevoked as exc:
