@@ -6,16 +6,37 @@ return a started :class:`dataplane.ceph.devcluster.DevCluster` (``conf``, ``keyr
 ``client``, ``command()``, ``kill_osd()``, ``start_osd()``, ``wait_healthy()``); it is
 stopped and deleted when the session ends. Tests that kill an OSD start it again and wait
 for HEALTH_OK before they return, so the next test finds a healthy cluster.
+
+The cluster listens on :data:`CEPH_ADDRESS`, a private address of this host added to ``lo``
+(labelled ``lo:strata-ceph``), not on 127.0.0.1: a 127.x address cannot be reached from another
+network namespace, and the clients of some tests live in one (TCG guests with a kernel Ceph
+client, the cluster's nspawn hosts), while any other address of ``lo`` is this host's own to
+them too (the kernel here has no dummy interfaces). The address is added on first use and left
+in place (several test sessions may share it).
 """
 import atexit
 import os
 import shutil
+import subprocess
 import tempfile
 from contextlib import contextmanager
 
 import pytest
 
 _cluster = None
+CEPH_ADDRESS = "10.78.0.1"
+
+
+def ceph_address() -> str:
+    """:data:`CEPH_ADDRESS`, added to ``lo`` when missing."""
+    shown = subprocess.run(["ip", "-o", "addr", "show", "dev", "lo"], capture_output=True,
+                           text=True, check=True)
+    if f" {CEPH_ADDRESS}/" not in shown.stdout:
+        added = subprocess.run(["ip", "addr", "add", f"{CEPH_ADDRESS}/32", "dev", "lo", "label",
+                                "lo:strata-ceph"], capture_output=True, text=True)
+        if added.returncode != 0 and "File exists" not in added.stderr:
+            raise RuntimeError(f"cannot add {CEPH_ADDRESS} to lo: {added.stderr.strip()}")
+    return CEPH_ADDRESS
 
 
 def ceph_unavailable() -> str | None:
@@ -44,7 +65,7 @@ def shared_cluster():
         from dataplane.ceph.devcluster import DevCluster
 
         root = tempfile.mkdtemp(prefix="strata-test-ceph-")
-        cluster = DevCluster(root)
+        cluster = DevCluster(root, address=ceph_address())
         try:
             cluster.up()
         except BaseException:

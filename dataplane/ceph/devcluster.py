@@ -1,4 +1,5 @@
-"""A small Ceph cluster on 127.0.0.1 for development and tests (no Django).
+"""A small Ceph cluster on one address (127.0.0.1 unless told) for development and tests
+(no Django).
 
 One mon, one mgr, three OSDs on file-backed BlueStore (each under its own CRUSH ``host``
 bucket ``host0..host2``, so a ``host`` failure domain is testable on one machine) and two
@@ -23,6 +24,11 @@ From Python::
     cluster.rgw_user("bench", ACCESS, SECRET)  # an S3 user of that radosgw
     cluster.wait_healthy()
     cluster.down()
+
+``DevCluster(DIR, address="10.78.0.1")`` makes the daemons listen on another address of this
+host instead of 127.0.0.1 (one that network namespaces, guests and container hosts can route
+to; the tests add one to ``lo``, see ``tests/ceph.py``). The address is kept with the
+cluster, so a restart uses it again.
 
 ``DevCluster(DIR).up()`` on a DIR whose cluster was stopped starts the same cluster again.
 """
@@ -87,8 +93,10 @@ def _entities() -> dict:
 class DevCluster:
     """A development Ceph cluster kept in ``root`` (see the module doc)."""
 
-    def __init__(self, root, osd_size: int = 10 * GiB, osd_memory_target: int = 512 << 20):
+    def __init__(self, root, osd_size: int = 10 * GiB, osd_memory_target: int = 512 << 20,
+                 address: str = "127.0.0.1"):
         self.root = Path(root).absolute()
+        self.address = self._state().get("address", address)
         self.osd_size = osd_size
         self.osd_memory_target = osd_memory_target
         self.conf = self.root / "ceph.conf"
@@ -108,8 +116,8 @@ class DevCluster:
         run = state["run_dir"]
         conf = f"""[global]
 fsid = {state['fsid']}
-mon_host = v2:127.0.0.1:{state['mon_port']}
-public_addr = 127.0.0.1
+mon_host = v2:{self.address}:{state['mon_port']}
+public_addr = {self.address}
 ms_bind_msgr1 = false
 ms_bind_ipv6 = false
 auth_cluster_required = cephx
@@ -173,7 +181,8 @@ keyring = {r}/ceph.$name.keyring
             run_dir = Path(tempfile.mkdtemp(prefix="ceph-run-"))
         run_dir.mkdir(exist_ok=True)
         state = {"fsid": str(uuid.uuid4()), "mon_port": free_port(), "run_dir": str(run_dir),
-                 "osd_uuids": [str(uuid.uuid4()) for _ in range(OSDS)], "osds_made": []}
+                 "osd_uuids": [str(uuid.uuid4()) for _ in range(OSDS)], "osds_made": [],
+                 "address": self.address}
         self._write_conf(state)
         keys = {name: ceph_key() for name in _entities()}
         everything = "".join(_keyring_entry(n, keys[n], caps) for n, caps in _entities().items())
@@ -189,7 +198,7 @@ keyring = {r}/ceph.$name.keyring
             write_atomic(path / "keyring", _keyring_entry(name, keys[name], {}), mode=0o600)
         monmap = r / "monmap"
         _run(["monmaptool", "--create", "--clobber", "--fsid", state["fsid"],
-              "--addv", MON_NAME, f"[v2:127.0.0.1:{state['mon_port']}]", str(monmap)])
+              "--addv", MON_NAME, f"[v2:{self.address}:{state['mon_port']}]", str(monmap)])
         _run(["ceph-mon", "-c", self.conf, "--mkfs", "-i", MON_NAME, "--monmap", monmap,
               "--keyring", mon_keyring])
         write_json_atomic(r / "cluster.json", state, indent=2)
