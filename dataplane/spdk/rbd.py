@@ -16,6 +16,13 @@ librbd's exclusive lock moves between the targets' clients as each writes: Ceph 
 image consistent, ANA only says which path to prefer. When the optimized target dies, the
 host's native NVMe multipath sends I/O down the non-optimized path.
 
+librbd's cache is off on every target (``rbd_cache = false``): with it, librbd acknowledges
+writes from memory once it has seen a flush, and a target killed before its next flush loses
+them while the host's flush, retried on the other path, succeeds there, so an fsync that
+returned would not cover them (seen: a guest's fsynced MiB missing from the image after the
+optimized target was killed). Every acknowledged write is in RADOS, as with Ceph's kernel
+client (krbd) or tgt's rbd backing store.
+
 The export is recorded in the driver's ``nvmf.json`` like an lvol's (with ``rbd`` and
 ``ana_state`` in it), so :meth:`SpdkNvmfMixin.reconcile_nvmf` re-creates the cluster, the bdev
 and the subsystem after an nvmf_tgt restart.
@@ -145,7 +152,8 @@ class SpdkRbdMixin:
         try:
             self.rpc.call("bdev_rbd_get_clusters_info", name=cluster)
         except NotFound:
-            params = {"name": cluster, "user_id": rbd["id"], "config_file": rbd["conf"]}
+            params = {"name": cluster, "user_id": rbd["id"], "config_file": rbd["conf"],
+                      "config_param": {"rbd_cache": "false"}}
             if rbd.get("keyring"):
                 params["key_file"] = rbd["keyring"]
             self.rpc.call("bdev_rbd_register_cluster", **params)
