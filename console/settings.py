@@ -234,6 +234,16 @@ SERVICE_OPTIONS = json.loads(os.environ.get("STRATA_SERVICE_OPTIONS") or "{}")
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = bool(SERVICE_OPTIONS.get("tls_cert"))
 # A job row is updated at most this often while it reports progress.
 STRATA_JOB_PROGRESS_INTERVAL = 0.5
+# Stale jobs (plane/tasks.py, the sweeper, every STRATA_JOB_SWEEP_INTERVAL seconds): a running
+# job writes a heartbeat every STRATA_JOB_HEARTBEAT s and counts as cut off (its worker died)
+# after STRATA_JOB_STALE_RUNNING s without one; a pending job older than STRATA_JOB_STALE_PENDING
+# s whose message is in no queue of the broker nor held by a worker is queued again.
+STRATA_JOB_HEARTBEAT = float(os.environ.get("STRATA_JOB_HEARTBEAT", "10"))
+STRATA_JOB_STALE_RUNNING = float(os.environ.get("STRATA_JOB_STALE_RUNNING", "60"))
+STRATA_JOB_STALE_PENDING = float(os.environ.get("STRATA_JOB_STALE_PENDING", "120"))
+STRATA_JOB_SWEEP_INTERVAL = float(os.environ.get("STRATA_JOB_SWEEP_INTERVAL", "30"))
+CELERY_BEAT_SCHEDULE["sweep-jobs"] = {"task": "plane.sweep_jobs",
+                                      "schedule": STRATA_JOB_SWEEP_INTERVAL}
 
 LOGGING = {
     "version": 1,

@@ -9,15 +9,22 @@ A job that moves bytes passes them too: ``ctx.progress(pct, message, done=n, tot
 (``total`` may be an estimate, or None when unknown). The row keeps ``bytes_done`` and
 ``bytes_total``; the API derives the rate and ETA from them and ``started_at``. When the job
 succeeds its last byte count is written, and the total becomes what was moved.
+
+A running job's row gets a heartbeat (``heartbeat_at``, every STRATA_JOB_HEARTBEAT seconds,
+from a thread beside the job) so that the sweeper (plane/tasks.py) can tell a job whose
+worker died from a slow one. ``job_task(name, idempotent=True)`` marks a task that may run
+again from the start after its worker died half-way; the sweeper re-runs those and fails
+the others.
 """
 import functools
 import logging
+import threading
 import time
 
-from celery import shared_task
+from celery import current_app, shared_task
 from celery.signals import worker_ready
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, connections, transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
@@ -77,6 +84,7 @@ def start_job(kind: str, task, *, user=None, target=None, params=None) -> Job:
         target_name=target_name,
         params=params or {},
         message="queued",
+        task=task.name,
     )
     transaction.on_commit(lambda: _queue(job, task))
     return job
@@ -99,20 +107,55 @@ def _finish(job_id: int, state: str, **fields) -> None:
     Job.objects.filter(pk=job_id).update(state=state, finished_at=timezone.now(), **fields)
 
 
-def job_task(name: str):
-    """Turn `fn(ctx, **params)` into a Celery task taking a job id."""
+IDEMPOTENT = set()  # names of the tasks that may run again after a worker died half-way
+
+
+class _Heartbeat(threading.Thread):
+    """Writes ``heartbeat_at`` of a running job every STRATA_JOB_HEARTBEAT seconds until
+    stopped; it dies with its worker process, which is the point."""
+
+    def __init__(self, job_id: int):
+        super().__init__(name=f"job-{job_id}-heartbeat", daemon=True)
+        self.job_id = job_id
+        self.stopped = threading.Event()
+
+    def run(self):
+        try:
+            while not self.stopped.wait(settings.STRATA_JOB_HEARTBEAT):
+                try:
+                    Job.objects.filter(pk=self.job_id, state=Job.State.RUNNING).update(
+                        heartbeat_at=timezone.now())
+                except DatabaseError as exc:  # the next beat tries again
+                    log.warning("heartbeat of job %s not written: %s", self.job_id, exc)
+        finally:
+            connections.close_all()  # this thread's own connection
+
+    def stop(self):
+        self.stopped.set()
+        self.join()
+
+
+def job_task(name: str, *, idempotent: bool = False):
+    """Turn `fn(ctx, **params)` into a Celery task taking a job id. ``idempotent``: running
+    it again from the start after a run was cut off anywhere is safe (it states what should
+    be, or only reads), so the sweeper re-runs it instead of failing it."""
+    if idempotent:
+        IDEMPOTENT.add(name)
 
     def decorate(fn):
         @shared_task(name=name)
         @functools.wraps(fn)
         def run(job_id: int):
+            now = timezone.now()
             claimed = Job.objects.filter(pk=job_id, state=Job.State.PENDING).update(
-                state=Job.State.RUNNING, started_at=timezone.now(), message="running",
+                state=Job.State.RUNNING, started_at=now, heartbeat_at=now, message="running",
                 node=settings.STRATA_NODE_NAME)
             if not claimed:  # cancelled before it started, or already ran
                 return
             job = Job.objects.get(pk=job_id)
             ctx = JobContext(job)
+            heartbeat = _Heartbeat(job_id)
+            heartbeat.start()
             try:
                 result = fn(ctx, **job.params)
             except Cancelled as exc:
@@ -124,6 +167,8 @@ def job_task(name: str):
             else:
                 _finish(job_id, Job.State.SUCCEEDED, progress=100.0, result=result,
                         message="done", **ctx.counts(succeeded=True))
+            finally:
+                heartbeat.stop()
 
         return run
 
@@ -156,21 +201,46 @@ def on_interrupted(kind: str):
     return register
 
 
+def settle_interrupted(job: Job, why: str) -> str | None:
+    """A running ``job`` was cut off (``why``: how we know): run its kind's clean-up
+    (:func:`on_interrupted`), then queue an idempotent task again from the start ("rerun")
+    or record the job as failed ("failed"). None when someone settled it meanwhile."""
+    again = job.task in IDEMPOTENT and not job.cancel_requested
+    fields = ({"state": Job.State.PENDING, "message": f"queued again: {why}",
+               "started_at": None, "heartbeat_at": None, "progress": 0.0}
+              if again else
+              {"state": Job.State.FAILED, "finished_at": timezone.now(), "message": "interrupted",
+               "error": f"interrupted: {why}; start it again"})
+    # only if no one moved it meanwhile (a late heartbeat, another sweep, the worker's reap)
+    if not Job.objects.filter(pk=job.pk, state=Job.State.RUNNING,
+                              heartbeat_at=job.heartbeat_at).update(**fields):
+        return None
+    log.warning("job %s (%s): %s; %s", job.pk, job.kind, why,
+                "queued again" if again else "marked failed")
+    cleanup = _ON_INTERRUPTED.get(job.kind)
+    if cleanup is not None:
+        try:
+            cleanup(**job.params)
+        except Exception:
+            log.exception("clean-up after interrupted job %s (%s) failed", job.pk, job.kind)
+    if again:
+        requeue(job)
+        return "rerun"
+    return "failed"
+
+
+def requeue(job: Job) -> None:
+    """Queue a message for ``job``'s task again (a no-op run if the job is no longer pending)."""
+    current_app.send_task(job.task, args=(job.pk,))
+
+
 @worker_ready.connect
 def fail_interrupted_jobs(**_):
-    """A job still `running` when a worker starts was cut off by a crash or kill of the
-    previous worker (one worker per appliance): record it as failed, not running forever,
-    and run its kind's clean-up (see :func:`on_interrupted`)."""
-    rows = list(Job.objects.filter(state=Job.State.RUNNING).values_list("pk", "kind", "params"))
-    for pk, kind, params in rows:
-        if not Job.objects.filter(pk=pk, state=Job.State.RUNNING).update(
-                state=Job.State.FAILED, finished_at=timezone.now(), message="interrupted",
-                error="interrupted: the worker stopped while the job ran; start it again"):
-            continue
-        log.warning("marked interrupted job %s (%s) as failed", pk, kind)
-        cleanup = _ON_INTERRUPTED.get(kind)
-        if cleanup is not None:
-            try:
-                cleanup(**params)
-            except Exception:
-                log.exception("clean-up after interrupted job %s (%s) failed", pk, kind)
+    """A job of this node still `running` when its worker starts was cut off by a crash or
+    kill of the previous worker (one worker per node): record it as failed, not running
+    forever, and run its kind's clean-up (see :func:`on_interrupted`). Other nodes' jobs
+    are the sweeper's (plane/tasks.py), by their heartbeat. An idempotent task is queued
+    again instead (see :func:`settle_interrupted`)."""
+    for job in Job.objects.filter(state=Job.State.RUNNING,
+                                  node__in=[settings.STRATA_NODE_NAME, ""]):
+        settle_interrupted(job, "the worker stopped while the job ran")

@@ -44,6 +44,8 @@ class Job(models.Model):
     params = models.JSONField(default=dict, blank=True)
     cancel_requested = models.BooleanField(default=False)
     node = models.CharField(max_length=63, blank=True, default="")  # the node whose worker ran it
+    task = models.CharField(max_length=128, blank=True, default="")  # the Celery task that runs it
+    heartbeat_at = models.DateTimeField(null=True, blank=True)  # its worker's last sign of life
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )

@@ -83,3 +83,88 @@ def test_job_left_running_by_a_dead_worker_is_failed_when_a_worker_starts(transa
         worker.wait(30)
     assert stuck.state == "failed" and "interrupted" in stuck.error
     assert stuck.finished_at is not None
+
+
+def _pool_children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(p) for p in f.read().split()]
+
+
+def test_sweeper_requeues_a_lost_message_and_reruns_a_job_whose_worker_was_killed(
+        api, transactional_db, data_dir, tmp_path, settings):
+    """Real faults, a real prefork worker (as `strata up` runs it) on the real broker: the
+    queue flushed under a pending job, and the worker's child killed with SIGKILL mid-scrub.
+    The sweeper (what beat runs every STRATA_JOB_SWEEP_INTERVAL s) is called here directly,
+    with its times shortened."""
+    import services.storage.tasks  # noqa: F401  (its tasks, idempotent ones among them)
+    from plane import tasks as sweeper
+    from services.protection.tests.helpers import WorkerProcess
+
+    assert settings.CELERY_BEAT_SCHEDULE["sweep-jobs"]["task"] == "plane.sweep_jobs"
+    settings.STRATA_JOB_STALE_PENDING = 0
+    settings.STRATA_JOB_STALE_RUNNING = 3
+    r = api.post("/api/v1/pools/", {"name": "p1", "driver": "local", "redundancy": "mirror",
+                                    "devices": ["image:300M", "image:300M"]}, format="json")
+    assert r.status_code == 201, r.json()
+    fs = api.post("/api/v1/filesystems/", {"name": "f1", "pool": "p1"}, format="json").json()
+    with open(os.path.join(fs["path"], "data"), "wb") as f:
+        f.write(os.urandom(48 << 20))
+        os.fsync(f.fileno())
+    app.control.purge()
+
+    # -- the message of a pending job lost (the queue flushed): it is queued again
+    job_id = api.post("/api/v1/pools/p1/scrub/").json()["id"]
+    assert job_id in sweeper.queued_job_ids()
+    app.control.purge()
+    assert job_id not in sweeper.queued_job_ids()
+    assert sweeper.sweep_jobs()["pending"]["requeued"] == [job_id]
+    assert job_id in sweeper.queued_job_ids()
+
+    # -- a worker runs it, slowed by the I/O budget; its child is killed mid-scrub: the
+    # heartbeat stops, and the sweeper queues the (idempotent) scrub again
+    r = api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {"scrub": 2}}, format="json")
+    assert r.status_code == 200, r.json()
+    worker = WorkerProcess(data_dir, tmp_path, pool="prefork",
+                           extra_env={"STRATA_JOB_HEARTBEAT": "0.5"})
+    try:
+        wait_for(lambda: (Job.objects.get(pk=job_id).bytes_done or 0) > 0, 60,
+                 "the scrub to run")
+        [child] = _pool_children(worker.proc.pid)
+        os.kill(child, 9)
+        row = Job.objects.get(pk=job_id)
+        assert row.state == "running" and row.progress < 100, row.message
+        assert sweeper.sweep_jobs()["running"] == {"rerun": [], "failed": []}  # not yet stale
+        r = api.put("/api/v1/io-budget/1/", {"class_rates_mbps": {}}, format="json")
+        assert r.status_code == 200, r.json()
+        swept = wait_for(lambda: sweeper.sweep_jobs()["running"]["rerun"], 30,
+                         "the sweeper to see the heartbeat stop", interval=0.5)
+        assert swept == [job_id]
+        job = wait_job(api, job_id, timeout=120)  # run by the worker's new child
+        assert job["state"] == "succeeded", job
+        assert job["result"]["errors_uncorrectable"] == 0
+        assert job["result"]["bytes_scrubbed"] > 48 << 20
+    finally:
+        worker.kill9()
+
+
+def test_sweeper_fails_a_cut_off_job_that_is_not_idempotent(transactional_db, settings):
+    """The worker's death stands in as a heartbeat a minute old (the kill itself: above)."""
+    from datetime import timedelta
+
+    import services.tiering.tasks  # noqa: F401
+    from django.utils import timezone
+
+    from plane import tasks as sweeper
+
+    settings.STRATA_JOB_STALE_RUNNING = 60
+    old = timezone.now() - timedelta(seconds=90)
+    cut = Job.objects.create(kind="tier-move", task="tiering.move_job", state="running",
+                             started_at=old, heartbeat_at=old, node="n2")
+    fresh = Job.objects.create(kind="tier-move", task="tiering.move_job", state="running",
+                               started_at=old, heartbeat_at=timezone.now())
+    assert sweeper.sweep_jobs()["running"] == {"rerun": [], "failed": [cut.pk]}
+    cut.refresh_from_db()
+    assert cut.state == "failed" and cut.finished_at is not None
+    assert "no heartbeat for 90 s on node n2" in cut.error and "start it again" in cut.error
+    fresh.refresh_from_db()
+    assert fresh.state == "running"

@@ -25,7 +25,7 @@ class JobSerializer(serializers.ModelSerializer):
             "id", "url", "kind", "state", "progress", "message", "result", "error",
             "bytes_done", "bytes_total", "rate_bytes_per_s", "eta_seconds",
             "target_type", "target_name", "cancel_requested", "user", "node",
-            "created_at", "started_at", "finished_at",
+            "created_at", "started_at", "heartbeat_at", "finished_at",
         ]
         read_only_fields = fields
 

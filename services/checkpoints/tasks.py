@@ -43,7 +43,7 @@ def start_retention(job: CheckpointJob, user=None):
                      target=("checkpoint-job", job.name), params={"job": job.name})
 
 
-@job_task("checkpoints.apply_retention")
+@job_task("checkpoints.apply_retention", idempotent=True)  # it recomputes what to delete
 def apply_retention(ctx, job: str):
     """Delete a job's superseded, unreferenced versions (with progress)."""
     return retention.apply(CheckpointJob.objects.get(name=job), progress=ctx.progress)

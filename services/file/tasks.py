@@ -3,7 +3,7 @@ from plane.jobs import job_task
 from services.file import service
 
 
-@job_task("file.reconcile")
+@job_task("file.reconcile", idempotent=True)  # it states what should run
 def reconcile(ctx):
     """Re-apply every export, share and SMB user to the running daemons, reload them."""
     ctx.progress(0, "applying NFS exports, SMB shares and SMB users")

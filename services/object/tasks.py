@@ -25,7 +25,7 @@ def open_gate():
     return bootstrap.open_gate_when_attached()
 
 
-@job_task("object.lifecycle_pass")
+@job_task("object.lifecycle_pass", idempotent=True)  # rules, applied again
 def lifecycle_pass(ctx):
     """One pass of the buckets' lifecycle rules in the S3 gateway: expirations, aborted
     uploads and transitions to the capacity tier (drawing from the I/O budget's

@@ -21,7 +21,7 @@ def stop_orphan_scrub(pool: str):
         log.warning("stopped the scrub of pool %s left running by a killed worker", pool)
 
 
-@job_task("storage.scrub_pool")
+@job_task("storage.scrub_pool", idempotent=True)  # it only reads and repairs
 def scrub_pool(ctx, pool: str):
     """Read and verify every block of a pool; repair from redundancy where it can. The
     bytes read are drawn from the shared background I/O budget (class ``scrub``): the

@@ -108,10 +108,12 @@ class CutProxy:
 
 class WorkerProcess:
     """A real Celery worker subprocess on the test database and broker, to be killed with
-    SIGKILL mid-job (the in-thread ``worker`` fixture cannot be); ``command="beat"`` runs
-    Celery beat with the database scheduler instead."""
+    SIGKILL mid-job (the in-thread ``worker`` fixture cannot be); ``pool="prefork"`` runs the
+    job in a child process (as `strata up`'s worker does), which can be killed alone;
+    ``command="beat"`` runs Celery beat with the database scheduler instead."""
 
-    def __init__(self, data_dir, log_dir, lock_ttl: int = 3, command: str = "worker"):
+    def __init__(self, data_dir, log_dir, lock_ttl: int = 3, command: str = "worker",
+                 pool: str = "solo", extra_env: dict | None = None):
         import subprocess
         import sys
 
@@ -127,11 +129,12 @@ class WorkerProcess:
             # the test's key: secrets sealed in the database (peer tokens) must open there
             "STRATA_SECRET_KEY": settings.SECRET_KEY,
             "PYTHONPATH": REPO,
+            **(extra_env or {}),
         })
         self.log_path = os.path.join(str(log_dir), f"{command}.log")
         if command == "worker":
-            args = ["worker", "--pool", "solo", "--without-heartbeat", "--without-gossip",
-                    "--without-mingle"]
+            args = ["worker", "--pool", pool, "--concurrency", "1", "--without-heartbeat",
+                    "--without-gossip", "--without-mingle"]
         else:
             args = ["beat", "--schedule", os.path.join(str(log_dir), "beat-schedule")]
         self.proc = subprocess.Popen(
