@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from console.daemons import read_states
+from plumbing import nodeceph
 from console.supervisor import (Supervisor, _claim, _sweep, service_up_modules,
                                 DAEMON_START_TIMEOUT)
 from plumbing.process import ChildFailed
@@ -74,6 +75,7 @@ class Agent:
         self.client = plane_client(config)
         self.services: list[str] = []     # the services whose daemons run here
         self.options: dict = {}
+        self.revision: int | None = None  # the plane's placement revision last reconciled
         self.stopping = False
         self.unreachable_since: float | None = None
         self.sup: Supervisor | None = None
@@ -83,7 +85,8 @@ class Agent:
         broker and sealing key, this node's name and data directory."""
         c = self.config
         env = dict(os.environ, STRATA_DATA_DIR=str(self.data), PYTHONUNBUFFERED="1",
-                   DJANGO_SETTINGS_MODULE="console.settings", STRATA_NODE_NAME=c["name"])
+                   DJANGO_SETTINGS_MODULE="console.settings", STRATA_NODE_NAME=c["name"],
+                   STRATA_NODE_AGENT="" if self.report_only else "1")
         for key, var in (("database_url", "STRATA_DATABASE_URL"),
                          ("redis_url", "STRATA_REDIS_URL"), ("secret_key", "STRATA_SECRET_KEY")):
             if c.get(key):
@@ -117,7 +120,7 @@ class Agent:
                     next_beat = time.monotonic() + HEARTBEAT_EVERY
                     answer = self.heartbeat()
                     if answer is not None and not self.report_only:
-                        self.apply(answer.get("services") or [], answer.get("options") or {})
+                        self.follow(answer)
                 if not self.report_only and not self.sup.watch_once():
                     code = 0 if self.stopping else 1   # a child's exit while stopping: no failure
                     break
@@ -164,6 +167,39 @@ class Agent:
         return answer
 
     # --- what runs here ---------------------------------------------------------------------
+
+    def follow(self, answer: dict) -> None:
+        """Do what the heartbeat's answer says: the Ceph client files and the services'
+        daemons on the first answer and whenever the placement revision moved (then every
+        running service reconciles again: an export added, a volume moved here)."""
+        revision = answer.get("revision")
+        moved = revision != self.revision
+        if moved:
+            self.fetch_ceph_files()
+        started = set(self.services)
+        self.apply(answer.get("services") or [], answer.get("options") or {})
+        if moved and self.revision is not None:
+            for service in [s for s in self.services if s in started]:
+                self.sup.run_quietly(f"reconcile-{service}",
+                                     self.sup.reconcile_argv + [service])
+        self.revision = revision
+
+    def fetch_ceph_files(self) -> None:
+        """What the daemons need to open the cluster's Ceph pools, from the plane (node
+        credential), written 0600 under ``<data dir>/ceph/<pool>/``."""
+        try:
+            answer = self.client.get("nodes/self/ceph/")
+        except ApiError as exc:
+            print(f"strata node: the Ceph client files could not be fetched: {exc}",
+                  flush=True)
+            return
+        for pool, files in (answer.get("pools") or {}).items():
+            if nodeceph.write_pool(self.data, pool, files):
+                print(f"strata node: Ceph client files of pool {pool} written", flush=True)
+        for pool, error in (answer.get("errors") or {}).items():
+            print(f"strata node: pool {pool}: {error}", flush=True)
+        nodeceph.forget_others(self.data, list(answer.get("pools") or {}) +
+                               list(answer.get("errors") or {}))
 
     def apply(self, services: list[str], options: dict) -> None:
         """Start the daemons of services newly assigned, stop those of services taken away

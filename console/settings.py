@@ -9,6 +9,8 @@ the same file:
 - STRATA_REDIS_URL: Celery broker; default a unix socket in the data dir (started by `strata up`)
 - STRATA_DATAPLANE: driver for new pools: auto | local | directory
 - STRATA_NODE_NAME: this host's node name in the cluster (default: the host name)
+- STRATA_NODE_AGENT: set by `strata node run` for the processes it starts: this process serves
+  what the cluster places on this node (services.nodes.placement), not every resource
 - STRATA_NODE_DATABASE_URL, STRATA_NODE_REDIS_URL: what joining nodes are told to use when
   it is not what the plane uses (a plane on the database's host may reach it on loopback)
 """
@@ -226,6 +228,7 @@ STRATA_DATAPLANE = os.environ.get("STRATA_DATAPLANE", "auto")
 # are told, and the services a node can be assigned (those with daemons in `up.py`).
 STRATA_NODE_NAME = os.environ.get("STRATA_NODE_NAME") or socket.gethostname().lower()
 STRATA_NODE_DATABASE_URL = os.environ.get("STRATA_NODE_DATABASE_URL", "")
+STRATA_NODE_AGENT = os.environ.get("STRATA_NODE_AGENT", "") == "1"
 STRATA_NODE_REDIS_URL = os.environ.get("STRATA_NODE_REDIS_URL", "")
 STRATA_NODE_SERVICES = [m.__name__.split(".")[-2] for m in modules_named("up")]
 # Options of `strata up` for the services (ports and such), see plumbing.process.DaemonSpec.

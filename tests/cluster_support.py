@@ -28,7 +28,7 @@ def psql(sql: str, database: str = "postgres") -> str:
 
 
 class Cluster:
-    def __init__(self):
+    def __init__(self, redis_db: str = REDIS_DB):
         self.tag = f"strata_cluster_{os.getpid()}_{secrets.token_hex(3)}"
         self.dir = Path(tempfile.mkdtemp(prefix="strata-test-cluster-"))
         self.pg_password, self.redis_password = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
@@ -40,7 +40,7 @@ class Cluster:
         self.database_url = (f"postgres://{self.tag}:{self.pg_password}@127.0.0.1:5432/"
                              f"{self.tag}")
         self.redis_url = (f"redis://{self.redis_user}:{self.redis_password}@127.0.0.1:6379/"
-                          f"{REDIS_DB}")
+                          f"{redis_db}")
 
     # --- the plane -------------------------------------------------------------------------
 
@@ -102,6 +102,9 @@ class Cluster:
         return self.cli("node", "join", "--plane", self.url, "--token", token, "--name", name,
                         "--management-address", address, "--data-address", address,
                         "--config", str(self.config(name)))
+
+    def agent_data(self, name: str) -> Path:
+        return self.dir / name / "data"
 
     def run_agent(self, name: str) -> subprocess.Popen:
         log = open(self.dir / f"{name}.out", "a")

@@ -24,6 +24,7 @@ from services.block.models import BlockExport, Host, HostGroup
 from services.block.transports import BlockRuntime, ExportNotFound, QosLimits, TransportError
 from services.block.transports import Host as RtHost
 from services.block.transports import HostGroup as RtHostGroup
+from services.nodes.public import served_here
 from services.storage.drivers import driver_for
 from services.storage.models import Volume
 
@@ -296,7 +297,9 @@ def reconcile_all() -> dict:
     Runtime exports that no row asks for (``exp-*`` left by a crash) are removed. Never
     raises on a single export: errors go on its row.
     """
-    exports = list(BlockExport.objects.select_related("volume", "host_group"))
+    # on a cluster node: the exports of the volumes placed on it (services.nodes.placement)
+    exports = [e for e in BlockExport.objects.select_related("volume__pool", "host_group")
+               if served_here(e.volume.pool, "block")]
     summary = {"online": 0, "error": 0, "removed": []}
     try:
         with runtime(spdk=uses_spdk(exports)) as rt:

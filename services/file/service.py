@@ -38,6 +38,7 @@ from services.file.runtime import acl
 from services.file.runtime.btrfs_mounts import is_mount_point
 from services.file.runtime.smb_users import delete_smb_user as runtime_delete_smb_user
 from services.file.runtime.smb_users import delete_unix_user
+from services.nodes.public import served_here
 from services.storage import service as storage
 
 log = logging.getLogger(__name__)
@@ -122,13 +123,28 @@ def unreachable_by_users(path: str, users=()) -> str | None:
         current = os.path.dirname(current)
 
 
+def ceph_relative_path(fs, path: str = "") -> str:
+    """``path`` relative to the root of ``fs`` on a ceph pool: resolved through the pool's
+    mount where this host has it (the plane), else (a cluster node, which reaches CephFS
+    through libcephfs only) normalized as written, which the plane checked when it saved it."""
+    if fs.path and os.path.isdir(fs.path):
+        return relative_path(fs, path)
+    rel = os.path.normpath((path or "").lstrip("/")) if path else ""
+    if rel in (".", ""):
+        return ""
+    if rel == ".." or rel.startswith("../"):
+        raise FilesystemMissing(f"path {path!r} is outside file system {fs.name}")
+    return rel
+
+
 def export_spec(exp: NfsExport) -> dict:
     """The runtime's REST shape of an export row (validated)."""
-    spec = {"export_id": exp.pk, "path": share_path(exp.filesystem, exp.path),
-            "pseudo": exp.pseudo, "clients": list(exp.clients), "snapshots": not exp.path}
     source = storage.filesystem_source(exp.filesystem)
+    spec = {"export_id": exp.pk, "path": (share_path(exp.filesystem, exp.path) if not source
+                                          else exp.filesystem.path or "/"),
+            "pseudo": exp.pseudo, "clients": list(exp.clients), "snapshots": not exp.path}
     if source:  # a ceph pool: Ganesha reaches the directory through FSAL_CEPH
-        rel = relative_path(exp.filesystem, exp.path)
+        rel = ceph_relative_path(exp.filesystem, exp.path)
         spec["ceph"] = dict(source, path=source["path"] + (f"/{rel}" if rel else ""))
         spec["snapshots"] = True  # CephFS shows .snapshots in every directory
     NfsExportSpec.from_dict(spec)
@@ -149,10 +165,24 @@ def share_spec(share: SmbShare) -> dict:
 
 # -- the reconcile step --------------------------------------------------------------------
 
+def _placed(rows) -> list:
+    """The rows this node serves (on a cluster node: those whose pool is placed here, see
+    services.nodes.placement; elsewhere all)."""
+    pools = {}
+    out = []
+    for row in rows:
+        pool = row.filesystem.pool
+        if pool.pk not in pools:
+            pools[pool.pk] = served_here(pool, "file")
+        if pools[pool.pk]:
+            out.append(row)
+    return out
+
+
 class _Nfs:
     model, spec, runtime = NfsExport, staticmethod(export_spec), NfsExportSpec.from_dict
     server = staticmethod(nfs_server)
-    rows = staticmethod(lambda: list(NfsExport.objects.select_related("filesystem__pool")))
+    rows = staticmethod(lambda: _placed(NfsExport.objects.select_related("filesystem__pool")))
 
     @staticmethod
     def prepare(server, rows, target, errors) -> None:
@@ -229,7 +259,7 @@ def refresh_nfs_snapshots(fs, bind: str | None = None, unbind: str | None = None
 class _Smb:
     model, spec, runtime = SmbShare, staticmethod(share_spec), SmbShareSpec.from_dict
     server = staticmethod(smb_server)
-    rows = staticmethod(lambda: list(SmbShare.objects.select_related("filesystem__pool")))
+    rows = staticmethod(lambda: _placed(SmbShare.objects.select_related("filesystem__pool")))
 
     @staticmethod
     def prepare(server, rows, target, errors) -> None:

@@ -19,8 +19,10 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from dataplane.errors import DataplaneError
 from plumbing.errors import Conflict, Forbidden, Invalid, NotFound
 from services.nodes.models import JoinToken, Node, NodeCredential
+from services.nodes.placement import SHARED
 from services.storage.models import FileSystem, Pool, Volume
 
 log = logging.getLogger(__name__)
@@ -29,8 +31,7 @@ HEARTBEAT_EVERY = 5.0                 # seconds between an agent's heartbeats
 DOWN_AFTER = 3 * HEARTBEAT_EVERY      # no heartbeat for this long: the node is down
 DEFAULT_TOKEN_TTL = 3600
 MAX_TOKEN_TTL = 7 * 24 * 3600
-RESERVED = {"join", "tokens", "heartbeat", "self"}   # the API's own words under /nodes/
-SHARED = ("ceph",)                    # pool drivers whose resources any node can serve
+RESERVED = {"join", "tokens", "heartbeat", "self", "placement"}   # the API's own words under /nodes/
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
 
@@ -211,7 +212,24 @@ def heartbeat(node: Node, daemons: dict, version: str = "") -> dict:
     options = {"host": node.management_address, "data_host": node.data_address,
                **node.options}
     return {"name": node.name, "services": node.services, "options": options,
-            "schedule": node.schedule, "heartbeat_every": HEARTBEAT_EVERY}
+            "schedule": node.schedule, "heartbeat_every": HEARTBEAT_EVERY,
+            "revision": node.revision}
+
+
+def ceph_files(node: Node) -> dict:
+    """What the node's daemons need to open each Ceph pool (``{"pools": {name: {"client",
+    "conf", "keyring", "filesystem", "root"}}}``, the texts of the files): the pool's own
+    client and key. A pool whose files cannot be read is listed under ``errors``."""
+    from services.storage import service as storage   # noqa: PLC0415  (the plane's side only)
+    pools, errors = {}, {}
+    for pool in Pool.objects.filter(driver__in=SHARED):
+        try:
+            pools[pool.name] = storage.ceph_client_files(pool)
+        except DataplaneError as exc:
+            errors[pool.name] = str(exc)
+    if errors:
+        log.warning("node %s: Ceph client files not handed over: %s", node.name, errors)
+    return {"pools": pools, "errors": errors}
 
 
 def is_down(node: Node, now=None) -> bool:

@@ -36,6 +36,9 @@ class Node(models.Model):
     daemons = models.JSONField(default=dict, blank=True)
     version = models.CharField(max_length=64, blank=True, default="")
     local = models.BooleanField(default=False)   # the host of `strata up` (single host)
+    # bumped on every node when what the services serve changes (services.nodes.placement):
+    # the heartbeat's answer carries it, and a node whose revision moved reconciles again
+    revision = models.PositiveBigIntegerField(default=0)
     db_role = models.CharField(max_length=63, blank=True, default="")  # its PostgreSQL role
     joined_at = models.DateTimeField(auto_now_add=True)
     last_heartbeat = models.DateTimeField(null=True, blank=True)

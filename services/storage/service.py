@@ -10,6 +10,7 @@ import grp
 import logging
 import os
 import pwd
+import subprocess
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -18,6 +19,7 @@ from django.utils import timezone
 
 from dataplane.driver import DeviceSpec
 from dataplane.errors import DataplaneError, NotFound
+from plumbing import nodeceph
 from plumbing.errors import Conflict, NoSpace, is_disk_full
 from services.storage import cephkeys
 from services.storage.drivers import driver_for
@@ -467,11 +469,64 @@ def _refresh(obj, info_fn, summary) -> None:
 def filesystem_source(fs: FileSystem) -> dict | None:
     """Where a file system of a ceph pool lives in its cluster (``{conf, client, filesystem,
     path}``) for daemons that reach CephFS themselves (Ganesha's FSAL_CEPH); None on other
-    pools."""
+    pools. On a cluster node (``STRATA_NODE_AGENT``) the conf and key are the node's own
+    copies, which its agent fetched from the plane (:mod:`plumbing.nodeceph`)."""
+    if settings.STRATA_NODE_AGENT and fs.pool.driver == "ceph":
+        files = nodeceph.read_pool(settings.DATA_DIR, fs.pool.name)
+        if files is None or not files.get("filesystem"):
+            raise DataplaneError(f"this node has no Ceph client files for pool {fs.pool.name} "
+                                 "yet (its agent fetches them from the plane)")
+        return {"conf": files["conf"], "client": files["client"],
+                "filesystem": files["filesystem"], "path": f"{files['root']}/fs/{fs.name}"}
     drv = driver_for(fs.pool.driver)
     if not hasattr(drv, "filesystem_source"):
         return None
     return drv.filesystem_source(fs.pool.name, fs.name)
+
+
+def ceph_client_files(pool: Pool) -> dict:
+    """What a cluster node needs to open Ceph pool ``pool``: ``{"client", "conf" (the
+    cluster's ceph.conf, text), "keyring" (the client's key, text), "filesystem" (its
+    CephFS, once it has file systems), "root" (the pool's directory in it)}``."""
+    conf_path, client = pool.ceph.get("conf") or "", pool.ceph.get("client") or "admin"
+    try:
+        conf = open(conf_path, encoding="utf-8").read()
+    except OSError as exc:
+        raise DataplaneError(f"pool {pool.name}: cannot read its ceph.conf {conf_path!r}: "
+                             f"{exc}") from None
+    keyring = _keyring_of(pool.name, conf_path, client, pool.ceph.get("keyring") or "")
+    out = {"client": client, "conf": conf, "keyring": keyring, "filesystem": "", "root": ""}
+    fs = FileSystem.objects.filter(pool=pool).first()
+    if fs is not None:
+        source = driver_for(pool.driver).filesystem_source(pool.name, fs.name)
+        out["filesystem"] = source["filesystem"]
+        out["root"] = source["path"].rsplit("/fs/", 1)[0]
+    return out
+
+
+def _keyring_of(pool: str, conf_path: str, client: str, keyring_path: str) -> str:
+    """The ``[client.<client>]`` entry of the pool's keyring (its path as the pool names
+    it, else as its ceph.conf says)."""
+    if not keyring_path:
+        done = subprocess.run(["ceph-conf", "-c", conf_path, "-n", f"client.{client}",
+                               "--lookup", "keyring"], capture_output=True, text=True,
+                              timeout=30, check=False)
+        candidates = [p.strip() for p in done.stdout.strip().split(",") if p.strip()]
+        keyring_path = next((p for p in candidates if os.path.exists(p)), "")
+    try:
+        text = open(keyring_path, encoding="utf-8").read()
+    except OSError as exc:
+        raise DataplaneError(f"pool {pool}: cannot read the keyring of client.{client} "
+                             f"({keyring_path or 'none named'}): {exc}") from None
+    entry, keep = [], False
+    for line in text.splitlines():
+        if line.strip().startswith("["):
+            keep = line.strip() == f"[client.{client}]"
+        if keep:
+            entry.append(line)
+    if not entry:
+        raise DataplaneError(f"pool {pool}: {keyring_path} holds no key for client.{client}")
+    return "\n".join(entry) + "\n"
 
 
 def spread_directory(fs: FileSystem, relpath: str, index: int) -> int | None:

@@ -1,7 +1,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from services.nodes import cluster
+from services.nodes import cluster, placement
 from services.nodes.models import Node
 
 
@@ -13,12 +13,13 @@ class NodeSerializer(serializers.ModelSerializer):
     state = serializers.SerializerMethodField()
     daemons = serializers.SerializerMethodField()
     heartbeat_age_s = serializers.SerializerMethodField()
+    serves = serializers.SerializerMethodField()
 
     class Meta:
         model = Node
         fields = ["name", "state", "schedule", "management_address", "data_address",
-                  "services", "options", "daemons", "version", "local", "last_heartbeat",
-                  "heartbeat_age_s", "joined_at"]
+                  "services", "options", "daemons", "serves", "version", "local",
+                  "last_heartbeat", "heartbeat_age_s", "joined_at"]
         read_only_fields = [f for f in fields if f not in ("services", "options")]
 
     @extend_schema_field(serializers.ChoiceField(choices=Node.State.choices))
@@ -35,6 +36,12 @@ class NodeSerializer(serializers.ModelSerializer):
         if node.last_heartbeat is None:
             return None
         return round((timezone.now() - node.last_heartbeat).total_seconds(), 1)
+
+    @extend_schema_field(serializers.DictField(child=serializers.ListField(
+        child=serializers.CharField())))
+    def get_serves(self, node):
+        """The file systems and volumes its daemons serve (services.nodes.placement)."""
+        return placement.serves(node)
 
     def validate_services(self, value):
         return cluster.validate_services(value)
@@ -84,3 +91,31 @@ class AssignmentSerializer(serializers.Serializer):
     options = serializers.DictField()
     schedule = serializers.CharField()
     heartbeat_every = serializers.FloatField()
+    revision = serializers.IntegerField(help_text="moves when what the services serve "
+                                                  "changes: the node reconciles again")
+
+
+class CephPoolFilesSerializer(serializers.Serializer):
+    client = serializers.CharField()
+    conf = serializers.CharField(help_text="the cluster's ceph.conf (text)")
+    keyring = serializers.CharField(help_text="the client's key (text)")
+    filesystem = serializers.CharField(help_text="the CephFS of its file systems ('' while "
+                                                 "it has none)")
+    root = serializers.CharField(help_text="the pool's directory in that CephFS")
+
+
+class CephFilesSerializer(serializers.Serializer):
+    pools = serializers.DictField(child=CephPoolFilesSerializer())
+    errors = serializers.DictField(child=serializers.CharField())
+
+
+class EntrySerializer(serializers.Serializer):
+    name = serializers.CharField()
+    pool = serializers.CharField()
+    driver = serializers.CharField()
+    nodes = serializers.ListField(child=serializers.CharField())
+
+
+class PlacementSerializer(serializers.Serializer):
+    filesystems = EntrySerializer(many=True)
+    volumes = EntrySerializer(many=True)

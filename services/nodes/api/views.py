@@ -6,7 +6,7 @@ from rest_framework.response import Response
 
 from plane.roles import ADMIN, role_of
 from plumbing.errors import Forbidden
-from services.nodes import cluster
+from services.nodes import cluster, placement
 from services.nodes.api import serializers as s
 from services.nodes.api.auth import IsNode, NodeCredentialAuthentication
 from services.nodes.models import Node
@@ -28,7 +28,7 @@ class NodeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Updat
         super().check_permissions(request)
         # an undeclared method has no action: DRF answers it 405 after this check
         if request.method not in ("GET", "HEAD", "OPTIONS") and self.action is not None \
-                and self.action not in ("join", "heartbeat", "me") \
+                and self.action not in ("join", "heartbeat", "me", "ceph") \
                 and role_of(request.user) != ADMIN:
             raise Forbidden("Only admins manage the cluster's nodes.")
 
@@ -104,3 +104,21 @@ class NodeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Updat
         """The node the credential belongs to (``strata node join`` checks it is still
         valid)."""
         return Response(self.get_serializer(request.auth).data)
+
+    @extend_schema(responses=s.CephFilesSerializer)
+    @action(detail=False, methods=["get"], url_path="self/ceph", authentication_classes=[
+        NodeCredentialAuthentication], permission_classes=[IsNode])
+    def ceph(self, request):
+        """What the node's daemons need to open each Ceph pool: the cluster's ceph.conf, the
+        pool's client and its key (node credentials only; the agent writes them 0600 under
+        its data directory)."""
+        response = Response(cluster.ceph_files(request.auth))
+        response.audited = False
+        return response
+
+    @extend_schema(responses=s.PlacementSerializer)
+    @action(detail=False, methods=["get"])
+    def placement(self, request):
+        """Per file system and volume, the nodes that serve it (its entries): on a local
+        pool the node holding the pool, on a Ceph pool every node assigned its service."""
+        return Response(placement.entries())
