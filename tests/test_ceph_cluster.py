@@ -91,6 +91,7 @@ def test_a_ceph_file_system_is_served_by_its_node_and_follows_a_drain(cluster, c
         entry = next(e for e in placement["filesystems"] if e["name"] == fs)
         assert (entry["driver"], entry["nodes"]) == ("ceph", ["alpha"])
         assert fs in cluster.node("alpha")["serves"]["filesystems"]
+        assert f"filesystems: {fs}" in cluster.cli("node", "show", "alpha").stdout
         assert cluster.node("beta")["serves"] == {"filesystems": [], "volumes": []}
 
         payload = os.urandom(4 * 2**20 + 7)

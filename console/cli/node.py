@@ -73,7 +73,7 @@ def handle(_client, args, out) -> int:
         out([row(n) for n in c.list("nodes/")], NODE_COLS)
     elif args.action == "show":
         node = c.get(f"nodes/{args.name}/")
-        out(row(node), NODE_COLS + ["version", "heartbeat_age_s"])
+        out(row(node), NODE_COLS + ["serves", "version", "heartbeat_age_s"])
     elif args.action in ("cordon", "uncordon"):
         out(row(c.post(f"nodes/{args.name}/{args.action}/")), NODE_COLS)
     elif args.action == "drain":
@@ -105,8 +105,11 @@ def _option(text: str) -> tuple:
 def _row(node: dict) -> dict:
     """A node for the table: its daemons as "name state" pairs."""
     daemons = node.get("daemons") or {}
+    serves = node.get("serves") or {}
     return {**node, "daemons": ", ".join(f"{k} {v.get('state')}" for k, v
-                                         in sorted(daemons.items())) or "-"}
+                                         in sorted(daemons.items())) or "-",
+            "serves": "; ".join(f"{kind}: {', '.join(names)}" for kind, names
+                                in sorted(serves.items()) if names) or "-"}
 
 
 def join(args) -> int:

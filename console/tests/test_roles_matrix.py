@@ -14,7 +14,7 @@ ANY_SIGNED_IN = ("/api/v1/tokens/", "/api/v1/me/")  # each user's own
 PUBLIC = ("/api/v1/health", "/metrics",
           "/api/v1/nodes/join/")               # a host joining: its join token is the check
 # A node's own endpoints: its node credential, no user's token (401 for every role).
-NODE_ONLY = ("/api/v1/nodes/heartbeat/", "/api/v1/nodes/self/")
+NODE_ONLY = ("/api/v1/nodes/heartbeat/", "/api/v1/nodes/self/", "/api/v1/nodes/self/ceph/")
 ADMIN_WRITES = ("/api/v1/nodes/",)             # every role reads the cluster; admins run it
 # Reads that hand out a replica's whole data (a send stream): for peers, which are operators.
 READS_FOR_OPERATORS = ("/failback-stream/",)

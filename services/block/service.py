@@ -25,6 +25,7 @@ from services.block.transports import BlockRuntime, ExportNotFound, QosLimits, T
 from services.block.transports import Host as RtHost
 from services.block.transports import HostGroup as RtHostGroup
 from services.nodes.public import served_here
+from services.storage import service as storage
 from services.storage.drivers import driver_for
 from services.storage.models import Volume
 
@@ -67,7 +68,7 @@ def qos_of(export: BlockExport) -> QosLimits | None:
 
 
 def _export_into(rt: BlockRuntime, export: BlockExport) -> dict:
-    return rt.export(export.export_id, export.protocol, export.volume.path,
+    return rt.export(export.export_id, export.protocol, storage.volume_path(export.volume),
                      read_only=export.read_only, host_group=group_spec(export.host_group),
                      qos=qos_of(export))
 

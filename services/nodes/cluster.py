@@ -31,7 +31,8 @@ HEARTBEAT_EVERY = 5.0                 # seconds between an agent's heartbeats
 DOWN_AFTER = 3 * HEARTBEAT_EVERY      # no heartbeat for this long: the node is down
 DEFAULT_TOKEN_TTL = 3600
 MAX_TOKEN_TTL = 7 * 24 * 3600
-RESERVED = {"join", "tokens", "heartbeat", "self", "placement"}   # the API's own words under /nodes/
+# the API's own words under /nodes/
+RESERVED = {"join", "tokens", "heartbeat", "self", "placement"}
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
 

@@ -484,6 +484,22 @@ def filesystem_source(fs: FileSystem) -> dict | None:
     return drv.filesystem_source(fs.pool.name, fs.name)
 
 
+def volume_path(volume: Volume) -> str:
+    """Where a daemon on this host opens ``volume``: its path, except on a cluster node,
+    where an RBD image is opened with the node's copy of the pool's ceph.conf and key
+    (:mod:`plumbing.nodeceph`) rather than the files the pool names on the plane's host."""
+    path = volume.path
+    if not (settings.STRATA_NODE_AGENT and path.startswith("rbd:")):
+        return path
+    files = nodeceph.read_pool(settings.DATA_DIR, volume.pool.name)
+    if files is None:
+        raise DataplaneError(f"this node has no Ceph client files for pool "
+                             f"{volume.pool.name} yet (its agent fetches them from the plane)")
+    parts = path.split(":")          # rbd, POOL/IMAGE, id=C, conf=P[, keyring=K]
+    kept = [o for o in parts[2:] if not o.startswith(("conf=", "keyring="))]
+    return ":".join(parts[:2] + kept + [f"conf={files['conf']}"])
+
+
 def ceph_client_files(pool: Pool) -> dict:
     """What a cluster node needs to open Ceph pool ``pool``: ``{"client", "conf" (the
     cluster's ceph.conf, text), "keyring" (the client's key, text), "filesystem" (its

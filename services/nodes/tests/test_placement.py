@@ -91,3 +91,19 @@ def test_only_a_node_fetches_the_ceph_client_files(api, tmp_path):
     assert text.endswith(f"[client.admin]\nkeyring = {written['keyring']}\n")
     assert not nodeceph.write_pool(tmp_path / "node", "shared", shared)   # unchanged
     cluster.remove("n1")
+
+
+def test_on_a_node_an_rbd_volume_opens_with_the_nodes_ceph_conf(settings, tmp_path):
+    from plumbing import nodeceph
+    from services.storage import service as storage
+
+    _local, ceph = pools()
+    vol = Volume.objects.create(name="vol-c", pool=ceph, size_bytes=1,
+                                path="rbd:strata.shared/vol-c:id=admin:conf=/plane/ceph.conf"
+                                     ":keyring=/plane/keyring")
+    assert storage.volume_path(vol) == vol.path                # the plane: as the pool says
+    settings.STRATA_NODE_AGENT, settings.DATA_DIR = True, tmp_path
+    nodeceph.write_pool(tmp_path, "shared", {"conf": "[global]\n", "keyring": "k\n",
+                                             "client": "admin", "filesystem": "", "root": ""})
+    assert storage.volume_path(vol) == (f"rbd:strata.shared/vol-c:id=admin:conf="
+                                        f"{tmp_path}/ceph/shared/ceph.conf")
