@@ -14,7 +14,7 @@ APT_PACKAGES=(
   qemu-system-x86 busybox-static linux-image-cloud-amd64 cpio
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
   ceph-mon ceph-mgr ceph-osd ceph-mds ceph-common python3-rados python3-rbd python3-cephfs
-  tgt-rbd ceph-fuse nfs-ganesha-ceph radosgw
+  tgt-rbd ceph-fuse nfs-ganesha-ceph nfs-ganesha-rados-grace radosgw
   chromium
   golang-go
 )

@@ -67,14 +67,10 @@ def build_ganesha_config(settings: NfsSettings, exports: list[NfsExport]) -> dic
             "MaxRPCRecvBufferSize": io + 64 * 1024,
             "MaxRPCSendBufferSize": io + 64 * 1024,
         },
-        "NFSV4": {
-            "Graceless": True,
-            "Lease_Lifetime": settings.lease_seconds,
-            "RecoveryBackend": "fs",
-            "RecoveryRoot": os.path.join(settings.state_dir, "recovery"),
-            "Allow_Numeric_Owners": True,
-            "Only_Numeric_Owners": True,
-        },
+        "NFSV4": {**_recovery(settings),
+                  "Allow_Numeric_Owners": True,
+                  "Only_Numeric_Owners": True},
+        **_rados_kv(settings),
         "NFS_KRB5": {"Active_krb5": False},
         "EXPORT_DEFAULTS": {"Access_Type": "None", "SecType": ["sys"], "Protocols": [4]},
         # NFSv4.1 clients probe pNFS on every open; VFS has no layouts and Ganesha would log
@@ -83,6 +79,27 @@ def build_ganesha_config(settings: NfsSettings, exports: list[NfsExport]) -> dic
         **ceph,
         "EXPORT": blocks,
     }
+
+
+def _recovery(settings: NfsSettings) -> dict:
+    """Alone: graceless, client records in the state folder. One of several (``cluster``):
+    the ``rados_cluster`` backend, a grace period when any server starts over, NFSv4.1 and
+    later only (its reclaim needs sessions)."""
+    if settings.cluster is None:
+        return {"Graceless": True, "Lease_Lifetime": settings.lease_seconds,
+                "RecoveryBackend": "fs",
+                "RecoveryRoot": os.path.join(settings.state_dir, "recovery")}
+    return {"Graceless": False, "Lease_Lifetime": settings.lease_seconds,
+            "Grace_Period": settings.grace_seconds, "RecoveryBackend": "rados_cluster",
+            "Minor_Versions": [1, 2]}
+
+
+def _rados_kv(settings: NfsSettings) -> dict:
+    c = settings.cluster
+    if c is None:
+        return {}
+    return {"RADOS_KV": {"ceph_conf": c.conf, "userid": c.client, "pool": c.pool,
+                         "namespace": c.namespace, "nodeid": c.nodeid}}
 
 
 def ceph_client_conf_path(settings: NfsSettings) -> str:

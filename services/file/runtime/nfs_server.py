@@ -17,6 +17,7 @@ from plumbing.process import probe_address
 from .errors import DaemonStartError, FilesystemMissing, InvalidShareSpec, ReloadError
 from .ganesha import (build_ganesha_config, ceph_client_conf, ceph_client_conf_path,
                       render_ganesha_conf)
+from .grace import GraceDb
 from .process import ChildDaemon, require_binary
 from .specs import SNAPSHOT_DIR, NfsExport, NfsSettings
 
@@ -73,6 +74,8 @@ class NfsServer(ChildDaemon):
         """Write the config for ``exports``, start Ganesha in the foreground, wait for RPC."""
         binary = require_binary("ganesha.nfsd")
         os.makedirs(os.path.join(self.settings.state_dir, "recovery"), exist_ok=True)
+        if self.settings.cluster is not None:   # a member of the grace database before it runs
+            GraceDb(self.settings.cluster).add(self.settings.cluster.nodeid)
         exports = list(exports)
         text = self._render(exports)
         write_if_changed(self.conf_path, text)

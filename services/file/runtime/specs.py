@@ -129,12 +129,37 @@ class NfsExport:
 
 
 @dataclass
+class NfsCluster:
+    """Ganesha as one of several servers of the same CephFS exports (active-active): the
+    ``rados_cluster`` recovery backend, its grace database and client records in RADOS
+    ``pool`` (namespace ``namespace``) of the cluster of ``conf``, reached as cephx user
+    ``client``; ``nodeid`` names this server in it (one per node, kept across restarts)."""
+
+    conf: str
+    client: str
+    pool: str
+    namespace: str
+    nodeid: str
+
+    def __post_init__(self) -> None:
+        for what in ("conf", "client", "pool", "namespace", "nodeid"):
+            check_text(f"cluster {what}", getattr(self, what))
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$", self.nodeid):
+            raise InvalidShareSpec(f"cluster nodeid {self.nodeid!r}: letters, digits, '_', "
+                                   "'.', '-', at most 63")
+        if not os.path.isabs(self.conf):
+            raise InvalidShareSpec("cluster conf must be an absolute path")
+
+
+@dataclass
 class NfsSettings:
     """Server-wide Ganesha settings.
 
     ``worker_threads`` sizes ntirpc's I/O thread pool (RPC_Ioq_ThrdMax): many ranks writing
     checkpoint shards at once need more than a handful. ``max_io_bytes`` is the largest
-    READ/WRITE payload offered to clients (rsize/wsize).
+    READ/WRITE payload offered to clients (rsize/wsize). With ``cluster`` the server is one
+    of several serving the same CephFS exports (see :class:`NfsCluster`) and honours a grace
+    period of ``grace_seconds`` when it or a peer starts over; without it, it starts graceless.
     """
 
     state_dir: str
@@ -144,6 +169,8 @@ class NfsSettings:
     max_io_bytes: int = 4 * 1024 * 1024
     lease_seconds: int = 60
     max_connections: int = 1024
+    cluster: NfsCluster | None = None
+    grace_seconds: int = 90
 
 
 @dataclass

@@ -75,3 +75,69 @@ def test_smb_over_the_ceph_fuse_mount(files, smb_factory, smb_users, scratch):
         assert client.read_hash("ckpt", "py.bin") == (len(data), hashlib.sha256(data).hexdigest())
         files.create_snapshot("p", "share", "s1")
         assert client.read_hash("ckpt", ".snapshots/s1/py.bin")[1] == sha(data)
+
+
+def test_two_servers_of_one_export_share_grace_and_bytes(files, nfs_factory, ceph_cluster):
+    """Active-active: two Ganesha servers (two nodes' worth) serve the same CephFS export
+    with the rados_cluster recovery backend and one grace database. A shard written through
+    one reads back through the other at once. One killed (kill -9) and declared dead
+    (``GraceDb.start``, what the plane does when it marks a node down): the survivor enforces
+    grace. The dead one started again under its node id reclaims and lifts it, and both serve
+    the bytes written before."""
+    pytest.importorskip("nfs_rs")
+    import secrets
+
+    from services.file.runtime.specs import NfsCluster
+
+    fs = files.create_filesystem("p", "shared")
+    export = NfsExport(1, fs.path, "/shared",
+                       [NfsClientRule("127.0.0.1", "rw", "no_root_squash")],
+                       ceph=_source(files, "shared"))
+    tag = secrets.token_hex(3)
+
+    pool = f"strata-test-nfs-{tag}"
+    ceph_cluster.command("osd pool create", pool=pool, pg_num=8)
+
+    def member(nodeid):
+        return NfsCluster(conf=files.conf, client=files.client, pool=pool,
+                          namespace="ganesha", nodeid=nodeid)
+
+    try:
+        _two_servers(files, nfs_factory, export, member)
+    finally:
+        ceph_cluster.command("osd pool rm", pool=pool, pool2=pool,
+                             yes_i_really_really_mean_it=True)
+
+
+def _two_servers(files, nfs_factory, export, member):
+    import signal
+
+    from services.file.runtime.grace import GraceDb
+    from tests.kit import wait_for
+
+    grace = GraceDb(member("a"))
+    grace.add("a", "b")
+    settings = {"lease_seconds": 10, "grace_seconds": 10}
+    a = nfs_factory([export], cluster=member("a"), **settings)
+    b = nfs_factory([export], cluster=member("b"), **settings)
+    assert "RecoveryBackend = rados_cluster;" in Path(a.conf_path).read_text()
+    wait_for(lambda: not grace.dump().in_grace, 90, "the grace of the first start to end")
+
+    payload = os.urandom(8 * MiB + 3)
+    with connect(a.settings.port, "/shared") as client:
+        write_file(client, "shard-0", payload)
+    with connect(b.settings.port, "/shared") as client:
+        assert read_hash(client, "shard-0") == (len(payload), sha(payload))
+
+    a.signal(signal.SIGKILL)
+    wait_for(lambda: not a.is_running(), 30, "ganesha a to die")
+    grace.start("a")
+    state = grace.dump()
+    assert state.in_grace and state.needs("a"), state
+    wait_for(lambda: grace.dump().enforcing("b"), 30, "the survivor to enforce grace")
+
+    a.start([export])                        # the node comes back under its node id
+    wait_for(lambda: not grace.dump().in_grace, 120, "grace to be lifted")
+    for server in (a, b):
+        with connect(server.settings.port, "/shared") as client:
+            assert read_hash(client, "shard-0") == (len(payload), sha(payload))
