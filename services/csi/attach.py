@@ -1,9 +1,11 @@
-"""The node's kernel clients: NFSv4.1 mounts, iSCSI sessions (open-iscsi's iscsiadm, with
+"""The node's kernel clients: NFSv4.1 and CephFS mounts, iSCSI sessions (open-iscsi's iscsiadm, with
 iscsid running) and NVMe/TCP controllers (nvme-cli), and the block devices they bring.
 
 Nothing is remembered between calls: a device's transport is found again from sysfs (its
 iSCSI session or NVMe subsystem), so unstaging works after a restart of the plugin. Failures
 are AttachError with the client's own message."""
+import ctypes
+import errno
 import glob
 import os
 import re
@@ -51,6 +53,38 @@ def nfs_mount(server: str, port: str, export: str, target: str, read_only: bool)
     opts = ["vers=4.1"] + ([f"port={port}"] if port else []) + (["ro"] if read_only else [])
     run("mount", "-t", "nfs4", "-o", ",".join(opts), f"{server}:{export}", target,
         timeout=90)
+
+
+# -- CephFS ---------------------------------------------------------------------------------
+
+MS_RDONLY = 1
+_libc = None
+
+
+class CephMountError(AttachError):
+    """The kernel refused a CephFS mount; ``errno`` says why (EACCES/EPERM: the key)."""
+
+
+def ceph_mount(monitors: str, path: str, target: str, *, user: str, key: str, fs_name: str,
+               ms_mode: str = "", read_only: bool = False, timeout: int = 30) -> None:
+    """Mount CephFS directory ``path`` of file system ``fs_name`` with the kernel client,
+    authenticated as cephx ``user`` with ``key``. mount(2) is called directly: the secret goes
+    to the kernel and nowhere else (not in a process's arguments, not in a file; the kernel
+    shows it as ``secret=<hidden>``), and no mount.ceph helper (ceph-common) is needed.
+    ``ms_mode``: ``prefer-crc`` for monitors that speak msgr2 only (Linux 5.11+)."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    options = [f"name={user}", f"secret={key}", f"mds_namespace={fs_name}",
+               f"mount_timeout={timeout}"] + ([f"ms_mode={ms_mode}"] if ms_mode else [])
+    source = f"{monitors}:{path}"
+    done = _libc.mount(source.encode(), target.encode(), b"ceph",
+                       MS_RDONLY if read_only else 0, ",".join(options).encode())
+    if done != 0:
+        code = ctypes.get_errno()
+        raise CephMountError(code, f"mount -t ceph {source} {target}: {os.strerror(code)}"
+                             + (" (the key is refused for this path or file system)"
+                                if code in (errno.EACCES, errno.EPERM) else ""))
 
 
 # -- iSCSI ----------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ def unsupported(kind: str, capabilities) -> str | None:
                     f"{Mode.Name(cap.access_mode.mode)}")
         if cap.WhichOneof("access_type") == "mount" and cap.mount.fs_type not in ("", "ext4",
                                                                                   "xfs"):
-            if kind == "volume" or cap.mount.fs_type not in ("nfs", "nfs4"):
+            if kind == "volume" or cap.mount.fs_type not in ("nfs", "nfs4", "ceph"):
                 return f"file system type {cap.mount.fs_type} is not offered"
     return None
 
@@ -127,6 +127,14 @@ class Controller(csi_pb2_grpc.ControllerServicer):
                                f"volume {request.name} exists on pool {existing.get('pool')}")
             return csi_pb2.CreateVolumeResponse(volume=self._volume(existing, sc.kind, sc, source))
 
+        if sc.protocol == "cephfs":
+            pool = get_or_none(client, f"pools/{sc.pool or 'default'}/")
+            if pool is None or pool.get("driver") != "ceph":
+                raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
+                               f"protocol cephfs needs a ceph pool; pool "
+                               f"{sc.pool or 'default'} "
+                               + ("does not exist" if pool is None
+                                  else f"has the {pool.get('driver')} driver"))
         try:
             if source is None:
                 body = {"name": name}
@@ -265,6 +273,8 @@ class Controller(csi_pb2_grpc.ControllerServicer):
                     row = get_or_none(client, f"host-groups/{group}/")
                     if row and row["hosts"]:
                         client.patch(f"host-groups/{group}/", {"hosts": []})
+                if vid.kind == "filesystem":
+                    publish.cephfs_revoke(client, vid.name)
         return csi_pb2.ControllerUnpublishVolumeResponse()
 
     @rpc

@@ -6,6 +6,9 @@ ControllerPublishVolume says where the export is):
 - ``local`` (a hyperconverged node: the file system lives on this host's own pool, at the
   path the plane reports): a bind mount;
 - ``nfs``: an NFSv4.1 mount of the export the controller made for this node;
+- ``cephfs``: a kernel CephFS mount of the file system's directory with the cephx key
+  ControllerPublishVolume made for this node (publish context ``user``, ``key``), or the
+  node-stage secrets ``userID``/``userKey`` when the CO passes them (ceph-csi's names);
 - ``iscsi``, ``nvmeof``: a login (open-iscsi) or a connect (nvme-cli) to the volume's export;
   with mount access a file system is made on it when blkid finds none (ext4, or the
   capability's fs_type) and mounted on the staging path; with block access the device node is
@@ -14,6 +17,7 @@ ControllerPublishVolume says where the export is):
 Nothing is kept by the plugin: unpublish and unstage read the mount table (and sysfs for a
 device's session), so they are idempotent and work after a restart. A stage that fails leaves
 nothing mounted or logged in."""
+import errno
 import os
 import socket
 import stat
@@ -28,7 +32,7 @@ from services.csi.proto import csi_pb2, csi_pb2_grpc
 NODE_RPC = csi_pb2.NodeServiceCapability.RPC
 CAPABILITIES = (NODE_RPC.STAGE_UNSTAGE_VOLUME, NODE_RPC.GET_VOLUME_STATS,
                 NODE_RPC.EXPAND_VOLUME)
-STAGED_PROTOCOLS = ("local", "nfs", "iscsi", "nvmeof")
+STAGED_PROTOCOLS = ("local", "nfs", "cephfs", "iscsi", "nvmeof")
 BLOCK_PROTOCOLS = ("iscsi", "nvmeof")
 FS_TYPES = ("ext4", "xfs")
 DEVICE = "device"  # <staging>/device: the bind of a raw block volume's device node
@@ -92,6 +96,8 @@ class Node(csi_pb2_grpc.NodeServicer):
             self._stage_local(request, staging)
         elif protocol == "nfs":
             self._stage_nfs(request, staging, cap)
+        elif protocol == "cephfs":
+            self._stage_cephfs(request, staging, cap)
         else:
             self._stage_block(request, staging, cap, protocol)
         return csi_pb2.NodeStageVolumeResponse()
@@ -103,6 +109,9 @@ class Node(csi_pb2_grpc.NodeServicer):
             raise CsiError(grpc.StatusCode.ALREADY_EXISTS, f"{point} has another volume staged")
         if protocol == "nfs" and not mounted["source"].endswith(
                 ":" + request.publish_context.get("export", "\0")):
+            raise CsiError(grpc.StatusCode.ALREADY_EXISTS, f"{point} has another volume staged")
+        if protocol == "cephfs" and (mounted["fstype"] != "ceph" or not mounted[
+                "source"].endswith(":" + request.publish_context.get("path", "\0"))):
             raise CsiError(grpc.StatusCode.ALREADY_EXISTS, f"{point} has another volume staged")
 
     @staticmethod
@@ -129,6 +138,30 @@ class Node(csi_pb2_grpc.NodeServicer):
             raise CsiError(grpc.StatusCode.NOT_FOUND,
                            f"volume {request.volume_id}: NFS export {ctx['server']}:"
                            f"{ctx['export']} cannot be mounted: {exc}") from exc
+
+    @staticmethod
+    def _stage_cephfs(request, staging, cap):
+        ctx, vol = request.publish_context, request.volume_id
+        user = request.secrets.get("userID") or ctx.get("user", "")
+        key = request.secrets.get("userKey") or ctx.get("key", "")
+        missing = [k for k in ("monitors", "path", "fs_name") if not ctx.get(k)]
+        if missing or not user or not key:
+            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
+                           f"volume {vol}: the publish context lacks "
+                           f"{', '.join(missing) or 'a cephx key (user, key)'}: was it "
+                           "ControllerPublished?")
+        try:
+            attach.ceph_mount(ctx["monitors"], ctx["path"], staging, user=user, key=key,
+                              fs_name=ctx["fs_name"], ms_mode=ctx.get("ms_mode", ""),
+                              read_only=cap.access_mode.mode in READ_ONLY_MODES)
+        except attach.CephMountError as exc:
+            mounts.unmount(staging)
+            code = {errno.EACCES: grpc.StatusCode.PERMISSION_DENIED,
+                    errno.EPERM: grpc.StatusCode.PERMISSION_DENIED,
+                    errno.ENOENT: grpc.StatusCode.NOT_FOUND}.get(exc.errno,
+                                                                  grpc.StatusCode.UNAVAILABLE)
+            raise CsiError(code, f"volume {vol}: CephFS {ctx['fs_name']}:{ctx['path']} "
+                                 f"cannot be mounted as client.{user}: {exc.strerror}") from exc
 
     @staticmethod
     def _attach(request, protocol) -> tuple[str, str]:

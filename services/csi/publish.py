@@ -6,9 +6,15 @@ record of which node has it published and how, so the plugin keeps no state of i
 block volume is exported (iSCSI or NVMe-oF, per its StorageClass) to its ``-rw`` group on its
 first publish; publishing it read-only is not offered (the export, not the host, is read-only
 in Strata). A node id carries the node's identity: ``NAME;address=A;iqn=I;nqn=N`` (what
-NodeGetInfo answers), so the controller can register the node without reaching it."""
+NodeGetInfo answers), so the controller can register the node without reaching it.
+
+A ``cephfs`` file system is reached by the node's own kernel client: each publish gets a
+cephx key of the plane's ceph-keys API scoped to that file system (read-only for a read-only
+publish), named ``csi-<node digest>-<random>``, and the publish context hands it to the node
+(see ``cephfs_grant``); unpublish revokes the node's keys, DeleteVolume all of them."""
 import hashlib
 import re
+import secrets
 from dataclasses import dataclass
 
 import grpc
@@ -33,12 +39,16 @@ class NodeIdentity:
         return ";".join([self.name] + [f"{k}={getattr(self, k)}" for k in _KEYS
                                        if getattr(self, k)])
 
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.name.encode()).hexdigest()[:16]
+
     def host(self, kind: str) -> tuple[str, dict]:
         """(name, fields) of the Strata host that stands for this node. Block access is
         granted by initiator name only: tgtd would let any initiator from an allowed address
         in, and on a shared address (NAT, one host's containers) that is every one. File
         systems are granted by address, as NFS client rules are."""
-        digest = hashlib.sha256(self.name.encode()).hexdigest()[:16]
+        digest = self.digest
         if kind == "volume":
             if not (self.iqn or self.nqn):
                 raise CsiError(grpc.StatusCode.FAILED_PRECONDITION,
@@ -109,6 +119,8 @@ def publish(client, kind: str, volume_name: str, node: NodeIdentity, read_only: 
     _register(client, host, fields)
     _join(client, groups[read_only], host)
     if kind != "volume":
+        if protocol == "cephfs":
+            return cephfs_grant(client, volume_name, node, read_only)
         return nfs_grant(client, volume_name, node.address, read_only) if protocol == "nfs" \
             else {}
     exports = block_exports(client, volume_name)
@@ -128,6 +140,7 @@ def unpublish(client, kind: str, volume_name: str, node: NodeIdentity) -> None:
         _leave(client, group, host)
     if kind != "volume":
         nfs_revoke(client, volume_name, node.address)
+        cephfs_revoke(client, volume_name, node)
 
 
 def nfs_export(client, fs_name: str) -> dict | None:
@@ -174,6 +187,33 @@ def nfs_revoke(client, fs_name: str, address: str) -> None:
         client.request("DELETE", f"nfs-exports/{export['id']}/", ok=(204, 404))
     elif clients != export["clients"]:
         client.patch(f"nfs-exports/{export['id']}/", {"clients": clients})
+
+
+def _key_prefix(node: NodeIdentity) -> str:
+    return f"csi-{node.digest[:12]}-"
+
+
+def cephfs_grant(client, fs_name: str, node: NodeIdentity, read_only: bool) -> dict:
+    """A new cephx key for the node, scoped to the file system (read-only when asked), and
+    where to mount: the publish context of a ``cephfs`` volume. The plane shows a secret
+    only in the answer that makes it, so a retried publish makes another key rather than
+    replacing one a staged mount may be using; unpublish revokes them all."""
+    key = client.post(f"filesystems/{fs_name}/ceph-keys/",
+                      {"name": _key_prefix(node) + secrets.token_hex(4),
+                       "read_only": read_only})
+    return {"monitors": ",".join(key["monitors"]), "path": key["path"],
+            "fs_name": key["ceph_filesystem"], "user": key["entity"].split(".", 1)[1],
+            "key": key["secret"], "ms_mode": "prefer-crc" if key.get("msgr2_only") else ""}
+
+
+def cephfs_revoke(client, fs_name: str, node: NodeIdentity | None = None) -> None:
+    """Revoke the keys the driver made for ``node`` (every node's: None) on the file system;
+    Ceph evicts the mounts that use them."""
+    prefix = _key_prefix(node) if node is not None else "csi-"
+    for key in get_or_none(client, f"filesystems/{fs_name}/ceph-keys/") or []:
+        if key["name"].startswith(prefix):
+            client.request("DELETE", f"filesystems/{fs_name}/ceph-keys/{key['name']}/",
+                           ok=(204, 404))
 
 
 def forget(client, volume_name: str) -> None:

@@ -8,7 +8,8 @@ from a wheelhouse ``pip wheel`` made on the host), written into an ext4 image wi
 kernel and the wheels) and never written to: each boot gets a qcow2 overlay. The guest boots
 tests/guest.py's busybox initramfs, whose script mounts the disk, copies Strata's code of this
 checkout in (so a changed plugin needs no new image), and switch_roots to ``/sbin/strata-init``:
-modules, the network (a tap in the test's namespace), the node's IQN and host NQN, iscsid, then
+modules, the network (a tap in the test's namespace, the default route via its host end, where
+the session's Ceph cluster is reached), the node's IQN and host NQN, iscsid, then
 ``python -m services.csi --mode node --endpoint tcp://0.0.0.0:PORT``. The console is the boot's
 log; the guest is killed (by PID) when the context ends."""
 from __future__ import annotations
@@ -35,7 +36,7 @@ from tests.guest import Boot, Image
 ROOT = Path(__file__).resolve().parents[3]
 CACHE = Path(os.environ.get("STRATA_ROOT_CACHE", "/var/cache/strata"))
 WHEELS = ("grpcio", "protobuf", "requests")
-MODULES = "virtio_net iscsi_tcp sd_mod nvme_tcp nfsv4 xfs"
+MODULES = "virtio_net iscsi_tcp sd_mod nvme_tcp nfsv4 xfs ceph"
 GUEST_INIT = f"""#!/bin/sh
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc
@@ -49,6 +50,7 @@ for m in {MODULES}; do modprobe $m; done
 ip link set lo up
 ip link set eth0 up
 ip addr add "$ADDRESS/24" dev eth0
+ip route add default via "$GATEWAY"   # the host end: the session's Ceph cluster (10.78.0.1)
 mkdir -p /etc/iscsi /etc/nvme
 echo "InitiatorName=$IQN" > /etc/iscsi/initiatorname.iscsi
 echo "$NQN" > /etc/nvme/hostnqn
@@ -240,6 +242,7 @@ class GuestNode:
                         str(base), str(overlay)], check=True)
         env = (f"NAME={self.name}\nADDRESS={self.address}\nPORT={self.port}\n"
                f"AGENT_PORT={self.port + 1}\nIQN={self.iqn}\nNQN={self.nqn}\n"
+               f"GATEWAY={self.netns.host_ip}\n"
                f"MODE={'all' if self.plane_url else 'node'}\n")
         files = {}
         if self.plane_url:  # the controller too, reaching the plane through the forwarder

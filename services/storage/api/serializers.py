@@ -313,10 +313,13 @@ class CephKeySerializer(serializers.ModelSerializer):
     class Meta:
         model = CephClientKey
         fields = ["id", "name", "filesystem", "entity", "read_only", "caps", "path",
-                  "ceph_filesystem", "monitors", "mount", "created_at"]
+                  "ceph_filesystem", "monitors", "msgr2_only", "mount", "created_at"]
         read_only_fields = ["entity", "caps", "path", "ceph_filesystem", "monitors",
-                            "created_at"]
-        extra_kwargs = {"read_only": {"help_text": "A key that can read but not write."}}
+                            "msgr2_only", "created_at"]
+        extra_kwargs = {"read_only": {"help_text": "A key that can read but not write."},
+                        "msgr2_only": {"help_text": "The monitors speak msgr2 only: a "
+                                                    "kernel client mounts with ms_mode="
+                                                    "prefer-crc (Linux 5.11 and later)."}}
         validators = []   # one name per file system: checked by the service (409)
 
     def get_mount(self, key) -> dict:
