@@ -2,14 +2,16 @@
 """CSI: CreateVolume to staged and published on a node, per protocol, median of ``--runs``.
 
 The node is a TCG guest (services/csi/tests/guest_node.py: a Debian system with the kernel's
-NFS, iSCSI and NVMe/TCP clients, the node plugin reached over its network); the controller
+NFS, CephFS, iSCSI and NVMe/TCP clients, the node plugin reached over its network); the controller
 runs on the host against a live `strata up` whose data services listen on the guest's side.
-One run: CreateVolume, ControllerPublishVolume, NodeStageVolume (an NFSv4.1 mount, or a login
-and a file system made on the fresh volume), NodePublishVolume; the clock stops when the
-published path answers. Then unpublish, unstage, delete (not timed). nvmeof needs the SPDK
-build (`--spdk on`); it is left out without it.
+One run: CreateVolume, ControllerPublishVolume (for cephfs: a scoped cephx key made),
+NodeStageVolume (an NFSv4.1 or kernel CephFS mount, or a login and a file system made on the
+fresh volume), NodePublishVolume; the clock stops when the published path answers. Then
+unpublish, unstage, delete (not timed). nvmeof needs the SPDK build (`--spdk on`); cephfs a
+development Ceph cluster (tests/ceph.py, started here on 10.78.0.1, about 40 s, not timed);
+each is left out without it.
 
-    .venv/bin/python bench/csi.py [--runs 5] [--json]
+    .venv/bin/python bench/csi.py [--runs 5] [--protocols nfs,cephfs] [--json]
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from services.csi.tests.guest_node import (GuestNode, Mode, Staged, block_cap,  
                                            mount_cap, rest)
 from services.csi.tests.plugin import Plugin  # noqa: E402
 from tests.appliance import Appliance  # noqa: E402
+from tests.ceph import ceph_pool_body, ceph_unavailable, shared_cluster  # noqa: E402
 from tests.guest import Image  # noqa: E402
 from tests.kit import free_port  # noqa: E402
 from tests.spdk_support import spdk_unavailable  # noqa: E402
@@ -38,6 +41,8 @@ CASES = {  # protocol: (capability, parameters)
     "nfs": (lambda: mount_cap(Mode.MULTI_NODE_MULTI_WRITER), {"protocol": "nfs"}),
     "iscsi": (mount_cap, {"protocol": "iscsi"}),
     "nvmeof": (block_cap, {"protocol": "nvmeof", "pool": "fast"}),
+    "cephfs": (lambda: mount_cap(Mode.MULTI_NODE_MULTI_WRITER),
+               {"protocol": "cephfs", "pool": "cephbench"}),
 }
 
 
@@ -72,10 +77,14 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--protocols", default=",".join(CASES),
+                   help="comma-separated, of " + ", ".join(CASES))
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     spdk = spdk_unavailable() is None
-    protocols = ["nfs", "iscsi"] + (["nvmeof"] if spdk else [])
+    ceph = ceph_unavailable() is None
+    protocols = [x for x in args.protocols.split(",") if x in CASES
+                 and (spdk or x != "nvmeof") and (ceph or x != "cephfs")]
     work = Path(tempfile.mkdtemp(prefix="strata-test-bench-csi-"))
     image = Image.build(work / "image")
     with Netns() as netns:
@@ -86,7 +95,11 @@ def main() -> int:
         plugin = guest = None
         try:
             app.start(timeout=300)
-            if spdk:
+            if "cephfs" in protocols:
+                rest(app, "POST", "pools/", ceph_pool_body(
+                    shared_cluster(), "cephbench", redundancy="replicated:3",
+                    failure_domain="host"))
+            if spdk and "nvmeof" in protocols:
                 rest(app, "POST", "pools/", {"name": "fast", "driver": "spdk",
                                              "devices": ["image:512M"]})
             (work / "ctl").mkdir()

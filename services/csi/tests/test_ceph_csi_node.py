@@ -6,7 +6,9 @@ its default route, the host end of its network) is added to a live `strata up`; 
 runs on the host. A CephFS volume is published (a scoped key made for the node), staged and
 published in the guest, written, unpublished and unstaged; the host reads the bytes back
 through Strata, and ControllerUnpublish revokes the key. The key of one volume, used to mount
-another, is refused (PERMISSION_DENIED) and nothing is left mounted.
+another, is refused (PERMISSION_DENIED) and nothing is left mounted. A read-only publish gets a
+read-only key and mount; cephfs on a pool that is not a ceph pool, or a stage without the
+published key, is INVALID_ARGUMENT.
 
 The module belongs to the ceph group (tests/parallel.py), so it builds its own guest
 initramfs rather than asking for the guest group's ``guest_image``; the guest's disk is the
@@ -127,3 +129,42 @@ def test_cephfs_key_of_one_volume_is_refused_on_another_leaving_nothing_mounted(
         other.unpublish_and_unstage()  # what a CO does next: nothing to do, no error
         other.delete()
         mine.delete()
+
+
+def test_cephfs_read_only_publish_gets_a_read_only_key_and_mount(
+        app, ceph_pool, controller, guest, node, node_id):
+    reader = mount_cap(Mode.MULTI_NODE_READER_ONLY)
+    vol = Staged(controller, node, node_id, "pvc-cephfs-ro", reader,
+                 {"protocol": "cephfs", "pool": ceph_pool})
+    fs = rest(app, "GET", f"filesystems/{vol.vol.volume_context['name']}/")
+    Path(fs["path"], "model.bin").write_bytes(b"weights")
+    try:
+        vol.controller_publish()
+        keys = rest(app, "GET", f"filesystems/{fs['name']}/ceph-keys/")
+        assert [k["read_only"] for k in keys] == [True], keys
+        vol.stage(guest)
+        vol.publish()
+        assert guest.sh(f"cat {vol.target}/model.bin") == b"weights"
+        rc, _, err = guest.run(["sh", "-c", f"echo x > {vol.target}/new"])
+        assert rc != 0 and "Read-only file system" in err, err
+    finally:
+        vol.unpublish_and_unstage()
+    assert_left_nothing(guest, vol)
+    vol.delete()
+
+
+def test_cephfs_needs_a_ceph_pool_and_a_published_key(app, controller, guest, node):
+    with pytest.raises(grpc.RpcError) as err:
+        controller.CreateVolume(csi_pb2.CreateVolumeRequest(
+            name="pvc-cephfs-local", volume_capabilities=[SHARED],
+            parameters={"protocol": "cephfs", "pool": "default"}), timeout=60)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "ceph pool" in err.value.details(), err.value.details()
+    staging = "/var/lib/kubelet/plugins/csi.strata.io/unpublished/globalmount"
+    guest.sh(f"mkdir -p {staging}")
+    with pytest.raises(grpc.RpcError) as err:
+        node.NodeStageVolume(csi_pb2.NodeStageVolumeRequest(
+            volume_id="filesystem/csi-000000000000000000000000", staging_target_path=staging,
+            volume_capability=SHARED, volume_context={"protocol": "cephfs"}), timeout=60)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "ControllerPublished" in err.value.details(), err.value.details()
