@@ -58,6 +58,7 @@ class BlockExport(Timestamped):
     class State(models.TextChoices):
         ONLINE = "online"
         ERROR = "error"
+        PENDING = "pending"      # recorded by a plane without block daemons; nodes apply it
 
     QOS_FIELDS = ("iops_read", "iops_write", "iops_total", "bps_read", "bps_write", "bps_total")
 

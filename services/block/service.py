@@ -79,13 +79,24 @@ def _set_online(export: BlockExport, info: dict) -> None:
 
 # -- exports -------------------------------------------------------------------------------
 
+def plane_only() -> bool:
+    """`strata plane`: the cluster's nodes run the block daemons, the plane runs none; a
+    change is recorded and the nodes apply it (services.nodes.placement's revision)."""
+    return bool((settings.SERVICE_OPTIONS or {}).get("plane_only"))
+
+
 def create_export(*, volume: Volume, protocol: str, host_group: HostGroup | None = None,
                   read_only: bool = False, allow_any: bool = False, **qos) -> BlockExport:
-    """Record the export and make it live; answers the daemon's error if it cannot be."""
+    """Record the export and make it live; answers the daemon's error if it cannot be. On a
+    plane without block daemons it is recorded ``pending`` for the nodes to apply."""
     with transaction.atomic():
         export = BlockExport.objects.create(volume=volume, protocol=protocol,
                                             host_group=host_group, read_only=read_only,
                                             allow_any=allow_any, **qos)
+        if plane_only():
+            export.state = BlockExport.State.PENDING
+            export.save(update_fields=["state"])
+            return export
         with runtime(spdk=protocol == "nvmf") as rt:
             _set_online(export, _export_into(rt, export))
         export.save()
@@ -98,6 +109,9 @@ def update_export(export: BlockExport, changes: dict) -> BlockExport:
     with transaction.atomic():
         for key, value in changes.items():
             setattr(export, key, value)
+        if plane_only():             # the nodes apply it
+            export.save()
+            return export
         with runtime(spdk=export.protocol == "nvmf") as rt:
             if (export.host_group_id, export.read_only) != (old_group, old_ro):
                 try:
@@ -117,6 +131,8 @@ def delete_export(export: BlockExport) -> None:
     export_id = export.export_id           # delete() clears the primary key
     with transaction.atomic():
         export.delete()
+        if plane_only():             # the nodes drop it (no row asks for it any more)
+            return
         with runtime(spdk=export.protocol == "nvmf") as rt:
             try:
                 rt.unexport(export_id)
@@ -129,7 +145,7 @@ def delete_export(export: BlockExport) -> None:
 def apply_host_groups(groups) -> None:
     """Push the groups' current hosts/CHAP to their targets and NVMe-oF subsystems."""
     groups = [g for g in groups if g.exports.exists()]
-    if not groups:
+    if not groups or plane_only():   # on a plane alone: the nodes apply them
         return
     exports = [e for g in groups for e in g.exports.all()]
     with runtime(spdk=uses_spdk(exports)) as rt:
