@@ -7,8 +7,11 @@ each assigned service's daemons with the same ``up.py`` renderers and the same
 :class:`console.supervisor.Supervisor` as `strata up` (restart with back-off; after a start
 or restart the service's ``reconcile()`` re-applies what the database says, run as
 ``manage.py strata_reconcile`` against the cluster's database), and stops the daemons of a
-service taken away (a drain). A plane that cannot be reached is retried; a credential the
-plane refuses (the node was removed) stops the agent with that reason.
+service taken away (a drain). Heartbeats go from a thread of their own,
+so that a daemon's slow start or a long reconcile never silences the node (the plane writes a
+node down after 15 s without one, and fences its Ceph clients). A plane that cannot be
+reached is retried; a credential the plane refuses (the node was removed) stops the agent with
+that reason.
 
 Under `strata up` (single host) the agent only reports: `strata up` supervises the daemons
 and the agent heartbeats for them (``report_only``, states from ``run/daemons.json``).
@@ -19,6 +22,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -79,6 +83,9 @@ class Agent:
         self.stopping = False
         self.unreachable_since: float | None = None
         self.sup: Supervisor | None = None
+        self.answer: dict | None = None   # the plane's latest answer, not applied yet
+        self.revoked: CredentialRevoked | None = None
+        self.woken = threading.Event()
 
     def env(self) -> dict:
         """The environment of the daemons and the reconcile steps: the cluster's database,
@@ -113,14 +120,15 @@ class Agent:
               f"every {HEARTBEAT_EVERY:.0f} s", flush=True)
         code = 0
         began = time.monotonic()
+        beats = threading.Thread(target=self.beat, name="heartbeat", daemon=True)
+        beats.start()
         try:
-            next_beat = 0.0
             while not self.stopping:
-                if time.monotonic() >= next_beat:
-                    next_beat = time.monotonic() + HEARTBEAT_EVERY
-                    answer = self.heartbeat()
-                    if answer is not None and not self.report_only:
-                        self.follow(answer)
+                if self.revoked is not None:
+                    raise self.revoked
+                answer, self.answer = self.answer, None
+                if answer is not None and not self.report_only:
+                    self.follow(answer)
                 if not self.report_only and not self.sup.watch_once():
                     code = 0 if self.stopping else 1   # a child's exit while stopping: no failure
                     break
@@ -130,17 +138,32 @@ class Agent:
             code = 1
         finally:
             began = time.monotonic()
+            self.woken.set()
             self.sup.stop_all()
             if run is not None:
                 _sweep(run, self.sup, began)
                 self.sup.classes.remove()
         return code
 
+    def beat(self) -> None:
+        """The heartbeat thread: a beat every HEARTBEAT_EVERY seconds whatever the main loop
+        is doing (starting daemons, a reconcile), since a node silent for 15 s is written
+        down and its Ceph clients fenced; the answer is left for the main loop to apply."""
+        while not self.stopping:
+            try:
+                answer = self.heartbeat()
+            except CredentialRevoked as exc:
+                self.revoked = exc
+                return
+            if answer is not None:
+                self.answer = answer
+            self.woken.wait(HEARTBEAT_EVERY)
+
     def daemon_states(self) -> dict:
         if self.report_only:
             states = read_states(self.data)
         else:
-            states = {s.child.name: s.record() for s in self.sup.children}
+            states = {s.child.name: s.record() for s in list(self.sup.children)}
         return {name: {k: d.get(k) for k in ("state", "pid", "restarts", "last_exit",
                                             "started_at")} for name, d in states.items()}
 

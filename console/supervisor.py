@@ -267,16 +267,18 @@ class Supervisor:
         if self.reconcile_argv is not None:
             self.run_quietly("reconcile", self.reconcile_argv + [label])
 
-    def run_quietly(self, name: str, argv: list, timeout: float = RECONCILE_TIMEOUT) -> None:
+    def run_quietly(self, name: str, argv: list, timeout: float = RECONCILE_TIMEOUT) -> bool:
         """A step of a restart (manage.py ...): its output printed, a failure said, never
-        fatal."""
+        fatal; True when it succeeded."""
         code, out, err, failure = self._run(name, argv, timeout)
         if failure or code != 0:
             print(f"strata: {name} {failure or 'failed'}; see "
                   f"{self.data_dir / 'log' / (name + '.log')}" + _indented(err or out),
                   flush=True)
-        elif out.strip():
+            return False
+        if out.strip():
             print(out.strip(), flush=True)
+        return True
 
 
 def web_argv(host: str, port: int, tls_files: tuple[str, str] | None = None) -> list[str]:

@@ -165,9 +165,17 @@ def _nvmf(export, conn, client, out):
         out["notes"].append("The host authenticates with DH-HMAC-CHAP: put its key (the one "
                             "given to Strata, DHHC-1:...) in /etc/nvme/strata-dhchap-key, "
                             "mode 0600, before connecting.")
-    out["setup"] += ["modprobe nvme-tcp",
-                     f"nvme connect -t tcp -a {conn['traddr']} -s {conn['trsvcid']} "
-                     f"-n {conn['subsystem_nqn']}{hostnqn}"]
+    paths = conn.get("paths") or [conn]
+    out["setup"] += ["modprobe nvme-tcp"] + [
+        f"nvme connect -t tcp -a {p['traddr']} -s {p['trsvcid']} "
+        f"-n {conn['subsystem_nqn']}{hostnqn}" for p in paths]
+    if len(paths) > 1:
+        out["notes"].append(
+            f"{len(paths)} paths, one per node (ANA: "
+            + ", ".join(f"{p['node']} {p['ana_state']}" for p in paths)
+            + "): connect every one; the kernel's native NVMe multipath "
+            "(nvme_core.multipath=Y) joins them into one device and moves to another path "
+            "when a node fails. Boot the hypervisor with nvme_core.io_timeout=120 or more.")
     args = ["-drive", f"file={device},if=none,id={DISK_ID},format=raw,cache=none,aio=native",
             "-device", f"virtio-blk-pci,drive={DISK_ID},serial={export['export_id']}"]
     out["notes"].append("QEMU and libvirt have no NVMe-oF initiator: the hypervisor host "

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import transaction
 
 from plumbing.errors import Conflict, Invalid, StrataError
-from services.block import attach, up
+from services.block import attach, paths, up
 from services.block.models import BlockExport, Host, HostGroup
 from services.block.transports import BlockRuntime, ExportNotFound, QosLimits, TransportError
 from services.block.transports import Host as RtHost
@@ -46,7 +46,13 @@ def runtime(spdk: bool = False):
 
 
 def uses_spdk(exports) -> bool:
-    return any(e.protocol == BlockExport.Protocol.NVMF for e in exports)
+    return any(e.protocol == BlockExport.Protocol.NVMF and not paths.is_multipath(e)
+               for e in exports)
+
+
+def local_exports(exports) -> list:
+    """The exports this host's own daemons serve (not those served by nodes' paths)."""
+    return [e for e in exports if not paths.is_multipath(e)]
 
 
 def group_spec(hg: HostGroup | None) -> RtHostGroup | None:
@@ -88,11 +94,19 @@ def plane_only() -> bool:
 def create_export(*, volume: Volume, protocol: str, host_group: HostGroup | None = None,
                   read_only: bool = False, allow_any: bool = False, **qos) -> BlockExport:
     """Record the export and make it live; answers the daemon's error if it cannot be. On a
-    plane without block daemons it is recorded ``pending`` for the nodes to apply."""
+    plane without block daemons it is recorded ``pending`` for the nodes to apply. An nvmf
+    export of a Ceph volume, while nodes run nvmf_tgt, gets a path on two of them
+    (``services.block.paths``), ``pending`` until a node serves its path."""
+    nodes = paths.wanted(volume) if protocol == BlockExport.Protocol.NVMF else []
     with transaction.atomic():
         export = BlockExport.objects.create(volume=volume, protocol=protocol,
                                             host_group=host_group, read_only=read_only,
                                             allow_any=allow_any, **qos)
+        if nodes:    # the nodes' agents serve their paths (services.nodes.placement)
+            _set_online(export, paths.plan(volume, nodes))
+            export.state = BlockExport.State.PENDING
+            export.save()
+            return export
         if plane_only():
             export.state = BlockExport.State.PENDING
             export.save(update_fields=["state"])
@@ -106,6 +120,12 @@ def create_export(*, volume: Volume, protocol: str, host_group: HostGroup | None
 def update_export(export: BlockExport, changes: dict) -> BlockExport:
     """QoS changes apply live; a new host group or read-only flag re-exports the volume."""
     old_group, old_ro = export.host_group_id, export.read_only
+    if paths.is_multipath(export):     # the nodes follow the row (placement revision)
+        with transaction.atomic():
+            for key, value in changes.items():
+                setattr(export, key, value)
+            export.save()
+        return export
     with transaction.atomic():
         for key, value in changes.items():
             setattr(export, key, value)
@@ -129,6 +149,9 @@ def update_export(export: BlockExport, changes: dict) -> BlockExport:
 def delete_export(export: BlockExport) -> None:
     """Remove the export (connected clients are disconnected) and its row."""
     export_id = export.export_id           # delete() clears the primary key
+    if paths.is_multipath(export):         # the nodes let go of it at their next reconcile
+        export.delete()
+        return
     with transaction.atomic():
         export.delete()
         if plane_only():             # the nodes drop it (no row asks for it any more)
@@ -152,7 +175,7 @@ def apply_host_groups(groups) -> None:
         for g in groups:
             spec = group_spec(g)
             rt.set_host_group(spec)
-            for e in g.exports.filter(protocol=BlockExport.Protocol.NVMF):
+            for e in local_exports(g.exports.filter(protocol=BlockExport.Protocol.NVMF)):
                 rt.nvmf.set_hosts(e.export_id, spec)
 
 
@@ -287,8 +310,8 @@ def volume_resized(volume: Volume) -> dict:
 
     Never raises: a failure is recorded on the export rows and in the log.
     """
-    exports = list(volume.block_exports.all())
-    if not exports:
+    exports = local_exports(volume.block_exports.all())
+    if not exports:        # the rbd bdevs of the nodes' paths follow the image by themselves
         return {}
     try:
         with runtime(spdk=uses_spdk(exports)) as rt:
@@ -312,14 +335,19 @@ def reconcile_all() -> dict:
     """Make the daemons serve exactly the recorded exports; record each one's outcome.
 
     Runtime exports that no row asks for (``exp-*`` left by a crash) are removed. Never
-    raises on a single export: errors go on its row.
+    raises on a single export: errors go on its row. An export served by nodes' paths
+    (``services.block.paths``) is served here only when this host is one of those nodes.
     """
-    # on a cluster node: the exports of the volumes placed on it (services.nodes.placement)
+    # on a cluster node: the exports of the volumes placed on it (services.nodes.placement),
+    # and of the multipath exports those with a path on it
+    here = settings.STRATA_NODE_NAME
     exports = [e for e in BlockExport.objects.select_related("volume__pool", "host_group")
-               if served_here(e.volume.pool, "block")]
+               if (paths.path_of(e, here) is not None if paths.is_multipath(e)
+                   else served_here(e.volume.pool, "block"))]
     summary = {"online": 0, "error": 0, "removed": []}
     try:
-        with runtime(spdk=uses_spdk(exports)) as rt:
+        with runtime(spdk=any(e.protocol == BlockExport.Protocol.NVMF
+                              for e in exports)) as rt:
             wanted = {e.export_id for e in exports}
             for eid in sorted({e for t in rt.transports.values() for e in t.list_exports()}):
                 if eid.startswith("exp-") and eid not in wanted:
@@ -328,10 +356,14 @@ def reconcile_all() -> dict:
             for g in HostGroup.objects.filter(exports__isnull=False).distinct():
                 rt.set_host_group(group_spec(g))
             for e in exports:
-                _reconcile_one(rt, e, summary)
+                if paths.is_multipath(e):
+                    done = paths.apply_here(rt, e, here, group_spec(e.host_group))
+                    summary["online" if done["serving"] else "error"] += 1
+                else:
+                    _reconcile_one(rt, e, summary)
     except (TransportError, StrataError) as exc:
         log.error("block: the daemons could not be reconciled: %s", exc)
-        for e in exports:
+        for e in local_exports(exports):
             e.state, e.error = BlockExport.State.ERROR, f"not applied: {exc}"
             e.save(update_fields=["state", "error", "updated_at"])
         summary["error"] = len(exports)

@@ -6,12 +6,16 @@
 - A volume moved to another pool by tiering (``services.tiering.signals.moved``) keeps its
   exports: each is re-pointed at the new copy with the same connection info; a failure
   makes the move put the volume back. A volume with NVMe-oF exports cannot move (409).
+- The nodes (``services.nodes.public``): a node written down has its NVMe-oF paths failed
+  over, and one heartbeating again gets them back non-optimized (``services.block.paths``).
 """
 from django.db.models.signals import post_save, pre_delete, pre_save
 from django.dispatch import receiver
 
+from services.block import paths
 from services.block.service import (follow_volume, refuse_volume_delete, refuse_volume_move,
                                     volume_resized)
+from services.nodes.public import Node, node_down, node_up
 from services.storage.models import Volume
 from services.tiering.public import check_move, moved
 
@@ -46,3 +50,13 @@ def follow_moved_volume(sender, instance, old_path, undo=False, **kwargs):
     """Serve a moved volume's exports from its new path; raising tells the move to put it
     back (see ``services.tiering.moves``)."""
     follow_volume(instance, old_path, undo=undo)
+
+
+@receiver(node_up, sender=Node)
+def heal_paths(sender, name, **kwargs):
+    paths.heal(name)
+
+
+@receiver(node_down, sender=Node)
+def fail_over_paths(sender, names, **kwargs):
+    paths.fail_over(names)

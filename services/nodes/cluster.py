@@ -17,6 +17,7 @@ from urllib.parse import quote, urlparse, urlunparse
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from dataplane.errors import DataplaneError
@@ -34,6 +35,9 @@ MAX_TOKEN_TTL = 7 * 24 * 3600
 # the API's own words under /nodes/
 RESERVED = {"join", "tokens", "heartbeat", "self", "placement"}
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+
+node_down = Signal()        # names=[...]: nodes just written down (services.nodes.public)
+node_up = Signal()          # name=...: a node that was down heartbeats again (same)
 
 
 def digest_of(key: str) -> str:
@@ -209,7 +213,13 @@ def heartbeat(node: Node, daemons: dict, version: str = "") -> dict:
               "daemons": {str(k)[:64]: v for k, v in list(daemons.items())[:64]}}
     if version:
         fields["version"] = version[:64]
+    was_down = node.state == Node.State.DOWN or (node.state == Node.State.UP and is_down(node))
     Node.objects.filter(pk=node.pk).update(**fields)
+    if was_down:
+        for receiver, answer in node_up.send_robust(sender=Node, name=node.name):
+            if isinstance(answer, Exception):
+                log.error("node %s up again: %s failed: %s", node.name,
+                          getattr(receiver, "__qualname__", receiver), answer)
     options = {"host": node.management_address, "data_host": node.data_address,
                **node.options}
     return {"name": node.name, "services": node.services, "options": options,
@@ -219,14 +229,13 @@ def heartbeat(node: Node, daemons: dict, version: str = "") -> dict:
 
 def ceph_files(node: Node) -> dict:
     """What the node's daemons need to open each Ceph pool (``{"pools": {name: {"client",
-    "conf", "keyring", "filesystem", "root"}}}``, the texts of the files): the node's own
-    cephx key for the pool (revoked by :func:`remove`). A pool whose files cannot be read
-    is listed under ``errors``."""
+    "conf", "keyring", "filesystem", "root"}}}``, the texts of the files): the pool's own
+    client and key. A pool whose files cannot be read is listed under ``errors``."""
     from services.storage import service as storage   # noqa: PLC0415  (the plane's side only)
     pools, errors = {}, {}
     for pool in Pool.objects.filter(driver__in=SHARED):
         try:
-            pools[pool.name] = storage.ceph_client_files(pool, node.name)
+            pools[pool.name] = storage.ceph_client_files(pool)
         except DataplaneError as exc:
             errors[pool.name] = str(exc)
     if errors:
@@ -264,6 +273,10 @@ def mark_down() -> list[str]:
         Node.objects.filter(name__in=stale, last_heartbeat__lt=cutoff).update(
             state=Node.State.DOWN)
         log.warning("node(s) down (no heartbeat for %.0f s): %s", DOWN_AFTER, ", ".join(stale))
+        for receiver, answer in node_down.send_robust(sender=Node, names=stale):
+            if isinstance(answer, Exception):
+                log.error("node(s) %s down: %s failed: %s", ", ".join(stale),
+                          getattr(receiver, "__qualname__", receiver), answer)
     return stale
 
 
@@ -336,8 +349,7 @@ def drain(name: str) -> dict:
 
 
 def remove(name: str) -> dict:
-    """Take the node out of the cluster: its credential, database role and cephx keys
-    revoked at once.
+    """Take the node out of the cluster: its credential (and database role) revoked at once.
     Refused while it holds local pools, or still serves something (drain it first)."""
     with transaction.atomic():
         node = Node.objects.select_for_update().filter(name=name).first()
@@ -350,8 +362,6 @@ def remove(name: str) -> dict:
         role = node.db_role
         node.delete()   # its credential with it
     _drop_role(role)
-    from services.storage import service as storage   # noqa: PLC0415  (as in ceph_files)
-    storage.revoke_node_keys(name)
     return {"name": name, "removed": True}
 
 

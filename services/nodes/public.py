@@ -1,4 +1,30 @@
-"""What other services may use of the cluster's nodes."""
-from services.nodes.placement import served_here  # noqa: F401
+"""What other services may use of the cluster's nodes (they import nothing else of it).
 
-__all__ = ["served_here"]
+- :func:`served_here`: whether this process's node serves a service's resources on a pool.
+- ``node_down``: sent (``names``: the nodes just written down) by the periodic task once a
+  node's heartbeats stopped for ``DOWN_AFTER`` seconds; what a dead node served moves on.
+- ``node_up``: sent (``name``) by the heartbeat of a node that was down.
+- :func:`bump`: every node reconciles at its next heartbeat (for a change the placement's
+  receivers do not see, such as a path moved by a failover, saved as an outcome).
+- :func:`serving_nodes`, :func:`node_is_up`: the nodes that are up, take new work and run a
+  service's daemon; whether one node is up.
+"""
+from services.nodes.cluster import is_down, node_down, node_up
+from services.nodes.models import Node
+from services.nodes.placement import bump, served_here
+
+__all__ = ["served_here", "node_down", "node_up", "bump", "serving_nodes", "node_is_up", "Node"]
+
+
+def serving_nodes(service: str, daemon: str) -> list:
+    """Nodes (not the single host of `strata up`) that are up, active, assigned ``service``
+    and report ``daemon`` running, by name."""
+    return [n for n in Node.objects.filter(local=False, state=Node.State.UP,
+                                           schedule=Node.Schedule.ACTIVE)
+            if not is_down(n) and service in n.services
+            and (n.daemons.get(daemon) or {}).get("state") == "running"]
+
+
+def node_is_up(name: str) -> bool:
+    node = Node.objects.filter(name=name).first()
+    return node is not None and node.state == Node.State.UP and not is_down(node)

@@ -16,7 +16,7 @@ from services.storage.models import NAME_RE, Volume
 IQN_PREFIXES = ("iqn.", "eui.", "naa.")
 CHAP_HELP = "CHAP secrets are 12 to 16 characters (iSCSI initiators reject others)."
 CONNECTION_KEYS = ("target_iqn", "portal", "lun", "name", "host", "port", "uri", "socket",
-                   "subsystem_nqn", "trtype", "traddr", "trsvcid", "nsid")
+                   "subsystem_nqn", "trtype", "traddr", "trsvcid", "nsid", "paths")
 
 
 def _check_chap(attrs, instance, user_key, secret_key, errors_label):
@@ -170,11 +170,22 @@ class BlockExportSerializer(serializers.ModelSerializer):
         group = attrs.get("host_group", inst.host_group if inst else None)
         qos = {k: attrs.get(k, getattr(inst, k) if inst else 0) for k in BlockExport.QOS_FIELDS}
         driver = volume.pool.driver
-        if protocol == "nvmf" and driver != "spdk":
+        if protocol == "nvmf" and driver not in ("spdk", "ceph"):
             raise serializers.ValidationError({"protocol": (
-                f"NVMe-oF exports need a volume on an spdk pool; volume {volume.name} is on "
-                f"pool {volume.pool.name} (driver {driver}). Use iscsi, nbd or "
-                "vhost-user-blk, or put the volume on an spdk pool.")})
+                "NVMe-oF exports need a volume on an spdk pool or a ceph pool; volume "
+                f"{volume.name} is on pool {volume.pool.name} (driver {driver}). Use iscsi, nbd or "
+                "vhost-user-blk, or put the volume on an spdk or ceph pool.")})
+        if protocol == "nvmf" and driver == "ceph":
+            limited = next((k for k, v in qos.items() if v), None)
+            if limited:
+                raise serializers.ValidationError({limited: (
+                    "QoS limits are not offered yet for NVMe-oF exports of Ceph volumes; "
+                    "leave them 0, or export over nbd to limit I/O.")})
+            if group is not None and any(h.dhchap_key for h in group.hosts.all()):
+                raise serializers.ValidationError({"host_group": (
+                    f"Host group {group.name} has hosts with DH-HMAC-CHAP keys, which "
+                    "NVMe-oF exports of Ceph volumes do not offer yet; use a group without "
+                    "dhchap keys.")})
         if protocol != "nvmf" and driver == "spdk":
             raise serializers.ValidationError({"protocol": (
                 f"Volume {volume.name} lives in spdk_tgt (pool {volume.pool.name}); "

@@ -97,20 +97,36 @@ class NvmfTarget(Transport):
 
     def _export_rbd(self, export_id: str, volume_path: str, host_group: HostGroup | None,
                     qos: QosLimits | None) -> dict:
-        if export_id in self._exports:
-            if self._exports[export_id].get("rbd") != volume_path:
-                raise ExportExists(f"export {export_id} already exists; unexport it first")
-            return self.connection_info(export_id)
+        if qos is not None:
+            raise InvalidExport("QoS limits are not offered yet for NVMe-oF exports of Ceph "
+                                "volumes")
+        return self.export_path(export_id, volume_path, host_group=host_group)
+
+    def export_path(self, export_id: str, volume_path: str, *,
+                    host_group: HostGroup | None = None, ana_state: str = "optimized",
+                    target_index: int = 0) -> dict:
+        """Serve a ceph volume (``rbd:`` path) as one path of a multipath export: this node's
+        listener in ``ana_state``, controller IDs of ``target_index`` (each node of the
+        export has its own). Exported already: the ANA state and hosts follow, live."""
         hosts, keys = _hosts_and_keys(host_group)
         if keys:
             raise InvalidExport("DH-HMAC-CHAP is not offered yet for NVMe-oF exports of Ceph "
                                 "volumes: use a host group without dhchap keys")
-        if qos is not None:
-            raise InvalidExport("QoS limits are not offered yet for NVMe-oF exports of Ceph "
-                                "volumes")
+        rec = self._exports.get(export_id)
+        if rec is not None:
+            if rec.get("rbd") != volume_path or rec.get("target_index", 0) != target_index:
+                raise ExportExists(f"export {export_id} already exists; unexport it first")
+            self.driver.set_rbd_nvmf_hosts(rec["nqn"], hosts)
+            if rec.get("ana_state", "optimized") != ana_state:
+                self.driver.set_nvmf_ana_state(rec["nqn"], ana_state)
+                rec["ana_state"] = ana_state
+                self._save()
+            return self.connection_info(export_id)
         info = self.driver.export_rbd_nvmf(volume_path, traddr=self.host, trsvcid=self.port,
-                                           hosts=hosts)
-        self._exports[export_id] = {"rbd": volume_path, "nqn": info["subsystem_nqn"]}
+                                           hosts=hosts, ana_state=ana_state,
+                                           target_index=target_index)
+        self._exports[export_id] = {"rbd": volume_path, "nqn": info["subsystem_nqn"],
+                                    "ana_state": ana_state, "target_index": target_index}
         self._save()
         return self.connection_info(export_id)
 
