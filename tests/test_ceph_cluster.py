@@ -5,23 +5,25 @@ keeps its own Redis database, ``STRATA_CLUSTER_CEPH_TEST_REDIS_DB``, apart from
 test_cluster.py's, which may run at the same time on the other worker).
 
 The node assigned the file and block services fetches the pool's Ceph client files from the
-plane; Ganesha (FSAL_CEPH) and qemu-storage-daemon (rbd) listen on the node's data address;
+plane, with a cephx key of its own (removed with the node); Ganesha (FSAL_CEPH) and qemu-storage-daemon (rbd) listen on the node's data address;
 an NFS export and an NBD export made through the API afterwards reach the node (the
 placement revision; the plane runs no data daemons and only records them), and nfs-rs and
 nbdcopy write and read back through them; a drain moves both services to the other node,
 where the bytes read back."""
 import hashlib
+import json
 import os
 import subprocess
 import uuid
 
 import pytest
 
+from dataplane.errors import CommandFailed
+from plumbing.process import port_open
 from services.file.tests.nfs_client import connect, read_hash, sha, write_file
 from tests.ceph import ceph_pool_body
 from tests.cluster_support import Cluster
 from tests.kit import free_port, wait_for
-from plumbing.process import port_open
 
 pytestmark = pytest.mark.root
 pytest.importorskip("nfs_rs")
@@ -97,6 +99,10 @@ def test_a_ceph_file_system_and_volume_are_served_by_their_node_and_follow_a_dra
                  interval=0.5)
         assert {oct(p.stat().st_mode & 0o777) for p in files.iterdir()} == {"0o600"}
         assert oct(files.stat().st_mode & 0o777) == "0o700"
+        # the node's own key, not the pool's admin key
+        client = json.loads((files / "pool.json").read_text())["client"]
+        assert client == f"strata-node.alpha.{pool}"
+        assert (files / "keyring").read_text().startswith(f"[client.{client}]")
 
         # an export made afterwards: the plane bumps the nodes' revision, alpha reconciles
         made = cluster.api("POST", "nfs-exports/", json={
@@ -160,6 +166,12 @@ def test_a_ceph_file_system_and_volume_are_served_by_their_node_and_follow_a_dra
         placement = cluster.api("GET", "nodes/placement/").json()
         assert [e["nodes"] for e in placement["filesystems"] + placement["volumes"]
                 if e["name"] in (fs, vol)] == [["beta"], ["beta"]]
+        # removed from the cluster, alpha's cephx key goes with it
+        entity = f"client.strata-node.alpha.{pool}"
+        assert ceph_cluster.command("auth get", entity=entity)[0]["entity"] == entity
+        assert cluster.cli("node", "remove", "alpha").returncode == 0
+        with pytest.raises(CommandFailed):
+            ceph_cluster.command("auth get", entity=entity)
     finally:
         clean_up(cluster, export_id, block_id, fs, vol, pool)
 

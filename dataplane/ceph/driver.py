@@ -386,6 +386,35 @@ class CephDriver(CephFilesMixin, CephRbdMixin, Driver):
             if key[0] == rec["ceph_conf"] and key[1] == rec["client"]:
                 conn.drop()
 
+    # -- keys for the cluster's nodes ---------------------------------------------------
+    def node_key(self, pool: str, entity: str) -> str:
+        """The keyring entry (``[client.X]`` and its key) of cephx ``entity`` for a cluster
+        node's daemons on ``pool``: RBD on the pool's RADOS pools (``profile rbd``), read
+        and write of its CephFS data pool, the MDS (FSAL_CEPH mounts the CephFS) and the
+        monitors as an RBD client (``profile rbd``: reads, and blocklisting a dead peer's
+        watch); no administration. Made once; its caps follow the pool (a CephFS data pool
+        added later)."""
+        rec = self._load(pool)
+        osd = [f"profile rbd pool={p}" for p in (rec["rados_pool"], rec.get("data_pool")) if p]
+        if rec.get("fs_pool"):
+            osd.append(f"allow rw pool={rec['fs_pool']}")
+        # mon: reads of every map (a CephFS client waits for the FS map, which "profile rbd"
+        # alone does not let it read), and what an RBD client may do (blocklisting)
+        caps = ["mon", "allow r, profile rbd", "osd", ", ".join(osd), "mds", "allow rw"]
+        try:
+            answer = self._mon(rec, "auth get-or-create", entity=entity, caps=caps)
+        except CephRefused:              # it exists with other caps: the pool changed since
+            self._mon(rec, "auth caps", entity=entity, caps=caps)
+            answer = self._mon(rec, "auth get", entity=entity)
+        return f"[{entity}]\n\tkey = {answer[0]['key']}\n"
+
+    def revoke_node_key(self, pool: str, entity: str) -> None:
+        """Remove ``entity`` from the pool's cluster (nothing when it is gone)."""
+        try:
+            self._mon(self._load(pool), "auth rm", entity=entity)
+        except (CephRefused, NotFound):
+            pass
+
     def destroy_pool(self, name) -> None:
         """Delete an empty pool: its RADOS pool(s), EC profile and record."""
         rec = self._load(name)

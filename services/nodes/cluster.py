@@ -229,13 +229,14 @@ def heartbeat(node: Node, daemons: dict, version: str = "") -> dict:
 
 def ceph_files(node: Node) -> dict:
     """What the node's daemons need to open each Ceph pool (``{"pools": {name: {"client",
-    "conf", "keyring", "filesystem", "root"}}}``, the texts of the files): the pool's own
-    client and key. A pool whose files cannot be read is listed under ``errors``."""
+    "conf", "keyring", "filesystem", "root"}}}``, the texts of the files): the node's own
+    cephx key for the pool (revoked by :func:`remove`). A pool whose files cannot be read
+    is listed under ``errors``."""
     from services.storage import service as storage   # noqa: PLC0415  (the plane's side only)
     pools, errors = {}, {}
     for pool in Pool.objects.filter(driver__in=SHARED):
         try:
-            pools[pool.name] = storage.ceph_client_files(pool)
+            pools[pool.name] = storage.ceph_client_files(pool, node.name)
         except DataplaneError as exc:
             errors[pool.name] = str(exc)
     if errors:
@@ -349,7 +350,8 @@ def drain(name: str) -> dict:
 
 
 def remove(name: str) -> dict:
-    """Take the node out of the cluster: its credential (and database role) revoked at once.
+    """Take the node out of the cluster: its credential, database role and cephx keys
+    revoked at once.
     Refused while it holds local pools, or still serves something (drain it first)."""
     with transaction.atomic():
         node = Node.objects.select_for_update().filter(name=name).first()
@@ -362,6 +364,8 @@ def remove(name: str) -> dict:
         role = node.db_role
         node.delete()   # its credential with it
     _drop_role(role)
+    from services.storage import service as storage   # noqa: PLC0415  (as in ceph_files)
+    storage.revoke_node_keys(name)
     return {"name": name, "removed": True}
 
 

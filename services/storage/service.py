@@ -496,21 +496,36 @@ def volume_path(volume: Volume) -> str:
         raise DataplaneError(f"this node has no Ceph client files for pool "
                              f"{volume.pool.name} yet (its agent fetches them from the plane)")
     parts = path.split(":")          # rbd, POOL/IMAGE, id=C, conf=P[, keyring=K]
-    kept = [o for o in parts[2:] if not o.startswith(("conf=", "keyring="))]
-    return ":".join(parts[:2] + kept + [f"conf={files['conf']}"])
+    kept = [o for o in parts[2:] if not o.startswith(("id=", "conf=", "keyring="))]
+    return ":".join(parts[:2] + kept + [f"id={files['client']}", f"conf={files['conf']}"])
 
 
-def ceph_client_files(pool: Pool) -> dict:
-    """What a cluster node needs to open Ceph pool ``pool``: ``{"client", "conf" (the
-    cluster's ceph.conf, text), "keyring" (the client's key, text), "filesystem" (its
-    CephFS, once it has file systems), "root" (the pool's directory in it)}``."""
-    conf_path, client = pool.ceph.get("conf") or "", pool.ceph.get("client") or "admin"
+def node_entity(node: str, pool: Pool) -> str:
+    """The cephx entity of node ``node``'s daemons on ``pool``."""
+    return f"client.strata-node.{node}.{pool.name}"
+
+
+def ceph_client_files(pool: Pool, node: str) -> dict:
+    """What cluster node ``node`` needs to open Ceph pool ``pool``: ``{"client", "conf"
+    (the cluster's ceph.conf, text), "keyring" (the client's key, text), "filesystem" (its
+    CephFS, once it has file systems), "root" (the pool's directory in it)}``. The key is the
+    node's own (:func:`node_entity`, made once, caps of an RBD and CephFS client of this pool
+    only, removed with the node); when the pool's client may not make keys, the pool's own
+    key (said in the log)."""
+    conf_path = pool.ceph.get("conf") or ""
     try:
         conf = open(conf_path, encoding="utf-8").read()
     except OSError as exc:
         raise DataplaneError(f"pool {pool.name}: cannot read its ceph.conf {conf_path!r}: "
                              f"{exc}") from None
-    keyring = _keyring_of(pool.name, conf_path, client, pool.ceph.get("keyring") or "")
+    entity = node_entity(node, pool)
+    try:
+        keyring, client = driver_for(pool.driver).node_key(pool.name, entity), entity[7:]
+    except DataplaneError as exc:
+        client = pool.ceph.get("client") or "admin"
+        log.warning("pool %s: no key of its own for node %s (%s); it gets client.%s's",
+                    pool.name, node, exc, client)
+        keyring = _keyring_of(pool.name, conf_path, client, pool.ceph.get("keyring") or "")
     out = {"client": client, "conf": conf, "keyring": keyring, "filesystem": "", "root": ""}
     fs = FileSystem.objects.filter(pool=pool).first()
     if fs is not None:
@@ -518,6 +533,20 @@ def ceph_client_files(pool: Pool) -> dict:
         out["filesystem"] = source["filesystem"]
         out["root"] = source["path"].rsplit("/fs/", 1)[0]
     return out
+
+
+def revoke_node_keys(node: str) -> list[str]:
+    """Remove node ``node``'s cephx keys from the clusters of the Ceph pools (it left the
+    cluster); the entities removed or failed, for the log."""
+    done = []
+    for pool in Pool.objects.filter(driver="ceph"):
+        entity = node_entity(node, pool)
+        try:
+            driver_for(pool.driver).revoke_node_key(pool.name, entity)
+            done.append(entity)
+        except DataplaneError as exc:
+            log.error("node %s: its key %s could not be removed: %s", node, entity, exc)
+    return done
 
 
 def _keyring_of(pool: str, conf_path: str, client: str, keyring_path: str) -> str:
