@@ -140,13 +140,17 @@ def ceph_relative_path(fs, path: str = "") -> str:
 def export_spec(exp: NfsExport) -> dict:
     """The runtime's REST shape of an export row (validated)."""
     source = storage.filesystem_source(exp.filesystem)
-    spec = {"export_id": exp.pk, "path": (share_path(exp.filesystem, exp.path) if not source
-                                          else exp.filesystem.path or "/"),
-            "pseudo": exp.pseudo, "clients": list(exp.clients), "snapshots": not exp.path}
+    spec = {"export_id": exp.pk, "pseudo": exp.pseudo, "clients": list(exp.clients),
+            "snapshots": not exp.path}
     if source:  # a ceph pool: Ganesha reaches the directory through FSAL_CEPH
         rel = ceph_relative_path(exp.filesystem, exp.path)
+        # the local path (the plane's ceph-fuse mount) only names the export: a node has none
+        root = exp.filesystem.path or "/"
+        spec["path"] = os.path.join(root, rel) if rel else root
         spec["ceph"] = dict(source, path=source["path"] + (f"/{rel}" if rel else ""))
         spec["snapshots"] = True  # CephFS shows .snapshots in every directory
+    else:
+        spec["path"] = share_path(exp.filesystem, exp.path)
     NfsExportSpec.from_dict(spec)
     return spec
 
