@@ -12,7 +12,10 @@ the session's Ceph cluster.
   waiting for the dead client's watch to expire, and librbd reads the bytes back by hash.
 
 In the ceph group (tests/parallel.py) for the session's Ceph cluster; the cluster's processes
-are its own (tests/cluster_support.py, no session fixture), on STRATA_CLUSTER_TEST_REDIS_DB.
+are its own (tests/cluster_support.py, no session fixture). Its Redis database is
+tests/test_ceph_cluster.py's (``STRATA_CLUSTER_CEPH_TEST_REDIS_DB``): the modules of one group
+run one after the other on one worker, while test_cluster.py's may run at the same time on
+the other.
 """
 import hashlib
 import os
@@ -42,7 +45,7 @@ def cluster(ceph_cluster):
     why = spdk_unavailable()
     if why:
         pytest.skip(why)
-    c = Cluster().create()
+    c = Cluster(redis_db=os.environ.get("STRATA_CLUSTER_CEPH_TEST_REDIS_DB", "4")).create()
     try:
         c.start_plane()
         made = c.api("POST", "pools/", json=ceph_pool_body(ceph_cluster, "shared"))
