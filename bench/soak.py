@@ -10,11 +10,19 @@ qemu-storage-daemon, Ganesha, smbd, the S3 gateway, Redis, the web server and th
 worker (each started again by `strata up`), and the small pool filled for a while then
 freed. After each fault and at the end, everything acknowledged is read back.
 
+`--ceph`: a development Ceph cluster (3 OSDs, 2 MDS) is started beside the appliance; the
+checkpoint file system (the burst, its snapshot schedule) and the S3 gateway's data
+(`strata up --s3-pool ceph`) are on a ceph pool, and two more faults join the round: an OSD
+killed with SIGKILL and started again 20 s later, and an MDS failover (`ceph mds fail` of
+the active MDS; the standby takes rank 0). Ceph's daemons' memory is reported, not judged
+(their caches grow to their targets by design).
+
 Exit 1 on an unexpected error, a read-back mismatch, a leak (a daemon's PSS, with its
 children's, grown from its figure after the warm-up by more than LEAK_ALLOWANCE_MIB +
 LEAK_MIB_PER_HOUR per hour of the run, or its descriptors by more than FD_ALLOWANCE, at the
 end or just before any kill of it), a scheduled fault that did not happen, or a class without
-operations. Usage (root): `python bench/soak.py [--minutes 30] [--json out.json] [--record]`.
+operations. Usage (root):
+`python bench/soak.py [--minutes 30] [--ceph] [--json out.json] [--record]`.
 """
 from __future__ import annotations
 
@@ -25,6 +33,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -36,13 +45,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import soak_load as load  # noqa: E402
-from bench.soak_faults import KILLED, Daemons, FaultWindows, growth  # noqa: E402
+from bench.soak_faults import (CEPH_FAULTS, KILLED, CephFaults, Daemons,  # noqa: E402
+                               FaultWindows, growth)
 from tests.appliance import Appliance  # noqa: E402
 
 LEAK_ALLOWANCE_MIB = 64     # a warmed-up daemon may still grow this much (caches, arenas)
 LEAK_MIB_PER_HOUR = 64      # ... plus this per hour; more is a leak
 FD_ALLOWANCE = 64           # descriptors a daemon may gain (clients' connections); more: a leak
 PASSWORD = "Strata-soak-1"
+CEPH_POOL = "ceph"          # --ceph: the pool of the checkpoint file system and of S3 data
 
 
 class Plane:
@@ -82,8 +93,9 @@ class Plane:
 
 
 class Soak:
-    def __init__(self, app: Appliance, minutes: float, keys: int):
-        self.app, self.seconds = app, minutes * 60
+    def __init__(self, app: Appliance, minutes: float, keys: int,
+                 ceph: CephFaults | None = None):
+        self.app, self.seconds, self.ceph = app, minutes * 60, ceph
         self.windows = FaultWindows()
         self.stats = load.Stats(self.windows)
         self.daemons = Daemons(app.data_dir)
@@ -101,7 +113,8 @@ class Soak:
                                "media": "capacity"})
         fs = {}
         for name, pool in (("files", "small"), ("filler", "small"), ("samples", "default"),
-                           ("ckpt", "default"), ("tiered", "default")):
+                           ("ckpt", CEPH_POOL if self.ceph else "default"),
+                           ("tiered", "default")):
             fs[name] = api("POST", "filesystems/", {"name": name, "pool": pool, "mode": "0777"})
         for name in ("files", "samples"):
             api("POST", "nfs-exports/", {"filesystem": name,
@@ -151,7 +164,8 @@ class Soak:
     def schedule(self, warmup: float) -> list[tuple[float, str]]:
         """Every kind of fault once, evenly spread after the warm-up (again and again in a
         long run: a round of all kinds about every 15 minutes)."""
-        kinds = [f"kill:{n}" for n in KILLED] + ["full_pool"]
+        kinds = [f"kill:{n}" for n in KILLED] + ["full_pool"] + \
+            (list(CEPH_FAULTS) if self.ceph else [])
         rounds = max(1, round(self.seconds / 900))
         span = self.seconds - warmup - min(30.0, self.seconds * 0.05)
         step = span / (len(kinds) * rounds)
@@ -167,6 +181,14 @@ class Soak:
                 time.sleep(full_seconds)
                 (self.filler / "filler").unlink()
                 os.sync()
+            elif kind == "ceph:osd":
+                osd = self.ceph.next_osd
+                before = self.ceph.sample().get(f"ceph-osd.{osd}")
+                if before:
+                    self.before_kills.setdefault(f"ceph-osd.{osd}", []).append(before)
+                record.update(self.ceph.kill_osd())
+            elif kind == "ceph:mds_failover":
+                record.update(self.ceph.mds_failover())
             else:
                 name = kind.removeprefix("kill:")
                 before = self.daemons.sample().get(name)
@@ -200,7 +222,7 @@ class Soak:
         for t in self.traffic:
             t.start()
         time.sleep(warmup)
-        start, started = self.daemons.sample(), time.monotonic()
+        start, started = self.sample(), time.monotonic()
         for at, kind in plan:
             wait = self.t0 + at - time.monotonic()
             if wait > 0:
@@ -214,13 +236,20 @@ class Soak:
         for t in self.traffic:
             t.join(300)
         ended = time.monotonic()
-        end = self.daemons.sample()
+        end = self.sample()
         checked, bad = self.verify_all()
         for what in bad:
             self.stats.mismatch(f"final: {what}")
         memory = growth(start, self.before_kills, end, (ended - started) / 3600,
                         LEAK_ALLOWANCE_MIB, LEAK_MIB_PER_HOUR, FD_ALLOWANCE)
+        for name, m in memory.items():
+            if name.startswith("ceph-"):   # Ceph's own: reported, not judged
+                m["over_limit"], m["leak"] = m["leak"], False
         return self.report(plan, memory, checked, ended - self.t0)
+
+    def sample(self) -> dict:
+        """Memory and descriptors of every daemon (Ceph's too, with --ceph)."""
+        return {**self.daemons.sample(), **(self.ceph.sample() if self.ceph else {})}
 
     def report(self, plan, memory, checked, elapsed) -> dict:
         classes = self.stats.table()
@@ -246,6 +275,7 @@ class Soak:
         if missed:
             failures.append(f"faults that did not happen: {missed}")
         return {"minutes": round(self.seconds / 60, 1), "elapsed_s": round(elapsed),
+                "ceph": self.ceph is not None,
                 "classes": classes, "faults": self.faults, "memory": memory,
                 "read_back": {"checked_at_end": checked, "mismatches": mismatches[:50],
                               "ok": not mismatches},
@@ -294,7 +324,7 @@ def print_report(r: dict) -> None:
               f"{e.get('pss_mib', '-'):>8}{str(m.get('pss_growth_mib_per_hour')):>9}"
               f"{s['rss_mib']:>10}{e.get('rss_mib', '-'):>9}"
               f"{str(s.get('fds', '-')) + '->' + str(e.get('fds', '-')):>11}  "
-              f"{'LEAK' if m['leak'] else 'no'}")
+              f"{'LEAK' if m['leak'] else 'not judged' if n.startswith('ceph-') else 'no'}")
     print(f"\nread back at the end: {r['read_back']['checked_at_end']} items, "
           f"{'all OK' if r['read_back']['ok'] else 'MISMATCHES'}")
     for c, errs in r["unexpected_errors"].items():
@@ -309,6 +339,9 @@ def main(argv=None) -> int:
                    help="key space per writer (default: 32 below 10 minutes, else 128)")
     p.add_argument("--json", help="write the report as JSON to this file")
     p.add_argument("--keep-logs", help="copy the appliance's logs into this directory")
+    p.add_argument("--ceph", action="store_true",
+                   help="the checkpoint burst and S3 on a ceph pool of a development cluster, "
+                        "with an OSD killed and revived and an MDS failover")
     p.add_argument("--record", action="store_true",
                    help="append the run to bench/results/soak.jsonl and rewrite soak.md")
     args = p.parse_args(argv)
@@ -316,12 +349,26 @@ def main(argv=None) -> int:
     # inherits that), and its Ctrl-C stop could not work
     signal.signal(signal.SIGINT, signal.default_int_handler)
     keys = args.keys or (32 if args.minutes < 10 else 128)
-    app = Appliance(pool_size="4G")
-    soak = Soak(app, args.minutes, keys)
+    ceph = CephFaults(Path(tempfile.mkdtemp(prefix="strata-test-soak-ceph-"))) \
+        if args.ceph else None
+    app = Appliance(pool_size="4G", extra_args=("--s3-pool", CEPH_POOL) if ceph else ())
+    soak = Soak(app, args.minutes, keys, ceph)
     t0 = time.monotonic()
     try:
+        if ceph:
+            ceph.up()
+            app.start(timeout=300)
+            # the gateway's pool must exist when `strata up` starts to serve S3 from it
+            Plane(app.credentials)("POST", "pools/", {
+                "name": CEPH_POOL, "driver": "ceph", "ceph_conf": str(ceph.cluster.conf),
+                "ceph_client": ceph.cluster.client, "redundancy": "replicated:3",
+                "failure_domain": "host"}, timeout=300)
+            ceph.one_active_mds()
+            app.stop()
         app.start(timeout=300)
         drain(app)
+        if ceph:
+            wait_s3(app)
         started = time.monotonic()
         soak.provision()
         provisioned = time.monotonic()
@@ -335,13 +382,36 @@ def main(argv=None) -> int:
             shutil.copytree(app.data_dir / "log", args.keep_logs, dirs_exist_ok=True)
             with contextlib.suppress(OSError):
                 shutil.copy(app.data_dir / "soak-up.log", args.keep_logs)
-        cleanup(app, soak.user)
+        try:
+            cleanup(app, soak.user)
+        finally:
+            if ceph:
+                ceph.destroy()
     print_report(report)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
     if args.record:
         record(report)
     return 0 if report["ok"] else 1
+
+
+def wait_s3(app: Appliance, timeout: float = 300) -> None:
+    """Wait until the S3 gateway serves (on a ceph pool it starts once the pool is mounted)."""
+    import boto3
+    creds = app.credentials
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            boto3.client("s3", endpoint_url=creds["s3_endpoint"],
+                         aws_access_key_id=creds["s3_access_key"],
+                         aws_secret_access_key=creds["s3_secret_key"],
+                         region_name="us-east-1").list_buckets()
+            return
+        except Exception:  # noqa: BLE001 - not serving yet (or no S3 key yet)
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+            creds = app.credentials
 
 
 def drain(app: Appliance) -> None:
@@ -373,7 +443,7 @@ def cleanup(app: Appliance, user: str) -> None:
 
 def record(report: dict) -> None:
     from bench.results import record as append, runs, write_table
-    append("soak", {k: report[k] for k in ("minutes", "elapsed_s", "classes", "faults",
+    append("soak", {k: report[k] for k in ("minutes", "ceph", "elapsed_s", "classes", "faults",
                                            "memory", "read_back", "failures", "ok")})
     rows = []
     for run in runs("soak"):
@@ -382,7 +452,9 @@ def record(report: dict) -> None:
         unexp = sum(c["unexpected_errors"] for c in run["classes"].values())
         worst = max(((m.get("pss_growth_mib_per_hour") or 0, n)
                      for n, m in run["memory"].items()), default=(0, "-"))
-        rows.append([run["time"], run["commit"], str(run["minutes"]), str(ops), str(refused),
+        rows.append([run["time"], run["commit"],
+                     f"{run['minutes']}{' on ceph' if run.get('ceph') else ''}", str(ops),
+                     str(refused),
                      str(unexp), str(sum(f["happened"] for f in run["faults"])),
                      f"{worst[1]} {worst[0]}", "OK" if run["read_back"]["ok"] else "MISMATCH",
                      "pass" if run["ok"] else "FAIL"])

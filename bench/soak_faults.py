@@ -3,6 +3,9 @@
 - `Daemons`: what `strata up` records of its children (run/daemons.json), the resident memory
   (RSS and PSS) and open file descriptors of each daemon with its descendants, kill -9 of one
   and the wait until its supervisor has started it again.
+- `CephFaults` (`--ceph`): the development Ceph cluster the checkpoint burst and S3 run on,
+  an OSD killed with SIGKILL and started again, an MDS failover (`ceph mds fail` of the
+  active MDS: the standby takes rank 0), and its daemons' memory.
 - `FaultWindows`: which client errors a fault explains. An error counts as an expected
   refusal only while a fault that touches the operation's class is open (from the fault to
   `GRACE` seconds after the daemon is back, or the pool has space again) and only if it is
@@ -62,6 +65,11 @@ SERVES = {
     "redis": REST + S3,
 }
 KILLED = ("tgtd", "qemu-storage-daemon", "ganesha", "smbd", "s3", "redis", "web", "worker")
+# with --ceph the checkpoint file system, its snapshots and the S3 gateway's data are on the
+# Ceph pool: its faults stall them (an OSD not yet marked down, rank 0 without an MDS)
+CEPH_FAULTS = ("ceph:osd", "ceph:mds_failover")
+for _kind in CEPH_FAULTS:
+    SERVES[_kind] = ("ckpt_save", "ckpt_restore", "snapshot", "backup") + S3
 
 
 def explains(kind: str, cls: str, text: str) -> bool:
@@ -228,3 +236,84 @@ def growth(start: dict, before_kills: dict, end: dict, hours: float, allowance_m
                      "fd_growth": worst_fds - s["fds"], "limit_mib": round(limit, 1),
                      "leak": grew > limit or worst_fds - s["fds"] > fd_allowance}
     return out
+
+
+class CephFaults:
+    """A development Ceph cluster (dataplane/ceph/devcluster.py) in ``root`` and its faults.
+    The plane's CephFS gets one active MDS and one standby, so that a failover moves rank 0
+    to the other daemon."""
+
+    OSD_DOWN_S = 20.0     # an OSD stays dead this long (marked down after osd_heartbeat_grace 8 s)
+
+    def __init__(self, root: Path):
+        from dataplane.ceph.devcluster import DevCluster
+        self.cluster = DevCluster(root)
+        self.next_osd = 0
+
+    def up(self) -> "CephFaults":
+        self.cluster.up(timeout=300)
+        return self
+
+    def _fs(self) -> dict:
+        return ((self.cluster.command("fs dump") or {}).get("filesystems") or [{}])[0]
+
+    def _rank0(self) -> str | None:
+        infos = self._fs().get("mdsmap", {}).get("info", {}).values()
+        return next((i["name"] for i in infos
+                     if i.get("rank") == 0 and i.get("state") == "up:active"), None)
+
+    def _standbys(self) -> list[str]:
+        return [i["name"] for i in (self.cluster.command("fs dump") or {}).get("standbys", [])]
+
+    def one_active_mds(self) -> None:
+        """max_mds 1 on the plane's CephFS (made with the ceph pool): one MDS active, the
+        other standby."""
+        name = self._fs()["mdsmap"]["fs_name"]
+        self.cluster.command("fs set", fs_name=name, var="max_mds", val="1")
+        _until(lambda: self._rank0() and len(self._standbys()) == 1, RESTART_TIMEOUT,
+               "one active MDS and one standby")
+
+    def kill_osd(self) -> dict:
+        osd = self.next_osd
+        self.next_osd = (osd + 1) % 3
+        self.cluster.kill_osd(osd)
+        time.sleep(self.OSD_DOWN_S)
+        self.cluster.start_osd(osd)
+        self.cluster.wait_healthy(RESTART_TIMEOUT)
+        return {"osd": osd, "down_s": self.OSD_DOWN_S}
+
+    def mds_failover(self) -> dict:
+        was = self._rank0()
+        if was is None:
+            raise RuntimeError("rank 0 has no active MDS to fail")
+        from dataplane.errors import CommandFailed
+        try:
+            self.cluster.command("mds fail", role_or_gid=was)
+            how = "ceph mds fail"
+        except CommandFailed:   # the mon refused the command: fail it the hard way
+            self.cluster._stop(f"mds.{was}", sig=signal.SIGKILL)
+            self.cluster._start("mds", was)
+            how = "kill -9"
+        now = _until(lambda: (lambda n: n if n and n != was else None)(self._rank0()),
+                     RESTART_TIMEOUT, "the standby MDS to take rank 0")
+        # the failed daemon starts again and waits as the standby
+        _until(lambda: was in self._standbys(), RESTART_TIMEOUT, f"mds.{was} back as standby")
+        self.cluster.wait_healthy(RESTART_TIMEOUT)
+        return {"failed": was, "active": now, "how": how}
+
+    def sample(self) -> dict:
+        """{"ceph-NAME": usage} of every running daemon of the cluster."""
+        return {f"ceph-{n}": usage(p) for n, p in sorted(self.cluster.pids().items())}
+
+    def destroy(self) -> None:
+        self.cluster.destroy()
+
+
+def _until(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.5)
+    raise RuntimeError(f"no {what} after {timeout:.0f} s")
