@@ -268,7 +268,8 @@ class CephFaults:
     def one_active_mds(self) -> None:
         """max_mds 1 on the plane's CephFS (made with the ceph pool): one MDS active, the
         other standby."""
-        name = self._fs()["mdsmap"]["fs_name"]
+        name = _until(lambda: self._fs().get("mdsmap", {}).get("fs_name"), RESTART_TIMEOUT,
+                      "the plane's CephFS")
         self.cluster.command("fs set", fs_name=name, var="max_mds", val="1")
         _until(lambda: self._rank0() and len(self._standbys()) == 1, RESTART_TIMEOUT,
                "one active MDS and one standby")
