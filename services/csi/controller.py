@@ -9,7 +9,7 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from plumbing.restclient import ApiError
-from services.csi import publish
+from services.csi import publish, topology
 from services.csi import volumes as v
 from services.csi.errors import CsiError, require, rpc
 from services.csi.plane import get_or_none, list_all
@@ -62,6 +62,18 @@ def unsupported(kind: str, capabilities) -> str | None:
     return None
 
 
+def _candidate_pools(placement: dict, protocol: str) -> list[str]:
+    """Pools a volume of ``protocol`` may go to when the StorageClass names none: the plane's
+    ``default`` first, then the others by name (cephfs: ceph pools; nvmeof: spdk pools; the
+    others: any but spdk)."""
+    def fits(row):
+        if protocol == "cephfs":
+            return row.get("driver") == "ceph"
+        return (row.get("driver") == "spdk") == (protocol == "nvmeof")
+    names = sorted(placement, key=lambda name: (name != "default", name))
+    return [name for name in names if fits(placement[name])]
+
+
 def _timestamp(iso: str) -> Timestamp:
     stamp = Timestamp()
     stamp.FromDatetime(datetime.fromisoformat(iso.replace("Z", "+00:00")))
@@ -81,15 +93,18 @@ class Controller(csi_pb2_grpc.ControllerServicer):
     # -- volumes ---------------------------------------------------------------------------
 
     def _volume(self, row: dict, kind: str, sc: v.StorageClass | None = None,
-                source=None) -> csi_pb2.Volume:
+                source=None, placement: dict | None = None) -> csi_pb2.Volume:
         context = {"kind": kind, "name": row["name"], "pool": row.get("pool") or ""}
         if sc is not None:
             context["protocol"] = sc.protocol
+            context.update(sc.qos_context)
         if kind == "filesystem" and row.get("path"):
             context["path"] = row["path"]
         return csi_pb2.Volume(volume_id=str(v.VolumeId(kind, row["name"])),
                               capacity_bytes=_capacity(kind, row), volume_context=context,
-                              content_source=source)
+                              content_source=source,
+                              accessible_topology=topology.accessible(
+                                  placement or {}, row.get("pool") or "", kind))
 
     @rpc
     def CreateVolume(self, request, context):
@@ -111,6 +126,14 @@ class Controller(csi_pb2_grpc.ControllerServicer):
         client = self.plane.client(request.secrets)
         source = request.volume_content_source if request.HasField(
             "volume_content_source") else None
+        requisite, preferred = [], []
+        if request.HasField("accessibility_requirements"):
+            wanted = request.accessibility_requirements
+            requisite = topology.nodes_of(wanted.requisite,
+                                          "accessibility_requirements.requisite")
+            preferred = topology.nodes_of(wanted.preferred,
+                                          "accessibility_requirements.preferred")
+        placement = topology.pools(client)
 
         existing = get_or_none(client, f"{sc.kind}s/{name}/")
         other = "volume" if sc.kind == "filesystem" else "filesystem"
@@ -125,21 +148,28 @@ class Controller(csi_pb2_grpc.ControllerServicer):
             if sc.pool and existing.get("pool") != sc.pool:
                 raise CsiError(grpc.StatusCode.ALREADY_EXISTS,
                                f"volume {request.name} exists on pool {existing.get('pool')}")
-            return csi_pb2.CreateVolumeResponse(volume=self._volume(existing, sc.kind, sc, source))
+            return csi_pb2.CreateVolumeResponse(
+                volume=self._volume(existing, sc.kind, sc, source, placement))
+
+        pool_name = sc.pool
+        if requisite or preferred:
+            candidates = [sc.pool] if sc.pool else _candidate_pools(placement, sc.protocol)
+            pool_name = topology.choose_pool(placement, candidates, sc.kind, requisite,
+                                             preferred)
 
         if sc.protocol == "cephfs":
-            pool = get_or_none(client, f"pools/{sc.pool or 'default'}/")
+            pool = get_or_none(client, f"pools/{pool_name or 'default'}/")
             if pool is None or pool.get("driver") != "ceph":
                 raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
                                f"protocol cephfs needs a ceph pool; pool "
-                               f"{sc.pool or 'default'} "
+                               f"{pool_name or 'default'} "
                                + ("does not exist" if pool is None
                                   else f"has the {pool.get('driver')} driver"))
         try:
             if source is None:
                 body = {"name": name}
-                if sc.pool:
-                    body["pool"] = sc.pool
+                if pool_name:
+                    body["pool"] = pool_name
                 if sc.kind == "volume":
                     body["size_bytes"] = size
                 elif size:
@@ -152,7 +182,8 @@ class Controller(csi_pb2_grpc.ControllerServicer):
             if error is exc:
                 raise
             raise error from exc
-        return csi_pb2.CreateVolumeResponse(volume=self._volume(row, sc.kind, sc, source))
+        return csi_pb2.CreateVolumeResponse(
+            volume=self._volume(row, sc.kind, sc, source, placement))
 
     @staticmethod
     def _exhausted(client, exc: ApiError, sc: v.StorageClass, size: int) -> Exception:
@@ -256,7 +287,8 @@ class Controller(csi_pb2_grpc.ControllerServicer):
         read_only = (request.readonly
                      or request.volume_capability.access_mode.mode in READ_ONLY_MODES)
         context_ = publish.publish(client, vid.kind, vid.name, node, read_only,
-                                   request.volume_context.get("protocol", ""))
+                                   request.volume_context.get("protocol", ""),
+                                   v.qos_from_context(request.volume_context))
         return csi_pb2.ControllerPublishVolumeResponse(publish_context=context_)
 
     @rpc
@@ -330,7 +362,15 @@ class Controller(csi_pb2_grpc.ControllerServicer):
     @rpc
     def GetCapacity(self, request, context):
         pool = request.parameters.get("pool") or "default"
-        row = get_or_none(self.plane.client(), f"pools/{pool}/")
+        client = self.plane.client()
+        if request.HasField("accessible_topology"):
+            nodes = topology.nodes_of([request.accessible_topology], "accessible_topology")
+            kind = ("volume" if request.parameters.get("protocol") in v.BLOCK_PROTOCOLS
+                    else "filesystem")
+            if not set(nodes) & set(topology.served_by(topology.pools(client), pool, kind)):
+                return csi_pb2.GetCapacityResponse(available_capacity=0,
+                                                   minimum_volume_size={"value": v.MIB})
+        row = get_or_none(client, f"pools/{pool}/")
         return csi_pb2.GetCapacityResponse(
             available_capacity=(row or {}).get("free_bytes") or 0,
             minimum_volume_size={"value": v.MIB})

@@ -25,6 +25,8 @@ class Identity(csi_pb2_grpc.IdentityServicer):
         caps = []
         if self.controller:
             caps.append(cap(service=cap.Service(type=cap.Service.CONTROLLER_SERVICE)))
+            caps.append(cap(service=cap.Service(
+                type=cap.Service.VOLUME_ACCESSIBILITY_CONSTRAINTS)))
             caps.append(cap(volume_expansion=cap.VolumeExpansion(
                 type=cap.VolumeExpansion.ONLINE)))
         return csi_pb2.GetPluginCapabilitiesResponse(capabilities=caps)

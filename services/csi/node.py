@@ -24,7 +24,7 @@ import stat
 
 import grpc
 
-from services.csi import attach, mounts
+from services.csi import attach, mounts, topology
 from services.csi.errors import CsiError, require, rpc
 from services.csi.publish import NodeIdentity
 from services.csi.proto import csi_pb2, csi_pb2_grpc
@@ -320,7 +320,9 @@ class Node(csi_pb2_grpc.NodeServicer):
 
     @rpc
     def NodeGetInfo(self, request, context):
-        return csi_pb2.NodeGetInfoResponse(node_id=str(self.identity))
+        return csi_pb2.NodeGetInfoResponse(node_id=str(self.identity),
+                                           accessible_topology=topology.segment(
+                                               self.identity.name))
 
 
 def _same_source(mounted: dict, source: str) -> bool:

@@ -103,9 +103,10 @@ def block_exports(client, volume_name: str) -> list[dict]:
 
 
 def publish(client, kind: str, volume_name: str, node: NodeIdentity, read_only: bool,
-            protocol: str) -> dict:
+            protocol: str, qos: dict | None = None) -> dict:
     """Give ``node`` access; returns the publish context (connection details of a block
-    export). ALREADY_EXISTS when the node has it the other way (read-only vs read-write)."""
+    export, made with the QoS limits ``qos``: block export fields). ALREADY_EXISTS when the
+    node has it the other way (read-only vs read-write)."""
     groups = groups_of(volume_name)
     host, fields = node.host(kind)
     other = get_or_none(client, f"host-groups/{groups[not read_only]}/")
@@ -127,7 +128,7 @@ def publish(client, kind: str, volume_name: str, node: NodeIdentity, read_only: 
     if not exports:
         exports = [client.post("block-exports/", {
             "volume": volume_name, "protocol": EXPORT_PROTOCOLS.get(protocol, "iscsi"),
-            "host_group": groups[False]})]
+            "host_group": groups[False], **(qos or {})})]
     return {k: str(v) for k, v in (exports[0].get("connection") or {}).items()}
 
 

@@ -19,7 +19,11 @@ PROTOCOLS = FILE_PROTOCOLS + BLOCK_PROTOCOLS
 MIB = 1 << 20
 DEFAULT_VOLUME_BYTES = 1 << 30  # a CreateVolume without a capacity range
 # StorageClass parameters the driver reads; the CO's own (csi.storage.k8s.io/...) are ignored.
-PARAMETERS = ("pool", "protocol", "quota")
+# QoS of a block volume's export (the plane's block export fields, without the prefix):
+# I/O per second and bytes per second, read, write, or both together (total)
+QOS_PARAMETERS = ("qos_iops_read", "qos_iops_write", "qos_iops_total",
+                  "qos_bps_read", "qos_bps_write", "qos_bps_total")
+PARAMETERS = ("pool", "protocol", "quota") + QOS_PARAMETERS
 CO_PREFIX = "csi.storage.k8s.io/"
 _CSI_NAME = re.compile(r"^csi-[0-9a-f]{24}$")
 _CLONE_SOURCE = "csi-clone-"  # prefix of the snapshots made to clone a volume from a volume
@@ -80,6 +84,12 @@ class StorageClass:
     pool: str | None
     protocol: str
     quota: bool
+    qos: tuple = ()  # ((export field, limit), ...): the non-zero QoS limits
+
+    @property
+    def qos_context(self) -> dict:
+        """The QoS limits as the volume context carries them to ControllerPublishVolume."""
+        return {f"qos_{field}": str(value) for field, value in self.qos}
 
     @property
     def kind(self) -> str:
@@ -101,7 +111,36 @@ class StorageClass:
         if block_access and protocol in FILE_PROTOCOLS:
             raise Invalid(f"block access needs a block protocol ({', '.join(BLOCK_PROTOCOLS)}), "
                           f"not {protocol}")
-        return cls(parameters.get("pool") or None, protocol, quota == "true")
+        return cls(parameters.get("pool") or None, protocol, quota == "true",
+                   qos_of(parameters, protocol))
+
+
+def qos_of(parameters: dict, protocol: str) -> tuple:
+    """The non-zero QoS limits of ``parameters`` as ((export field, limit), ...); Invalid
+    naming the parameter for a value that is not a whole number >= 0, a total given with a
+    read or write limit, or a protocol without QoS."""
+    limits = {}
+    for name in QOS_PARAMETERS:
+        text = str(parameters.get(name, "0")).strip()
+        if not text.isdigit():
+            raise Invalid(f"{name} must be a whole number >= 0, not {parameters[name]!r}")
+        if int(text):
+            limits[name.removeprefix("qos_")] = int(text)
+    for kind in ("iops", "bps"):
+        if f"{kind}_total" in limits and ({f"{kind}_read", f"{kind}_write"} & set(limits)):
+            raise Invalid(f"qos_{kind}_total limits reads and writes together; it cannot be "
+                          f"combined with qos_{kind}_read or qos_{kind}_write")
+    if limits and protocol != "nvmeof":
+        name = "qos_" + next(iter(limits))
+        raise Invalid(f"{name}: protocol {protocol} has no QoS (tgtd has no per-LUN limits, "
+                      "file systems none); use protocol nvmeof on an spdk pool")
+    return tuple(limits.items())
+
+
+def qos_from_context(context) -> dict:
+    """The export's QoS fields from a volume context (services.csi.volumes.StorageClass)."""
+    return {name.removeprefix("qos_"): int(context[name]) for name in QOS_PARAMETERS
+            if str(context.get(name, "")).isdigit()}
 
 
 def size_in_range(required: int, limit: int, *, granularity: int = 1,

@@ -88,15 +88,20 @@ def serves(node: Node) -> dict:
 
 def entries() -> dict:
     """Per resource, the nodes that serve it: ``{"filesystems": [{"name", "pool", "driver",
-    "nodes"}], "volumes": [...]}``."""
+    "nodes"}], "volumes": [...], "pools": [...]}``; per pool, the nodes that would serve a
+    new file system (``file``) or volume (``block``) on it (the CSI driver's topology)."""
     nodes = list(Node.objects.all())
-    out = {}
+    local = [n.name for n in nodes if n.local]
+    out = {"pools": [
+        {"name": p.name, "driver": p.driver,
+         **{service: nodes_serving(p, service, nodes) or local
+            for service in SERVICE_OF.values()}}
+        for p in Pool.objects.order_by("name")]}
     for kind, model in (("filesystem", FileSystem), ("volume", Volume)):
         service = SERVICE_OF[kind]
         out[f"{kind}s"] = [
             {"name": r.name, "pool": r.pool.name, "driver": r.pool.driver,
-             "nodes": (nodes_serving(r.pool, service, nodes)
-                       or [n.name for n in nodes if n.local])}
+             "nodes": nodes_serving(r.pool, service, nodes) or local}
             for r in model.objects.select_related("pool")]
     return out
 

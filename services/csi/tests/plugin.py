@@ -7,22 +7,32 @@ from pathlib import Path
 
 import grpc
 
+from plumbing.restclient import RestClient
 from services.csi.proto import csi_pb2_grpc
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
+def local_node(api_url: str, token: str) -> str:
+    """The name of the appliance's own node (`strata up`'s: it serves every pool). A node
+    plugin named so is in the topology of every volume (services.csi.topology)."""
+    rows = RestClient(api_url, token).get("nodes/")
+    rows = rows.get("results", []) if isinstance(rows, dict) else rows
+    return next(r["name"] for r in rows if r["local"])
+
+
 class Plugin:
     """``python -m services.csi`` in ``workdir`` (socket csi.sock, log plugin.log)."""
 
-    def __init__(self, workdir: Path, plane_url: str, token: str | None, mode: str = "all"):
+    def __init__(self, workdir: Path, plane_url: str, token: str | None, mode: str = "all",
+                 node_id: str = "sanity-node"):
         self.workdir = Path(workdir)
         self.socket = self.workdir / "csi.sock"
         self.endpoint = f"unix://{self.socket}"
         self.log = self.workdir / "plugin.log"
         self.args = [sys.executable, "-m", "services.csi", "--mode", mode,
                      "--endpoint", self.endpoint, "--plane-url", plane_url,
-                     "--node-id", "sanity-node", "--node-address", "127.0.0.1"]
+                     "--node-id", node_id, "--node-address", "127.0.0.1"]
         if token:
             token_file = self.workdir / "token"
             token_file.write_text(token)

@@ -1,5 +1,6 @@
 """The controller's answers when the plane says no: a wrong token, a role that may not
-provision, a pool too small, the plane down; and what a CreateVolume costs in calls."""
+provision, a pool too small, the plane down; topology (the nodes that serve a volume's pool)
+and StorageClass QoS parameters it refuses."""
 import re
 
 import grpc
@@ -7,7 +8,8 @@ import pytest
 import requests
 
 from services.csi.proto import csi_pb2
-from services.csi.tests.plugin import Plugin
+from services.csi.volumes import object_name
+from services.csi.tests.plugin import Plugin, local_node
 from tests.kit import free_port
 
 pytestmark = pytest.mark.root
@@ -80,6 +82,75 @@ def test_a_capacity_the_pool_cannot_hold_is_resource_exhausted(appliance, plugin
         assert 0 < free <= GiB
         assert code_of(lambda: create(stub, "pvc-nowhere", pool="no-such-pool")) \
             == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_topology_is_the_nodes_serving_the_pool(appliance, workdir):
+    """A single-host appliance: its one node serves every pool. A volume asked for that node
+    is made and accessible from it; one asked for another node cannot be made."""
+    creds = appliance.credentials
+    here = local_node(creds["api_url"], creds["token"])
+    plug = Plugin(workdir, creds["api_url"], creds["token"], node_id=here).start()
+    key = "topology.strata.io/node"
+    try:
+        with plug.channel() as ch:
+            stub, node = plug.controller(ch), plug.node(ch)
+            caps = plug.identity(ch).GetPluginCapabilities(
+                csi_pb2.GetPluginCapabilitiesRequest(), timeout=30).capabilities
+            assert any(c.service.type == c.service.VOLUME_ACCESSIBILITY_CONSTRAINTS
+                       for c in caps)
+            mine = node.NodeGetInfo(csi_pb2.NodeGetInfoRequest(), timeout=30).accessible_topology
+            assert dict(mine.segments) == {key: here}
+
+            def ask(name, requisite, preferred=()):
+                return stub.CreateVolume(csi_pb2.CreateVolumeRequest(
+                    name=name, capacity_range=csi_pb2.CapacityRange(required_bytes=16 << 20),
+                    volume_capabilities=[mount_cap()], parameters={"protocol": "local"},
+                    accessibility_requirements=csi_pb2.TopologyRequirement(
+                        requisite=[csi_pb2.Topology(segments=s) for s in requisite],
+                        preferred=[csi_pb2.Topology(segments=s) for s in preferred])),
+                    timeout=60).volume
+
+            vol = ask("pvc-topo", [{key: "elsewhere"}, {key: here}], [{key: here}])
+            assert [dict(t.segments) for t in vol.accessible_topology] == [{key: here}]
+            assert vol.volume_context["pool"] == "default"
+            stub.DeleteVolume(csi_pb2.DeleteVolumeRequest(volume_id=vol.volume_id), timeout=60)
+            assert code_of(lambda: ask("pvc-far", [{key: "elsewhere"}])) \
+                == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert code_of(lambda: ask("pvc-zone", [{"topology.kubernetes.io/zone": "a"}])) \
+                == grpc.StatusCode.INVALID_ARGUMENT
+
+            def capacity(node_name):
+                return stub.GetCapacity(csi_pb2.GetCapacityRequest(
+                    parameters={"pool": "default"},
+                    accessible_topology=csi_pb2.Topology(segments={key: node_name})),
+                    timeout=30).available_capacity
+            assert capacity(here) > 0 and capacity("elsewhere") == 0
+    finally:
+        plug.stop()
+    names = [f["name"] for f in requests.get(
+        f"{appliance.url}/api/v1/filesystems/", timeout=30,
+        headers={"Authorization": f"Token {creds['token']}"}).json()["results"]]
+    assert object_name("pvc-far") not in names  # nothing half-made
+
+
+@pytest.mark.parametrize("params, named", [
+    ({"protocol": "nvmeof", "qos_iops_total": "fast"}, "qos_iops_total"),
+    ({"protocol": "nvmeof", "qos_bps_read": "-5"}, "qos_bps_read"),
+    ({"protocol": "nvmeof", "qos_iops_total": "100", "qos_iops_read": "50"}, "qos_iops_total"),
+    ({"protocol": "iscsi", "qos_bps_total": "1048576"}, "qos_bps_total"),
+])
+def test_bad_qos_parameters_are_invalid_argument_naming_them(plugin, params, named):
+    with plugin.channel() as ch:
+        with pytest.raises(grpc.RpcError) as err:
+            plugin.controller(ch).CreateVolume(csi_pb2.CreateVolumeRequest(
+                name="pvc-qos-bad", capacity_range=csi_pb2.CapacityRange(required_bytes=16 << 20),
+                volume_capabilities=[csi_pb2.VolumeCapability(
+                    block=csi_pb2.VolumeCapability.BlockVolume(),
+                    access_mode=csi_pb2.VolumeCapability.AccessMode(
+                        mode=Mode.SINGLE_NODE_WRITER))],
+                parameters=params), timeout=60)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert named in err.value.details()
 
 
 def test_the_plane_down_is_unavailable(workdir):

@@ -65,8 +65,9 @@ def test_calls_per_create_volume_and_time_to_published(appliance, workdir):
     plane.calls.clear()
     ctl.CreateVolume(csi_pb2.CreateVolumeRequest(name="pvc-m-0", **request), ctx)
     retried = [m for m, _ in plane.calls]
-    assert first == ["GET", "GET", "POST"]  # not a file system, not a volume: create it
-    assert retried == ["GET"]               # a retry finds it
+    # the pools' placement (the volume's topology), not a file system, not a volume: create it
+    assert first == ["GET", "GET", "GET", "POST"]
+    assert retried == ["GET", "GET"]        # a retry: the placement, and it finds it
     ctl.DeleteVolume(csi_pb2.DeleteVolumeRequest(volume_id=vol.volume_id), ctx)
 
     seconds = []

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from services.csi import mounts
-from services.csi.tests.plugin import ROOT, Plugin
+from services.csi.tests.plugin import ROOT, Plugin, local_node
 
 pytestmark = pytest.mark.root
 
@@ -123,7 +123,9 @@ def run_sanity(csi_sanity: str, work: Path, token: str, endpoint: str, parameter
 def test_csi_sanity_passes_against_a_live_appliance(appliance, csi_sanity):
     creds = appliance.credentials
     work = Path(tempfile.mkdtemp(prefix="strata-test-csi-sanity-"))
-    plugin = Plugin(work, creds["api_url"], creds["token"]).start()
+    # the node plugin is the appliance's node: csi-sanity asks for volumes in its topology
+    plugin = Plugin(work, creds["api_url"], creds["token"],
+                    node_id=local_node(creds["api_url"], creds["token"])).start()
     try:
         passed, skipped, failed, run = run_sanity(csi_sanity, work, creds["token"],
                                                   plugin.endpoint,

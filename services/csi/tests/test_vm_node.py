@@ -27,7 +27,7 @@ import pytest
 
 from services.csi.proto import csi_pb2
 from services.csi.tests.guest_node import Forwarder, GuestNode, Staged, block_cap, mount_cap, rest
-from services.csi.tests.plugin import ROOT, Plugin
+from services.csi.tests.plugin import ROOT, Plugin, local_node
 from services.csi.tests.test_sanity import SKIPPED, build_csi_sanity, run_sanity
 from tests.appliance import Appliance
 from tests.kit import free_port
@@ -86,7 +86,9 @@ def guest(guest_image, netns, app, workdir):
     Identity whether a controller is there): it reaches the plane through a forwarder on the
     host end of the guest's network. The other tests call only its Node service."""
     forward = Forwarder((netns.host_ip, 0), ("127.0.0.1", app.port))
+    # named as the appliance's node: csi-sanity asks for volumes in the node's topology
     node = GuestNode(guest_image, netns, workdir,
+                     name=local_node(app.credentials["api_url"], app.credentials["token"]),
                      plane_url=f"http://{netns.host_ip}:{forward.port}",
                      token=app.credentials["token"])
     try:

@@ -116,6 +116,16 @@ class EntrySerializer(serializers.Serializer):
     nodes = serializers.ListField(child=serializers.CharField())
 
 
+class PoolPlacementSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    driver = serializers.CharField()
+    file = serializers.ListField(child=serializers.CharField(),
+                                 help_text="nodes that would serve a file system on it")
+    block = serializers.ListField(child=serializers.CharField(),
+                                  help_text="nodes that would serve a volume on it")
+
+
 class PlacementSerializer(serializers.Serializer):
     filesystems = EntrySerializer(many=True)
     volumes = EntrySerializer(many=True)
+    pools = PoolPlacementSerializer(many=True)

@@ -33,6 +33,8 @@ def test_local_pools_on_their_node_ceph_pools_on_every_node_of_the_service(setti
     entries = placement.entries()
     nodes = {e["name"]: e["nodes"] for e in entries["filesystems"] + entries["volumes"]}
     assert nodes == {"on-a": ["a"], "on-ceph": ["a", "b"], "vol-a": ["a"]}
+    by_pool = {p["name"]: (p["file"], p["block"]) for p in entries["pools"]}
+    assert by_pool[local.name] == (["a"], ["a"]) and by_pool[ceph.name] == (["a", "b"], ["a", "c"])
     assert placement.serves(Node.objects.get(name="b")) == {"filesystems": ["on-ceph"],
                                                             "volumes": []}
     assert placement.serves(Node.objects.get(name="c")) == {"filesystems": [], "volumes": []}
