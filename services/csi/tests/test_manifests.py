@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from services.csi.identity import NAME
-from services.csi.volumes import PROTOCOLS
+from services.csi.volumes import PROTOCOLS, StorageClass
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy" / "kubernetes"
 K8S_VERSION = "1.34"  # a release current with the sidecars the manifests name
@@ -57,6 +57,16 @@ def test_the_manifests_fit_the_driver():
                 assert tag.startswith(("v", "0")) and tag != "latest", container["image"]
     node = [d for _, d in docs if d["kind"] == "DaemonSet"][0]["spec"]["template"]["spec"]
     plugin = [c for c in node["containers"] if c["name"] == "strata-csi"][0]
+    # topology: the provisioner passes it on, the node plugin is named after its node
+    assert "--node-id=$(NODE_NAME)" in plugin["args"]
+    assert {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} \
+        in plugin["env"]
+    controller = [d for _, d in docs if d["kind"] == "Deployment"][0]["spec"]["template"]
+    provisioner = [c for c in controller["spec"]["containers"]
+                   if c["name"] == "csi-provisioner"][0]
+    assert "--feature-gates=Topology=true" in provisioner["args"]
+    nvmeof = [c for c in classes if c["parameters"]["protocol"] == "nvmeof"][0]["parameters"]
+    assert StorageClass.from_parameters(nvmeof, block_access=True).qos
     assert plugin["securityContext"]["privileged"]
     assert {"mountPath": "/var/lib/kubelet", "mountPropagation": "Bidirectional",
             "name": "kubelet-dir"} in plugin["volumeMounts"]

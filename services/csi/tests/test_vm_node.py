@@ -212,10 +212,17 @@ def test_nvmeof_raw_block_volume_written_in_the_guest_is_read_back_through_strat
         rest(app, "POST", "pools/", {"name": "fast", "driver": "spdk",
                                      "devices": ["image:256M"]})
     blob = os.urandom(4 * MiB)
+    # the StorageClass's QoS parameters become the export's limits
     vol = Staged(controller, node, node_id, "pvc-nvme-1", block_cap(),
-                 {"protocol": "nvmeof", "pool": "fast"}, size=16 * MiB)
+                 {"protocol": "nvmeof", "pool": "fast", "qos_iops_total": "20000",
+                  "qos_bps_total": "200000000"}, size=16 * MiB)
     try:
         ctx = vol.controller_publish()
+        name = vol.vol.volume_id.split("/")[1]
+        export = [e for e in rest(app, "GET", "block-exports/?limit=1000")["results"]
+                  if e["volume"] == name][0]
+        assert (export["protocol"], export["iops_total"], export["bps_total"],
+                export["state"]) == ("nvmf", 20000, 200_000_000, "online"), export
         vol.stage(guest)
         vol.publish()
         assert guest.sh(f"test -b {vol.target} && blockdev --getsize64 {vol.target}") \
