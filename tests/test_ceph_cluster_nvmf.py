@@ -9,7 +9,9 @@ the session's Ceph cluster.
 - bytes written through the optimized path; that node's agent and every daemon of it are
   killed -9; once the plane writes the node down, it has blocklisted the dead node's librbd
   client and made the other path optimized: a write and read-back through it succeed without
-  waiting for the dead client's watch to expire, and librbd reads the bytes back by hash.
+  waiting for the dead client's watch to expire, and librbd reads the bytes back by hash;
+- alpha's agent started again: its path comes back non-optimized with a new librbd client,
+  and reads the same bytes.
 
 In the ceph group (tests/parallel.py) for the session's Ceph cluster; the cluster's processes
 are its own (tests/cluster_support.py, no session fixture). Its Redis database is
@@ -174,3 +176,16 @@ def test_two_nodes_serve_one_export_and_the_plane_fails_it_over(cluster, ceph_cl
     assert back.read_bytes() == first + second
     assert hashlib.sha256(read_image(volume_path, 8 * MiB)).hexdigest() == \
         hashlib.sha256(first + second).hexdigest()
+
+    # alpha comes back: its path is non-optimized, served by its new nvmf_tgt's new client
+    cluster.run_agent("alpha")
+    exp = wait_for(lambda: export_of(cluster, eid), 120, "alpha's path back", interval=0.5,
+                   until=lambda e: e["paths"][0]["serving"] == "non_optimized"
+                   and e["paths"][0]["client"])
+    assert [p["ana_state"] for p in exp["paths"]] == ["non_optimized", "optimized"]
+    assert exp["paths"][0]["client"] not in (a["client"], b["client"])
+    assert ana_states(exp["paths"], nqn) == [["non_optimized"], ["optimized"]]
+    done = spdk_dd(["--ib=remoten1", f"--of={back}", f"--bs={MiB}", "--count=8"],
+                   attach_config(a["traddr"], a["trsvcid"], nqn, HOST_NQN), tmp_path / "dd")
+    assert done.returncode == 0, done.stdout[-800:]
+    assert back.read_bytes() == first + second
