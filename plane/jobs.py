@@ -48,8 +48,16 @@ class JobContext:
         self.bytes_done = None  # the last counts reported (written or not)
         self.bytes_total = None
 
+    def this_run(self):
+        """The job's row while it is still this run's: a run declared dead (no heartbeat) and
+        settled, failed as interrupted or queued again (and maybe claimed by a new run, with
+        its own start time), no longer owns it."""
+        return Job.objects.filter(pk=self.job.pk, started_at=self.job.started_at).exclude(
+            state=Job.State.FAILED, message="interrupted")
+
     def should_cancel(self) -> bool:
-        return Job.objects.filter(pk=self.job.pk, cancel_requested=True).exists()
+        """Someone asked to cancel, or the row is no longer this run's (then stop)."""
+        return not self.this_run().filter(cancel_requested=False).exists()
 
     def counts(self, succeeded: bool = False) -> dict:
         """The last byte counts reported, as row fields (a success moved all it counted)."""
@@ -69,7 +77,7 @@ class JobContext:
         if now - self._last_write < settings.STRATA_JOB_PROGRESS_INTERVAL and pct < 100:
             return
         self._last_write = now
-        Job.objects.filter(pk=self.job.pk).update(**fields)
+        self.this_run().update(**fields)
         if self.should_cancel():
             raise JobCancelled(f"job {self.job.pk} was cancelled")
 
@@ -156,17 +164,20 @@ def job_task(name: str, *, idempotent: bool = False):
             ctx = JobContext(job)
             heartbeat = _Heartbeat(job_id)
             heartbeat.start()
+            # the outcome is written only while the row is this run's (see JobContext.this_run)
             try:
                 result = fn(ctx, **job.params)
             except Cancelled as exc:
-                _finish(job_id, Job.State.CANCELLED, message=str(exc)[:500], **ctx.counts())
+                ctx.this_run().update(state=Job.State.CANCELLED, finished_at=timezone.now(),
+                                      message=str(exc)[:500], **ctx.counts())
             except Exception as exc:  # the job records every failure; nothing is swallowed
                 log.exception("job %s (%s) failed", job_id, name)
-                _finish(job_id, Job.State.FAILED, error=str(exc), message="failed",
-                        **ctx.counts())
+                ctx.this_run().update(state=Job.State.FAILED, finished_at=timezone.now(),
+                                      error=str(exc), message="failed", **ctx.counts())
             else:
-                _finish(job_id, Job.State.SUCCEEDED, progress=100.0, result=result,
-                        message="done", **ctx.counts(succeeded=True))
+                ctx.this_run().update(state=Job.State.SUCCEEDED, finished_at=timezone.now(),
+                                      progress=100.0, result=result, message="done",
+                                      **ctx.counts(succeeded=True))
             finally:
                 heartbeat.stop()
 

@@ -168,3 +168,23 @@ def test_sweeper_fails_a_cut_off_job_that_is_not_idempotent(transactional_db, se
     assert "no heartbeat for 90 s on node n2" in cut.error and "start it again" in cut.error
     fresh.refresh_from_db()
     assert fresh.state == "running"
+
+
+def test_a_run_declared_dead_stops_at_its_next_report_and_writes_nothing(transactional_db):
+    """A worker that was only slow (its heartbeat late past the limit) finds its job settled
+    by the sweeper: it must not overwrite the row (nor the rerun's) and stops."""
+    from django.utils import timezone
+
+    from plane.jobs import JobCancelled, JobContext, settle_interrupted
+
+    job = Job.objects.create(kind="tier-move", task="tiering.move_job", state="running",
+                             started_at=timezone.now(), heartbeat_at=timezone.now())
+    ctx = JobContext(Job.objects.get(pk=job.pk))
+    assert not ctx.should_cancel()
+    assert settle_interrupted(job, "no heartbeat") == "failed"   # what the sweeper does
+    assert ctx.should_cancel()
+    with pytest.raises(JobCancelled):
+        ctx.progress(100, "done")
+    assert not ctx.this_run().update(state="succeeded")
+    job.refresh_from_db()
+    assert job.state == "failed" and job.progress == 0 and job.error.startswith("interrupted")
