@@ -153,6 +153,9 @@ class Controller(csi_pb2_grpc.ControllerServicer):
 
         pool_name = sc.pool
         if requisite or preferred:
+            if sc.pool and sc.pool not in placement:
+                raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
+                               f"pool {sc.pool} (StorageClass parameter pool) does not exist")
             candidates = [sc.pool] if sc.pool else _candidate_pools(placement, sc.protocol)
             pool_name = topology.choose_pool(placement, candidates, sc.kind, requisite,
                                              preferred)

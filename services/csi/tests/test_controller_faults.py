@@ -101,10 +101,10 @@ def test_topology_is_the_nodes_serving_the_pool(appliance, workdir):
             mine = node.NodeGetInfo(csi_pb2.NodeGetInfoRequest(), timeout=30).accessible_topology
             assert dict(mine.segments) == {key: here}
 
-            def ask(name, requisite, preferred=()):
+            def ask(name, requisite, preferred=(), **params):
                 return stub.CreateVolume(csi_pb2.CreateVolumeRequest(
                     name=name, capacity_range=csi_pb2.CapacityRange(required_bytes=16 << 20),
-                    volume_capabilities=[mount_cap()], parameters={"protocol": "local"},
+                    volume_capabilities=[mount_cap()], parameters={"protocol": "local", **params},
                     accessibility_requirements=csi_pb2.TopologyRequirement(
                         requisite=[csi_pb2.Topology(segments=s) for s in requisite],
                         preferred=[csi_pb2.Topology(segments=s) for s in preferred])),
@@ -116,6 +116,8 @@ def test_topology_is_the_nodes_serving_the_pool(appliance, workdir):
             stub.DeleteVolume(csi_pb2.DeleteVolumeRequest(volume_id=vol.volume_id), timeout=60)
             assert code_of(lambda: ask("pvc-far", [{key: "elsewhere"}])) \
                 == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert code_of(lambda: ask("pvc-gone", [{key: here}], pool="no-such-pool")) \
+                == grpc.StatusCode.INVALID_ARGUMENT
             assert code_of(lambda: ask("pvc-zone", [{"topology.kubernetes.io/zone": "a"}])) \
                 == grpc.StatusCode.INVALID_ARGUMENT
 
