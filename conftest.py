@@ -107,6 +107,18 @@ def worker(transactional_db):
 def guest_image(tmp_path_factory):
     """A guest kernel and busybox initramfs (tests/guest.py), built once per test session
     under the session's temporary directory; skips when qemu or the kernel is missing."""
+    return _guest_image(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def own_guest_image(tmp_path_factory):
+    """The same, built for one module of the ceph group (the session's ``guest_image``
+    belongs to the guest group, tests/parallel.py): a module whose guests are clients of the
+    Ceph cluster asks for this one."""
+    return _guest_image(tmp_path_factory)
+
+
+def _guest_image(tmp_path_factory):
     from tests import guest
 
     why = guest.missing()

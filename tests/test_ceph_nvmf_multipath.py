@@ -10,8 +10,8 @@ bdev, with ANA: one path optimized, the other non-optimized (as Ceph's NVMe-oF g
   through librbd, by hash.
 
 The two targets stand for two nodes: two nvmf_tgt processes, each with its own address on
-the host end of a veth into the guests' namespace, in the host's network namespace. The module is in the ceph group (tests/parallel.py) and builds
-its guest initramfs itself instead of asking for the guest group's fixture.
+the host end of a veth into the guests' namespace, in the host's network namespace. The module is in the ceph group (tests/parallel.py) and asks
+for a guest image of its own (``own_guest_image``, conftest.py), not the guest group's.
 """
 import hashlib
 import os
@@ -60,18 +60,6 @@ done
 echo WROTE $(sha256sum /data.bin | cut -d' ' -f1)
 ana AFTER
 """
-
-
-@pytest.fixture(scope="module")
-def own_guest_image(tmp_path_factory):
-    """The guest kernel and initramfs (tests/guest.py), built for this module: the session's
-    ``guest_image`` belongs to the guest group, and this module to the ceph group."""
-    from tests import guest
-
-    why = guest.missing()
-    if why:
-        pytest.skip(f"guest tests need {why}")
-    return guest.Image.build(tmp_path_factory.mktemp("guest"))
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ another, is refused (PERMISSION_DENIED) and nothing is left mounted. A read-only
 read-only key and mount; cephfs on a pool that is not a ceph pool, or a stage without the
 published key, is INVALID_ARGUMENT.
 
-The module belongs to the ceph group (tests/parallel.py), so it builds its own guest
-initramfs rather than asking for the guest group's ``guest_image``; the guest's disk is the
-machine's cached one (guest_node.disk_image)."""
+The module belongs to the ceph group (tests/parallel.py), so it asks for a guest image of
+its own (``own_guest_image``, conftest.py), not the guest group's ``guest_image``; the
+guest's disk is the machine's cached one (guest_node.disk_image)."""
 import os
 import uuid
 from pathlib import Path
@@ -32,18 +32,6 @@ pytestmark = pytest.mark.root
 Mode = csi_pb2.VolumeCapability.AccessMode.Mode
 MiB = 1 << 20
 SHARED = mount_cap(Mode.MULTI_NODE_MULTI_WRITER)
-
-
-@pytest.fixture(scope="module")
-def own_guest_image(tmp_path_factory):
-    """The guest kernel and initramfs (tests/guest.py), built for this module: the session's
-    ``guest_image`` belongs to the guest group, and this module to the ceph group."""
-    from tests import guest
-
-    why = guest.missing()
-    if why:
-        pytest.skip(f"guest tests need {why}")
-    return guest.Image.build(tmp_path_factory.mktemp("guest"))
 
 
 @pytest.fixture(scope="module")
