@@ -3,9 +3,9 @@ client sends: heads too long, heads that never end, bodies that stop, many idle 
 Every wait is bounded (``timeout``) and generous: the machine is shared."""
 from __future__ import annotations
 
-import select
-import threading
+import selectors
 import socket
+import threading
 import time
 
 
@@ -22,8 +22,7 @@ def send_until_answered(sock: socket.socket, head: bytes, filler: bytes, total: 
     sock.sendall(head)
     sent = len(head)
     while sent < total:
-        readable, _, _ = select.select([sock], [], [], 0)
-        if readable:
+        if select_readable(sock, 0):
             break
         try:
             sock.sendall(filler)
@@ -91,9 +90,11 @@ def peak_rss_kib(pid: int) -> int:
 
 
 def select_readable(sock: socket.socket, timeout: float) -> bool:
-    """Whether ``sock`` has something to read (an answer, or its end) within ``timeout`` s."""
-    readable, _, _ = select.select([sock], [], [], timeout)
-    return bool(readable)
+    """Whether ``sock`` has something to read (an answer, or its end) within ``timeout`` s.
+    epoll, not select(2): a busy test worker's descriptors pass 1024."""
+    with selectors.DefaultSelector() as sel:
+        sel.register(sock, selectors.EVENT_READ)
+        return bool(sel.select(timeout))
 
 
 def still_open(socks: list[socket.socket], timeout: float) -> list[socket.socket]:
@@ -101,16 +102,21 @@ def still_open(socks: list[socket.socket], timeout: float) -> list[socket.socket
     ``timeout`` s passed; those it has not closed by then."""
     waiting = set(socks)
     deadline = time.monotonic() + timeout
-    while waiting and time.monotonic() < deadline:
-        readable, _, _ = select.select(list(waiting), [], [], min(1.0, max(0.0, deadline - time.monotonic())))
-        for sock in readable:
-            try:
-                if not sock.recv(65536, socket.MSG_DONTWAIT):
-                    waiting.discard(sock)
-            except BlockingIOError:
-                pass
-            except OSError:  # reset: closed too
+    with selectors.DefaultSelector() as sel:
+        for sock in socks:
+            sel.register(sock, selectors.EVENT_READ)
+        while waiting and time.monotonic() < deadline:
+            for key, _ in sel.select(min(1.0, max(0.0, deadline - time.monotonic()))):
+                sock = key.fileobj
+                try:
+                    if sock.recv(65536, socket.MSG_DONTWAIT):
+                        continue
+                except BlockingIOError:
+                    continue
+                except OSError:  # reset: closed too
+                    pass
                 waiting.discard(sock)
+                sel.unregister(sock)
     return [s for s in socks if s in waiting]
 
 

@@ -1,7 +1,7 @@
 """A qemu-io process kept open on an iSCSI LUN or NBD export: one client connection that
 lives across server-side changes, driven one command at a time."""
 import os
-import select
+import selectors
 import subprocess
 import time
 
@@ -21,8 +21,9 @@ class QemuIo:
     def _answer(self) -> str:
         buf, deadline = b"", time.monotonic() + self.timeout
         while not buf.endswith(PROMPT):
-            ready, _, _ = select.select([self.proc.stdout], [], [],
-                                        max(0.0, deadline - time.monotonic()))
+            with selectors.DefaultSelector() as sel:  # not select(2): fds may pass 1024
+                sel.register(self.proc.stdout, selectors.EVENT_READ)
+                ready = sel.select(max(0.0, deadline - time.monotonic()))
             if not ready:
                 raise TimeoutError(f"qemu-io did not answer: {buf!r}")
             chunk = os.read(self.proc.stdout.fileno(), 65536)
