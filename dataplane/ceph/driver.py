@@ -408,6 +408,12 @@ class CephDriver(CephFilesMixin, CephRbdMixin, Driver):
             answer = self._mon(rec, "auth get", entity=entity)
         return f"[{entity}]\n\tkey = {answer[0]['key']}\n"
 
+    def rados_pool(self, pool: str) -> str:
+        """The pool's own (replicated) RADOS pool, where small shared records may live: the
+        NFS servers' grace database, in a namespace of its own (the node keys' ``profile
+        rbd`` on it lets them read and write there)."""
+        return self._load(pool)["rados_pool"]
+
     def revoke_node_key(self, pool: str, entity: str) -> None:
         """Remove ``entity`` from the pool's cluster (nothing when it is gone)."""
         try:

@@ -26,6 +26,8 @@ def register(sub) -> dict:
     x.add_argument("--client", action="append", required=True, dest="clients", help=CLIENT_HELP)
     x.add_argument("--path", default="", help="directory inside the file system")
     x.add_argument("--pseudo", help="NFSv4 pseudo path (default /<filesystem>)")
+    x = e.add_parser("show", help="one export, its entries (nodes) and mount commands")
+    x.add_argument("id", type=int)
     x = e.add_parser("set-clients")
     x.add_argument("id", type=int)
     x.add_argument("--client", action="append", required=True, dest="clients", help=CLIENT_HELP)
@@ -69,6 +71,14 @@ def nfs_export(c, args, out):
         if args.pseudo:
             body["pseudo"] = args.pseudo
         out(c.post("nfs-exports/", body), EXPORT_COLS)
+    elif args.action == "show":
+        row = c.get(f"nfs-exports/{args.id}/")
+        out(row, EXPORT_COLS)
+        if not args.json:
+            for e in row["entries"]:
+                mark = " (recommended)" if e == row["recommended"] else ""
+                print(f"entry {e['node']} {e['address']}:{e['port']} {e['state']}{mark}: "
+                      f"{e['mount']}")
     elif args.action == "set-clients":
         out(c.patch(f"nfs-exports/{args.id}/", {"clients": args.clients}), EXPORT_COLS)
     elif args.action == "delete":

@@ -23,11 +23,13 @@ import os
 import socket
 from pathlib import Path
 
+from plumbing import nodeceph
 from plumbing.atomic import write_if_changed
 from plumbing.process import data_address, port_open, probe_address
 from services.file.runtime import (
     CommandError,
     DaemonStartError,
+    NfsCluster,
     NfsExport,
     NfsServer,
     NfsSettings,
@@ -41,6 +43,7 @@ from services.file.runtime import (
     render_smb_conf,
 )
 from services.file.runtime.btrfs_mounts import bind_mount_self, is_mount_point, unmount
+from services.file.runtime.grace import GraceDb
 from services.file.runtime.process import require_binary
 from services.file.runtime.samba import STATE_SUBDIRS
 
@@ -57,10 +60,28 @@ def file_bind(options: dict) -> str:
 
 
 def nfs_settings(data_dir, options: dict) -> NfsSettings:
-    """Ganesha's settings for a data directory and the options of `strata up`."""
+    """Ganesha's settings for a data directory and the options of `strata up` (or of a
+    cluster node: ``nfs_cluster``, ``nfs_grace_seconds``, ``nfs_lease_seconds``)."""
+    extra = {k: int(options[f"nfs_{k}"]) for k in ("grace_seconds", "lease_seconds")
+             if options.get(f"nfs_{k}")}
     return NfsSettings(state_dir=str(Path(data_dir) / "run" / "nfs"),
                        port=int(options.get("nfs_port") or DEFAULT_NFS_PORT),
-                       bind_address=file_bind(options))
+                       bind_address=file_bind(options),
+                       cluster=nfs_cluster(data_dir, options.get("nfs_cluster")), **extra)
+
+
+def nfs_cluster(data_dir, grace: dict | None) -> NfsCluster | None:
+    """A cluster node's membership of the NFS grace database, from the plane's heartbeat
+    answer (``{"pool", "rados_pool", "namespace", "nodeid"}``), reached with the node's own
+    Ceph client files of that pool (:mod:`plumbing.nodeceph`); None when serving alone."""
+    if not grace:
+        return None
+    files = nodeceph.read_pool(data_dir, grace["pool"]) or {}
+    pool_dir = nodeceph.pool_dir(data_dir, grace["pool"])
+    client = files.get("client") or f"strata-node.{grace['nodeid']}.{grace['pool']}"
+    return NfsCluster(conf=str(pool_dir / "ceph.conf"), client=client,
+                      pool=grace["rados_pool"], namespace=grace["namespace"],
+                      nodeid=grace["nodeid"])
 
 
 def smb_interfaces(bind: str) -> list[str]:
@@ -147,8 +168,11 @@ class PlaneNfsServer(NfsServer):
         os.kill(pid, signum)
 
     def prepare(self) -> None:
-        """State directories, and a config from the last served exports (empty at first)."""
+        """State directories, and a config from the last served exports (empty at first);
+        on a cluster node, membership of the grace database before Ganesha starts."""
         os.makedirs(os.path.join(self.settings.state_dir, "recovery"), exist_ok=True)
+        if self.settings.cluster is not None:
+            GraceDb(self.settings.cluster).add(self.settings.cluster.nodeid)
         exports = []
         for item in load_served(self.settings.state_dir):
             if os.path.isdir(item["path"]):      # its pool may not be mounted yet

@@ -16,6 +16,7 @@ PAGES = [
     Page(slug="nfs-exports", title="NFS exports", group="File", api="/api/v1/nfs-exports/",
          lookup="id", queryset=lambda: NfsExport.objects.select_related("filesystem"),
          help="NFSv4.1/4.2 exports (NFS-Ganesha). Clients not listed are refused.",
+         detail="/console/nfs-exports/",
          columns=[Column("pseudo", "Pseudo path"), Column("filesystem.name", "File system"),
                   Column("path", "Directory"), Column("clients", "Clients", "list"),
                   Column("state", "State", "state"), Column("error", "Error")],

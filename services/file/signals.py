@@ -7,6 +7,8 @@
   ``<pseudo>/.snapshots`` over NFS; deleting one releases it from Ganesha first (409 if busy).
 - A file system moved to another pool by tiering (``services.tiering.signals.moved``) keeps
   its NFS pseudo paths and SMB share names: they are re-pointed at its new path.
+- The nodes (``services.nodes.public``): a node written down puts the NFS cluster in grace
+  for its clients, a node removed leaves the grace database (``services.file.grace``).
 """
 import logging
 import os
@@ -15,10 +17,12 @@ from django.db.models.signals import post_save, pre_delete
 from django.dispatch import receiver
 
 from plumbing.errors import Conflict
+from services.file import tasks
 from services.file.models import NfsExport, SmbShare
 from services.file.runtime import CommandError, FileServiceError
 from services.file.service import (ApplyFailed, follow_filesystem, nfs_server,
                                    refresh_nfs_snapshots, sync_smb)
+from services.nodes.public import Node, node_down, node_removed
 from services.storage.models import FileSystem, Snapshot
 from services.tiering.public import moved
 
@@ -98,3 +102,13 @@ def follow_moved_filesystem(sender, instance, old_path, **kwargs):
     """Serve a moved file system's exports and shares from its new path; raising tells the
     move to put it back (see ``services.tiering.moves``)."""
     follow_filesystem(instance, old_path)
+
+
+@receiver(node_down, sender=Node)
+def start_nfs_grace(sender, names, **kwargs):
+    tasks.start_grace.delay(list(names))
+
+
+@receiver(node_removed, sender=Node)
+def end_nfs_grace(sender, name, **kwargs):
+    tasks.end_grace.delay(name)

@@ -1,6 +1,14 @@
 """Celery tasks of the file service (they run in the worker, a process apart from the web)."""
+import logging
+
+from celery import shared_task
+
+from dataplane.errors import DataplaneError
 from plane.jobs import job_task
-from services.file import service
+from services.file import grace, service
+from services.file.runtime import FileServiceError
+
+log = logging.getLogger(__name__)
 
 
 @job_task("file.reconcile", idempotent=True)  # it states what should run
@@ -10,3 +18,29 @@ def reconcile(ctx):
     summary = service.reconcile_all(force_reload=True)
     ctx.progress(100, "applied")
     return summary
+
+
+RETRY_EVERY = 5.0       # seconds: the nodes' periodic down check runs as often
+RETRIES = 120           # ten minutes of a Ceph cluster that does not answer
+
+
+@shared_task(name="file.start_grace", bind=True, max_retries=RETRIES)
+def start_grace(self, names: list) -> list:
+    """Nodes written down: the NFS grace for their clients (see services.file.grace)."""
+    try:
+        return grace.start_grace(names)
+    except (FileServiceError, DataplaneError) as exc:
+        log.error("file: NFS grace for node(s) %s not started (%s); retrying in %.0f s",
+                  ", ".join(names), exc, RETRY_EVERY)
+        raise self.retry(countdown=RETRY_EVERY) from exc
+
+
+@shared_task(name="file.end_grace", bind=True, max_retries=RETRIES)
+def end_grace(self, name: str) -> bool:
+    """A node removed: its NFS grace membership ends (see services.file.grace)."""
+    try:
+        return grace.end_grace(name)
+    except (FileServiceError, DataplaneError) as exc:
+        log.error("file: NFS grace membership of node %s not ended (%s); retrying in %.0f s",
+                  name, exc, RETRY_EVERY)
+        raise self.retry(countdown=RETRY_EVERY) from exc

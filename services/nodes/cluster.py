@@ -23,7 +23,7 @@ from django.utils import timezone
 from dataplane.errors import DataplaneError
 from plumbing.errors import Conflict, Forbidden, Invalid, NotFound
 from services.nodes.models import JoinToken, Node, NodeCredential
-from services.nodes.placement import SHARED
+from services.nodes.placement import SHARED, serves_service
 from services.storage.models import FileSystem, Pool, Volume
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,9 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
 node_down = Signal()        # names=[...]: nodes just written down (services.nodes.public)
 node_up = Signal()          # name=...: a node that was down heartbeats again (same)
+node_removed = Signal()     # name=...: a node taken out of the cluster (same)
+# the RADOS namespace of the NFS servers' grace database, in the Ceph pool's own RADOS pool
+NFS_GRACE_NAMESPACE = "strata-nfs-grace"
 
 
 def digest_of(key: str) -> str:
@@ -222,9 +225,39 @@ def heartbeat(node: Node, daemons: dict, version: str = "") -> dict:
                           getattr(receiver, "__qualname__", receiver), answer)
     options = {"host": node.management_address, "data_host": node.data_address,
                **node.options}
+    grace = nfs_grace(node)
+    if grace:
+        options["nfs_cluster"] = grace
     return {"name": node.name, "services": node.services, "options": options,
             "schedule": node.schedule, "heartbeat_every": HEARTBEAT_EVERY,
             "revision": node.revision}
+
+
+def nfs_grace_pool() -> Pool | None:
+    """The Ceph pool whose RADOS pool holds the grace database of every node's Ganesha: the
+    first (by name) Ceph pool with file systems. One database for the whole cluster, since
+    one Ganesha serves the exports of every Ceph pool (of one Ceph cluster)."""
+    return (Pool.objects.filter(driver__in=SHARED, filesystems__isnull=False)
+            .order_by("name").distinct().first())
+
+
+def nfs_grace(node: Node) -> dict | None:
+    """Where ``node``'s Ganesha is a member of the NFS grace database (``{"pool",
+    "rados_pool", "namespace", "nodeid"}``), when it serves file systems of Ceph pools;
+    None on the single host and on nodes without the file service (they serve alone)."""
+    from services.storage import service as storage   # noqa: PLC0415  (as in ceph_files)
+    if node.local or not serves_service(node, "file"):
+        return None
+    pool = nfs_grace_pool()
+    if pool is None:
+        return None
+    try:
+        rados_pool = storage.rados_pool(pool)
+    except DataplaneError as exc:
+        log.warning("node %s: no NFS grace database (pool %s: %s)", node.name, pool.name, exc)
+        return None
+    return {"pool": pool.name, "rados_pool": rados_pool, "namespace": NFS_GRACE_NAMESPACE,
+            "nodeid": node.name}
 
 
 def ceph_files(node: Node) -> dict:
@@ -366,6 +399,10 @@ def remove(name: str) -> dict:
     _drop_role(role)
     from services.storage import service as storage   # noqa: PLC0415  (as in ceph_files)
     storage.revoke_node_keys(name)
+    for receiver, answer in node_removed.send_robust(sender=Node, name=name):
+        if isinstance(answer, Exception):
+            log.error("node %s removed: %s failed: %s", name,
+                      getattr(receiver, "__qualname__", receiver), answer)
     return {"name": name, "removed": True}
 
 

@@ -4,16 +4,23 @@
 - ``node_down``: sent (``names``: the nodes just written down) by the periodic task once a
   node's heartbeats stopped for ``DOWN_AFTER`` seconds; what a dead node served moves on.
 - ``node_up``: sent (``name``) by the heartbeat of a node that was down.
+- ``node_removed``: sent (``name``) once a node was taken out of the cluster.
+- :func:`nfs_grace_pool`, ``NFS_GRACE_NAMESPACE``: where the nodes' Ganesha servers keep
+  their grace database (the Ceph pool's RADOS pool, that namespace).
 - :func:`bump`: every node reconciles at its next heartbeat (for a change the placement's
   receivers do not see, such as a path moved by a failover, saved as an outcome).
+- :func:`nodes_serving`: the nodes (rows) that serve a service's resources on a pool.
 - :func:`serving_nodes`, :func:`node_is_up`: the nodes that are up, take new work and run a
   service's daemon; whether one node is up.
 """
-from services.nodes.cluster import is_down, node_down, node_up
+from services.nodes.cluster import (NFS_GRACE_NAMESPACE, is_down, nfs_grace_pool, node_down,
+                                    node_removed, node_up)
 from services.nodes.models import Node
 from services.nodes.placement import bump, served_here
+from services.nodes.placement import nodes_serving as _names_serving
 
-__all__ = ["served_here", "node_down", "node_up", "bump", "serving_nodes", "node_is_up", "Node"]
+__all__ = ["served_here", "node_down", "node_up", "node_removed", "bump", "serving_nodes",
+           "node_is_up", "nodes_serving", "nfs_grace_pool", "NFS_GRACE_NAMESPACE", "Node"]
 
 
 def serving_nodes(service: str, daemon: str) -> list:
@@ -28,3 +35,11 @@ def serving_nodes(service: str, daemon: str) -> list:
 def node_is_up(name: str) -> bool:
     node = Node.objects.filter(name=name).first()
     return node is not None and node.state == Node.State.UP and not is_down(node)
+
+
+def nodes_serving(pool, service: str) -> list:
+    """The nodes (rows, by name) that serve ``service``'s resources on ``pool``, down or
+    not; none on a single host that never registered its node."""
+    nodes = list(Node.objects.all())
+    names = set(_names_serving(pool, service, nodes))
+    return [n for n in nodes if n.name in names]

@@ -535,6 +535,11 @@ def ceph_client_files(pool: Pool, node: str) -> dict:
     return out
 
 
+def rados_pool(pool: Pool) -> str:
+    """The RADOS pool of Ceph pool ``pool`` (see the ceph driver's ``rados_pool``)."""
+    return driver_for(pool.driver).rados_pool(pool.name)
+
+
 def revoke_node_keys(node: str) -> list[str]:
     """Remove node ``node``'s cephx keys from the clusters of the Ceph pools (it left the
     cluster); the entities removed or failed, for the log."""

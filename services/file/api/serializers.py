@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from services.file import service
+from services.file.entries import export_entries
 from services.file.models import NfsExport, SmbShare, SmbUser
 from services.file.runtime import (
     FilesystemMissing,
@@ -114,11 +115,17 @@ class NfsExportSerializer(serializers.ModelSerializer):
                                    help_text="default: /<filesystem>")
     clients = serializers.ListField(child=ClientRuleField(), min_length=1,
                                     help_text="who may mount; at least one rule")
+    entries = serializers.SerializerMethodField(
+        help_text="one per node serving it: node, address, port, state (up/down), mount")
+    recommended = serializers.SerializerMethodField(
+        help_text="the entry to use (exports spread over the nodes that are up)")
+    mount = serializers.SerializerMethodField(
+        help_text="mount recipes through the recommended entry: linux (NFSv4.1, nconnect)")
 
     class Meta:
         model = NfsExport
         fields = ["id", "filesystem", "path", "pseudo", "clients", "state", "error",
-                  "created_at", "updated_at"]
+                  "entries", "recommended", "mount", "created_at", "updated_at"]
         read_only_fields = READ_ONLY
 
     def validate(self, attrs):
@@ -140,6 +147,23 @@ class NfsExportSerializer(serializers.ModelSerializer):
                 {"pseudo": f"Pseudo path {pseudo} is used by another export; give another."})
         attrs["pseudo"] = pseudo
         return attrs
+
+    def _where(self, obj) -> dict:
+        if getattr(obj, "_entries", None) is None:
+            obj._entries = export_entries(obj)
+        return obj._entries
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_entries(self, obj):
+        return self._where(obj)["entries"]
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_recommended(self, obj):
+        return self._where(obj)["recommended"]
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_mount(self, obj):
+        return self._where(obj)["mount"]
 
 
 class SmbShareSerializer(serializers.ModelSerializer):

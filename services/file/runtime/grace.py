@@ -21,6 +21,7 @@ NFS4ERR_GRACE). Grace ends when no server needs it.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass
 
@@ -29,8 +30,9 @@ from .process import require_binary
 from .specs import NfsCluster
 
 TOOL = "ganesha-rados-grace"
+_UNBUFFERED = ["stdbuf", "-o0", "-e0"] if shutil.which("stdbuf") else []
 _HEAD = re.compile(r"cur=(\d+)\s+rec=(\d+)")
-_MEMBER = re.compile(r"^(\S+)\s+([NE]*)\s*$")
+_MEMBER = re.compile(r"^(\S+)(?:\s+([NE]*))?$")     # a member without flags: its name
 
 
 @dataclass
@@ -59,40 +61,45 @@ class GraceDb:
     def __init__(self, cluster: NfsCluster, timeout: float = 30.0) -> None:
         self.cluster, self.timeout = cluster, timeout
 
-    def _run(self, *args: str, check: bool = True) -> str:
+    def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         c = self.cluster
-        argv = [require_binary(TOOL), "--cephconf", c.conf, "--userid", c.client,
+        # unbuffered: the tool may crash as it exits (below), which would lose a buffered dump
+        argv = [*_UNBUFFERED, require_binary(TOOL), "--cephconf", c.conf, "--userid", c.client,
                 "--pool", c.pool, "--ns", c.namespace, *args]
         # 4.3's tool sometimes aborts as its librados client connects (boost::bad_get thrown,
-        # nothing done, nothing printed); asked again, it answers. Every command is idempotent.
-        for _ in range(3):
+        # nothing done, nothing printed), or dies printing nothing at all; asked again, it
+        # answers. Every command is idempotent.
+        for _ in range(5):
             try:
                 done = subprocess.run(argv, capture_output=True, text=True,
                                       timeout=self.timeout)
             except subprocess.TimeoutExpired:
                 raise CommandError(f"{TOOL} {' '.join(args)}: no answer from the Ceph cluster "
                                    f"in {self.timeout:.0f} s") from None
-            if "terminate called" not in done.stderr:
+            silent = done.returncode != 0 and not (done.stdout + done.stderr).strip()
+            if "terminate called" not in done.stderr and not silent:
                 break
         if done.returncode != 0 and check:
             raise CommandError(f"{TOOL} {' '.join(args)} failed: "
                                f"{(done.stderr or done.stdout).strip()}")
-        return done.stdout if check else done.stdout + done.stderr
+        return done
 
     def dump(self) -> GraceState:
         """The epochs and every member's flags (none before the first :meth:`add`)."""
         # its exit status is not a verdict: it was seen non-zero after a full, good dump
-        text = self._run("dump", check=False)
-        if "Failure: -2" in text:                 # ENOENT: no database yet
+        done = self._run("dump", check=False)
+        text = done.stdout
+        if "Failure: -2" in text + done.stderr:   # ENOENT: no database yet
             return GraceState(0, 0, {})
         head = _HEAD.search(text)
         if head is None:
-            raise CommandError(f"{TOOL} dump printed no epochs: {text.strip()!r}")
+            raise CommandError(f"{TOOL} dump printed no epochs: "
+                               f"{(text + done.stderr).strip()!r}")
         members = {}
         for line in text[head.end():].splitlines():
             m = _MEMBER.match(line.strip())
             if m and not set(m.group(1)) <= {"="}:
-                members[m.group(1)] = m.group(2)
+                members[m.group(1)] = m.group(2) or ""
         return GraceState(int(head.group(1)), int(head.group(2)), members)
 
     def add(self, *nodeids: str) -> None:

@@ -61,6 +61,12 @@ def test_nfs_export_through_rest_read_only_export_and_two_exports_of_one_fs(
     assert export["clients"][0] == {"address": "127.0.0.1", "access": "rw",
                                     "squash": "no_root_squash", "anonymous_uid": 65534,
                                     "anonymous_gid": 65534}
+    # a single host: one entry, this host, and the Linux mount command through it
+    port = nfs_port(settings)
+    assert [(e["address"], e["port"], e["state"]) for e in export["entries"]] == [
+        ("127.0.0.1", port, "up")]
+    assert export["mount"]["linux"] == (f"mount -t nfs -o vers=4.1,nconnect=4,port={port} "
+                                        "127.0.0.1:/fs1 /mnt/fs1")
     ro = api.post("/api/v1/nfs-exports/", {"filesystem": "fs1", "pseudo": "/fs1-ro",
                                           "clients": [{"address": "127.0.0.1", "access": "ro"}]},
                   format="json")

@@ -34,6 +34,7 @@ def test_console_pages_show_rows_and_forms_without_daemons(api, viewer_api, clie
         r = api.post("/api/v1/nfs-exports/", {"filesystem": "fs1", "clients": RW},
                      format="json")
         assert r.status_code == 201 and r.json()["state"] == "pending", r.content
+        exported = r.json()
         r = api.post("/api/v1/smb-users/", {"username": user, "password": "Pw-123456"},
                      format="json")
         assert r.status_code == 201, r.content
@@ -47,6 +48,11 @@ def test_console_pages_show_rows_and_forms_without_daemons(api, viewer_api, clie
             assert page.status_code == 200, slug
             assert shown in page.content and b'details class="create"' in page.content
         assert b"Pw-123456" not in client.get("/console/smb-users/").content
+        # the export's page: its one entry (this host) and the mount command through it
+        page = client.get(f"/console/nfs-exports/{exported['id']}/")
+        assert page.status_code == 200
+        assert exported["mount"]["linux"].encode() in page.content
+        assert b"vers=4.1,nconnect=4,port=1 127.0.0.1:/fs1 /mnt/fs1" in page.content
         from plane.models import AuditEvent
         assert "Pw-123456" not in str(list(AuditEvent.objects.values()))
         # viewers read, they do not change

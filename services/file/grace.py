@@ -1,0 +1,61 @@
+"""The plane's part in the NFS grace of a cluster's nodes (their Ganesha servers serve the
+exports of Ceph pools together, members of one grace database: see
+``services.file.runtime.grace`` and ``services.nodes.cluster.nfs_grace``).
+
+- A node written down (``node_down``, 15 s without a heartbeat): :func:`start_grace` puts
+  the cluster in grace for it (``ganesha-rados-grace start NODE``), so the survivors refuse
+  new state while the dead node's clients reclaim theirs on a survivor.
+- A node removed from the cluster (``node_removed``): :func:`end_grace` gives up its need
+  (``lift``) and its membership (``remove``), so grace ends.
+
+Each runs as a Celery task (:mod:`services.file.tasks`), retried every 5 s while the Ceph
+cluster does not answer, so that a failure here never holds back the marking of other
+nodes. What was done goes to the plane's log.
+"""
+import logging
+
+from services.file.runtime import NfsCluster
+from services.file.runtime.grace import GraceDb
+from services.nodes.public import NFS_GRACE_NAMESPACE, nfs_grace_pool
+from services.storage import service as storage
+
+log = logging.getLogger(__name__)
+
+
+def grace_db() -> GraceDb | None:
+    """The cluster's grace database, reached with the Ceph pool's own client (the plane's);
+    None when no Ceph pool holds file systems (no node serves in a cluster)."""
+    pool = nfs_grace_pool()
+    if pool is None:
+        return None
+    return GraceDb(NfsCluster(conf=pool.ceph.get("conf") or "",
+                              client=pool.ceph.get("client") or "admin",
+                              pool=storage.rados_pool(pool), namespace=NFS_GRACE_NAMESPACE,
+                              nodeid="plane"))
+
+
+def start_grace(names: list[str]) -> list[str]:
+    """Put the cluster in grace for the nodes ``names`` that are members (dead servers);
+    returns those it was started for. Raises CommandError when Ceph does not answer."""
+    db = grace_db()
+    if db is None:
+        return []
+    members = db.dump().members
+    dead = [n for n in names if n in members]
+    if dead:
+        db.start(*dead)
+        log.warning("file: node(s) %s down: NFS grace started for their clients "
+                    "(the other servers enforce it)", ", ".join(dead))
+    return dead
+
+
+def end_grace(name: str) -> bool:
+    """Node ``name`` left the cluster: its need of grace is given up and it is a member no
+    more; True if it was one. Raises CommandError when Ceph does not answer."""
+    db = grace_db()
+    if db is None or name not in db.dump().members:
+        return False
+    db.lift(name)
+    db.remove(name)
+    log.warning("file: node %s removed: its NFS grace membership ended", name)
+    return True
