@@ -110,6 +110,7 @@ def put_if(rados, ioctx, key: str, expect: str, value: str) -> bool:
 
 
 def read_entry(rados, ioctx, key: str) -> str:
+    """The index entry of ``key`` ("" when absent), one read op."""
     with rados.ReadOpCtx() as op:
         it, _ = ioctx.get_omap_vals_by_keys(op, (key,))
         ioctx.operate_read_op(op, INDEX)
