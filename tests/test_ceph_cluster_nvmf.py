@@ -94,15 +94,16 @@ def test_two_nodes_serve_one_export_and_the_plane_fails_it_over(cluster, ceph_cl
     made = cluster.api("POST", "volumes/", json={"name": "vm", "pool": "shared",
                                                  "size_bytes": 16 * MiB})
     assert made.status_code == 201, made.text
-    # QoS is refused naming the field; nothing made
+    # bad QoS is refused naming the field; nothing made
     refused = cluster.api("POST", "block-exports/", json={
-        "volume": "vm", "protocol": "nvmf", "allow_any": True, "iops_total": 1000})
+        "volume": "vm", "protocol": "nvmf", "allow_any": True, "iops_total": 1000,
+        "iops_read": 500})
     assert refused.status_code == 400, refused.text
     assert list(refused.json()["fields"]) == ["iops_total"]
     assert cluster.api("GET", "block-exports/").json()["count"] == 0
-    # any host: spdk_nvme_identify connects with a random host NQN
+    # any host: spdk_nvme_identify connects with a random host NQN; QoS on every path
     made = cluster.api("POST", "block-exports/", json={"volume": "vm", "protocol": "nvmf",
-                                                       "allow_any": True})
+                                                       "allow_any": True, "iops_total": 1000})
     assert made.status_code == 201, made.text
     eid, nqn = made.json()["id"], made.json()["subsystem_nqn"]
     paths = made.json()["paths"]

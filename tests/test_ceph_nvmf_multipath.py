@@ -4,6 +4,8 @@ bdev, with ANA: one path optimized, the other non-optimized (as Ceph's NVMe-oF g
 - SPDK's user-space initiator sees the same subsystem on both paths with their ANA states,
   and bytes written through one path read back through the other and through librbd; the
   optimized path moves; a target killed and started again gets its export back;
+- DH-HMAC-CHAP keys and QoS limits apply on both paths: a wrong key is refused and the
+  right one admitted on each, and each target's rbd bdev carries the limits;
 - the block service's NVMe-oF transport exports a ceph volume to its host group;
 - a TCG guest connects both paths with its kernel's native NVMe multipath and keeps
   writing when the optimized target is killed (kill -9); every byte it wrote reads back
@@ -22,7 +24,7 @@ import pytest
 
 from tests.ceph import driver_pool
 from tests.kit import free_port
-from tests.spdk_support import attach_config, spdk_dd
+from tests.spdk_support import attach_config, key_file, spdk_dd
 
 pytestmark = pytest.mark.root
 MiB = 1 << 20
@@ -126,6 +128,12 @@ def read_image(volume_path: str, size: int) -> bytes:
             return img.read(0, size)
 
 
+def rbd_limits(drv) -> dict:
+    """The QoS limits of the target's one rbd bdev, as bdev_get_bdevs reports them."""
+    bdev = next(b for b in drv.rpc.call("bdev_get_bdevs") if b["name"].startswith("rbd:"))
+    return bdev.get("assigned_rate_limits", {})
+
+
 def test_user_space_initiator_sees_both_paths_with_their_ana_states(two_paths, tmp_path):
     from dataplane.errors import InvalidArgument
 
@@ -183,6 +191,45 @@ def test_user_space_initiator_sees_both_paths_with_their_ana_states(two_paths, t
     assert back.read_bytes() == data
 
 
+def test_dh_hmac_chap_and_qos_on_both_paths(two_paths, tmp_path):
+    from dataplane.spdk.dhchap import generate_dhchap_key
+    from dataplane.spdk.rbd import export_multipath
+
+    volume_path, targets, _ = two_paths
+    secret = generate_dhchap_key()
+    right = key_file(tmp_path / "right", secret)
+    wrong = key_file(tmp_path / "wrong", generate_dhchap_key())
+    qos = {"rw_ios_per_sec": 2000, "w_mbytes_per_sec": 10}
+    exp = export_multipath([(drv, address, free_port()) for _, drv, address in targets],
+                           volume_path, hosts=[HOST_NQN], host_keys={HOST_NQN: secret},
+                           qos=qos)
+    nqn = exp["subsystem_nqn"]
+    data = os.urandom(MiB)
+    src = tmp_path / "src"
+    src.write_bytes(data)
+    for (_, drv, _), path in zip(targets, exp["paths"]):
+        args = path["traddr"], path["trsvcid"], nqn, HOST_NQN
+        refused = spdk_dd(["--ib=remoten1", f"--of={tmp_path / 'x'}", f"--bs={MiB}",
+                           "--count=1"], attach_config(*args, dhchap_key_file=wrong),
+                          tmp_path / "dd")
+        assert refused.returncode != 0, path
+        done = spdk_dd([f"--if={src}", "--ob=remoten1", f"--bs={MiB}"],
+                       attach_config(*args, dhchap_key_file=right), tmp_path / "dd")
+        assert done.returncode == 0, done.stdout[-800:]
+        assert read_image(volume_path, MiB) == data
+        limits = rbd_limits(drv)
+        assert (limits["rw_ios_per_sec"], limits["w_mbytes_per_sec"]) == (2000, 10)
+        assert secret not in drv._nvmf_path().read_text()    # the key is in the keyring file
+        data = os.urandom(MiB)
+        src.write_bytes(data)
+    # the limits change live on a path, and go
+    targets[1][1].set_rbd_nvmf_qos(nqn, None)
+    assert not any(rbd_limits(targets[1][1]).values())
+    for _, drv, _ in targets:
+        drv.unexport_rbd_nvmf(nqn)
+        assert not list((drv.state_dir / "nvmf-keys").glob("*"))
+
+
 def test_guest_keeps_writing_when_the_optimized_target_is_killed(two_paths, own_guest_image,
                                                                    tmp_path):
     from tests.guest import Boot
@@ -225,19 +272,19 @@ def test_guest_keeps_writing_when_the_optimized_target_is_killed(two_paths, own_
 def test_block_runtime_exports_a_ceph_volume_over_nvmf_to_its_host_group(two_paths, tmp_path):
     """The block service's NVMe-oF transport given a ceph volume's rbd: path (what the plane
     passes for a volume of a Ceph pool): one node's optimized path, the group's hosts only."""
-    from services.block.transports import Host, HostGroup
-    from services.block.transports.base import InvalidExport
+    from services.block.transports import Host, HostGroup, QosLimits
     from services.block.transports.nvmf import NvmfTarget
 
     volume_path, targets, _ = two_paths
     _, drv, address = targets[0]
     nvmf = NvmfTarget(drv, tmp_path / "block", host=address, port=free_port())
     other = "nqn.2014-08.org.nvmexpress:uuid:6e7f0000-0000-4000-8000-0000000000a3"
-    with pytest.raises(InvalidExport, match="DH-HMAC-CHAP"):
-        nvmf.export("exp-9", volume_path, host_group=HostGroup("keyed", hosts=[
-            Host("h", nqn=HOST_NQN, dhchap_key="DHHC-1:00:" + "A" * 44 + ":")]))
     info = nvmf.export("exp-1", volume_path,
-                       host_group=HostGroup("g", hosts=[Host("h", nqn=HOST_NQN)]))
+                       host_group=HostGroup("g", hosts=[Host("h", nqn=HOST_NQN)]),
+                       qos=QosLimits(iops_total=1500))
+    assert rbd_limits(drv)["rw_ios_per_sec"] == 2000          # SPDK's steps of 1000
+    nvmf.set_qos("exp-1", None)
+    assert rbd_limits(drv)["rw_ios_per_sec"] == 0
     assert info["traddr"] == address and info["subsystem_nqn"].endswith(".vm")
     assert nvmf.volume_of("exp-1") == volume_path
 

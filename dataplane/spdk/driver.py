@@ -59,6 +59,7 @@ from ..errors import (
 )
 from .bdevs import SpdkDevicesMixin
 from .nvmf import SpdkNvmfMixin
+from .qos import check_qos_limits
 from .rbd import SpdkRbdMixin
 from .rpc import SpdkRpc
 
@@ -468,13 +469,10 @@ class SpdkDriver(SpdkDevicesMixin, SpdkNvmfMixin, SpdkRbdMixin, Driver):
                        r_mbytes_per_sec=None, w_mbytes_per_sec=None) -> dict:
         """Set the volume's rate limits (0 = unlimited, None = unchanged); return them all."""
         self._volume_bdev(pool, name)
-        limits = {"rw_ios_per_sec": rw_ios_per_sec, "rw_mbytes_per_sec": rw_mbytes_per_sec,
-                  "r_mbytes_per_sec": r_mbytes_per_sec, "w_mbytes_per_sec": w_mbytes_per_sec}
-        for key, value in limits.items():
-            if value is not None and (not isinstance(value, int) or value < 0):
-                raise InvalidArgument(f"{key} must be a whole number >= 0, got {value!r}")
-        if rw_ios_per_sec and rw_ios_per_sec % 1000:
-            raise InvalidArgument(f"SPDK limits IOPS in steps of 1000; {rw_ios_per_sec} is not")
+        limits = check_qos_limits({"rw_ios_per_sec": rw_ios_per_sec,
+                                   "rw_mbytes_per_sec": rw_mbytes_per_sec,
+                                   "r_mbytes_per_sec": r_mbytes_per_sec,
+                                   "w_mbytes_per_sec": w_mbytes_per_sec})
         if all(v is None for v in limits.values()):
             raise InvalidArgument("give at least one limit")
         try:

@@ -67,6 +67,7 @@ class SpdkNvmfMixin:
                 "dhchap_hosts": sorted(e.get("keys", {}))}
         if e.get("rbd"):
             info["ana_state"] = e["ana_state"]
+            info["qos"] = e.get("qos")
         return info
 
     def export_volume_nvmf(self, pool: str, name: str, hosts: Optional[list] = None,
@@ -206,7 +207,8 @@ class SpdkNvmfMixin:
                     "trtype": "TCP", "traddr": e["traddr"], "trsvcid": str(e["trsvcid"]),
                     "adrfam": "IPv4"})
                 plan["add"].append(f"{nqn} listener {e['traddr']}:{e['trsvcid']}")
-            if e.get("ana_state"):
+            if e.get("rbd"):
+                self._reconcile_rbd_qos(bdev, e, plan)
                 self._reconcile_ana(nqn, e, plan)
             keys = e.get("keys", {})
             self.dhchap_keys.load(keys.values())      # an nvmf_tgt restart empties the keyring

@@ -37,6 +37,7 @@ from typing import Optional
 from ..ceph.rbd import parse_rbd_path
 from ..errors import InUse, InvalidArgument, NotFound
 from .nvmf import NQN_BASE
+from .qos import assigned_limits, check_qos_limits
 
 ANA_STATES = ("optimized", "non_optimized", "inaccessible")
 CNTLID_SPAN = 1000        # controller IDs per target: target i has i*1000+1 .. (i+1)*1000
@@ -71,10 +72,13 @@ class SpdkRbdMixin:
 
     def export_rbd_nvmf(self, volume_path: str, *, traddr: str, trsvcid: int,
                         ana_state: str = "optimized", target_index: int = 0,
-                        hosts: Optional[list] = None, nqn: Optional[str] = None) -> dict:
+                        hosts: Optional[list] = None, nqn: Optional[str] = None,
+                        host_keys: Optional[dict] = None, qos: Optional[dict] = None) -> dict:
         """Serve the ceph volume ``volume_path`` (an ``rbd:`` path) on this target's
         ``traddr:trsvcid`` with the listener in ``ana_state``; ``target_index`` picks this
-        target's controller IDs (each target of one export needs its own index)."""
+        target's controller IDs (each target of one export needs its own index).
+        ``host_keys`` = {host NQN: DH-HMAC-CHAP secret}, as for an lvol's export; ``qos`` =
+        the rbd bdev's limits on this target (``bdev_set_qos_limit``'s keys, 0 = none)."""
         spec = parse_rbd_path(volume_path)
         if spec["snap"]:
             raise InvalidArgument("volume_path: a snapshot cannot be exported read-write; "
@@ -82,15 +86,18 @@ class SpdkRbdMixin:
         if not spec["pool"] or not spec["image"] or not spec["conf"]:
             raise InvalidArgument(f"volume_path: {volume_path!r} names no pool, image or conf")
         self._check_ana_state(ana_state)
-        self._check_hosts(hosts, None)
+        self._check_hosts(hosts, host_keys)
+        limits = _limits(qos)
         nqn = nqn or f"{NQN_BASE}:rbd.{spec['pool']}.{spec['image']}"
         exports = self._nvmf_load()
         for other, e in exports.items():
             if e.get("rbd") and (e["pool"], e["volume"]) == (spec["pool"], spec["image"]) \
                     and other != nqn:
                 raise InUse(f"volume {spec['image']!r} is already exported as {other}")
+        old_keys = exports.get(nqn, {}).get("keys", {})
+        keys = self._put_keys(nqn, host_keys or {}, old_keys)
         exports[nqn] = {"pool": spec["pool"], "volume": spec["image"], "traddr": traddr,
-                        "trsvcid": int(trsvcid), "keys": {},
+                        "trsvcid": int(trsvcid), "keys": keys, "qos": limits,
                         "hosts": None if hosts is None else sorted(hosts),
                         "rbd": {k: spec[k] for k in ("pool", "image", "id", "conf", "keyring")},
                         "ana_state": ana_state, "cntlid": list(cntlid_range(target_index))}
@@ -102,7 +109,9 @@ class SpdkRbdMixin:
             self._nvmf_save(exports)
             self._drop_subsystem(nqn)
             self._drop_rbd_bdev(rbd_bdev_name(spec))
+            self._drop_keys(keys, keep=old_keys)
             raise
+        self._drop_keys(old_keys, keep=keys)
         return self._nvmf_info(nqn, exports[nqn])
 
     def set_nvmf_ana_state(self, nqn: str, ana_state: str) -> dict:
@@ -116,16 +125,35 @@ class SpdkRbdMixin:
         self.reconcile_nvmf()
         return self._nvmf_info(nqn, exports[nqn])
 
-    def set_rbd_nvmf_hosts(self, nqn: str, hosts: Optional[list]) -> dict:
-        """Change the host NQNs allowed to connect to an RBD export on this target, live."""
-        self._check_hosts(hosts, None)
-        exports = self._nvmf_load()
-        if nqn not in exports or not exports[nqn].get("rbd"):
-            raise NotFound(f"no RBD export {nqn} on this target")
+    def set_rbd_nvmf_hosts(self, nqn: str, hosts: Optional[list],
+                           host_keys: Optional[dict] = None) -> dict:
+        """Change the host NQNs allowed to connect to an RBD export on this target (and their
+        DH-HMAC-CHAP keys), live."""
+        self._check_hosts(hosts, host_keys)
+        exports = self._rbd_export(nqn)
+        old = exports[nqn].get("keys", {})
         exports[nqn]["hosts"] = None if hosts is None else sorted(hosts)
+        exports[nqn]["keys"] = self._put_keys(nqn, host_keys or {}, old)
+        self._nvmf_save(exports)
+        plan = self.reconcile_nvmf()
+        self._drop_keys(old, keep=exports[nqn]["keys"])
+        return {**self._nvmf_info(nqn, exports[nqn]), "plan": plan}
+
+    def set_rbd_nvmf_qos(self, nqn: str, qos: Optional[dict]) -> dict:
+        """Set the rate limits of an RBD export on this target, live (None or 0 = none)."""
+        limits = _limits(qos)
+        exports = self._rbd_export(nqn)
+        exports[nqn]["qos"] = limits
         self._nvmf_save(exports)
         plan = self.reconcile_nvmf()
         return {**self._nvmf_info(nqn, exports[nqn]), "plan": plan}
+
+    def _rbd_export(self, nqn: str) -> dict:
+        """The recorded exports, NotFound unless ``nqn`` is an RBD export among them."""
+        exports = self._nvmf_load()
+        if nqn not in exports or not exports[nqn].get("rbd"):
+            raise NotFound(f"no RBD export {nqn} on this target")
+        return exports
 
     def unexport_rbd_nvmf(self, nqn: str) -> None:
         """Delete an RBD export's subsystem and close its image on this target."""
@@ -135,6 +163,7 @@ class SpdkRbdMixin:
             raise NotFound(f"no RBD export {nqn} on this target")
         self._drop_subsystem(nqn)
         self._drop_rbd_bdev(rbd_bdev_name(e["rbd"]))
+        self._drop_keys(e.get("keys", {}), keep={})
         del exports[nqn]
         self._nvmf_save(exports)
 
@@ -176,6 +205,15 @@ class SpdkRbdMixin:
                 dropped.append(f"rbd bdev {b['name']}")
         return dropped
 
+    def _reconcile_rbd_qos(self, bdev: str, e: dict, plan: dict) -> None:
+        """Set the rbd bdev's limits where the target's differ from the record (the bdev is
+        open by its namespace by then: SPDK changes limits only on an open bdev)."""
+        want = _limits(e.get("qos"))
+        b = self._bdev(bdev)
+        if b is not None and assigned_limits(b) != want:
+            self.rpc.call("bdev_set_qos_limit", name=bdev, **want)
+            plan["add"].append(f"{bdev} QoS {want}")
+
     def _reconcile_ana(self, nqn: str, e: dict, plan: dict) -> None:
         """Set the listener's ANA state where the target's differs from the record."""
         want = e["ana_state"]
@@ -192,18 +230,26 @@ class SpdkRbdMixin:
                 plan["add"].append(f"{nqn} listener {e['traddr']}:{e['trsvcid']} {want}")
 
 
+def _limits(qos: Optional[dict]) -> dict:
+    """An export's recorded limits: every key, 0 for none."""
+    return {k: v or 0 for k, v in check_qos_limits(qos or {}).items()}
+
+
 def export_multipath(targets: list, volume_path: str, hosts: Optional[list] = None,
-                     optimized: int = 0) -> dict:
+                     optimized: int = 0, host_keys: Optional[dict] = None,
+                     qos: Optional[dict] = None) -> dict:
     """Serve a ceph volume from every target of ``targets`` — [(SpdkDriver, traddr,
     trsvcid), ...], one per node — with ``targets[optimized]`` the optimized path and the
-    others non-optimized; return {"subsystem_nqn", "nsid", "paths": [{traddr, trsvcid,
-    ana_state}, ...]}. Undone on every target when one fails."""
+    others non-optimized, the same hosts, DH-HMAC-CHAP keys and QoS limits on each; return
+    {"subsystem_nqn", "nsid", "paths": [{traddr, trsvcid, ana_state}, ...]}. Undone on every
+    target when one fails."""
     done, paths = [], []
     try:
         for i, (driver, traddr, trsvcid) in enumerate(targets):
             state = "optimized" if i == optimized else "non_optimized"
             info = driver.export_rbd_nvmf(volume_path, traddr=traddr, trsvcid=trsvcid,
-                                          ana_state=state, target_index=i, hosts=hosts)
+                                          ana_state=state, target_index=i, hosts=hosts,
+                                          host_keys=host_keys, qos=qos)
             done.append((driver, info["subsystem_nqn"]))
             paths.append({"traddr": traddr, "trsvcid": str(trsvcid), "ana_state": state})
     except Exception:

@@ -134,9 +134,11 @@ def heal(name: str) -> list:
     return healed
 
 
-def apply_here(rt, export: BlockExport, node: str, host_group) -> dict:
-    """Serve this node's path of a multipath export through its nvmf_tgt, and record on the
-    path what happened (``serving``/``error``, and the librbd client's address)."""
+def apply_here(rt, export: BlockExport, node: str, host_group, qos=None) -> dict:
+    """Serve this node's path of a multipath export through its nvmf_tgt (the group's hosts
+    and DH-HMAC-CHAP keys, the export's QoS limits ``qos`` on this node's rbd bdev), and
+    record on the path what happened (``serving``/``error``, and the librbd client's
+    address)."""
     path = path_of(export, node)
     volume_path = storage.volume_path(export.volume)      # with this node's ceph.conf
     before = None
@@ -144,7 +146,8 @@ def apply_here(rt, export: BlockExport, node: str, host_group) -> dict:
         if export.export_id not in rt.nvmf.list_exports():
             before = set(image_watchers(volume_path))
         rt.nvmf.export_path(export.export_id, volume_path, host_group=host_group,
-                            ana_state=path["ana_state"], target_index=path["target_index"])
+                            ana_state=path["ana_state"], target_index=path["target_index"],
+                            qos=qos)
         after = set(image_watchers(volume_path))
         client = _own_client(export, node, path, before, after)
         outcome = {"serving": path["ana_state"], "error": "", "client": client}

@@ -357,7 +357,8 @@ def reconcile_all() -> dict:
                 rt.set_host_group(group_spec(g))
             for e in exports:
                 if paths.is_multipath(e):
-                    done = paths.apply_here(rt, e, here, group_spec(e.host_group))
+                    done = paths.apply_here(rt, e, here, group_spec(e.host_group),
+                                            qos_of(e))
                     summary["online" if done["serving"] else "error"] += 1
                 else:
                     _reconcile_one(rt, e, summary)

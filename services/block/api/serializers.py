@@ -175,17 +175,6 @@ class BlockExportSerializer(serializers.ModelSerializer):
                 "NVMe-oF exports need a volume on an spdk pool or a ceph pool; volume "
                 f"{volume.name} is on pool {volume.pool.name} (driver {driver}). Use iscsi, nbd or "
                 "vhost-user-blk, or put the volume on an spdk or ceph pool.")})
-        if protocol == "nvmf" and driver == "ceph":
-            limited = next((k for k, v in qos.items() if v), None)
-            if limited:
-                raise serializers.ValidationError({limited: (
-                    "QoS limits are not offered yet for NVMe-oF exports of Ceph volumes; "
-                    "leave them 0, or export over nbd to limit I/O.")})
-            if group is not None and any(h.dhchap_key for h in group.hosts.all()):
-                raise serializers.ValidationError({"host_group": (
-                    f"Host group {group.name} has hosts with DH-HMAC-CHAP keys, which "
-                    "NVMe-oF exports of Ceph volumes do not offer yet; use a group without "
-                    "dhchap keys.")})
         if protocol != "nvmf" and driver == "spdk":
             raise serializers.ValidationError({"protocol": (
                 f"Volume {volume.name} lives in spdk_tgt (pool {volume.pool.name}); "

@@ -97,26 +97,23 @@ class NvmfTarget(Transport):
 
     def _export_rbd(self, export_id: str, volume_path: str, host_group: HostGroup | None,
                     qos: QosLimits | None) -> dict:
-        if qos is not None:
-            raise InvalidExport("QoS limits are not offered yet for NVMe-oF exports of Ceph "
-                                "volumes")
-        return self.export_path(export_id, volume_path, host_group=host_group)
+        return self.export_path(export_id, volume_path, host_group=host_group, qos=qos)
 
     def export_path(self, export_id: str, volume_path: str, *,
                     host_group: HostGroup | None = None, ana_state: str = "optimized",
-                    target_index: int = 0) -> dict:
+                    target_index: int = 0, qos: QosLimits | None = None) -> dict:
         """Serve a ceph volume (``rbd:`` path) as one path of a multipath export: this node's
         listener in ``ana_state``, controller IDs of ``target_index`` (each node of the
-        export has its own). Exported already: the ANA state and hosts follow, live."""
+        export has its own), the group's hosts with their DH-HMAC-CHAP keys, ``qos`` on this
+        node's rbd bdev. Exported already: the ANA state, hosts, keys and QoS follow, live."""
         hosts, keys = _hosts_and_keys(host_group)
-        if keys:
-            raise InvalidExport("DH-HMAC-CHAP is not offered yet for NVMe-oF exports of Ceph "
-                                "volumes: use a host group without dhchap keys")
+        limits = spdk_limits(qos)
         rec = self._exports.get(export_id)
         if rec is not None:
             if rec.get("rbd") != volume_path or rec.get("target_index", 0) != target_index:
                 raise ExportExists(f"export {export_id} already exists; unexport it first")
-            self.driver.set_rbd_nvmf_hosts(rec["nqn"], hosts)
+            self.driver.set_rbd_nvmf_hosts(rec["nqn"], hosts, host_keys=keys)
+            self.driver.set_rbd_nvmf_qos(rec["nqn"], limits)
             if rec.get("ana_state", "optimized") != ana_state:
                 self.driver.set_nvmf_ana_state(rec["nqn"], ana_state)
                 rec["ana_state"] = ana_state
@@ -124,31 +121,30 @@ class NvmfTarget(Transport):
             return self.connection_info(export_id)
         info = self.driver.export_rbd_nvmf(volume_path, traddr=self.host, trsvcid=self.port,
                                            hosts=hosts, ana_state=ana_state,
-                                           target_index=target_index)
+                                           target_index=target_index, host_keys=keys,
+                                           qos=limits)
         self._exports[export_id] = {"rbd": volume_path, "nqn": info["subsystem_nqn"],
                                     "ana_state": ana_state, "target_index": target_index}
         self._save()
         return self.connection_info(export_id)
 
     def set_qos_for(self, pool: str, volume: str, qos: QosLimits) -> dict:
-        """Map QosLimits onto SPDK's per-bdev limits (IOPS total, MB/s read/write/total)."""
-        mb = 1_000_000
-        iops = qos.iops_total or ((qos.iops_read or 0) + (qos.iops_write or 0)) or 0
-        iops = (iops + 999) // 1000 * 1000 if iops else 0
-        return self.driver.set_volume_qos(
-            pool, volume, rw_ios_per_sec=iops,
-            rw_mbytes_per_sec=(qos.bps_total or 0) // mb, r_mbytes_per_sec=(qos.bps_read or 0) // mb,
-            w_mbytes_per_sec=(qos.bps_write or 0) // mb)
+        """Set an spdk volume's limits (see :func:`spdk_limits`)."""
+        return self.driver.set_volume_qos(pool, volume, **spdk_limits(qos))
+
+    def set_qos(self, export_id: str, qos: QosLimits | None) -> dict:
+        """Change an export's limits live (None: none); a ceph volume's on this node's path."""
+        rec = self._get(export_id)
+        if rec.get("rbd"):
+            return self.driver.set_rbd_nvmf_qos(rec["nqn"], spdk_limits(qos))
+        return self.set_qos_for(rec["pool"], rec["volume"], qos or QosLimits())
 
     def set_hosts(self, export_id: str, host_group: HostGroup | None) -> dict:
         """Change the allowed host NQNs and their DH-HMAC-CHAP keys live."""
         rec = self._get(export_id)
         hosts, keys = _hosts_and_keys(host_group)
         if rec.get("rbd"):
-            if keys:
-                raise InvalidExport("DH-HMAC-CHAP is not offered yet for NVMe-oF exports of "
-                                    "Ceph volumes")
-            return self.driver.set_rbd_nvmf_hosts(rec["nqn"], hosts)
+            return self.driver.set_rbd_nvmf_hosts(rec["nqn"], hosts, host_keys=keys)
         return self.driver.set_nvmf_hosts(rec["pool"], rec["volume"], hosts, host_keys=keys)
 
     def unexport(self, export_id: str) -> None:
@@ -194,6 +190,18 @@ class NvmfTarget(Transport):
 
     def _save(self) -> None:
         write_json_atomic(self.record_path, self._exports, indent=1, sort_keys=True)
+
+
+def spdk_limits(qos: QosLimits | None) -> dict:
+    """QosLimits as SPDK's per-bdev limits: IOPS read and write together, rounded up to
+    SPDK's steps of 1000, and MB/s total, read and write (0 = none; None: no limits)."""
+    qos = qos or QosLimits()
+    mb = 1_000_000
+    iops = qos.iops_total or ((qos.iops_read or 0) + (qos.iops_write or 0)) or 0
+    return {"rw_ios_per_sec": (iops + 999) // 1000 * 1000 if iops else 0,
+            "rw_mbytes_per_sec": (qos.bps_total or 0) // mb,
+            "r_mbytes_per_sec": (qos.bps_read or 0) // mb,
+            "w_mbytes_per_sec": (qos.bps_write or 0) // mb}
 
 
 def _hosts_and_keys(host_group: HostGroup | None) -> tuple:

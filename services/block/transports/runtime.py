@@ -167,11 +167,7 @@ class BlockRuntime:
         if t is self.qsd:
             self.qsd.set_qos(export_id, qos)
         elif t is self.nvmf:
-            if self.nvmf.volume_of(export_id).startswith("rbd:"):
-                raise InvalidExport("QoS limits are not offered yet for NVMe-oF exports of "
-                                    "Ceph volumes")
-            pool, _, volume = self.nvmf.volume_of(export_id).partition("/")
-            self.nvmf.set_qos_for(pool, volume, qos or QosLimits())
+            self.nvmf.set_qos(export_id, qos)
         else:
             raise InvalidExport("iSCSI exports (tgtd) have no QoS; use nbd, vhost-user-blk "
                                 "or nvmf for a rate-limited export")
