@@ -11,7 +11,9 @@ the session's Ceph cluster.
   client and made the other path optimized: a write and read-back through it succeed without
   waiting for the dead client's watch to expire, and librbd reads the bytes back by hash;
 - alpha's agent started again: its path comes back non-optimized with a new librbd client,
-  and reads the same bytes.
+  and reads the same bytes;
+- alpha drained: with no third node to take its path, the path is removed (the export's
+  `removed` says why) and beta serves on.
 
 In the ceph group (tests/parallel.py) for the session's Ceph cluster; the cluster's processes
 are its own (tests/cluster_support.py, no session fixture). Its Redis database is
@@ -190,3 +192,15 @@ def test_two_nodes_serve_one_export_and_the_plane_fails_it_over(cluster, ceph_cl
                    attach_config(a["traddr"], a["trsvcid"], nqn, HOST_NQN), tmp_path / "dd")
     assert done.returncode == 0, done.stdout[-800:]
     assert back.read_bytes() == first + second
+
+    # alpha drained: no third node to take its path, so the path goes, the reason shown;
+    # beta serves on
+    done = cluster.cli("node", "drain", "alpha")
+    assert done.returncode == 0, done.stderr
+    exp = export_of(cluster, eid)
+    assert [(p["node"], p["ana_state"]) for p in exp["paths"]] == [("beta", "optimized")]
+    assert [r["node"] for r in exp["removed"]] == ["alpha"], exp
+    assert "no other node runs the block service" in exp["removed"][0]["reason"]
+    done = spdk_dd(["--ib=remoten1", f"--of={back}", f"--bs={MiB}", "--count=8"],
+                   attach_config(b["traddr"], b["trsvcid"], nqn, HOST_NQN), tmp_path / "dd")
+    assert done.returncode == 0 and back.read_bytes() == first + second, done.stdout[-800:]

@@ -81,30 +81,47 @@ def _address(node) -> tuple:
             str(int(options.get("nvmf_port") or up.DEFAULT_NVMF_PORT)))
 
 
-def connection(nqn: str, paths: list) -> dict:
-    """An export's connection info: the subsystem, every path, the optimized one on top."""
+def connection(nqn: str, paths: list, removed=()) -> dict:
+    """An export's connection info: the subsystem, every path, the optimized one on top, and
+    the paths a drain removed (``removed``: [{node, reason}], when there are any)."""
     best = next((p for p in paths if p["ana_state"] == "optimized"), paths[0])
-    return {"protocol": "nvmf", "subsystem_nqn": nqn, "trtype": "tcp", "nsid": 1,
+    info = {"protocol": "nvmf", "subsystem_nqn": nqn, "trtype": "tcp", "nsid": 1,
             "traddr": best["traddr"], "trsvcid": best["trsvcid"], "read_only": False,
             "paths": paths}
+    if removed:
+        info["removed"] = list(removed)
+    return info
+
+
+def _reconnect(row: BlockExport, paths: list) -> dict:
+    """``row``'s connection info with ``paths``."""
+    return connection(row.connection["subsystem_nqn"], paths, row.connection.get("removed", ()))
 
 
 def plan(volume, nodes: list) -> dict:
     """The connection of a new export of ``volume`` on up to MAX_PATHS of ``nodes``: the node
     with the fewest optimized paths gets this one optimized."""
+    load = _optimized_paths()
+    nodes = sorted(nodes, key=lambda n: (load.get(n.name, 0), n.name))[:MAX_PATHS]
+    spec = parse_rbd_path(volume.path)
+    paths = [_new_path(node, "optimized" if i == 0 else "non_optimized", i)
+             for i, node in enumerate(nodes)]
+    return connection(f"{NQN_BASE}:rbd.{spec['pool']}.{spec['image']}", paths)
+
+
+def _optimized_paths() -> dict:
+    """{node name: how many optimized paths it serves}."""
     load = {}
     for e in BlockExport.objects.filter(protocol=BlockExport.Protocol.NVMF):
         for p in (e.connection or {}).get("paths", []):
             load[p["node"]] = load.get(p["node"], 0) + (p["ana_state"] == "optimized")
-    nodes = sorted(nodes, key=lambda n: (load.get(n.name, 0), n.name))[:MAX_PATHS]
-    spec = parse_rbd_path(volume.path)
-    paths = []
-    for i, node in enumerate(nodes):
-        traddr, trsvcid = _address(node)
-        paths.append({"node": node.name, "traddr": traddr, "trsvcid": trsvcid,
-                      "ana_state": "optimized" if i == 0 else "non_optimized",
-                      "target_index": i, "client": "", "serving": "", "error": ""})
-    return connection(f"{NQN_BASE}:rbd.{spec['pool']}.{spec['image']}", paths)
+    return load
+
+
+def _new_path(node, ana_state: str, target_index: int) -> dict:
+    traddr, trsvcid = _address(node)
+    return {"node": node.name, "traddr": traddr, "trsvcid": trsvcid, "ana_state": ana_state,
+            "target_index": target_index, "client": "", "serving": "", "error": ""}
 
 
 # -- what a node serves ---------------------------------------------------------------------
@@ -124,8 +141,7 @@ def heal(name: str) -> list:
             if p is None or p["ana_state"] != "inaccessible":
                 continue
             p.update(ana_state="non_optimized", client="", serving="", fenced=False)
-            row.connection = connection(row.connection["subsystem_nqn"],
-                                        row.connection["paths"])
+            row.connection = _reconnect(row, row.connection["paths"])
             row.save(update_fields=["connection", "updated_at"])
         healed.append(e.export_id)
         log.info("block: node %s is back: its path of %s is non-optimized", name, e.export_id)
@@ -159,8 +175,7 @@ def apply_here(rt, export: BlockExport, node: str, host_group, qos=None) -> dict
         p = path_of(row, node)
         if p is not None and p["ana_state"] == path["ana_state"]:
             p.update(outcome)
-            row.connection = connection(row.connection["subsystem_nqn"],
-                                        row.connection["paths"])
+            row.connection = _reconnect(row, row.connection["paths"])
             serving = [q for q in row.connection["paths"] if q.get("serving")]
             row.state = BlockExport.State.ONLINE if serving else BlockExport.State.ERROR
             row.error = "" if serving else "; ".join(
@@ -219,11 +234,63 @@ def fail_over(names: list) -> list:
             if live and not any(p["ana_state"] == "optimized" for p in live):
                 best = live[0]
                 best["ana_state"] = "optimized"
-            row.connection = connection(row.connection["subsystem_nqn"], paths)
+            row.connection = _reconnect(row, paths)
             row.save(update_fields=["connection", "error", "updated_at"])
         moved.append((row.export_id, best["node"] if best else None))
         log.warning("block: %s: node(s) %s down; optimized path now on %s", row.export_id,
                     ", ".join(names), best["node"] if best else "(unchanged)")
     if moved:
         bump()       # the paths are an outcome field: the placement's receivers skip them
+    return moved
+
+
+# -- drain ----------------------------------------------------------------------------------
+
+def move_off(name: str) -> list:
+    """Node ``name`` was drained (it stops its block daemons): each of its paths moves to a
+    node serving the block service with nvmf_tgt that has no path of that export yet (the
+    one with the fewest optimized paths), with the same controller-ID range. When the
+    drained path was the optimized one, a surviving path becomes optimized (the hosts are
+    connected to it already; they connect the new path when told) and the new one is
+    non-optimized. With no node to take it, the path is removed and the connection's
+    ``removed`` says why; an export left without any path keeps it ``inaccessible`` and
+    goes to ``error``. Returns [(export_id, the node the path went to, or None)]."""
+    moved = []
+    for e in BlockExport.objects.filter(protocol=BlockExport.Protocol.NVMF):
+        if not path_of(e, name):
+            continue
+        with transaction.atomic():
+            row = BlockExport.objects.select_for_update().get(pk=e.pk)
+            old = path_of(row, name)
+            if old is None:
+                continue
+            rest = [p for p in row.connection["paths"] if p is not old]
+            taken = {p["node"] for p in rest} | {name}
+            load = _optimized_paths()
+            spare = sorted((n for n in serving_nodes("block", DAEMON) if n.name not in taken),
+                           key=lambda n: (load.get(n.name, 0), n.name))
+            alive = [p for p in rest if p["ana_state"] != "inaccessible"]
+            if old["ana_state"] == "optimized" and alive:
+                alive[0]["ana_state"] = "optimized"
+            has_optimized = any(p["ana_state"] == "optimized" for p in rest)
+            removed = [r for r in row.connection.get("removed", []) if r["node"] != name]
+            if spare:
+                new = _new_path(spare[0], "non_optimized" if has_optimized else "optimized",
+                                old["target_index"])
+                paths = [new if p is old else p for p in row.connection["paths"]]
+            else:
+                reason = (f"node {name} was drained and no other node runs the block service "
+                          "with nvmf_tgt to take its path")
+                removed.append({"node": name, "reason": reason})
+                paths = rest or [{**old, "ana_state": "inaccessible", "serving": "",
+                                  "error": reason}]
+                if not rest:
+                    row.state, row.error = BlockExport.State.ERROR, reason
+            row.connection = connection(row.connection["subsystem_nqn"], paths, removed)
+            row.save(update_fields=["connection", "state", "error", "updated_at"])
+        moved.append((row.export_id, spare[0].name if spare else None))
+        log.warning("block: %s: node %s drained; its path %s", row.export_id, name,
+                    f"moved to {spare[0].name}" if spare else "removed (no node to take it)")
+    if moved:
+        bump()
     return moved

@@ -15,7 +15,7 @@ from django.dispatch import receiver
 from services.block import paths
 from services.block.service import (follow_volume, refuse_volume_delete, refuse_volume_move,
                                     volume_resized)
-from services.nodes.public import Node, node_down, node_up
+from services.nodes.public import Node, node_down, node_drained, node_up
 from services.storage.models import Volume
 from services.tiering.public import check_move, moved
 
@@ -60,3 +60,8 @@ def heal_paths(sender, name, **kwargs):
 @receiver(node_down, sender=Node)
 def fail_over_paths(sender, names, **kwargs):
     paths.fail_over(names)
+
+
+@receiver(node_drained, sender=Node)
+def move_paths_off(sender, name, **kwargs):
+    paths.move_off(name)

@@ -39,6 +39,7 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 node_down = Signal()        # names=[...]: nodes just written down (services.nodes.public)
 node_up = Signal()          # name=...: a node that was down heartbeats again (same)
 node_removed = Signal()     # name=...: a node taken out of the cluster (same)
+node_drained = Signal()     # name=...: a node drained, its services moved (same)
 # the RADOS namespace of the NFS servers' grace database, in the Ceph pool's own RADOS pool
 NFS_GRACE_NAMESPACE = "strata-nfs-grace"
 
@@ -379,6 +380,10 @@ def drain(name: str) -> dict:
             moved[service] = target.name
         node.services, node.schedule = [], Node.Schedule.DRAINED
         node.save(update_fields=["services", "schedule"])
+    for receiver, answer in node_drained.send_robust(sender=Node, name=name):
+        if isinstance(answer, Exception):
+            log.error("node %s drained: %s failed: %s", name,
+                      getattr(receiver, "__qualname__", receiver), answer)
     return {"name": node.name, "schedule": node.schedule, "moved": moved}
 
 

@@ -16,7 +16,7 @@ from services.storage.models import NAME_RE, Volume
 IQN_PREFIXES = ("iqn.", "eui.", "naa.")
 CHAP_HELP = "CHAP secrets are 12 to 16 characters (iSCSI initiators reject others)."
 CONNECTION_KEYS = ("target_iqn", "portal", "lun", "name", "host", "port", "uri", "socket",
-                   "subsystem_nqn", "trtype", "traddr", "trsvcid", "nsid", "paths")
+                   "subsystem_nqn", "trtype", "traddr", "trsvcid", "nsid", "paths", "removed")
 
 
 def _check_chap(attrs, instance, user_key, secret_key, errors_label):

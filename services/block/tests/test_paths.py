@@ -72,3 +72,30 @@ def test_one_host_without_serving_nodes_keeps_its_own_target(volume):
     node("alpha", "10.0.0.2", daemons={})
     Node.objects.filter(name="alpha").update(last_heartbeat=timezone.now() - timedelta(60))
     assert paths.wanted(volume) == []
+
+
+def test_a_drained_nodes_path_moves_to_another_node_or_is_removed(volume):
+    node("alpha", "10.0.0.2")
+    node("beta", "10.0.0.3")
+    node("gamma", "10.0.0.4")
+    exp = service.create_export(volume=volume, protocol="nvmf", allow_any=True)
+    assert [p["node"] for p in exp.connection["paths"]] == ["alpha", "beta"]
+
+    # the optimized node drained: beta (connected already) becomes optimized, gamma takes
+    # alpha's path and its controller-ID range, non-optimized
+    revision = Node.objects.get(name="gamma").revision
+    cluster.drain("alpha")
+    exp.refresh_from_db()
+    assert [(p["node"], p["ana_state"], p["target_index"]) for p in exp.connection["paths"]] == [
+        ("gamma", "non_optimized", 0), ("beta", "optimized", 1)]
+    assert exp.connection["traddr"] == "10.0.0.3" and exp.error == ""
+    assert Node.objects.get(name="gamma").revision > revision     # gamma serves it
+
+    # no other node left to take beta's path: it is removed, the reason shown
+    cluster.drain("beta")
+    exp.refresh_from_db()
+    assert [(p["node"], p["ana_state"]) for p in exp.connection["paths"]] == [
+        ("gamma", "optimized")]
+    assert [r["node"] for r in exp.connection["removed"]] == ["beta"]
+    assert "node beta was drained and no other node" in exp.connection["removed"][0]["reason"]
+    assert exp.state != "error"
