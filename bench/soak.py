@@ -46,11 +46,12 @@ sys.path.insert(0, str(ROOT))
 
 from bench import soak_load as load  # noqa: E402
 from bench.soak_faults import (CEPH_FAULTS, KILLED, CephFaults, Daemons,  # noqa: E402
-                               FaultWindows, growth)
+                               FaultWindows, growth, lives_of)
 from tests.appliance import Appliance  # noqa: E402
 
 LEAK_ALLOWANCE_MIB = 64     # a warmed-up daemon may still grow this much (caches, arenas)
 LEAK_MIB_PER_HOUR = 64      # ... plus this per hour; more is a leak
+SAMPLE_S = 15.0             # the daemons' memory is sampled this often through the run
 FD_ALLOWANCE = 64           # descriptors a daemon may gain (clients' connections); more: a leak
 PASSWORD = "Strata-soak-1"
 CEPH_POOL = "ceph"          # --ceph: the pool of the checkpoint file system and of S3 data
@@ -102,6 +103,7 @@ class Soak:
         self.keys = keys
         self.faults: list[dict] = []
         self.before_kills: dict[str, list] = {}   # daemon -> its usage just before each kill
+        self.series: list = []   # [t, {daemon: usage}] through the run (the leak rule's)
         self.user = ""
         self.traffic: list[load.Traffic] = []
 
@@ -185,7 +187,7 @@ class Soak:
                 os.sync()
             elif kind == "ceph:osd":
                 osd = self.ceph.next_osd
-                before = self.ceph.sample().get(f"ceph-osd.{osd}")
+                before = self.note(self.ceph.sample()).get(f"ceph-osd.{osd}")
                 if before:
                     self.before_kills.setdefault(f"ceph-osd.{osd}", []).append(before)
                 record.update(self.ceph.kill_osd())
@@ -193,7 +195,7 @@ class Soak:
                 record.update(self.ceph.mds_failover())
             else:
                 name = kind.removeprefix("kill:")
-                before = self.daemons.sample().get(name)
+                before = self.note(self.daemons.sample()).get(name)
                 if before:
                     self.before_kills.setdefault(name, []).append(before)
                 back = self.daemons.kill9(name)
@@ -223,8 +225,11 @@ class Soak:
         plan = self.schedule(warmup)
         for t in self.traffic:
             t.start()
+        sampling = threading.Event()
+        sampler = threading.Thread(target=self.sample_every, args=(sampling,), daemon=True)
+        sampler.start()
         time.sleep(warmup)
-        start, started = self.sample(), time.monotonic()
+        start, started = self.note(self.sample()), time.monotonic()
         for at, kind in plan:
             wait = self.t0 + at - time.monotonic()
             if wait > 0:
@@ -238,12 +243,14 @@ class Soak:
         for t in self.traffic:
             t.join(300)
         ended = time.monotonic()
-        end = self.sample()
+        sampling.set()
+        sampler.join(60)
+        end = self.note(self.sample())
         checked, bad = self.verify_all()
         for what in bad:
             self.stats.mismatch(f"final: {what}")
-        memory = growth(start, self.before_kills, end, (ended - started) / 3600,
-                        LEAK_ALLOWANCE_MIB, LEAK_MIB_PER_HOUR, FD_ALLOWANCE)
+        memory = growth(start, self.before_kills, end, (ended - started) / 3600, self.series,
+                        warmup, LEAK_ALLOWANCE_MIB, LEAK_MIB_PER_HOUR, FD_ALLOWANCE)
         for name, m in memory.items():
             if name.startswith("ceph-"):   # Ceph's own: reported, not judged
                 m["over_limit"], m["leak"] = m["leak"], False
@@ -252,6 +259,18 @@ class Soak:
     def sample(self) -> dict:
         """Memory and descriptors of every daemon (Ceph's too, with --ceph)."""
         return {**self.daemons.sample(), **(self.ceph.sample() if self.ceph else {})}
+
+    def note(self, sample: dict) -> dict:
+        """Add ``sample`` to the run's series (for the leak rule); return it."""
+        self.series.append([round(time.monotonic() - self.t0, 1), sample])
+        return sample
+
+    def sample_every(self, done: threading.Event) -> None:
+        """Sample every daemon every SAMPLE_S (a third of that in a run under 10 minutes)."""
+        every = SAMPLE_S if self.seconds >= 600 else SAMPLE_S / 3
+        while not done.wait(every):
+            with contextlib.suppress(Exception):   # a daemon between two lives: next time
+                self.note(self.sample())
 
     def report(self, plan, memory, checked, elapsed) -> dict:
         classes = self.stats.table()
@@ -285,6 +304,8 @@ class Soak:
                 "leak_rule": {"allowance_mib": LEAK_ALLOWANCE_MIB,
                               "mib_per_hour": LEAK_MIB_PER_HOUR,
                               "fd_allowance": FD_ALLOWANCE},
+                "series": [[t, {n: [u["pid"], u["pss_mib"], u["rss_mib"], u["fds"]]
+                                for n, u in sample.items()}] for t, sample in self.series],
                 "failures": failures, "ok": not failures}
 
 
@@ -319,14 +340,24 @@ def print_report(r: dict) -> None:
               f"  read back {f['read_back']['checked']}, "
               f"{len(f['read_back']['mismatches'])} mismatches")
     print(f"\n{'daemon':<22}{'PSS start':>10}{'max':>8}{'end':>8}{'MiB/h':>9}{'RSS start':>10}"
-          f"{'RSS end':>9}{'fds':>11}  leak (PSS in MiB; max: end or just before a kill)")
+          f"{'RSS end':>9}{'fds':>11}{'judged':>8}  leak (PSS in MiB; max: end or just before "
+          f"a kill; judged: the largest rise over the second half of a life)")
     for n, m in r["memory"].items():
         s, e = m["start"], m["end"] or {}
         print(f"{n:<22}{s['pss_mib']:>10}{round(s['pss_mib'] + m.get('pss_growth_mib', 0), 1):>8}"
               f"{e.get('pss_mib', '-'):>8}{str(m.get('pss_growth_mib_per_hour')):>9}"
               f"{s['rss_mib']:>10}{e.get('rss_mib', '-'):>9}"
-              f"{str(s.get('fds', '-')) + '->' + str(e.get('fds', '-')):>11}  "
+              f"{str(s.get('fds', '-')) + '->' + str(e.get('fds', '-')):>11}"
+              f"{str(m.get('judged_rise_mib', '-')):>8}  "
               f"{'LEAK' if m['leak'] else 'not judged' if n.startswith('ceph-') else 'no'}")
+    print("\nPSS (MiB) through the run, a life per line, [seconds into the run, PSS], at most "
+          "12 samples each:")
+    for n in r["memory"]:
+        for life in lives_of(n, [[t, {k: {"pid": v[0], "pss_mib": v[1], "processes": 1}
+                                          for k, v in sample.items()}]
+                                     for t, sample in r["series"]]).values():
+            step = max(1, len(life) // 12)
+            print(f"  {n:<20}" + " ".join(f"{t:.0f}:{m:.0f}" for t, m in life[::step]))
     print(f"\nread back at the end: {r['read_back']['checked_at_end']} items, "
           f"{'all OK' if r['read_back']['ok'] else 'MISMATCHES'}")
     for c, errs in r["unexpected_errors"].items():

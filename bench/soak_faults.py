@@ -207,35 +207,71 @@ class Daemons:
                            f"{self.recorded()[name]}")
 
 
-def growth(start: dict, before_kills: dict, end: dict, hours: float, allowance_mib: float,
-           mib_per_hour: float, fd_allowance: int) -> dict:
+def growth(start: dict, before_kills: dict, end: dict, hours: float, series: list,
+           warm_s: float, allowance_mib: float, mib_per_hour: float, fd_allowance: int) -> dict:
     """Per daemon: memory and fds after the warm-up (``start``) and at the end, growth per
     hour, and whether it leaks.
 
-    A daemon killed during the run is judged on its largest figure: the end (its new
-    process) or the sample taken just before each kill (``before_kills``: daemon -> list of
-    usage), so a kill does not hide a leak. It leaks when its PSS grew from the start by more
-    than ``allowance_mib`` plus ``mib_per_hour`` per hour of the run, or its descriptors by
-    more than ``fd_allowance``."""
+    Memory is judged per life of the daemon (one pid; a kill starts a new life) on the samples
+    of the second half of that life, none before ``warm_s`` into the run: the first half is
+    its warm-up (modules imported and clients made on a task's first run, caches filling,
+    pages a forked child shares with its parent copied as it writes them), a leak keeps
+    growing through the second. The least-squares line through those samples gives the
+    rise; more than ``allowance_mib`` plus ``mib_per_hour`` per hour of that span is a leak.
+    A life with fewer than 3 such samples is not judged on memory. ``series``: [t, {daemon:
+    usage}] taken through the run (just before each kill and at the end too). Descriptors:
+    more than ``fd_allowance`` above ``start`` at the end or just before a kill is a leak."""
     out = {}
-    limit = allowance_mib + mib_per_hour * hours
     for name, s in sorted(start.items()):
         e = end.get(name)
         seen = [u for u in [e, *before_kills.get(name, ())] if u]
         if not seen:
             out[name] = {"start": s, "end": None, "leak": True, "note": "not running at the end"}
             continue
-        worst_pss = max(u["pss_mib"] for u in seen)
-        worst_fds = max(u["fds"] for u in seen)
-        grew = worst_pss - s["pss_mib"]
+        grew = max(u["pss_mib"] for u in seen) - s["pss_mib"]
+        fds = max(u["fds"] for u in seen) - s["fds"]
+        lives = [life_growth(pid, points, warm_s, allowance_mib, mib_per_hour)
+                 for pid, points in lives_of(name, series).items()]
+        lives = [x for x in lives if x]
         out[name] = {"start": s, "end": e, "before_kills": before_kills.get(name, []),
                      "pss_growth_mib": round(grew, 1),
                      "pss_growth_mib_per_hour": round(grew / hours, 1),
                      "end_growth_mib_per_hour": round(
                          ((e or s)["pss_mib"] - s["pss_mib"]) / hours, 1),
-                     "fd_growth": worst_fds - s["fds"], "limit_mib": round(limit, 1),
-                     "leak": grew > limit or worst_fds - s["fds"] > fd_allowance}
+                     "fd_growth": fds, "lives": lives,
+                     "judged_rise_mib": max((x["rise_mib"] for x in lives), default=None),
+                     "leak": any(x["leak"] for x in lives) or fds > fd_allowance}
     return out
+
+
+def lives_of(name: str, series: list) -> dict:
+    """{pid: [(t, PSS MiB)]} of one daemon from the samples of the run."""
+    out: dict = {}
+    for t, sample in series:
+        u = sample.get(name)
+        if u and u["processes"]:
+            out.setdefault(u["pid"], []).append((t, u["pss_mib"]))
+    return out
+
+
+def life_growth(pid: int, points: list, warm_s: float, allowance_mib: float,
+                mib_per_hour: float) -> dict | None:
+    """The rise of one life's PSS over the second half of it (see growth), or None when
+    fewer than 3 samples fall there."""
+    points = sorted(points)
+    since = max(warm_s, (points[0][0] + points[-1][0]) / 2)
+    judged = [(t, m) for t, m in points if t >= since]
+    if len(judged) < 3 or judged[-1][0] - judged[0][0] <= 0:
+        return None
+    n = len(judged)
+    mt, mm = sum(t for t, _ in judged) / n, sum(m for _, m in judged) / n
+    slope = sum((t - mt) * (m - mm) for t, m in judged) / sum((t - mt) ** 2 for t, _ in judged)
+    span = judged[-1][0] - judged[0][0]
+    rise, limit = slope * span, allowance_mib + mib_per_hour * span / 3600
+    return {"pid": pid, "from_s": round(judged[0][0], 1), "to_s": round(judged[-1][0], 1),
+            "samples": n, "pss_from": judged[0][1], "pss_to": judged[-1][1],
+            "rise_mib": round(rise, 1), "mib_per_hour": round(slope * 3600, 1),
+            "limit_mib": round(limit, 1), "leak": rise > limit}
 
 
 class CephFaults:
