@@ -410,7 +410,7 @@ def main(argv=None) -> int:
     finally:
         for t in soak.traffic:
             t.stop.set()
-        if args.keep_logs:
+        if args.keep_logs and (app.data_dir / "log").is_dir():
             shutil.copytree(app.data_dir / "log", args.keep_logs, dirs_exist_ok=True)
             with contextlib.suppress(OSError):
                 shutil.copy(app.data_dir / "soak-up.log", args.keep_logs)

@@ -53,7 +53,8 @@ class Stats:
                 self.mismatch(f"{cls}: {exc}")
                 return None
             except Exception as exc:  # noqa: BLE001 - every failure is classified below
-                text = error_text(exc)[:400]
+                text = (f"{error_text(exc)[:360]} (a try of {time.monotonic() - t0:.1f} s, "
+                        f"ended {time.strftime('%H:%M:%S', time.gmtime())} UTC)")
                 with self.lock:
                     book = self.expected if self.windows.expected(cls, exc) else self.unexpected
                     book.setdefault(cls, []).append(text)
