@@ -218,6 +218,15 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A message a worker took stays unacknowledged (in Redis) until its task is done; if the
+# worker dies (kill -9, a node lost), any live worker puts it back on its queue once it is
+# STRATA_TASK_VISIBILITY_TIMEOUT s old (kombu's default: an hour), checking every 10 s. A task
+# running longer than that is handed out again while it runs: a job's second run finds its row
+# claimed and does nothing (plane/jobs.py); the other tasks take seconds.
+STRATA_TASK_VISIBILITY_TIMEOUT = float(os.environ.get("STRATA_TASK_VISIBILITY_TIMEOUT", "300"))
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": STRATA_TASK_VISIBILITY_TIMEOUT,
+                                   "unacked_restore_interval": 10,
+                                   "unacked_restore_throttle": 1}
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # Each service declares its periodic tasks in its `periodic.py` (PERIODIC_TASKS).
 CELERY_BEAT_SCHEDULE = {name: task for module in modules_named("periodic")

@@ -110,10 +110,11 @@ class WorkerProcess:
     """A real Celery worker subprocess on the test database and broker, to be killed with
     SIGKILL mid-job (the in-thread ``worker`` fixture cannot be); ``pool="prefork"`` runs the
     job in a child process (as `strata up`'s worker does), which can be killed alone;
-    ``command="beat"`` runs Celery beat with the database scheduler instead."""
+    ``command="beat"`` runs Celery beat with the database scheduler instead; ``prefetch``:
+    the worker's prefetch multiplier (2: it takes a second message while its child runs one)."""
 
     def __init__(self, data_dir, log_dir, lock_ttl: int = 3, command: str = "worker",
-                 pool: str = "solo", extra_env: dict | None = None):
+                 pool: str = "solo", extra_env: dict | None = None, prefetch: int = 1):
         import subprocess
         import sys
 
@@ -134,16 +135,23 @@ class WorkerProcess:
         self.log_path = os.path.join(str(log_dir), f"{command}.log")
         if command == "worker":
             args = ["worker", "--pool", pool, "--concurrency", "1", "--without-heartbeat",
-                    "--without-gossip", "--without-mingle"]
+                    "--without-gossip", "--without-mingle", "--prefetch-multiplier",
+                    str(prefetch)]
         else:
             args = ["beat", "--schedule", os.path.join(str(log_dir), "beat-schedule")]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "plane", *args, "-l", "info"],
             cwd=REPO, env=env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT)
 
-    def kill9(self) -> None:
+    def kill9(self, children: bool = False) -> None:
+        """SIGKILL the worker (``children``: its pool's children first, which would
+        otherwise finish the task they run)."""
         import signal
         if self.proc.poll() is None:
+            if children:
+                with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
+                    for child in f.read().split():
+                        os.kill(int(child), signal.SIGKILL)
             os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
 
