@@ -17,11 +17,18 @@ killed with SIGKILL and started again 20 s later, and an MDS failover (`ceph mds
 the active MDS; the standby takes rank 0). Ceph's daemons' memory is reported, not judged
 (their caches grow to their targets by design).
 
-Exit 1 on an unexpected error, a read-back mismatch, a leak (a daemon's PSS, with its
-children's, grown from its figure after the warm-up by more than LEAK_ALLOWANCE_MIB +
-LEAK_MIB_PER_HOUR per hour of the run, or its descriptors by more than FD_ALLOWANCE, at the
-end or just before any kill of it), a scheduled fault that did not happen, or a class without
-operations. Usage (root):
+Exit 1 on an unexpected error, a read-back mismatch, a leak, a scheduled fault that did not
+happen, or a class without operations. The leak rule: every daemon's PSS (with its
+children's) is sampled every SAMPLE_S through the run (a third of that under 10 minutes), just
+before each kill of it and at the end. Each life of a daemon (a kill starts another) is judged
+on its samples from the middle of that life on, none in the run's warm-up: the least-squares
+line through them may rise by LEAK_ALLOWANCE_MIB + LEAK_MIB_PER_HOUR per hour of that span,
+more is a leak. The first half of a life is its warm-up: a daemon grows as its code paths run
+for the first time (the Celery worker's pool children import and connect on the first task of
+each kind and on the recovery paths a fault sets off: in steps of 5-40 MiB, flat between),
+while a leak grows through the second half too. A life with fewer than 3 samples there is not
+judged. Descriptors: more than FD_ALLOWANCE above the figure after the warm-up, at the end or
+just before a kill, is a leak. Usage (root):
 `python bench/soak.py [--minutes 30] [--ceph] [--json out.json] [--record]`.
 """
 from __future__ import annotations

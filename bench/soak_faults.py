@@ -103,8 +103,7 @@ def error_text(exc: BaseException) -> str:
             parts.append(str(code))
         children = getattr(exc, "errors", None)   # nfs-rs: a close's own failures
         for child in children if isinstance(children, tuple) else ():
-            parts.append(f"[{type(child).__name__}: {child} "
-                         f"{getattr(child, 'operation', '')} {getattr(child, 'code_name', '')}]")
+            parts.append(f"[{error_text(child)}]")
         exc = exc.__cause__ or exc.__context__
     return " <- ".join(parts).replace("\n", " ")
 
