@@ -498,15 +498,21 @@ def write_summary() -> None:
         worst = max(((m.get("pss_growth_mib_per_hour") or 0, n)
                      for n, m in run["memory"].items() if not n.startswith("ceph-")),
                     default=(0, "-"))   # Ceph's own daemons are reported, not judged
+        judged = max(((m["judged_rise_mib"], n) for n, m in run["memory"].items()
+                      if not n.startswith("ceph-") and m.get("judged_rise_mib") is not None),
+                     default=None)   # runs since the rule judges lives (older ones: "-")
         rows.append([run["time"], run["commit"],
                      f"{run['minutes']}{' on ceph' if run.get('ceph') else ''}", str(ops),
                      str(refused),
                      str(unexp), str(sum(f["happened"] for f in run["faults"])),
-                     f"{worst[1]} {worst[0]}", "OK" if run["read_back"]["ok"] else "MISMATCH",
+                     f"{worst[1]} {worst[0]}",
+                     f"{judged[1]} {judged[0]}" if judged else "-",
+                     "OK" if run["read_back"]["ok"] else "MISMATCH",
                      "pass" if run["ok"] else "FAIL"])
     write_table("soak", "Soak: mixed load with faults (bench/soak.py)",
                 ["time", "commit", "min", "ops", "expected refusals", "unexpected",
-                 "faults", "largest PSS growth MiB/h", "read-back", "result"], rows)
+                 "faults", "largest PSS growth MiB/h", "largest judged rise MiB",
+                 "read-back", "result"], rows)
 
 
 if __name__ == "__main__":
