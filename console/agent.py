@@ -13,6 +13,14 @@ node down after 15 s without one, and fences its Ceph clients). A plane that can
 reached is retried; a credential the plane refuses (the node was removed) stops the agent with
 that reason.
 
+Floating data addresses: once any node of the cluster has one, the agent runs keepalived
+(supervised as the other daemons, group ``vrrp``) with the configuration
+:mod:`plumbing.keepalived` makes from the cluster's nodes (``GET nodes/self/vrrp/``, fetched
+again whenever the revision moves), written to ``<data dir>/run/vrrp/keepalived.conf`` and
+reloaded with SIGHUP when it changes. The data daemons then listen on every address of the
+node (``file_bind`` and ``s3_host`` 0.0.0.0, unless the node's options say otherwise), so that
+a floating address that lands here is served at once.
+
 Under `strata up` (single host) the agent only reports: `strata up` supervises the daemons
 and the agent heartbeats for them (``report_only``, states from ``run/daemons.json``).
 """
@@ -20,14 +28,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
 from console.daemons import read_states
-from plumbing import nodeceph
+from plumbing import keepalived, nodeceph
+from plumbing.atomic import write_if_changed
 from console.supervisor import (Supervisor, _claim, _sweep, service_up_modules,
                                 DAEMON_START_TIMEOUT)
 from plumbing.process import ChildFailed
@@ -38,6 +49,8 @@ HEARTBEAT_EVERY = 5.0
 WATCH_POLL = 0.2
 DEFAULT_CONFIG = "/etc/strata/node.json"
 DEFAULT_DATA_DIR = "/var/lib/strata"
+# where the data daemons listen while the cluster has floating addresses: every address
+WILDCARD_BINDS = {"file_bind": "0.0.0.0", "s3_host": "0.0.0.0"}
 
 
 class CredentialRevoked(Exception):
@@ -85,6 +98,7 @@ class Agent:
         self.sup: Supervisor | None = None
         self.answer: dict | None = None   # the plane's latest answer, not applied yet
         self.revoked: CredentialRevoked | None = None
+        self.vrrp: dict = {}                # keepalived's configuration ({}: not running)
         self.woken = threading.Event()
 
     def env(self) -> dict:
@@ -199,8 +213,12 @@ class Agent:
         moved = revision != self.revision
         if moved:
             self.fetch_ceph_files()
+            self.follow_vrrp()
+        options = answer.get("options") or {}
+        if self.vrrp:
+            options = {**WILDCARD_BINDS, **options}
         started = set(self.services)
-        self.apply(answer.get("services") or [], answer.get("options") or {})
+        self.apply(answer.get("services") or [], options)
         if moved and self.revision is not None:
             for service in [s for s in self.services if s in started]:
                 self.sup.run_quietly(f"reconcile-{service}",
@@ -223,6 +241,76 @@ class Agent:
             print(f"strata node: pool {pool}: {error}", flush=True)
         nodeceph.forget_others(self.data, list(answer.get("pools") or {}) +
                                list(answer.get("errors") or {}))
+
+    def follow_vrrp(self) -> None:
+        """keepalived for the cluster's floating addresses: started when the first one
+        appears, reloaded (SIGHUP) when its configuration changed, stopped when none is
+        left. A plane that cannot be reached leaves it as it is."""
+        try:
+            members = self.client.get("nodes/self/vrrp/")["members"]
+        except ApiError as exc:
+            print(f"strata node: the floating addresses could not be fetched: {exc}",
+                  flush=True)
+            return
+        run = self.data / "run" / "vrrp"
+        try:
+            conf = self.vrrp_config(members)
+        except (OSError, subprocess.SubprocessError) as exc:   # a name that does not resolve
+            print(f"strata node: the floating addresses' configuration failed: {exc}",
+                  flush=True)
+            return
+        if not conf:
+            if self.vrrp:
+                print("strata node: no floating address left; keepalived stopped", flush=True)
+                self.sup.stop_group("vrrp")
+            self.vrrp = {}
+            return
+        binary = shutil.which("keepalived") or shutil.which("keepalived", path="/usr/sbin")
+        if binary is None:
+            print("strata node: the cluster has floating addresses but keepalived is not "
+                  "installed (Debian package keepalived); they stay off this node", flush=True)
+            return
+        run.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = run / keepalived.CONFIG_NAME
+        candidate = run / f"{keepalived.CONFIG_NAME}.new"
+        write_if_changed(candidate, keepalived.render(conf), mode=0o600)
+        problem = keepalived.check(binary, str(candidate))
+        if problem:
+            print(f"strata node: keepalived refuses its configuration, left as it was: "
+                  f"{problem}", flush=True)
+            return
+        changed = write_if_changed(path, candidate.read_text(), mode=0o600)
+        running = next((s.child for s in self.sup.children if s.group == "vrrp"), None)
+        if running is None:
+            self.sup.start("keepalived", keepalived.argv(binary, str(path), str(run)),
+                           group="vrrp")
+            print(f"strata node: keepalived started for "
+                  f"{len(conf['vrrp_instance'])} floating address(es)", flush=True)
+        elif changed and running.proc is not None and running.proc.poll() is None:
+            running.proc.send_signal(signal.SIGHUP)
+            print("strata node: keepalived reloaded (floating addresses changed)", flush=True)
+        self.vrrp = conf
+
+    def vrrp_config(self, members: list[dict]) -> dict:
+        """keepalived's configuration for this node from the cluster's ``members``."""
+        if not any(m.get("floating_address") for m in members):
+            return {}
+        members = [{**m, "data_address": keepalived.ipv4_of(m["data_address"])}
+                   for m in members]
+        own = next((m for m in members if m["name"] == self.config["name"]), None)
+        if own is None:
+            return {}
+        interface = keepalived.interface_of(own["data_address"])
+        if not interface:
+            print(f"strata node: no interface carries the data address "
+                  f"{own['data_address']}; floating addresses stay off this node", flush=True)
+            return {}
+        if not self.config.get("secret_key"):
+            print("strata node: no cluster secret in the node's configuration (join again); "
+                  "floating addresses stay off this node", flush=True)
+            return {}
+        return keepalived.config(self.config["name"], members, interface,
+                                 keepalived.auth_pass(self.config["secret_key"]))
 
     def apply(self, services: list[str], options: dict) -> None:
         """Start the daemons of services newly assigned, stop those of services taken away

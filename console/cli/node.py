@@ -13,7 +13,7 @@ from plumbing.atomic import write_atomic
 from plumbing.restclient import ApiError, RestClient
 
 NODE_COLS = ["name", "state", "schedule", "management_address", "data_address",
-             "services", "last_heartbeat", "daemons"]
+             "floating_address", "services", "last_heartbeat", "daemons"]
 
 
 def register(sub) -> dict:
@@ -44,9 +44,13 @@ def register(sub) -> dict:
                        ("drain", "move what can move to other nodes"),
                        ("remove", "take it out of the cluster; revoke its credential")):
         act.add_parser(name, help=text).add_argument("name")
-    x = act.add_parser("assign", help="set the services a node runs and their options")
+    x = act.add_parser("assign", help="set the services a node runs, their options and the "
+                                      "node's floating data address")
     x.add_argument("name")
-    x.add_argument("--services", required=True, help="comma-separated: block,file,object")
+    x.add_argument("--services", default=None, help="comma-separated: block,file,object")
+    x.add_argument("--floating-address", default=None, metavar="A.B.C.D/P",
+                   help="an address keepalived keeps on this node and moves to a survivor "
+                        "when it dies (10.0.0.101/24; '' for none)")
     x.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="a `strata up` option for its daemons (iscsi_port=3260, ...)")
     handle.local = True
@@ -88,9 +92,16 @@ def handle(_client, args, out) -> int:
         print(f"{args.name} removed; its credential no longer works")
     elif args.action == "assign":
         options = dict(_option(o) for o in args.option)
-        body = {"services": [s for s in args.services.split(",") if s]}
+        body = {}
+        if args.services is not None:
+            body["services"] = [s for s in args.services.split(",") if s]
         if options:
             body["options"] = options
+        if args.floating_address is not None:
+            body["floating_address"] = args.floating_address
+        if not body:
+            raise ApiError("assign: say what to set: --services, --option or "
+                           "--floating-address")
         out(row(c.patch(f"nodes/{args.name}/", body)), NODE_COLS)
     return 0
 

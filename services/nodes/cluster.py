@@ -9,6 +9,7 @@ Ceph pools can be served by any node, so a drain moves the node's services to ot
 nodes, and refuses (409 ``holds_local_resources``) while the node holds local pools.
 """
 import hashlib
+import ipaddress
 import logging
 import re
 import secrets
@@ -23,7 +24,7 @@ from django.utils import timezone
 from dataplane.errors import DataplaneError
 from plumbing.errors import Conflict, Forbidden, Invalid, NotFound
 from services.nodes.models import JoinToken, Node, NodeCredential
-from services.nodes.placement import SHARED, serves_service
+from services.nodes.placement import SHARED, bump, serves_service
 from services.storage.models import FileSystem, Pool, Volume
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,7 @@ def join(key: str, name: str, management_address: str, data_address: str,
         node = Node.objects.create(name=name, management_address=management_address,
                                    data_address=data_address, version=version[:64])
         credential = _issue_credential(node)
+        _peers_changed()
     database_url, role = node_database_url(name)
     if role:
         Node.objects.filter(pk=node.pk).update(db_role=role)
@@ -401,6 +403,7 @@ def remove(name: str) -> dict:
                            "first (`strata node drain`).", code="not_drained")
         role = node.db_role
         node.delete()   # its credential with it
+        _peers_changed()
     _drop_role(role)
     from services.storage import service as storage   # noqa: PLC0415  (as in ceph_files)
     storage.revoke_node_keys(name)
@@ -409,6 +412,60 @@ def remove(name: str) -> dict:
             log.error("node %s removed: %s failed: %s", name,
                       getattr(receiver, "__qualname__", receiver), answer)
     return {"name": name, "removed": True}
+
+
+# --- floating data addresses (keepalived on the nodes: plumbing.keepalived) -------------------
+
+def validate_floating_address(value, node: Node | None) -> str:
+    """``value`` as ``A.B.C.D/P`` ("" for none): an IPv4 host address with its prefix, held
+    by no other node (as floating or data address). Raises Invalid naming the field."""
+    value = (value or "").strip()
+    if not value:
+        return ""
+    try:
+        address = ipaddress.IPv4Interface(value)
+    except ValueError:
+        address = None
+    if address is None or "/" not in value:
+        raise Invalid("floating_address: an IPv4 address with its prefix length, e.g. "
+                      "10.0.0.101/24")
+    ip = address.ip
+    if ip.is_loopback or ip.is_multicast or ip.is_unspecified or ip.is_link_local or \
+            (address.network.prefixlen < 31 and ip in (address.network.network_address,
+                                                      address.network.broadcast_address)):
+        raise Invalid(f"floating_address: {value} is not a usable host address")
+    value = str(address)
+    others = Node.objects.exclude(pk=node.pk) if node is not None else Node.objects.all()
+    taken = others.filter(floating_address__startswith=f"{ip}/").first() or \
+        others.filter(data_address=str(ip)).first() or \
+        others.filter(management_address=str(ip)).first()
+    if taken is not None:
+        raise Invalid(f"floating_address: {ip} is already node {taken.name}'s address; a "
+                      "floating address belongs to one node")
+    return value
+
+
+def _peers_changed() -> None:
+    """A node joined or left: when the cluster has floating addresses, every node renders its
+    keepalived configuration again (the revision moves)."""
+    if Node.objects.exclude(floating_address="").exists():
+        bump()
+
+
+def set_floating_address(node: Node, value: str) -> None:
+    """Give ``node`` its floating address ("" takes it away); every node follows."""
+    if node.floating_address != value:
+        node.floating_address = value
+        node.save(update_fields=["floating_address"])
+        bump()
+
+
+def vrrp_members() -> list[dict]:
+    """Every node of the cluster (not the single host of `strata up`) as keepalived's
+    configuration needs it: ``{"name", "data_address", "floating_address"}``, by name."""
+    return [{"name": n, "data_address": d, "floating_address": f} for n, d, f in
+            Node.objects.filter(local=False).order_by("name")
+            .values_list("name", "data_address", "floating_address")]
 
 
 def validate_services(services) -> list[str]:

@@ -25,6 +25,9 @@ class Node(models.Model):
     name = NameField(unique=True)
     management_address = models.CharField(max_length=255)
     data_address = models.CharField(max_length=255)
+    # an IPv4 address with its prefix (10.77.0.101/24) that keepalived keeps on this node
+    # while it lives and moves to a survivor when it dies ("" when none); unique
+    floating_address = models.CharField(max_length=64, blank=True, default="")
     state = models.CharField(max_length=16, choices=State.choices, default=State.JOINING)
     schedule = models.CharField(max_length=16, choices=Schedule.choices,
                                 default=Schedule.ACTIVE)
@@ -45,6 +48,9 @@ class Node(models.Model):
 
     class Meta:
         ordering = ["name"]
+        constraints = [models.UniqueConstraint(
+            fields=["floating_address"], condition=~models.Q(floating_address=""),
+            name="nodes_node_floating_address_unique")]
 
     def __str__(self):
         return self.name

@@ -25,12 +25,16 @@ PAGES = [
               "is down and its daemons are unknown. A node serves the file systems and "
               "volumes of its own disks, and those of Ceph pools when it runs their service. "
               "Drain moves what can move (services of "
-              "Ceph pools) to other nodes; what lives on a node's own disks cannot move.",
+              "Ceph pools) to other nodes; what lives on a node's own disks cannot move. A "
+              "node's floating address (`strata node assign NODE --floating-address "
+              "A.B.C.D/P`) stays on it while it lives and moves to another node when it dies "
+              "(keepalived on every node).",
          columns=[Column("name", "Name"), Column("live_state", "State", "state"),
                   Column("schedule", "Schedule", "state"),
                   Column("last_heartbeat", "Last heartbeat", "time"),
                   Column("management_address", "Management"),
-                  Column("data_address", "Data"), Column("services", "Services", "list"),
+                  Column("data_address", "Data"), Column("floating_address", "Floating"),
+                  Column("services", "Services", "list"),
                   Column("daemon_line", "Daemons"), Column("serves_line", "Serves")],
          actions=[Action("Cordon", "/api/v1/nodes/{key}/cordon/"),
                   Action("Uncordon", "/api/v1/nodes/{key}/uncordon/"),

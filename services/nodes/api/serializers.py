@@ -2,6 +2,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from services.nodes import cluster, placement
+from plumbing.errors import Invalid
 from services.nodes.models import Node
 
 
@@ -18,9 +19,16 @@ class NodeSerializer(serializers.ModelSerializer):
     class Meta:
         model = Node
         fields = ["name", "state", "schedule", "management_address", "data_address",
-                  "services", "options", "daemons", "serves", "version", "local",
+                  "floating_address", "services", "options", "daemons", "serves", "version", "local",
                   "last_heartbeat", "heartbeat_age_s", "joined_at"]
-        read_only_fields = [f for f in fields if f not in ("services", "options")]
+        read_only_fields = [f for f in fields
+                            if f not in ("services", "options", "floating_address")]
+        # uniqueness is checked by validate_floating_address (a 400 naming the holder)
+        validators = []
+        extra_kwargs = {"floating_address": {
+            "validators": [], "help_text": "an IPv4 address with its prefix (10.0.0.101/24) that keepalived "
+                         "keeps on this node and moves to a survivor when it dies; '' for "
+                         "none; unique in the cluster"}}
 
     @extend_schema_field(serializers.ChoiceField(choices=Node.State.choices))
     def get_state(self, node):
@@ -45,6 +53,19 @@ class NodeSerializer(serializers.ModelSerializer):
 
     def validate_services(self, value):
         return cluster.validate_services(value)
+
+    def validate_floating_address(self, value):
+        try:
+            return cluster.validate_floating_address(value, self.instance)
+        except Invalid as exc:
+            raise serializers.ValidationError(exc.message.split(": ", 1)[1]) from None
+
+    def update(self, node, validated_data):
+        floating = validated_data.pop("floating_address", None)
+        node = super().update(node, validated_data)
+        if floating is not None:    # after the save: its bump must not be written over
+            cluster.set_floating_address(node, floating)
+        return node
 
     def validate_options(self, value):
         if not isinstance(value, dict):
@@ -93,6 +114,16 @@ class AssignmentSerializer(serializers.Serializer):
     heartbeat_every = serializers.FloatField()
     revision = serializers.IntegerField(help_text="moves when what the services serve "
                                                   "changes: the node reconciles again")
+
+
+class VrrpMemberSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    data_address = serializers.CharField()
+    floating_address = serializers.CharField(help_text="'' when the node has none")
+
+
+class VrrpSerializer(serializers.Serializer):
+    members = VrrpMemberSerializer(many=True, help_text="every node of the cluster, by name")
 
 
 class CephPoolFilesSerializer(serializers.Serializer):

@@ -28,7 +28,7 @@ class NodeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Updat
         super().check_permissions(request)
         # an undeclared method has no action: DRF answers it 405 after this check
         if request.method not in ("GET", "HEAD", "OPTIONS") and self.action is not None \
-                and self.action not in ("join", "heartbeat", "me", "ceph") \
+                and self.action not in ("join", "heartbeat", "me", "ceph", "vrrp") \
                 and role_of(request.user) != ADMIN:
             raise Forbidden("Only admins manage the cluster's nodes.")
 
@@ -113,6 +113,17 @@ class NodeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Updat
         pool's client and its key (node credentials only; the agent writes them 0600 under
         its data directory)."""
         response = Response(cluster.ceph_files(request.auth))
+        response.audited = False
+        return response
+
+    @extend_schema(responses=s.VrrpSerializer)
+    @action(detail=False, methods=["get"], url_path="self/vrrp", authentication_classes=[
+        NodeCredentialAuthentication], permission_classes=[IsNode])
+    def vrrp(self, request):
+        """The cluster's nodes with their data and floating addresses (node credentials
+        only): the node's keepalived configuration is made from them
+        (``plumbing.keepalived``), fetched again whenever the revision moves."""
+        response = Response({"members": cluster.vrrp_members()})
         response.audited = False
         return response
 
