@@ -14,13 +14,15 @@ cd "$(dirname "$0")/.."
 SUITE=bookworm
 # systemd as PID 1 and ssh (nspawn nodes, reached by Ansible), Python for Ansible and for
 # Strata's venv, the clients a node or a guest runs (NFS, iSCSI, NVMe-oF, Ceph), and what
-# the Ansible roles install (Ganesha with its Ceph FSAL, PostgreSQL and Redis for the plane),
+# the Ansible roles install (Ganesha with its Ceph FSAL, PostgreSQL and Redis for the plane,
+# keepalived for the nodes' floating addresses),
 # so that a role's apt task finds them present instead of fetching them per node.
 PACKAGES=(systemd systemd-sysv dbus openssh-server python3 python3-venv python3-apt
           iproute2 iputils-ping ca-certificates kmod udev procps less
           e2fsprogs xfsprogs util-linux mount
           nfs-common open-iscsi nvme-cli ceph-common ceph-fuse
-          nfs-ganesha nfs-ganesha-ceph nfs-ganesha-rados-grace postgresql redis-server)
+          nfs-ganesha nfs-ganesha-ceph nfs-ganesha-rados-grace postgresql redis-server
+          keepalived)
 key=$( { echo "$SUITE ${PACKAGES[*]}"; } | sha256sum | cut -c1-12)
 cache=${STRATA_ROOT_CACHE:-/var/cache/strata}
 root=$cache/debian-root-$SUITE-$key

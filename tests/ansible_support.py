@@ -31,12 +31,18 @@ def cluster_commands() -> bool:
     return " plane" in proc.stdout and " node" in proc.stdout
 
 
+def floating_address(host) -> str:
+    """The node's floating data address on the bridge (its own address + 100: .111 for .11)."""
+    return f"{SUBNET}.{host.index + 100}"
+
+
 def write_inventory(hosts: Hosts, plane: list[str], nodes: list[str], wheels: str) -> Path:
     """An inventory of the session's hosts (the ansible/inventory.example.ini layout)."""
     h = hosts.hosts
     lines = ["[plane]"] + [f"{n} ansible_host={h[n].address} strata_plane_address={h[n].address}"
                            for n in plane]
-    lines += ["", "[nodes]"] + [f"{n} ansible_host={h[n].address}" for n in nodes]
+    lines += ["", "[nodes]"] + [f"{n} ansible_host={h[n].address} "
+                                f"floating_address={floating_address(h[n])}/24" for n in nodes]
     lines += ["", "[all:vars]", "ansible_user=root",
               f"ansible_ssh_private_key_file={hosts.key}",
               f"ansible_ssh_common_args='-o UserKnownHostsFile={hosts.known_hosts} "

@@ -10,12 +10,15 @@ that need a running plane skip, saying so.
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 import time
 
 import pytest
 import requests
 
-from tests.ansible_support import cluster_commands, playbook, wheelhouse, write_inventory
+from tests.ansible_support import (cluster_commands, floating_address, playbook, wheelhouse,
+                                   write_inventory)
 from tests.kit import wait_for
 from tests.nodes import cluster_hosts  # noqa: F401  (the session fixture)
 
@@ -144,12 +147,48 @@ def test_node_removed_by_playbook_is_drained_and_its_credential_stops_working(de
     assert probe.returncode != 0 and "401" in probe.stderr + probe.stdout
 
 
+def _answered_by(hosts, address: str) -> str | None:
+    """The host name of the node that answers ssh on ``address`` (sshd listens on every
+    address of a node, as the data daemons do once the cluster has floating addresses), or
+    None. Host keys differ per node: this address's key is not pinned."""
+    proc = subprocess.run(["ssh", "-i", str(hosts.key), "-o", "BatchMode=yes",
+                           "-o", "ConnectTimeout=3", "-o", "StrictHostKeyChecking=no",
+                           "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+                           f"root@{address}", "hostname"],
+                          capture_output=True, text=True, timeout=30)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def _tcp_answers(address: str, port: int = 22) -> bool:
+    try:
+        socket.create_connection((address, port), timeout=0.3).close()
+        return True
+    except OSError:
+        return False
+
+
 @needs_cluster
-def test_crashed_node_is_marked_down_in_time(deployed):
+def test_crashed_node_is_marked_down_in_time_and_its_floating_address_moves(deployed):
     hosts, _, _ = deployed
-    assert _nodes(hosts)["node3"]["state"] == "up"
+    nodes = _nodes(hosts)
+    assert nodes["node3"]["state"] == "up"
+    floating = {n: floating_address(hosts.hosts[n]) for n in NODES}
+    assert {n: nodes[n]["floating_address"] for n in NODES} == \
+        {n: f"{a}/24" for n, a in floating.items()}
+    # each floating address is on its owner (keepalived MASTER on every node)
+    wait_for(lambda: {n: _answered_by(hosts, a) for n, a in floating.items()} ==
+             {n: n for n in NODES}, 60, "each floating address answered by its node",
+             interval=1)
     start = time.monotonic()
     hosts.crash("node3")
+    # a client of node3's floating address: it answers again once a survivor took it over
+    wait_for(lambda: _tcp_answers(floating["node3"]), 30, "node3's floating address back",
+             interval=0.1)
+    moved = time.monotonic() - start
+    # by the stable order: the node after node3 by name, wrapping round
+    assert _answered_by(hosts, floating["node3"]) == "node1"
+    print(f"node3's floating address answered from node1 {moved:.1f} s after the crash "
+          "(bound 30 s)")
     wait_for(lambda: _nodes(hosts)["node3"]["state"] == "down", 40, "node3 down", interval=0.5)
     seconds = time.monotonic() - start
     print(f"crashed node marked down after {seconds:.1f} s (stated: 15 s without heartbeat)")
