@@ -4,7 +4,8 @@ command of each.
 An export of a file system on a Ceph pool is served by every node assigned the file
 service (active-active, one grace database); one on a local pool by its node; on a single
 host (`strata up`), by this host. Each entry is ``{node, address, port, state, mount}``
-(``address``: the node's data address; ``port``: its Ganesha's; ``state``: the node's,
+(``address``: the node's floating address when it has one, which keepalived moves to a
+survivor when the node dies, else its data address; ``port``: its Ganesha's; ``state``: the node's,
 ``up`` or ``down``). The recommended entry spreads exports over the nodes that are up
 (export id modulo their number), so that clients that take it do not all land on one node;
 a client that wants more spreads its own mounts over the entries.
@@ -31,7 +32,7 @@ def export_entries(export) -> dict:
     target = "/mnt/" + export.pseudo.strip("/").replace("/", "-")
     nodes = [n for n in nodes_serving(export.filesystem.pool, "file") if not n.local]
     if nodes:
-        rows = [(n.name, n.data_address,
+        rows = [(n.name, n.floating_address.split("/")[0] or n.data_address,
                  int(n.options.get("nfs_port") or daemons.DEFAULT_NFS_PORT),
                  "up" if node_is_up(n.name) else "down") for n in nodes]
     else:       # a single host: this one
