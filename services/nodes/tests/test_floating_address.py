@@ -78,3 +78,12 @@ def test_only_admins_set_it_and_only_nodes_read_the_peers(viewer_api, api):
                          format="json")
     assert r.status_code == 403
     assert api.get("/api/v1/nodes/self/vrrp/").status_code in (401, 403)
+
+
+def test_the_nodes_page_shows_it(api, client):
+    Node.objects.create(name="n1", management_address="10.0.0.1", data_address="10.0.0.1",
+                        floating_address="10.0.0.101/24")
+    client.force_login(api.user)
+    page = client.get("/console/nodes/")
+    assert page.status_code == 200 and b"10.0.0.101/24" in page.content
+    assert b"Floating" in page.content
