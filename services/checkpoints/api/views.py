@@ -1,5 +1,5 @@
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -10,11 +10,15 @@ from plane.api.serializers import JobSerializer
 from plumbing.errors import Conflict
 from services.checkpoints import prewarm, retention, scanner, service, tasks, tierdown
 from services.checkpoints.api import serializers as s
+from services.checkpoints.entries import MAX_RANKS, rank_entries
 from services.checkpoints.models import (
     CheckpointJob,
     CheckpointLease,
     CheckpointVersion,
 )
+
+
+RANK_COUNT = {"type": "integer", "minimum": 1, "maximum": MAX_RANKS}
 
 
 class CheckpointJobViewSet(viewsets.ModelViewSet):
@@ -42,6 +46,20 @@ class CheckpointJobViewSet(viewsets.ModelViewSet):
                              "detail": f"Checkpoint job {name} has no committed version."},
                             status=status.HTTP_404_NOT_FOUND)
         return Response(s.VersionBriefSerializer(version).data)
+
+    @extend_schema(
+        responses={200: dict, 409: OpenApiResponse(
+            description="The job's file system is not exported over NFS, or no node is up.")},
+        parameters=[OpenApiParameter("ranks", RANK_COUNT, required=True,
+                                     description="how many ranks write"),
+                    OpenApiParameter("group_size", RANK_COUNT,
+                                     description="ranks per group (default 1)")])
+    @action(detail=True, methods=["get"])
+    def entries(self, request, name=None):
+        """The NFS entry each rank writes through: rank r uses
+        entries[(r // group_size) % len(entries)] (`rank_entry`: the index per rank)."""
+        return Response(rank_entries(self.get_object(), request.query_params.get("ranks"),
+                                     request.query_params.get("group_size")))
 
     @extend_schema(responses={200: dict})
     @action(detail=True, methods=["get"], url_path="retention-preview")

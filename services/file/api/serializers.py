@@ -105,6 +105,12 @@ def _filesystem(attrs, instance):
     return fs
 
 
+# one node serving an export (services.file.entries)
+ENTRY = {"type": "object", "properties": {
+    "node": {"type": "string"}, "address": {"type": "string"}, "port": {"type": "integer"},
+    "state": {"type": "string", "description": "up or down"}, "mount": {"type": "string"}}}
+
+
 class NfsExportSerializer(serializers.ModelSerializer):
     filesystem = serializers.SlugRelatedField(
         slug_field="name", queryset=FileSystem.objects.filter(kept_by=""),
@@ -153,15 +159,15 @@ class NfsExportSerializer(serializers.ModelSerializer):
             obj._entries = export_entries(obj)
         return obj._entries
 
-    @extend_schema_field(OpenApiTypes.OBJECT)
+    @extend_schema_field({"type": "array", "items": ENTRY})
     def get_entries(self, obj):
         return self._where(obj)["entries"]
 
-    @extend_schema_field(OpenApiTypes.OBJECT)
+    @extend_schema_field({**ENTRY, "nullable": True})
     def get_recommended(self, obj):
         return self._where(obj)["recommended"]
 
-    @extend_schema_field(OpenApiTypes.OBJECT)
+    @extend_schema_field({"type": "object", "properties": {"linux": {"type": "string"}}})
     def get_mount(self, obj):
         return self._where(obj)["mount"]
 
