@@ -99,7 +99,8 @@ def test_both_nodes_serve_one_export_and_a_dead_node_puts_the_other_in_grace(
     grace = grace_db(cluster, ceph_cluster)
     state = wait_for(grace.dump, 120, "both servers members, first grace over", interval=1,
                      until=lambda s: set(s.members) == set(ADDRESSES) and not s.in_grace)
-    assert state.members == {"alpha": "", "beta": ""}
+    # (a server's E flag may outlive the grace it enforced: only the need counts)
+    assert not any(state.needs(name) for name in ADDRESSES), state
 
     made = cluster.api("POST", "nfs-exports/", json={
         "filesystem": "ckpt", "pseudo": "/ckpt", "clients": ["127.0.0.0/8 rw no_root_squash"]})
