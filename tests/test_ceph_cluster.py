@@ -10,6 +10,7 @@ an NFS export and an NBD export made through the API afterwards reach the node (
 placement revision; the plane runs no data daemons and only records them), and nfs-rs and
 nbdcopy write and read back through them; a drain moves both services to the other node,
 where the bytes read back."""
+import errno
 import hashlib
 import json
 import os
@@ -48,9 +49,12 @@ def cluster(ceph_cluster):
 
 
 def data_options() -> dict:
-    """Ports of its own for a node's Ganesha, smbd, tgtd and qemu-storage-daemon."""
+    """Ports of its own for a node's Ganesha, smbd, tgtd and qemu-storage-daemon, and a short
+    NFS grace: the node that takes over after the drain starts in grace (its Ganesha joins the
+    cluster's grace database), and opens wait it out (90 s by default)."""
     return {"nfs_port": free_port(), "smb_port": free_port(), "iscsi_port": free_port(),
-            "nbd_port": free_port(), "spdk": "off"}
+            "nbd_port": free_port(), "spdk": "off", "nfs_grace_seconds": 10,
+            "nfs_lease_seconds": 10}
 
 
 def nbd_round_trip(uri: str, src, out) -> str:
@@ -103,6 +107,9 @@ def test_a_ceph_file_system_and_volume_are_served_by_their_node_and_follow_a_dra
         client = json.loads((files / "pool.json").read_text())["client"]
         assert client == f"strata-node.alpha.{pool}"
         assert (files / "keyring").read_text().startswith(f"[client.{client}]")
+        # whose MDS cap is the pool's directory: the CephFS above it is out of reach
+        assert cephfs_listing(files, client, f"/strata/{pool}") == "ok"
+        assert cephfs_listing(files, client, "/strata") == "refused"
 
         # an export made afterwards: the plane bumps the nodes' revision, alpha reconciles
         made = cluster.api("POST", "nfs-exports/", json={
@@ -174,6 +181,25 @@ def test_a_ceph_file_system_and_volume_are_served_by_their_node_and_follow_a_dra
             ceph_cluster.command("auth get", entity=entity)
     finally:
         clean_up(cluster, export_id, block_id, fs, vol, pool)
+
+
+def cephfs_listing(files, client: str, path: str) -> str:
+    """"ok" when cephx ``client`` (the node's key, its files in ``files``) may mount the
+    cluster's CephFS at ``path`` and list it, "refused" when the MDS says no (libcephfs)."""
+    import cephfs   # Debian's binding, linked into the venv: only once a cluster runs
+
+    fs = cephfs.LibCephFS(conffile=str(files / "ceph.conf"), auth_id=client,
+                          conf={"keyring": str(files / "keyring")})
+    try:
+        fs.mount(mount_root=path.encode())
+        fs.opendir(b"/")
+        return "ok"
+    except cephfs.Error as e:
+        if getattr(e, "errno", None) in (errno.EPERM, errno.EACCES):
+            return "refused"
+        raise
+    finally:
+        fs.shutdown()
 
 
 def clean_up(cluster, export_id, block_id, fs: str, vol: str, pool: str) -> None:

@@ -39,6 +39,7 @@ from typing import Optional
 
 from plumbing.atomic import write_json_atomic
 
+from .cephfs import ROOT as CEPHFS_ROOT
 from .filesystems import FS_CAPABILITIES, CephFilesMixin
 from .rbd import CephRbdMixin
 from ..driver import MEDIA, DeviceInfo, Driver, PoolInfo, recorded_pools, validate_name
@@ -390,17 +391,19 @@ class CephDriver(CephFilesMixin, CephRbdMixin, Driver):
     def node_key(self, pool: str, entity: str) -> str:
         """The keyring entry (``[client.X]`` and its key) of cephx ``entity`` for a cluster
         node's daemons on ``pool``: RBD on the pool's RADOS pools (``profile rbd``), read
-        and write of its CephFS data pool, the MDS (FSAL_CEPH mounts the CephFS) and the
-        monitors as an RBD client (``profile rbd``: reads, and blocklisting a dead peer's
-        watch); no administration. Made once; its caps follow the pool (a CephFS data pool
-        added later)."""
+        and write of its CephFS data pool, the MDS below the pool's own directory only
+        (``/strata/<pool>``: FSAL_CEPH and ceph-fuse mount there, and another pool's file
+        systems stay out of reach) and the monitors as an RBD client (``profile rbd``:
+        reads, and blocklisting a dead peer's watch); no administration. Made once; its caps
+        follow the pool (a CephFS data pool added later)."""
         rec = self._load(pool)
         osd = [f"profile rbd pool={p}" for p in (rec["rados_pool"], rec.get("data_pool")) if p]
         if rec.get("fs_pool"):
             osd.append(f"allow rw pool={rec['fs_pool']}")
         # mon: reads of every map (a CephFS client waits for the FS map, which "profile rbd"
         # alone does not let it read), and what an RBD client may do (blocklisting)
-        caps = ["mon", "allow r, profile rbd", "osd", ", ".join(osd), "mds", "allow rw"]
+        caps = ["mon", "allow r, profile rbd", "osd", ", ".join(osd),
+                "mds", f"allow rw path={CEPHFS_ROOT}/{pool}"]
         try:
             answer = self._mon(rec, "auth get-or-create", entity=entity, caps=caps)
         except CephRefused:              # it exists with other caps: the pool changed since

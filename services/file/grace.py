@@ -7,6 +7,12 @@ exports of Ceph pools together, members of one grace database: see
   new state while the dead node's clients reclaim theirs on a survivor.
 - A node removed from the cluster (``node_removed``): :func:`end_grace` gives up its need
   (``lift``) and its membership (``remove``), so grace ends.
+- A node drained (``node_drained``): its Ganesha stops cleanly, and a clean stop puts the
+  cluster in grace for its clients (Ganesha's ``rados_cluster`` does so on shutdown). Once
+  the node reports Ganesha stopped, its clients get one grace period (the node's
+  ``nfs_grace_seconds``) to reclaim on the others; then :func:`lift_drained` gives up its
+  need, so grace ends and the survivors take new opens again. Without it the cluster stayed
+  in grace until the drained node served again or was removed.
 
 Each runs as a Celery task (:mod:`services.file.tasks`), retried every 5 s while the Ceph
 cluster does not answer, so that a failure here never holds back the marking of other
@@ -16,7 +22,7 @@ import logging
 
 from services.file.runtime import NfsCluster
 from services.file.runtime.grace import GraceDb
-from services.nodes.public import NFS_GRACE_NAMESPACE, nfs_grace_pool
+from services.nodes.public import NFS_GRACE_NAMESPACE, Node, nfs_grace_pool
 from services.storage import service as storage
 
 log = logging.getLogger(__name__)
@@ -58,4 +64,34 @@ def end_grace(name: str) -> bool:
     db.lift(name)
     db.remove(name)
     log.warning("file: node %s removed: its NFS grace membership ended", name)
+    return True
+
+
+def drained_grace_wait(name: str) -> float | None:
+    """Seconds to wait before the drained node ``name``'s need of grace is given up: its
+    grace period once its Ganesha has stopped; 0 when there is nothing to do (the node is
+    gone, or serves again); None while its Ganesha still runs (ask again)."""
+    node = Node.objects.filter(name=name).first()
+    if node is None or node.schedule != Node.Schedule.DRAINED:
+        return 0
+    if (node.daemons or {}).get("ganesha") and node.state != Node.State.DOWN:
+        return None
+    return float((node.options or {}).get("nfs_grace_seconds") or 90)
+
+
+def lift_drained(name: str) -> bool:
+    """Give up the drained node ``name``'s need of grace (its clients had their grace
+    period); True if it needed it. Raises CommandError when Ceph does not answer."""
+    node = Node.objects.filter(name=name).first()
+    if node is None or node.schedule != Node.Schedule.DRAINED:
+        return False                              # removed (end_grace did it) or back
+    db = grace_db()
+    if db is None:
+        return False
+    flags = db.dump().members.get(name)
+    if flags is None or "N" not in flags:
+        return False
+    db.lift(name)
+    log.warning("file: node %s drained: its NFS clients had their grace period; grace lifted "
+                "for it", name)
     return True

@@ -22,7 +22,7 @@ from services.file.models import NfsExport, SmbShare
 from services.file.runtime import CommandError, FileServiceError
 from services.file.service import (ApplyFailed, follow_filesystem, nfs_server,
                                    refresh_nfs_snapshots, sync_smb)
-from services.nodes.public import Node, node_down, node_removed
+from services.nodes.public import Node, node_down, node_drained, node_removed
 from services.storage.models import FileSystem, Snapshot
 from services.tiering.public import moved
 
@@ -112,3 +112,8 @@ def start_nfs_grace(sender, names, **kwargs):
 @receiver(node_removed, sender=Node)
 def end_nfs_grace(sender, name, **kwargs):
     tasks.end_grace.delay(name)
+
+
+@receiver(node_drained, sender=Node)
+def lift_drained_nfs_grace(sender, name, **kwargs):
+    tasks.lift_drained_grace.apply_async((name,), countdown=tasks.RETRY_EVERY)

@@ -44,3 +44,23 @@ def end_grace(self, name: str) -> bool:
         log.error("file: NFS grace membership of node %s not ended (%s); retrying in %.0f s",
                   name, exc, RETRY_EVERY)
         raise self.retry(countdown=RETRY_EVERY) from exc
+
+
+@shared_task(name="file.lift_drained_grace", bind=True, max_retries=RETRIES)
+def lift_drained_grace(self, name: str, waited: bool = False) -> bool:
+    """A node drained: once its Ganesha stopped and one grace period passed, its need of
+    grace is given up (see services.file.grace)."""
+    if not waited:
+        wait = grace.drained_grace_wait(name)
+        if wait is None:                          # its Ganesha still runs
+            raise self.retry(countdown=RETRY_EVERY)
+        if wait == 0:
+            return False
+        lift_drained_grace.apply_async((name, True), countdown=wait)
+        return False
+    try:
+        return grace.lift_drained(name)
+    except (FileServiceError, DataplaneError) as exc:
+        log.error("file: NFS grace of drained node %s not lifted (%s); retrying in %.0f s",
+                  name, exc, RETRY_EVERY)
+        raise self.retry(countdown=RETRY_EVERY) from exc
