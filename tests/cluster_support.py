@@ -131,6 +131,19 @@ class Cluster:
                 proc.kill()
                 proc.wait()
 
+    def kill_node(self, name: str) -> None:
+        """Node ``name`` dies: its agent and every daemon it reported, kill -9."""
+        daemons = self.node(name)["daemons"]
+        agent = self.agents.pop(name)
+        os.kill(agent.pid, signal.SIGKILL)
+        agent.wait()
+        for d in daemons.values():
+            if d.get("pid"):
+                try:
+                    os.kill(d["pid"], signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
     # --- clean-up --------------------------------------------------------------------------
 
     def destroy(self) -> None:

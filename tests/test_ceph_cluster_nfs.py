@@ -12,7 +12,6 @@ and beta enforces it; alpha drained and removed, grace ends and a new client rea
 shard through beta."""
 import os
 import re
-import signal
 import time
 import uuid
 
@@ -130,16 +129,7 @@ def test_both_nodes_serve_one_export_and_a_dead_node_puts_the_other_in_grace(
     read_back(ADDRESSES["beta"], cluster.ports["beta"], payload)
 
     # alpha dies: its agent and every daemon it ran, kill -9
-    daemons = cluster.node("alpha")["daemons"]
-    agent = cluster.agents.pop("alpha")
-    os.kill(agent.pid, signal.SIGKILL)
-    agent.wait()
-    for d in daemons.values():
-        if d.get("pid"):
-            try:
-                os.kill(d["pid"], signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    cluster.kill_node("alpha")
     killed = time.monotonic()
     cluster.wait_state("alpha", "down", timeout=60)
     down = time.monotonic() - killed

@@ -24,7 +24,6 @@ the other.
 import hashlib
 import os
 import re
-import signal
 import subprocess
 import time
 
@@ -135,16 +134,7 @@ def test_two_nodes_serve_one_export_and_the_plane_fails_it_over(cluster, ceph_cl
 
     # alpha dies: its agent and every daemon it ran, kill -9 (alpha's client holds the
     # image's exclusive lock: it wrote last)
-    daemons = cluster.node("alpha")["daemons"]
-    agent = cluster.agents.pop("alpha")
-    os.kill(agent.pid, signal.SIGKILL)
-    agent.wait()
-    for d in daemons.values():
-        if d.get("pid"):
-            try:
-                os.kill(d["pid"], signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    cluster.kill_node("alpha")
     killed = time.monotonic()
     volume_path = cluster.api("GET", "volumes/vm/").json()["path"]
     cluster.wait_state("alpha", "down", timeout=30)
