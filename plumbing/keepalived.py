@@ -6,7 +6,9 @@ Ceph's NFS ingress does in its "keepalive-only" mode) with one VRRP instance per
 address: the owner is MASTER with the highest priority, every other node BACKUP with a
 priority by a stable order (the nodes after the owner by name, wrapping round), so that the
 addresses of dead nodes spread over the survivors. Preemption stays on: an owner that comes
-back takes its address back. Adverts go unicast to the other nodes' data addresses (no
+back takes its address back. A drained node serves nothing, so it holds no address while
+another node lives: its priority is the lowest on every instance, its own included (it hands
+its address to its first backup, and takes it back when it is made active again). Adverts go unicast to the other nodes' data addresses (no
 multicast), from the interface that carries this node's data address, with a PASS
 authentication derived from the cluster's sealing key (never logged, never sent by the
 plane again).
@@ -24,6 +26,7 @@ import subprocess
 
 OWNER_PRIORITY = 200
 BACKUP_PRIORITY = 100          # the first backup; each next one a point lower
+DRAINED_PRIORITY = 1           # a drained node: the last resort for every address
 ADVERT_INT = 1                 # seconds: a backup takes over ~3 adverts after the last one
 CONFIG_NAME = "keepalived.conf"
 
@@ -55,7 +58,9 @@ def backups_of(owner: str, names: list[str]) -> list[str]:
     return [n for n in ordered[at + 1:] + ordered[:max(at, 0)] if n != owner]
 
 
-def priority(own: str, owner: str, names: list[str]) -> int:
+def priority(own: str, owner: str, names: list[str], drained: set[str] = frozenset()) -> int:
+    if own in drained:
+        return DRAINED_PRIORITY
     if own == owner:
         return OWNER_PRIORITY
     return max(1, BACKUP_PRIORITY - backups_of(owner, names).index(own))
@@ -63,12 +68,14 @@ def priority(own: str, owner: str, names: list[str]) -> int:
 
 def config(own: str, members: list[dict], interface: str, password: str) -> dict:
     """keepalived's configuration for node ``own``: ``members`` are every node of the cluster
-    as ``{"name", "data_address" (an IP), "floating_address" ("" when none)}``. Empty
+    as ``{"name", "data_address" (an IP), "floating_address" ("" when none), "drained"
+    (optional)}``. Empty
     (``{}``) when no node has a floating address: keepalived does not run then."""
     owners = {m["name"]: m["floating_address"] for m in members if m.get("floating_address")}
     if not owners or own not in {m["name"] for m in members}:
         return {}
     names = [m["name"] for m in members]
+    drained = {m["name"] for m in members if m.get("drained")}
     source = next(m["data_address"] for m in members if m["name"] == own)
     peers = sorted((m["data_address"] for m in members if m["name"] != own),
                    key=ipaddress.IPv4Address)
@@ -76,9 +83,10 @@ def config(own: str, members: list[dict], interface: str, password: str) -> dict
     instances = []
     for owner, address in sorted(owners.items()):
         instances.append({
-            "name": f"strata_{owner}", "state": "MASTER" if owner == own else "BACKUP",
+            "name": f"strata_{owner}",
+            "state": "MASTER" if owner == own and own not in drained else "BACKUP",
             "interface": interface, "virtual_router_id": ids[address],
-            "priority": priority(own, owner, names), "advert_int": ADVERT_INT,
+            "priority": priority(own, owner, names, drained), "advert_int": ADVERT_INT,
             "unicast_src_ip": source, "unicast_peer": peers,
             "authentication": {"auth_type": "PASS", "auth_pass": password},
             "virtual_ipaddress": [f"{address} dev {interface}"]})

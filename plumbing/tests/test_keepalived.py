@@ -71,3 +71,19 @@ def test_rendered_text():
 def test_interface_of_finds_loopback():
     assert keepalived.interface_of("127.0.0.1") == "lo"
     assert keepalived.interface_of("192.0.2.77") == ""
+
+
+def test_a_drained_node_holds_no_address_while_another_node_lives():
+    members = [{**m, "drained": m["name"] == "node1"} for m in MEMBERS]
+
+    def instances(own):
+        return {i["name"]: i for i in
+                keepalived.config(own, members, "eth0", "s3cr3t00")["vrrp_instance"]}
+    own = instances("node1")["strata_node1"]
+    assert (own["state"], own["priority"]) == ("BACKUP", keepalived.DRAINED_PRIORITY)
+    # its first backup now has the highest priority for its address, and it is the last
+    # resort for every other address
+    assert instances("node2")["strata_node1"]["priority"] == 100
+    assert {n: i["priority"] for n, i in instances("node1").items()} == {
+        "strata_node1": 1, "strata_node2": 1, "strata_node3": 1}
+    assert instances("node2")["strata_node2"]["state"] == "MASTER"

@@ -350,8 +350,10 @@ def _refuse_local(node: Node, what: str) -> None:
 def set_schedule(name: str, schedule: str) -> Node:
     """Cordon (takes nothing new; keeps what it serves) or uncordon a node."""
     node = get(name)
-    node.schedule = schedule
-    node.save(update_fields=["schedule"])
+    if node.schedule != schedule:
+        node.schedule = schedule
+        node.save(update_fields=["schedule"])
+        bump()          # a node made active again takes its floating address back
     return node
 
 
@@ -382,6 +384,7 @@ def drain(name: str) -> dict:
             moved[service] = target.name
         node.services, node.schedule = [], Node.Schedule.DRAINED
         node.save(update_fields=["services", "schedule"])
+        bump()          # its floating address goes to another node (plumbing.keepalived)
     for receiver, answer in node_drained.send_robust(sender=Node, name=name):
         if isinstance(answer, Exception):
             log.error("node %s drained: %s failed: %s", name,
@@ -462,10 +465,12 @@ def set_floating_address(node: Node, value: str) -> None:
 
 def vrrp_members() -> list[dict]:
     """Every node of the cluster (not the single host of `strata up`) as keepalived's
-    configuration needs it: ``{"name", "data_address", "floating_address"}``, by name."""
-    return [{"name": n, "data_address": d, "floating_address": f} for n, d, f in
+    configuration needs it: ``{"name", "data_address", "floating_address", "drained"}``, by
+    name."""
+    return [{"name": n, "data_address": d, "floating_address": f,
+             "drained": s == Node.Schedule.DRAINED} for n, d, f, s in
             Node.objects.filter(local=False).order_by("name")
-            .values_list("name", "data_address", "floating_address")]
+            .values_list("name", "data_address", "floating_address", "schedule")]
 
 
 def validate_services(services) -> list[str]:

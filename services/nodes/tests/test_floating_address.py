@@ -34,8 +34,17 @@ def test_set_shown_and_handed_to_every_node(api):
     assert all(after[n] == before[n] + 1 for n in before)      # every node reconciles
     members = node1.get("/api/v1/nodes/self/vrrp/").json()["members"]
     assert members == [
-        {"name": "n1", "data_address": "10.0.0.1", "floating_address": ""},
-        {"name": "n2", "data_address": "10.0.0.2", "floating_address": "10.0.0.102/24"}]
+        {"name": "n1", "data_address": "10.0.0.1", "floating_address": "", "drained": False},
+        {"name": "n2", "data_address": "10.0.0.2", "floating_address": "10.0.0.102/24",
+         "drained": False}]
+    # drained, n2 gives its address up (keepalived's priorities): the peers are told
+    cluster.drain("n2")
+    assert _revisions()["n1"] == after["n1"] + 1
+    members = node1.get("/api/v1/nodes/self/vrrp/").json()["members"]
+    assert [m["drained"] for m in members] == [False, True]
+    cluster.set_schedule("n2", "active")
+    assert _revisions()["n1"] == after["n1"] + 2
+    after = _revisions()
     # a node joining or leaving moves the revision too: the peers change
     _join("n3", "10.0.0.3")
     assert _revisions()["n1"] == after["n1"] + 1
