@@ -8,8 +8,9 @@ database, in the Ceph pool's RADOS pool under namespace ``strata-nfs-grace``, re
 each node's own cephx key. A shard written through alpha reads back through beta; the
 export's API lists both entries and their mount commands. alpha killed -9 (agent and every
 daemon): once the plane writes it down, it puts the cluster in grace for alpha's clients
-and beta enforces it; alpha drained and removed, grace ends and a new client reads the
-shard through beta."""
+and beta enforces it; one grace period later the plane gives up alpha's need (still down),
+grace ends and a new client reads the shard through beta; alpha drained and removed, it
+leaves the grace database and beta still serves."""
 import os
 import re
 import time
@@ -142,6 +143,12 @@ def test_both_nodes_serve_one_export_and_a_dead_node_puts_the_other_in_grace(
           f"to beta enforcing: {time.monotonic() - killed:.1f} s")
     assert cluster.api("GET", f"nfs-exports/{export['id']}/").json()["recommended"][
         "node"] == "beta"
+    # alpha's clients had their grace period: the plane gives up its need while it is still
+    # down, and beta takes new opens again (the cluster does not wait for an operator)
+    wait_for(grace.dump, 90, "grace over with alpha still down", interval=1,
+             until=lambda s: not s.in_grace and "alpha" in s.members)
+    print(f"kill -9 to grace over: {time.monotonic() - killed:.1f} s")
+    read_back(ADDRESSES["beta"], cluster.ports["beta"], payload)
 
     # alpha taken out of the cluster: its need given up, grace ends, beta serves new clients
     assert cluster.cli("node", "drain", "alpha").returncode == 0

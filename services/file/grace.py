@@ -8,11 +8,13 @@ exports of Ceph pools together, members of one grace database: see
 - A node removed from the cluster (``node_removed``): :func:`end_grace` gives up its need
   (``lift``) and its membership (``remove``), so grace ends.
 - A node drained (``node_drained``): its Ganesha stops cleanly, and a clean stop puts the
-  cluster in grace for its clients (Ganesha's ``rados_cluster`` does so on shutdown). Once
-  the node reports Ganesha stopped, its clients get one grace period (the node's
-  ``nfs_grace_seconds``) to reclaim on the others; then :func:`lift_drained` gives up its
-  need, so grace ends and the survivors take new opens again. Without it the cluster stayed
-  in grace until the drained node served again or was removed.
+  cluster in grace for its clients (Ganesha's ``rados_cluster`` does so on shutdown).
+- Either way, the node's clients then get one grace period (the node's
+  ``nfs_grace_seconds``; for a drained node, counted once it reports Ganesha stopped) to
+  reclaim on the others, and :func:`release` gives up its need if it is still down or
+  drained, so grace ends and the survivors take new opens again. Without it the cluster
+  stayed in grace, every survivor refusing new opens, until the node served again or was
+  removed. A node that comes back starts a grace of its own for its clients.
 
 Each runs as a Celery task (:mod:`services.file.tasks`), retried every 5 s while the Ceph
 cluster does not answer, so that a failure here never holds back the marking of other
@@ -67,24 +69,30 @@ def end_grace(name: str) -> bool:
     return True
 
 
-def drained_grace_wait(name: str) -> float | None:
-    """Seconds to wait before the drained node ``name``'s need of grace is given up: its
-    grace period once its Ganesha has stopped; 0 when there is nothing to do (the node is
-    gone, or serves again); None while its Ganesha still runs (ask again)."""
+def _out_of_service(node) -> bool:
+    return node is not None and (node.state == Node.State.DOWN
+                                 or node.schedule == Node.Schedule.DRAINED)
+
+
+def release_wait(name: str) -> float | None:
+    """Seconds to wait before node ``name``'s need of grace is given up: its grace period,
+    once it is down, or drained with its Ganesha stopped; 0 when there is nothing to do
+    (gone, or serving again); None while a drained node's Ganesha still runs (ask again)."""
     node = Node.objects.filter(name=name).first()
-    if node is None or node.schedule != Node.Schedule.DRAINED:
+    if not _out_of_service(node):
         return 0
-    if (node.daemons or {}).get("ganesha") and node.state != Node.State.DOWN:
+    if node.state != Node.State.DOWN and (node.daemons or {}).get("ganesha"):
         return None
     return float((node.options or {}).get("nfs_grace_seconds") or 90)
 
 
-def lift_drained(name: str) -> bool:
-    """Give up the drained node ``name``'s need of grace (its clients had their grace
-    period); True if it needed it. Raises CommandError when Ceph does not answer."""
+def release(name: str) -> bool:
+    """Give up node ``name``'s need of grace, if it is still down or drained (its clients had
+    their grace period to reclaim elsewhere); True if it needed it. Raises CommandError when
+    Ceph does not answer."""
     node = Node.objects.filter(name=name).first()
-    if node is None or node.schedule != Node.Schedule.DRAINED:
-        return False                              # removed (end_grace did it) or back
+    if not _out_of_service(node):
+        return False                  # removed (end_grace did it), or back: its own grace
     db = grace_db()
     if db is None:
         return False
@@ -92,6 +100,6 @@ def lift_drained(name: str) -> bool:
     if flags is None or "N" not in flags:
         return False
     db.lift(name)
-    log.warning("file: node %s drained: its NFS clients had their grace period; grace lifted "
-                "for it", name)
+    log.warning("file: node %s %s: its NFS clients had their grace period; grace lifted for "
+                "it", name, node.state if node.state == Node.State.DOWN else node.schedule)
     return True

@@ -115,5 +115,5 @@ def end_nfs_grace(sender, name, **kwargs):
 
 
 @receiver(node_drained, sender=Node)
-def lift_drained_nfs_grace(sender, name, **kwargs):
-    tasks.lift_drained_grace.apply_async((name,), countdown=tasks.RETRY_EVERY)
+def release_drained_nfs_grace(sender, name, **kwargs):
+    tasks.release_grace.apply_async((name,), countdown=tasks.RETRY_EVERY)

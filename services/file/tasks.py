@@ -28,11 +28,14 @@ RETRIES = 120           # ten minutes of a Ceph cluster that does not answer
 def start_grace(self, names: list) -> list:
     """Nodes written down: the NFS grace for their clients (see services.file.grace)."""
     try:
-        return grace.start_grace(names)
+        dead = grace.start_grace(names)
     except (FileServiceError, DataplaneError) as exc:
         log.error("file: NFS grace for node(s) %s not started (%s); retrying in %.0f s",
                   ", ".join(names), exc, RETRY_EVERY)
         raise self.retry(countdown=RETRY_EVERY) from exc
+    for name in dead:
+        release_grace.delay(name)
+    return dead
 
 
 @shared_task(name="file.end_grace", bind=True, max_retries=RETRIES)
@@ -46,21 +49,20 @@ def end_grace(self, name: str) -> bool:
         raise self.retry(countdown=RETRY_EVERY) from exc
 
 
-@shared_task(name="file.lift_drained_grace", bind=True, max_retries=RETRIES)
-def lift_drained_grace(self, name: str, waited: bool = False) -> bool:
-    """A node drained: once its Ganesha stopped and one grace period passed, its need of
-    grace is given up (see services.file.grace)."""
+@shared_task(name="file.release_grace", bind=True, max_retries=RETRIES)
+def release_grace(self, name: str, waited: bool = False) -> bool:
+    """A node down or drained: once (for a drained one) its Ganesha stopped and one grace
+    period passed, its need of grace is given up (see services.file.grace)."""
     if not waited:
-        wait = grace.drained_grace_wait(name)
-        if wait is None:                          # its Ganesha still runs
+        wait = grace.release_wait(name)
+        if wait is None:                          # a drained node's Ganesha still runs
             raise self.retry(countdown=RETRY_EVERY)
-        if wait == 0:
-            return False
-        lift_drained_grace.apply_async((name, True), countdown=wait)
+        if wait:
+            release_grace.apply_async((name, True), countdown=wait)
         return False
     try:
-        return grace.lift_drained(name)
+        return grace.release(name)
     except (FileServiceError, DataplaneError) as exc:
-        log.error("file: NFS grace of drained node %s not lifted (%s); retrying in %.0f s",
+        log.error("file: NFS grace of node %s not lifted (%s); retrying in %.0f s",
                   name, exc, RETRY_EVERY)
         raise self.retry(countdown=RETRY_EVERY) from exc
