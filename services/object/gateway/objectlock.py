@@ -117,8 +117,7 @@ def parse_configuration(body: bytes, bucket) -> dict:
         except ValueError:
             raise S3Error("MalformedXML", "Days and Years must be integers") from None
         if amount <= 0:
-            raise S3Error("InvalidArgument", "Default retention period must be a positive integer value.",
-                          ArgumentName="Days" if days is not None else "Years")
+            raise S3Error("InvalidRetentionPeriod")
         setting["rule"] = {"mode": mode, ("days" if days is not None else "years"): amount}
     return setting
 

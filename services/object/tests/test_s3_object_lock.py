@@ -60,13 +60,21 @@ def test_lock_enabled_bucket_configuration(s3, locked_bucket):
     with pytest.raises(ClientError) as e:
         s3.delete_object(Bucket=locked_bucket, Key="default", VersionId=put["VersionId"])
     assert error_of(e) == (403, "AccessDenied")
-    for bad in ({"ObjectLockEnabled": "Enabled", "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 0}}},
-                {"ObjectLockEnabled": "Enabled", "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 1,
-                                                                                "Years": 1}}},
-                {"ObjectLockEnabled": "Enabled", "Rule": {"DefaultRetention": {"Mode": "FOREVER", "Days": 1}}}):
+    # a period of 0 or less: 400 InvalidRetentionPeriod (as S3 answers, and s3-tests'
+    # test_object_lock_put_obj_lock_invalid_days / _years1 ask); other bad rules: MalformedXML
+    for period, code in (({"Days": 0}, "InvalidRetentionPeriod"), ({"Years": -1}, "InvalidRetentionPeriod"),
+                         ({"Days": 1, "Years": 1}, "MalformedXML")):
+        bad = {"ObjectLockEnabled": "Enabled", "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", **period}}}
         with pytest.raises(ClientError) as e:
             s3.put_object_lock_configuration(Bucket=locked_bucket, ObjectLockConfiguration=bad)
-        assert error_of(e)[0] == 400
+        assert error_of(e) == (400, code)
+    with pytest.raises(ClientError) as e:
+        s3.put_object_lock_configuration(Bucket=locked_bucket, ObjectLockConfiguration={
+            "ObjectLockEnabled": "Enabled", "Rule": {"DefaultRetention": {"Mode": "FOREVER", "Days": 1}}})
+    assert error_of(e) == (400, "MalformedXML")
+    # the refused requests left the bucket's default retention as it was
+    cfg = s3.get_object_lock_configuration(Bucket=locked_bucket)["ObjectLockConfiguration"]
+    assert cfg["Rule"]["DefaultRetention"] == {"Mode": "GOVERNANCE", "Days": 2}
 
 
 def test_plain_bucket_has_no_lock(s3):
