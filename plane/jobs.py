@@ -215,19 +215,16 @@ def on_interrupted(kind: str):
 def settle_interrupted(job: Job, why: str) -> str | None:
     """A running ``job`` was cut off (``why``: how we know): run its kind's clean-up
     (:func:`on_interrupted`), then queue an idempotent task again from the start ("rerun")
-    or record the job as failed ("failed"). None when someone settled it meanwhile.
-
-    The row is first written failed ("interrupted": no run may claim it, and the cut-off run,
-    should it still live, owns it no more), the clean-up runs, and only then is a rerun made
-    pending: a message of the job that comes back meanwhile (the dead worker's, after the
-    broker's visibility timeout) must not start a run that the clean-up would then cut (a
-    scrub's clean-up cancels the pool's scrub, whoever runs it)."""
+    or record the job as failed ("failed"). None when someone settled it meanwhile."""
     again = job.task in IDEMPOTENT and not job.cancel_requested
+    fields = ({"state": Job.State.PENDING, "message": f"queued again: {why}",
+               "started_at": None, "heartbeat_at": None, "progress": 0.0}
+              if again else
+              {"state": Job.State.FAILED, "finished_at": timezone.now(), "message": "interrupted",
+               "error": f"interrupted: {why}; start it again"})
     # only if no one moved it meanwhile (a late heartbeat, another sweep, the worker's reap)
     if not Job.objects.filter(pk=job.pk, state=Job.State.RUNNING,
-                              heartbeat_at=job.heartbeat_at).update(
-            state=Job.State.FAILED, finished_at=timezone.now(), message="interrupted",
-            error=f"interrupted: {why}; start it again"):
+                              heartbeat_at=job.heartbeat_at).update(**fields):
         return None
     log.warning("job %s (%s): %s; %s", job.pk, job.kind, why,
                 "queued again" if again else "marked failed")
@@ -237,13 +234,10 @@ def settle_interrupted(job: Job, why: str) -> str | None:
             cleanup(**job.params)
         except Exception:
             log.exception("clean-up after interrupted job %s (%s) failed", job.pk, job.kind)
-    if not again:
-        return "failed"
-    Job.objects.filter(pk=job.pk, state=Job.State.FAILED, message="interrupted").update(
-        state=Job.State.PENDING, message=f"queued again: {why}", error="", finished_at=None,
-        started_at=None, heartbeat_at=None, progress=0.0)
-    requeue(job)
-    return "rerun"
+    if again:
+        requeue(job)
+        return "rerun"
+    return "failed"
 
 
 def requeue(job: Job) -> None:
