@@ -215,12 +215,20 @@ def on_interrupted(kind: str):
 def settle_interrupted(job: Job, why: str) -> str | None:
     """A running ``job`` was cut off (``why``: how we know): run its kind's clean-up
     (:func:`on_interrupted`), then queue an idempotent task again from the start ("rerun")
-    or record the job as failed ("failed"). None when someone settled it meanwhile."""
+    or record the job as failed ("failed"). None when someone settled it meanwhile.
+
+    A rerun is made claimable only after the clean-up: until then the row stays running
+    under a new start time and heartbeat of the settler's own, so no run claims it (a message
+    of the dead worker handed out again would otherwise start a run that the clean-up then
+    cuts), the dead run no longer owns it (:meth:`JobContext.this_run`), pollers never read a
+    final state that is not, and a settler that dies here leaves a heartbeat that goes stale
+    for the next sweep."""
     again = job.task in IDEMPOTENT and not job.cancel_requested
-    fields = ({"state": Job.State.PENDING, "message": f"queued again: {why}",
-               "started_at": None, "heartbeat_at": None, "progress": 0.0}
+    now = timezone.now()
+    fields = ({"message": f"interrupted ({why}): cleaning up, then queued again",
+               "started_at": now, "heartbeat_at": now}
               if again else
-              {"state": Job.State.FAILED, "finished_at": timezone.now(), "message": "interrupted",
+              {"state": Job.State.FAILED, "finished_at": now, "message": "interrupted",
                "error": f"interrupted: {why}; start it again"})
     # only if no one moved it meanwhile (a late heartbeat, another sweep, the worker's reap)
     if not Job.objects.filter(pk=job.pk, state=Job.State.RUNNING,
@@ -234,10 +242,14 @@ def settle_interrupted(job: Job, why: str) -> str | None:
             cleanup(**job.params)
         except Exception:
             log.exception("clean-up after interrupted job %s (%s) failed", job.pk, job.kind)
-    if again:
-        requeue(job)
-        return "rerun"
-    return "failed"
+    if not again:
+        return "failed"
+    if not Job.objects.filter(pk=job.pk, state=Job.State.RUNNING, heartbeat_at=now).update(
+            state=Job.State.PENDING, message=f"queued again: {why}", started_at=None,
+            heartbeat_at=None, progress=0.0):
+        return None   # settled again by a later sweep while the clean-up ran
+    requeue(job)
+    return "rerun"
 
 
 def requeue(job: Job) -> None:
