@@ -3,8 +3,9 @@ STRATA_JOB_SWEEP_INTERVAL seconds; the times are in console/settings.py and plan
 
 - A `running` job whose heartbeat (plane/jobs.py) is older than STRATA_JOB_STALE_RUNNING
   was cut off: its worker process died (kill -9, OOM, a node lost). Its kind's clean-up runs
-  (``on_interrupted``); an idempotent task is queued again from the start, any other job is
-  recorded as failed, saying why.
+  (``on_interrupted``); an idempotent task is then queued again from the start (pending only
+  after the clean-up, see ``settle_interrupted``), any other job is recorded as failed, saying
+  why.
 - A `pending` job older than STRATA_JOB_STALE_PENDING whose task message is in none of the
   broker's queues nor held unacknowledged by a worker lost its message (Redis restarted
   without it, a queue flushed): it is queued again. That is safe for every task: a pending job
