@@ -130,6 +130,9 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
         elif rest in (["policy"], ["cors"]):
             return await _access_setting(gw, req, bucket, rest[0])
         elif rest[0] in ("snapshots", "changes"):
+            if gw.kind == "rados":
+                from .rados_store import not_implemented
+                raise not_implemented("bucket snapshots and the change feed")
             return await _snapshot_route(gw, req, bucket, rest)
     return _error("NotFound", f"no admin route {m} /{'/'.join(parts)}", 404)
 
@@ -195,6 +198,8 @@ def _all_info(gw: Gateway) -> list[dict]:
     """BUCKET of every bucket. One that another worker deletes while this one lists (its
     directory renamed away before this worker has seen the change: SQLite cannot open its
     index) is left out, as if the listing came a moment later, instead of a 500."""
+    if gw.kind == "rados":   # one op per bucket, nothing renamed away under it
+        return [_info(bucket) for _, bucket in sorted(gw.buckets.buckets.items())]
     out = []
     for _, bucket in sorted(gw.buckets.buckets.items()):
         try:

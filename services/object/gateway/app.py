@@ -12,7 +12,7 @@ from plumbing.errors import is_disk_full
 from . import access, admin, cors, foreground, object_ops, routes
 from .admission import ADMISSION
 from .auth import authenticate
-from .core import Gateway, OpenFiles, WorkerRole
+from .core import Gateway, OpenFiles, WorkerRole, open_gateway
 from .errors import S3Error
 from .httpproto import ZEROCOPY
 from .request import Request, Response
@@ -62,7 +62,7 @@ class S3App:
 
     async def _startup(self) -> None:
         if self.gw is None:
-            self.gw = Gateway(self.config_path, role=self.role)
+            self.gw = open_gateway(self.config_path, role=self.role)
             await self.gw.start()
             # what start-up made (modules, routes, config) lives as long as the process: the
             # cyclic collector stops walking it, and runs a tenth as often (a request makes
@@ -197,6 +197,8 @@ async def dispatch(gw: Gateway, req: Request) -> Response:
     route = routes.resolve(level, req.method, req.query, req.headers)
     if route is None:
         raise S3Error("MethodNotAllowed")
+    route = gw.route(route)   # the store's own handler, or NotImplemented for what it lacks
+    gw.check_request(route.operation, req.headers)
     bucket = None
     if route.checks == routes.AUTHORIZE:
         bucket = access.authorize(gw, req, route.action_for(req.query))

@@ -56,6 +56,12 @@ def parse_config(text: str, path: str = "config") -> dict:
     if qos is not None and not (isinstance(qos, dict) and isinstance(qos.get("shares", {}), dict)
                                 and isinstance(qos.get("buckets", {}), dict)):
         raise ConfigError(f"{path}: 'qos' must be an object {{shares, buckets, slots, queue}}")
+    store = data.get("store")
+    if store is not None and not (isinstance(store, dict) and store.get("kind") in ("local", "rados")):
+        raise ConfigError(f"{path}: 'store' must be an object with 'kind' 'local' or 'rados'")
+    if store and store["kind"] == "rados" and not (isinstance(store.get("pool"), str) and store["pool"]
+                                                   and isinstance(store.get("ceph_conf"), str)):
+        raise ConfigError(f"{path}: a 'rados' store needs 'pool' and 'ceph_conf' (and 'client', 'keyring')")
     gather = data.get("commit_gather_ms")
     if gather is not None and (isinstance(gather, bool) or not isinstance(gather, (int, float))
                                or not 0 <= gather <= 100):
