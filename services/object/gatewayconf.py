@@ -54,7 +54,7 @@ def workers_path(data_dir: Path) -> Path:
 def render_config(*, data_root: str, admin_token: str, users: dict, region: str = DEFAULT_REGION,
                   domains: list | None = None, io_budget_redis: str = "", cold_root: str | None = None,
                   io_budget: dict | None = None, sse_master_key: str = "",
-                  kms_keys: dict | None = None, qos: dict | None = None) -> dict:
+                  kms_keys: dict | None = None, qos: dict | None = None, store: dict | None = None) -> dict:
     """The gateway's config document.
 
     ``users`` maps access key -> ``{"secret_key", "user", "admin"}``; ``io_budget_redis`` is
@@ -68,7 +68,10 @@ def render_config(*, data_root: str, admin_token: str, users: dict, region: str 
     wraps the data keys of SSE-S3 and SSE-KMS objects (``services.object.gateway.sse``);
     ``kms_keys`` maps the appliance's KMS key ids to ``{"material" (base64 of 32 bytes),
     "enabled", "aliases", "arn"}``. ``qos``: ``{"shares": {class: share}, "buckets": {bucket:
-    class}}`` for the admission queue (``services.object.gateway.admission``).
+    class}}`` for the admission queue (``services.object.gateway.admission``). ``store``:
+    ``{"kind": "rados", "ceph_conf", "client", "keyring", "pool"[, "index_shards"]}`` keeps
+    the buckets in that RADOS pool, shared by every gateway given the same (None: in
+    ``data_root``; see "Buckets on Ceph pools" in services/object/README.md).
     """
     config = {"data_root": str(data_root), "region": region, "admin_token": admin_token,
               "domains": list(domains or ["localhost"]), "lifecycle_interval": 0,
@@ -84,6 +87,8 @@ def render_config(*, data_root: str, admin_token: str, users: dict, region: str 
         config["sse_master_key"] = sse_master_key
     if qos:
         config["qos"] = {"shares": dict(qos["shares"]), "buckets": dict(sorted(qos["buckets"].items()))}
+    if store:
+        config["store"] = dict(store)
     if kms_keys:
         config["kms_keys"] = {kid: dict(spec) for kid, spec in sorted(kms_keys.items())}
     return config
