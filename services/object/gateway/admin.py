@@ -131,7 +131,7 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
             return await _access_setting(gw, req, bucket, rest[0])
         elif rest[0] in ("snapshots", "changes"):
             if gw.kind == "rados":
-                from .rados_store import not_implemented
+                from .rados_store import not_implemented   # librados: only in gateways of that store
                 raise not_implemented("bucket snapshots and the change feed")
             return await _snapshot_route(gw, req, bucket, rest)
     return _error("NotFound", f"no admin route {m} /{'/'.join(parts)}", 404)

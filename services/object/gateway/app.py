@@ -12,7 +12,8 @@ from plumbing.errors import is_disk_full
 from . import access, admin, cors, foreground, object_ops, routes
 from .admission import ADMISSION
 from .auth import authenticate
-from .core import Gateway, OpenFiles, WorkerRole, open_gateway
+from .core import Gateway, OpenFiles, WorkerRole
+from .stores import open_gateway, route_for
 from .errors import S3Error
 from .httpproto import ZEROCOPY
 from .request import Request, Response
@@ -197,8 +198,7 @@ async def dispatch(gw: Gateway, req: Request) -> Response:
     route = routes.resolve(level, req.method, req.query, req.headers)
     if route is None:
         raise S3Error("MethodNotAllowed")
-    route = gw.route(route)   # the store's own handler, or NotImplemented for what it lacks
-    gw.check_request(route.operation, req.headers)
+    route = route_for(gw, route, req.headers)   # the store's own handler, or NotImplemented for what it lacks
     bucket = None
     if route.checks == routes.AUTHORIZE:
         bucket = access.authorize(gw, req, route.action_for(req.query))

@@ -105,8 +105,8 @@ class Stored:
 
 class Gateway:
     """Everything a request handler needs: config, buckets, segments, committer, I/O threads.
-    This is the local store (a data root on a file system); :func:`open_gateway` picks it or
-    :class:`.rados_store.RadosGateway` from the config."""
+    This is the local store (a data root on a file system); :func:`.stores.open_gateway` picks
+    it or :class:`.rados_store.RadosGateway` from the config."""
 
     kind = "local"
 
@@ -197,13 +197,6 @@ class Gateway:
                 self.committer.update_floor()
             except Exception:  # noqa: BLE001 - try again next time; the log says why
                 log.exception("gateway maintenance failed")
-
-    def route(self, route):
-        """The route (see :mod:`.routes`) a request takes on this store: the one given."""
-        return route
-
-    def check_request(self, operation: str, headers: dict) -> None:
-        """Refuse a request asking for what this store lacks (the local store has it all)."""
 
     def deleting(self, bucket: Bucket, key: str, version_id: str):
         """The guard around removing one version (snapshot holds, see :mod:`.snapshots`)."""
@@ -420,15 +413,6 @@ class Gateway:
         return Record(key=key, seq=seq, version_id=self.new_version_id(bucket, seq), latest=True,
                       marker=marker, size=stored.size if stored else 0, etag=etag, mtime=time.time(),
                       tier="hot", loc=stored.loc if stored else {}, meta=meta)
-
-
-def open_gateway(config_path: str, role: WorkerRole | None = None) -> Gateway:
-    """The gateway of the config's store: ``"store": {"kind": "rados", ...}`` keeps buckets in a
-    RADOS pool (:mod:`.rados_store`), otherwise in the data root."""
-    if (ConfigWatcher(config_path).config.get("store") or {}).get("kind") == "rados":
-        from .rados_store import RadosGateway   # librados: loaded only by gateways that use it
-        return RadosGateway(config_path, role)
-    return Gateway(config_path, role)
 
 
 def _valid_version_id(vid: str) -> bool:

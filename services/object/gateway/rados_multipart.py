@@ -31,6 +31,7 @@ from .index import Op
 from .lifecycle import add_expiration
 from .object_ops import copy_source, meta_from_headers, raise_precondition, write_conditions
 from .rados_data import remove
+from .rados_store import not_implemented
 from .request import Request, Response, xml_response
 from .tiers import check_write_class
 
@@ -110,7 +111,6 @@ async def create(gw, req: Request, bucket) -> Response:
         raise S3Error("InvalidRequest", f"Unsupported checksum algorithm {algo!r}; use one of {mp.ALGORITHMS}")
     ck_type = mp._checksum_type(req.headers, algo)
     if sse.for_write(gw.keyring, req.headers, bucket):
-        from .rados_store import not_implemented
         raise not_implemented("server-side encryption")
     upload_id = uuid.uuid4().hex
     meta = new_object_acl(gw, req, bucket, meta_from_headers(req.headers))

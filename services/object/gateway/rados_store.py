@@ -6,7 +6,7 @@ by every gateway process connected to the pool, on any node.
 use (``buckets``, ``commit``, ``store_body``, ``copy_data``, ``open_reader``, ``read``,
 ``delete_version_or_key``, ``make_record``), so routes, auth, policy, ACLs, CORS, checksums and
 errors are the same code for both stores. What this store does not have yet is refused with
-501 NotImplemented (:meth:`RadosGateway.route` and :data:`UNSUPPORTED`), never answered wrong.
+501 NotImplemented (:mod:`.rados_routes`), never answered wrong.
 There is no group commit, compaction or background job: an OSD op is atomic and durable once
 acknowledged.
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -29,21 +28,11 @@ from .errors import S3Error
 from .index import Op, OpResult, Record
 from .rados_buckets import RadosBucketStore
 from .rados_data import INLINE_LIMIT, ChunkWriter
+from .rados_index import dkey
 from .shared import next_seq
 
 log = logging.getLogger("strata.s3.rados")
 DEFAULT_SHARDS = 8
-
-# S3 operations over features this store does not have yet: (what, why)
-UNSUPPORTED = {
-    **dict.fromkeys(("GetBucketLifecycleConfiguration", "PutBucketLifecycleConfiguration",
-                     "DeleteBucketLifecycle"), "lifecycle rules (expiration, transitions)"),
-    **dict.fromkeys(("PutObjectLockConfiguration", "PutObjectRetention", "GetObjectRetention",
-                     "PutObjectLegalHold", "GetObjectLegalHold"), "Object Lock"),
-    **dict.fromkeys(("PutBucketEncryption",), "server-side encryption"),
-    **dict.fromkeys(("RestoreObject",), "the capacity tier"),
-}
-
 
 def not_implemented(what: str) -> S3Error:
     return S3Error("NotImplemented", f"{what} is not implemented yet for buckets stored in RADOS "
@@ -83,31 +72,6 @@ class RadosGateway(Gateway):
             self.buckets.close()
             self.ioctx.close()
             self.cluster.shutdown()
-
-    def route(self, route):
-        """The route a request takes on this store: NotImplemented for what it lacks, this
-        store's multipart handlers."""
-        from . import rados_multipart
-        if route.operation in UNSUPPORTED:
-            what = UNSUPPORTED[route.operation]
-
-            async def refuse(gw, req, bucket):
-                raise not_implemented(what)
-            return dataclasses.replace(route, handler=refuse)
-        handler = rados_multipart.HANDLERS.get(route.operation)
-        return dataclasses.replace(route, handler=handler) if handler else route
-
-    def check_request(self, operation: str, headers: dict) -> None:
-        """Refuse headers asking for what this store lacks (before the handler runs)."""
-        if any(h.startswith("x-amz-server-side-encryption") for h in headers) and operation in (
-                "PutObject", "CopyObject", "CreateMultipartUpload", "UploadPart", "UploadPartCopy", "GetObject",
-                "HeadObject", "PostObject"):
-            raise not_implemented("server-side encryption")
-        if operation == "CreateBucket" and headers.get("x-amz-bucket-object-lock-enabled", "").lower() == "true":
-            raise not_implemented("Object Lock")
-        if operation in ("PutObject", "CopyObject", "CreateMultipartUpload") and (
-                "x-amz-object-lock-mode" in headers or "x-amz-object-lock-legal-hold" in headers):
-            raise not_implemented("Object Lock")
 
     def deleting(self, bucket, key: str, version_id: str):
         return contextlib.nullcontext()   # no snapshots hold versions here
@@ -226,7 +190,6 @@ class RadosGateway(Gateway):
         return self._rest(first, blocks)
 
     def _inline(self, rec: Record) -> bytes:
-        from .rados_index import dkey
         with rados.ReadOpCtx() as op:
             it, _ = self.ioctx.get_omap_vals_by_keys(op, (dkey(rec.key, rec.seq),))
             self.ioctx.operate_read_op(op, rec.loc["i"])

@@ -1,0 +1,45 @@
+"""Requests on the RADOS store: its own multipart handlers (:mod:`.rados_multipart`), and 501
+NotImplemented, naming the reason, for the features it does not have yet (never an answer
+from a half-built feature).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from . import rados_multipart
+from .rados_store import not_implemented
+from .routes import Route
+
+# S3 operations over features this store does not have yet: what is missing
+UNSUPPORTED = {
+    **dict.fromkeys(("GetBucketLifecycleConfiguration", "PutBucketLifecycleConfiguration",
+                     "DeleteBucketLifecycle"), "lifecycle rules (expiration, transitions)"),
+    **dict.fromkeys(("PutObjectLockConfiguration", "PutObjectRetention", "GetObjectRetention",
+                     "PutObjectLegalHold", "GetObjectLegalHold"), "Object Lock"),
+    **dict.fromkeys(("PutBucketEncryption",), "server-side encryption"),
+    **dict.fromkeys(("RestoreObject",), "the capacity tier"),
+}
+SSE_OPERATIONS = ("PutObject", "CopyObject", "CreateMultipartUpload", "UploadPart", "UploadPartCopy", "GetObject",
+                  "HeadObject", "PostObject")
+
+
+def adapt(route: Route, headers: dict[str, str]) -> Route:
+    """``route`` on this store (NotImplemented when the request needs what it lacks)."""
+    what = UNSUPPORTED.get(route.operation) or _unsupported_headers(route.operation, headers)
+    if what:
+        async def refuse(gw, req, bucket):
+            raise not_implemented(what)
+        return dataclasses.replace(route, handler=refuse)
+    handler = rados_multipart.HANDLERS.get(route.operation)
+    return dataclasses.replace(route, handler=handler) if handler else route
+
+
+def _unsupported_headers(operation: str, headers: dict[str, str]) -> str:
+    if operation in SSE_OPERATIONS and any(h.startswith("x-amz-server-side-encryption") for h in headers):
+        return "server-side encryption"
+    if operation == "CreateBucket" and headers.get("x-amz-bucket-object-lock-enabled", "").lower() == "true":
+        return "Object Lock"
+    if operation in ("PutObject", "CopyObject", "CreateMultipartUpload") and (
+            "x-amz-object-lock-mode" in headers or "x-amz-object-lock-legal-hold" in headers):
+        return "Object Lock"
+    return ""
