@@ -223,7 +223,8 @@ async def complete(gw, req: Request, bucket) -> Response:
         total = sum(p["size"] for p in chosen)
         bucket.check_quota(total)
         etag = hashlib.md5(b"".join(bytes.fromhex(p["etag"]) for p in chosen)).hexdigest() + f"-{len(chosen)}"
-        loc = {"r": [piece for p in chosen for piece in p["loc"]["r"]], "mpu": upload_id}
+        loc = {"r": [piece for p in chosen for piece in p["loc"]["r"]], "mpu": upload_id,
+               "psizes": [p["size"] for p in chosen]}   # (GET ?partNumber=N, see .tiers.part_sizes)
         meta = dict(info["meta"])
         meta["ck"] = checksums
         if any(p.get("ck") for p in chosen):
