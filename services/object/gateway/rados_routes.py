@@ -14,8 +14,6 @@ from .routes import Route
 UNSUPPORTED = {
     **dict.fromkeys(("GetBucketLifecycleConfiguration", "PutBucketLifecycleConfiguration",
                      "DeleteBucketLifecycle"), "lifecycle rules (expiration, transitions)"),
-    **dict.fromkeys(("PutObjectLockConfiguration", "PutObjectRetention", "GetObjectRetention",
-                     "PutObjectLegalHold", "GetObjectLegalHold"), "Object Lock"),
     **dict.fromkeys(("PutBucketEncryption",), "server-side encryption"),
     **dict.fromkeys(("RestoreObject",), "the capacity tier"),
 }
@@ -37,9 +35,4 @@ def adapt(route: Route, headers: dict[str, str]) -> Route:
 def _unsupported_headers(operation: str, headers: dict[str, str]) -> str:
     if operation in SSE_OPERATIONS and any(h.startswith("x-amz-server-side-encryption") for h in headers):
         return "server-side encryption"
-    if operation == "CreateBucket" and headers.get("x-amz-bucket-object-lock-enabled", "").lower() == "true":
-        return "Object Lock"
-    if operation in ("PutObject", "CopyObject", "CreateMultipartUpload") and (
-            "x-amz-object-lock-mode" in headers or "x-amz-object-lock-legal-hold" in headers):
-        return "Object Lock"
     return ""

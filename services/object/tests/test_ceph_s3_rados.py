@@ -208,6 +208,20 @@ def test_features_not_built_on_rados_answer_not_implemented(gateways, bucket):
     assert _code(err.value) == "NoSuchKey"
 
 
+def test_object_lock_retention_set_on_one_gateway_refuses_a_delete_on_the_other(gateways):
+    a, b = (g.client() for g in gateways)
+    name = f"lock-{uuid.uuid4().hex[:10]}"
+    a.create_bucket(Bucket=name, ObjectLockEnabledForBucket=True)
+    vid = a.put_object(Bucket=name, Key="kept", Body=b"worm")["VersionId"]
+    a.put_object_retention(Bucket=name, Key="kept", VersionId=vid, Retention={
+        "Mode": "COMPLIANCE", "RetainUntilDate": "2099-01-01T00:00:00Z"})
+    assert b.get_object_retention(Bucket=name, Key="kept", VersionId=vid)["Retention"]["Mode"] == "COMPLIANCE"
+    with pytest.raises(ClientError) as err:
+        b.delete_object(Bucket=name, Key="kept", VersionId=vid)
+    assert _code(err.value) == "AccessDenied"
+    assert b.get_object(Bucket=name, Key="kept", VersionId=vid)["Body"].read() == b"worm"
+
+
 def test_every_acknowledged_put_reads_back_after_a_gateway_is_killed(gateways, pool, bucket):
     victim = _gateway(pool).start(timeout=60)
     try:
