@@ -29,7 +29,7 @@ from .index import Op, OpResult, Record
 from .rados_buckets import RadosBucketStore
 from .rados_data import INLINE_LIMIT, ChunkWriter
 from .rados_index import dkey
-from .shared import next_seq
+from .shared import next_seq, set_seq_slot
 
 log = logging.getLogger("strata.s3.rados")
 DEFAULT_SHARDS = 8
@@ -57,6 +57,7 @@ class RadosGateway(Gateway):
         store = self.watcher.config["store"]
         self.root = self.watcher.config["data_root"]
         self.role = role
+        set_seq_slot(role.slot if role is not None else 0)   # versions' sequence numbers differ per worker
         self.cluster, self.ioctx = connect(store)
         self.buckets = RadosBucketStore(self.ioctx, int(store.get("index_shards") or DEFAULT_SHARDS))
         self.background: list[asyncio.Task] = []

@@ -33,14 +33,15 @@ def pool(ceph_cluster):
     ceph_cluster.command("osd pool delete", pool=name, pool2=name, yes_i_really_really_mean_it=True)
 
 
-def _gateway(store: dict) -> GatewayProcess:
-    return GatewayProcess(tempfile.mkdtemp(prefix="strata-test-rados-"), store=store)
+def _gateway(store: dict, workers: int = 1) -> GatewayProcess:
+    return GatewayProcess(tempfile.mkdtemp(prefix="strata-test-rados-"), workers=workers, store=store)
 
 
 @pytest.fixture(scope="module")
 def gateways(pool):
-    """Two started gateways on the pool (stopped and their directories removed after)."""
-    gws = [_gateway(pool), _gateway(pool)]
+    """Two started gateways on the pool, the second of two worker processes (stopped and
+    their directories removed after)."""
+    gws = [_gateway(pool), _gateway(pool, workers=2)]
     try:
         for g in gws:
             g.start(timeout=60)
