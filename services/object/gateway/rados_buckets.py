@@ -23,11 +23,23 @@ import rados
 
 from .buckets import Bucket, validate_bucket_name
 from .errors import S3Error
+from .rados_data import remove
 from .rados_index import RadosIndex
 
 log = logging.getLogger("strata.s3.rados")
 REGISTRY = "strata.buckets"
 NOTIFY_MS = 30000   # longer than a watch's lease: a gateway cut off has stopped trusting its cache
+
+
+def uploads_oid(bucket_id: str) -> str:
+    """The object listing a bucket's multipart uploads (omap ``o/<key>\\x01<upload id>``: open,
+    ``c/<upload id>``: completed)."""
+    return f"{bucket_id}.uploads"
+
+
+def upload_oid(bucket_id: str, upload_id: str) -> str:
+    """One multipart upload's object (see :mod:`.rados_multipart`)."""
+    return f"{bucket_id}.upload.{upload_id}"
 
 
 def _cas(io, oid: str, key: str, old: bytes, new: bytes | None) -> bool:
@@ -265,11 +277,33 @@ class RadosBucketStore:
         self._destroy(bucket)
 
     def _destroy(self, bucket: RadosBucket) -> None:
+        """Remove a bucket's objects: index shards, settings, uploads left open (their parts)."""
         bucket.index.destroy()
-        try:
-            self.io.remove_object(bucket.settings_oid)
-        except rados.ObjectNotFound:
-            pass
+        names = [bucket.settings_oid, uploads_oid(bucket.id)]
+        with rados.ReadOpCtx() as op:
+            it, _ = self.io.get_omap_vals(op, "", "", 100000)
+            try:
+                self.io.operate_read_op(op, uploads_oid(bucket.id))
+                uploads = [k.rpartition("\x01")[2] if k.startswith("o/") else k[2:] for k, _ in it]
+            except rados.ObjectNotFound:
+                uploads = []
+        for upload_id in uploads:
+            oid = upload_oid(bucket.id, upload_id)
+            with rados.ReadOpCtx() as op:
+                it, _ = self.io.get_omap_vals(op, "", "part/", 100000)
+                try:
+                    self.io.operate_read_op(op, oid)
+                    parts = [json.loads(v) for _, v in it]
+                except rados.ObjectNotFound:
+                    parts = []
+            for part in parts:
+                remove(self.io, part["loc"])
+            names.append(oid)
+        for name in names:
+            try:
+                self.io.remove_object(name)
+            except rados.ObjectNotFound:
+                pass
 
     def _notify(self) -> None:
         try:

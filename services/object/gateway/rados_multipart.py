@@ -7,7 +7,8 @@ is set with ``omap_cmp(state, "open")``, so no part lands once Complete has take
 (``open`` -> ``completing`` in one op); Complete then reads the parts, commits the object's
 index entry (naming the parts' data objects end to end: no byte copied) and marks the upload
 ``completed`` with its result, which answers a repeated Complete. ``<bucket-id>.uploads`` lists
-the open uploads (omap ``<key>\\x01<id>``) for ListMultipartUploads.
+the open uploads (omap ``o/<key>\\x01<id>``) for ListMultipartUploads, and the completed ones
+(``c/<id>``, whose objects answer a repeated Complete) until the bucket is deleted.
 
 The validation and answers are :mod:`.multipart`'s (its helpers are shared); only where the
 state lives differs.
@@ -30,6 +31,7 @@ from .errors import S3Error, el, xml_doc
 from .index import Op
 from .lifecycle import add_expiration
 from .object_ops import copy_source, meta_from_headers, raise_precondition, write_conditions
+from .rados_buckets import upload_oid, uploads_oid
 from .rados_data import remove
 from .rados_store import not_implemented
 from .request import Request, Response, xml_response
@@ -41,11 +43,11 @@ SEP = "\x01"
 def _oid(bucket, upload_id: str) -> str:
     if not upload_id or not all(c in "0123456789abcdef" for c in upload_id):
         raise S3Error("NoSuchUpload", UploadId=upload_id)
-    return f"{bucket.index.bid}.upload.{upload_id}"
+    return upload_oid(bucket.index.bid, upload_id)
 
 
 def _list_oid(bucket) -> str:
-    return f"{bucket.index.bid}.uploads"
+    return uploads_oid(bucket.index.bid)
 
 
 def _vals(io, oid: str, keys=None, prefix: str = "", after: str = "") -> dict[str, bytes]:
@@ -122,7 +124,7 @@ async def create(gw, req: Request, bucket) -> Response:
     def make():
         gw.ioctx.write_full(oid, b"")
         _write(gw.ioctx, oid, {"info": json.dumps(info), "state": "open"})
-        _write(gw.ioctx, _list_oid(bucket), {f"{req.key}{SEP}{upload_id}": json.dumps(info)})
+        _write(gw.ioctx, _list_oid(bucket), {f"o/{req.key}{SEP}{upload_id}": json.dumps(info)})
 
     await gw.run(make)
     headers = {"x-amz-checksum-algorithm": algo.upper(), "x-amz-checksum-type": ck_type} if algo else {}
@@ -243,7 +245,8 @@ async def complete(gw, req: Request, bucket) -> Response:
 
     def finish():
         _write(gw.ioctx, oid, {"state": "completed", "done": json.dumps(done)})
-        _write(gw.ioctx, _list_oid(bucket), drops=(f"{req.key}{SEP}{upload_id}",))
+        _write(gw.ioctx, _list_oid(bucket), {f"c/{upload_id}": json.dumps(time.time())},
+               drops=(f"o/{req.key}{SEP}{upload_id}",))   # kept for a repeated Complete, removed with the bucket
         for p in parts.values():   # parts uploaded but not named
             remove(gw.ioctx, {"r": [piece for piece in p["loc"]["r"] if tuple(piece) not in used]})
 
@@ -263,7 +266,7 @@ async def abort(gw, req: Request, bucket) -> Response:
             raise S3Error("NoSuchUpload", UploadId=upload_id)
         for p in _parts(gw, oid).values():
             remove(gw.ioctx, p["loc"])
-        _write(gw.ioctx, _list_oid(bucket), drops=(f"{req.key}{SEP}{upload_id}",))
+        _write(gw.ioctx, _list_oid(bucket), drops=(f"o/{req.key}{SEP}{upload_id}",))
         gw.ioctx.remove_object(oid)
 
     await gw.run(drop)
@@ -306,8 +309,8 @@ async def list_uploads(gw, req: Request, bucket) -> Response:
         limit = min(int(q.get("max-uploads", "1000")), 1000)
     except ValueError:
         raise S3Error("InvalidArgument", "max-uploads must be an integer") from None
-    found = await gw.run(_vals, gw.ioctx, _list_oid(bucket), None, prefix)
-    uploads = sorted((k.partition(SEP)[0], k.partition(SEP)[2], json.loads(v)) for k, v in found.items())
+    found = await gw.run(_vals, gw.ioctx, _list_oid(bucket), None, "o/" + prefix)
+    uploads = sorted((k[2:].partition(SEP)[0], k.partition(SEP)[2], json.loads(v)) for k, v in found.items())
     uploads = [u for u in uploads if (u[0], u[1]) > (key_marker, id_marker)]
     page, truncated = uploads[:limit], len(uploads) > limit
     body = [el("Bucket", bucket.name), el("KeyMarker", key_marker), el("UploadIdMarker", id_marker),

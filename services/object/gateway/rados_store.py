@@ -81,14 +81,15 @@ class RadosGateway(Gateway):
 
     async def commit(self, bucket, op: Op, in_segment: bool | bytes = False) -> OpResult:
         """Apply one index op (``in_segment``: a small body's bytes, stored inline in it);
-        the data objects of versions it replaced, or of a put that lost its condition, go."""
+        the data objects of versions it replaced, or of a put that lost its condition, go
+        (a GET that read the entry before retries once, see ``object_ops.get_object``)."""
         data = in_segment if isinstance(in_segment, (bytes, bytearray)) else None
         result = await self.run(bucket.index.apply, op, bytes(data) if data is not None else None)
         gone = [r.loc for r in result.removed if "r" in r.loc]
         if result.precondition and op.record is not None and "mpu" not in op.record.loc:  # (parts stay)
             gone.append(op.record.loc)
-        if gone:
-            asyncio.get_running_loop().run_in_executor(self.io, self._remove, gone)
+        if gone:   # before the answer: a DELETE's 200 means its bytes left the pool
+            await self.run(self._remove, gone)
         return result
 
     def _remove(self, locs: list[dict]) -> None:

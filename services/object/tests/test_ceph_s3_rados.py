@@ -74,6 +74,19 @@ def _pool_objects(store: dict) -> set[str]:
         cluster.shutdown()
 
 
+def _bucket_id(store: dict, name: str) -> str:
+    import rados
+    cluster = rados.Rados(conffile=store["ceph_conf"], name="client.admin", conf={"keyring": store["keyring"]})
+    cluster.connect(timeout=30)
+    try:
+        with cluster.open_ioctx(store["pool"]) as io, rados.ReadOpCtx() as op:
+            it, _ = io.get_omap_vals_by_keys(op, (name,))
+            io.operate_read_op(op, "strata.buckets")
+            return json.loads(dict(it)[name])["id"]
+    finally:
+        cluster.shutdown()
+
+
 def test_an_object_put_on_one_gateway_reads_back_at_once_on_the_other(gateways, pool, bucket):
     a, b = (g.client() for g in gateways)
     body = os.urandom(200_000)    # in data objects
@@ -156,8 +169,9 @@ def test_if_match_refuses_a_stale_etag_written_on_the_other_gateway(gateways, bu
     assert a.get_object(Bucket=bucket, Key="m")["Body"].read() == b"two"
 
 
-def test_multipart_parts_sent_to_both_gateways_complete_on_one_and_read_on_the_other(gateways, bucket):
+def test_multipart_parts_sent_to_both_gateways_complete_on_one_and_read_on_the_other(gateways, pool, bucket):
     a, b = (g.client() for g in gateways)
+    bucket_id = _bucket_id(pool, bucket)
     up = a.create_multipart_upload(Bucket=bucket, Key="mp")["UploadId"]
     parts, whole = [], b""
     for n in range(1, 4):
@@ -177,6 +191,12 @@ def test_multipart_parts_sent_to_both_gateways_complete_on_one_and_read_on_the_o
     with pytest.raises(ClientError) as err:
         b.upload_part(Bucket=bucket, Key="mp", UploadId=up, PartNumber=4, Body=b"late")
     assert _code(err.value) == "NoSuchUpload"
+    # an upload left open goes with its bucket: parts and upload objects leave the pool
+    left = a.create_multipart_upload(Bucket=bucket, Key="left")["UploadId"]
+    b.upload_part(Bucket=bucket, Key="left", UploadId=left, PartNumber=1, Body=b"p" * 100_000)
+    b.delete_object(Bucket=bucket, Key="mp")
+    a.delete_bucket(Bucket=bucket)
+    assert not [o for o in _pool_objects(pool) if o.startswith(bucket_id)]
 
 
 def test_a_bucket_policy_put_on_one_gateway_holds_on_the_other_at_once(gateways, bucket):
