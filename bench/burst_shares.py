@@ -11,6 +11,16 @@ are interleaved round by round so that the machine's drift hits them alike.
 The NFS reader drops each file from the page cache (on the host's path of the file system)
 after reading it, so it reads the disk as a training loader with a data set larger than
 memory does; the S3 reader's objects stay cached (the gateway's files are its own).
+
+The clients run on the appliance's 2 cores, where on a real platform they run on hosts of
+their own. With ``clients="grouped"`` (the default since run 3) this is modelled plainly:
+the reader's process is in a cgroup v1 ``cpu`` group standing for its host, and the bench's
+process (the J x R burst ranks' threads) in another standing for the burst's hosts, each
+with ``cpu.shares`` 1024, the weight of one process at the root: without them each
+runnable rank thread weighs as much as the reader's whole process, and the 32 ranks' own
+hashing and signing take the reader's CPU before the appliance does anything. The groups
+are the same for shares off, on and max, so the comparison of the shares stays honest;
+``"ungrouped"`` runs it as runs 1 and 2 did.
 """
 from __future__ import annotations
 
@@ -19,6 +29,7 @@ import os
 import statistics
 import threading
 import time
+from pathlib import Path
 
 from bench import results as bench_results
 
@@ -30,6 +41,41 @@ ON = {"samples": 1000, "checkpoints": 400, "background": 50}
 MAX = {"samples": 10000, "checkpoints": 1, "background": 1}
 MODES = (("off", OFF, "samples"), ("on", ON, "checkpoints"), ("max", MAX, "checkpoints"))
 CKPT, SAMPLES = "burst-ckpt", "burst-samples"    # file systems, exports and buckets
+CLIENT_GROUPS = Path("/sys/fs/cgroup/cpu/strata-bench-clients")   # see the docstring
+
+
+class ClientGroups:
+    """The clients' stand-in hosts: ``<CLIENT_GROUPS>-reader`` and ``-burst``, two cpu groups
+    at the root of the v1 hierarchy, 1024 shares each (``enabled`` False: nothing)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.paths = {n: CLIENT_GROUPS.with_name(f"{CLIENT_GROUPS.name}-{n}")
+                      for n in ("reader", "burst")}
+        if enabled:
+            for path in self.paths.values():
+                path.mkdir(exist_ok=True)
+                (path / "cpu.shares").write_text("1024\n")
+
+    def join(self, name: str, pid: int) -> None:
+        if self.enabled:
+            (self.paths[name] / "cgroup.procs").write_text(f"{pid}\n")
+
+    def remove(self) -> None:
+        """Back to the root, and the groups removed."""
+        if not self.enabled:
+            return
+        root = CLIENT_GROUPS.parent / "cgroup.procs"
+        for path in self.paths.values():
+            for pid in (path / "cgroup.procs").read_text().split():
+                try:
+                    root.write_text(f"{pid}\n")
+                except OSError:
+                    pass        # gone meanwhile
+            try:
+                path.rmdir()
+            except OSError:
+                pass
 
 
 def _nfs(port: int, pseudo: str):
@@ -72,10 +118,12 @@ class StreamReader:
     """One reader process running ``target(*args, counter, stop)``, which adds the bytes it
     reads to ``counter``; ``rate_over`` is its rate over a few seconds."""
 
-    def __init__(self, target, *args):
+    def __init__(self, target, *args, groups: ClientGroups | None = None):
         self.counter, self.stop = mp.Value("q", 0), mp.Event()
         self.proc = mp.Process(target=target, args=(*args, self.counter, self.stop), daemon=True)
         self.proc.start()
+        if groups is not None:
+            groups.join("reader", self.proc.pid)
         deadline = time.monotonic() + 30
         while self.counter.value == 0 and time.monotonic() < deadline:   # connected, reading
             time.sleep(0.05)
@@ -205,10 +253,21 @@ def _clean(creds, where: dict) -> None:
 
 
 def run(api, creds, nfs_port: int, jobs: int, ranks: int, shard_mib: int, repeat: int,
-        samples_mib: int, reader_seconds: float, log=print) -> dict:
+        samples_mib: int, reader_seconds: float, log=print, clients: str = "grouped") -> dict:
     """The phase; {mode: {protocol: {reader_solo, reader_during, burst_solo, burst_with_reader}}}
-    (bytes/s, medians) and the ratios."""
+    (bytes/s, medians) and the ratios. ``clients``: "grouped" or "ungrouped" (the docstring)."""
     where = prepare(api, creds, samples_mib)
+    groups = ClientGroups(clients == "grouped")
+    try:
+        groups.join("burst", os.getpid())  # after `strata up`: its daemons stay where they are
+        return _rounds(api, creds, nfs_port, jobs, ranks, shard_mib, repeat, reader_seconds,
+                       log, where, groups)
+    finally:
+        groups.remove()
+
+
+def _rounds(api, creds, nfs_port, jobs, ranks, shard_mib, repeat, reader_seconds, log, where,
+            groups) -> dict:
     block = os.urandom(shard_mib * MiB)
     figures = {m: {p: {k: [] for k in ("reader_solo", "reader_during", "burst_solo",
                                        "burst_with_reader")} for p in ("nfs", "s3")}
@@ -225,8 +284,9 @@ def run(api, creds, nfs_port: int, jobs: int, ranks: int, shard_mib: int, repeat
                 solo = _burst(writers(step), None)
                 _clean(creds, where)
                 reader = (StreamReader(nfs_reader_loop, nfs_port, f"/{SAMPLES}", where["names"],
-                                       where["train"]) if proto == "nfs"
-                          else StreamReader(s3_reader_loop, creds, SAMPLES, where["keys"]))
+                                       where["train"], groups=groups) if proto == "nfs"
+                          else StreamReader(s3_reader_loop, creds, SAMPLES, where["keys"],
+                                            groups=groups))
                 try:
                     alone = reader.rate_over(reader_seconds)
                     step += 1
@@ -278,7 +338,7 @@ def record(result: dict, args: dict, load: float) -> None:
     table = []
     for number, run_ in enumerate(bench_results.runs("checkpoint_burst_shares"), 1):
         cells = [str(number), run_["time"][:16], f"{run_['jobs']}x{run_['ranks']}x{run_['shard_mib']} MiB",
-                 str(run_["repeat"])]
+                 str(run_["repeat"]), run_.get("clients", "ungrouped")]
         for mode, _, _ in MODES:
             for proto in ("nfs", "s3"):
                 r = run_["ratios"].get(mode, {}).get(proto)
@@ -288,7 +348,7 @@ def record(result: dict, args: dict, load: float) -> None:
     bench_results.write_table(
         "checkpoint_burst_shares",
         "bench/checkpoint_burst.py: reads during bursts, with and without the shares",
-        ["run", "time", "burst", "rounds", "NFS, shares off", "S3, shares off", "NFS, shares on",
+        ["run", "time", "burst", "rounds", "clients", "NFS, shares off", "S3, shares off", "NFS, shares on",
          "S3, shares on", "NFS, max", "S3, max", "load median"], table,
         notes="Each cell: reader during the burst / reader alone, then burst with the reader / "
               "burst alone. Aims: reader >= 0.7, burst >= 0.8. Shares off: every class 100 and "
@@ -296,4 +356,8 @@ def record(result: dict, args: dict, load: float) -> None:
               "background 50, the bucket tagged checkpoints; max (a diagnostic): samples 10000, "
               "checkpoints and background 1. Run 1 gives the ratio of the medians of its rounds; "
               "later runs the median of each round's ratio. The load median is the host's "
-              "1-minute load average (2 cores, shared with other work) during the run.")
+              "1-minute load average (2 cores, shared with other work) during the run. Clients "
+              "grouped: the reader's process and the burst's ranks each in a cpu group of "
+              "1024 shares standing for their own hosts (bench/burst_shares.py); ungrouped: "
+              "every client thread at the root like any process. What the reader waits for: "
+              "bench/README.md, 'Reads during bursts'.")

@@ -375,6 +375,9 @@ def main(argv=None) -> int:
     p.add_argument("--full", action="store_true", help="also 64 concurrent jobs")
     p.add_argument("--shares-only", action="store_true",
                    help="only the reads-during-bursts phase (shares off and on)")
+    p.add_argument("--ungrouped-clients", action="store_true",
+                   help="reads during bursts: the clients' processes not in cpu groups of "
+                        "their own (as runs 1 and 2; see bench/burst_shares.py)")
     a = p.parse_args(argv)
     if a.quick:
         a.repeat, a.shard_mib, a.samples_mib, a.reader_seconds = 1, 8, 128, 2.0
@@ -561,11 +564,13 @@ def main(argv=None) -> int:
 def shares_phase(app: Appliance, api: Api, creds: dict, a) -> list:
     """Reads during bursts, shares off and on (bench/burst_shares.py), recorded."""
     load = []
+    clients = "ungrouped" if a.ungrouped_clients else "grouped"
     try:
         result = burst_shares.run(api, creds, app.nfs_port, a.jobs, a.ranks, a.shard_mib,
                                   a.repeat, a.samples_mib, a.reader_seconds,
                                   log=lambda line: (load.append(os.getloadavg()[0]),
-                                                    print(line, flush=True)))
+                                                    print(line, flush=True)),
+                                  clients=clients)
     except Exception:
         for name in ("s3.log", "ganesha.log"):   # the data directory goes with the appliance
             log = app.data_dir / "log" / name
@@ -574,7 +579,8 @@ def shares_phase(app: Appliance, api: Api, creds: dict, a) -> list:
                                                            .splitlines()[-30:]), flush=True)
         raise
     burst_shares.record(result, {"jobs": a.jobs, "ranks": a.ranks, "shard_mib": a.shard_mib,
-                                 "repeat": a.repeat, "samples_mib": a.samples_mib},
+                                 "repeat": a.repeat, "samples_mib": a.samples_mib,
+                                 "clients": clients},
                         statistics.median(load) if load else float("nan"))
     return burst_shares.rows(result)
 

@@ -165,6 +165,40 @@ class ClassGroups:
                 return
 
 
+def own_cpu_group(proc_cgroup: str = "/proc/self/cgroup", cpu_root: Path = CPU_V1) -> Path | None:
+    """The v1 ``cpu`` group this process is in (None where there is no such hierarchy)."""
+    try:
+        lines = Path(proc_cgroup).read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            return cpu_root / path.lstrip("/")
+    return None
+
+
+def thread_joiner(name: str, group: Path | None = None):
+    """For a daemon in one class's group: a function that moves the calling *thread* into
+    the group of class ``name`` (a sibling of the daemon's; cgroup v1 places threads one by
+    one), so that work done for that class on the thread is weighed with its share. None
+    where the daemon is not in a class's group, or already in ``name``'s."""
+    group = own_cpu_group() if group is None else group
+    if group is None or group.name not in CLASSES or group.name == name:
+        return None
+    tasks = group.parent / name / "tasks"
+    if not tasks.exists():
+        return None
+
+    def join() -> None:
+        try:
+            with open(tasks, "w") as f:
+                f.write("0\n")         # 0: the writing thread
+        except OSError:
+            pass                        # the thread stays in the daemon's group
+    return join
+
+
 def join_preexec(procs_file: Path | None, then=None):
     """A ``preexec_fn`` that puts the new process in a class's group (``procs_file``: from
     :meth:`ClassGroups.procs_file`), then runs ``then`` (another preexec) if given."""

@@ -3,7 +3,9 @@ class's weight, a share set through the CLI is in the kernel at once and after a
 the S3 gateway gets the shares and the buckets' classes, and bad input is refused naming the
 field (plumbing/workclass.py, services/qos/)."""
 import json
+import os
 import subprocess
+import time
 
 import pytest
 import requests
@@ -120,3 +122,56 @@ def test_daemons_run_in_their_class_with_its_share(appliance):
     pids = daemon_pids(app)
     for name, pid in pids.items():
         assert pid in groups.pids(CLASS_OF[name]), (name, pid)
+
+
+def class_threads(groups: ClassGroups, name: str, pids: set[int]) -> dict[int, str]:
+    """The threads of processes ``pids`` in class ``name``'s group: {tid: its comm}."""
+    out = {}
+    for tid in (groups.group(name) / "tasks").read_text().split():
+        for pid in pids:
+            try:
+                out[int(tid)] = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
+                break
+            except OSError:
+                pass
+    return out
+
+
+def test_a_checkpoint_upload_is_hashed_and_written_with_the_checkpoints_share(appliance):
+    """The gateway runs in the samples group; the body of a PUT to a bucket tagged
+    checkpoints is hashed and written on threads moved into the checkpoints group, so that
+    the kernel weighs that work with the checkpoints share while the event loop serving
+    sample reads keeps the samples share (services/object/gateway/admission.py)."""
+    import boto3
+    from botocore.config import Config
+
+    app = appliance.start()
+    groups = ClassGroups(app.data_dir)
+    assert groups.available, "this test needs the cgroup v1 cpu hierarchy (run as root)"
+    creds = app.credentials
+    api = requests.Session()
+    api.headers["Authorization"] = f"Token {creds['token']}"
+    base = f"{app.url}/api/v1"
+    for name, body in (("ckpt", {"workload_class": "checkpoints"}), ("train", {})):
+        r = api.post(f"{base}/buckets/", json={"name": name, **body}, timeout=60)
+        assert r.status_code == 201, r.text
+    time.sleep(1.5)          # the gateway re-reads its config at most every second
+    s3 = boto3.client("s3", endpoint_url=creds["s3_endpoint"],
+                      aws_access_key_id=creds["s3_access_key"],
+                      aws_secret_access_key=creds["s3_secret_key"], region_name="us-east-1",
+                      config=Config(s3={"addressing_style": "path"}))
+    gateway = daemon_pids(app)["s3"]
+    workers = {gateway} | descendants(gateway)
+    body = os.urandom(24 << 20)
+
+    s3.put_object(Bucket="train", Key="sample0", Body=body)     # samples: the gateway's own
+    assert class_threads(groups, "checkpoints", workers) == {}
+    for rank in range(4):          # whichever worker takes them
+        s3.put_object(Bucket="ckpt", Key=f"step1/rank{rank}", Body=body)
+    moved = class_threads(groups, "checkpoints", workers)
+    assert moved and not set(moved) & workers, moved     # threads, not whole workers
+    # the workers' main threads (their event loops) stay in the samples group
+    samples = set((groups.group("samples") / "tasks").read_text().split())
+    assert {str(p) for p in workers} <= samples
+    assert s3.get_object(Bucket="ckpt", Key="step1/rank3")["Body"].read() == body
+    assert s3.get_object(Bucket="train", Key="sample0")["Body"].read() == body

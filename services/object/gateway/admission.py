@@ -16,16 +16,27 @@ request is refused with 503 SlowDown, which S3 clients retry.
 
 A request holds its slot while its handler runs: a PUT while its body arrives and is
 written, a GET until its answer starts (the bytes are then sent by the server).
+
+The gateway runs in the samples class's cpu group; a body of another class (a checkpoint
+upload) is hashed and written on threads moved into that class's group
+(``plumbing.workclass.thread_joiner``), so that the kernel weighs that work with its share
+and the event loop serving sample GETs comes first. The event loop itself (receiving the
+body's bytes) stays in the samples group.
 """
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections import deque
 
 from plumbing.workclass import CLASSES, DEFAULT_SHARES, SAMPLES
 
 from .errors import S3Error
+
+# the class of the request being served (set while it holds its slot): a body's hashing and
+# writing run on threads of that class's cpu group (Gateway.io_for)
+REQUEST_CLASS: contextvars.ContextVar[str] = contextvars.ContextVar("request_class", default=SAMPLES)
 
 DEFAULT_SLOTS = 16
 DEFAULT_QUEUE = 1024

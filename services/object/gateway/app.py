@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl, unquote
 from plumbing.errors import is_disk_full
 
 from . import access, admin, cors, foreground, object_ops, routes
-from .admission import ADMISSION
+from .admission import ADMISSION, REQUEST_CLASS
 from .auth import authenticate
 from .core import Gateway, OpenFiles, WorkerRole
 from .stores import open_gateway, route_for
@@ -217,9 +217,11 @@ async def dispatch(gw: Gateway, req: Request) -> Response:
     ADMISSION.configure(gw.config.get("qos") or {})
     work_class = ADMISSION.class_of(req.bucket)
     await ADMISSION.enter(work_class)
+    token = REQUEST_CLASS.set(work_class)
     try:
         return await route.handler(gw, req, bucket)
     finally:
+        REQUEST_CLASS.reset(token)
         ADMISSION.leave(work_class)
 
 

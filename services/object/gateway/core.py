@@ -23,6 +23,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import AsyncIterator, Iterator, Protocol
 
+from plumbing.workclass import thread_joiner
+
+from .admission import REQUEST_CLASS
 from .buckets import Bucket, BucketStore
 from .checksums import Digests, requested_algorithms
 from .commit import GATHER_SECONDS, GroupCommitter
@@ -136,6 +139,7 @@ class Gateway:
         self.io = ThreadPoolExecutor(max_workers=16, thread_name_prefix="s3-io")
         # direct writes of large bodies (never waits on self.io, so jobs on self.io may wait on it)
         self.disk = ThreadPoolExecutor(max_workers=8, thread_name_prefix="s3-disk")
+        self.class_io: dict[str, ThreadPoolExecutor] = {}    # see io_for
         self.cold = ColdTier(self)
 
     @property
@@ -185,6 +189,8 @@ class Gateway:
             self.notifier = None
         self.io.shutdown(wait=False)
         self.disk.shutdown(wait=False)
+        for pool in self.class_io.values():
+            pool.shutdown(wait=False)
 
     async def _maintain(self) -> None:
         """Every few seconds: drop cached read handles of segments another process removed,
@@ -201,6 +207,18 @@ class Gateway:
     def deleting(self, bucket: Bucket, key: str, version_id: str):
         """The guard around removing one version (snapshot holds, see :mod:`.snapshots`)."""
         return deleting_version(self, bucket, key, version_id)
+
+    def io_for(self, work_class: str) -> ThreadPoolExecutor:
+        """The pool that hashes and writes a body of ``work_class``: ``self.io`` for the
+        gateway's own class, else a pool whose threads sit in that class's cpu group
+        (:mod:`.admission`); ``self.io`` too where there are no such groups."""
+        pool = self.class_io.get(work_class)
+        if pool is None:
+            join = thread_joiner(work_class)
+            pool = self.io if join is None else ThreadPoolExecutor(
+                max_workers=16, thread_name_prefix=f"s3-{work_class[:4]}", initializer=join)
+            self.class_io[work_class] = pool
+        return pool
 
     async def run(self, fn, *args):
         """Run blocking ``fn(*args)`` on the I/O thread pool."""
@@ -252,6 +270,7 @@ class Gateway:
         so a body of one block costs one thread hop. The received buffers are passed as they
         are (no joining copy): hashed one by one, then written (:class:`LargeFileWriter`)."""
         loop = asyncio.get_running_loop()
+        pool = self.io_for(REQUEST_CLASS.get())
 
         def job(blocks: list, last: bool) -> None:
             for block in blocks:
@@ -276,13 +295,13 @@ class Gateway:
                 if held >= WRITE_BLOCK or last:
                     if pending is not None:
                         await pending
-                    pending = loop.run_in_executor(self.io, job, blocks, last)
+                    pending = loop.run_in_executor(pool, job, blocks, last)
                     blocks, held = [], 0
             if pending is not None:
                 await pending
                 pending = None
             if not writer.synced:
-                await loop.run_in_executor(self.io, job, blocks, True)
+                await loop.run_in_executor(pool, job, blocks, True)
         finally:
             if pending is not None:  # an error while a job runs: let it end before any abort
                 await asyncio.wait([pending])
