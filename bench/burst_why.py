@@ -99,6 +99,7 @@ class Reader(bs.StreamReader):
 def cpu_ticks(parties: dict) -> dict:
     """CPU ticks (user + system) of every process, summed per party."""
     out = {k: 0 for k in parties["names"]}
+    parties["refresh"]()
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -117,17 +118,20 @@ def host_cpu() -> list[int]:
     return [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
 
 
-def disk(dev: str = "vda") -> list[int]:
+def disks() -> dict:
+    """/proc/diskstats of vda and the loop devices: reads, merged, sectors, ms reading,
+    writes, merged, sectors, ms writing, in flight, ms busy, weighted ms."""
+    out = {}
     for line in Path("/proc/diskstats").read_text().splitlines():
         f = line.split()
-        if f[2] == dev:
-            return [int(x) for x in f[3:14]]
-    return [0] * 11
+        if f[2] == "vda" or f[2].startswith("loop"):
+            out[f[2]] = [int(x) for x in f[3:14]]
+    return out
 
 
 def snapshot(parties) -> dict:
     return {"t": time.perf_counter(), "cpu": cpu_ticks(parties), "host": host_cpu(),
-            "disk": disk()}
+            "disk": disks()}
 
 
 def report(label: str, a: dict, b: dict, lat: dict, rate: float) -> None:
@@ -135,15 +139,19 @@ def report(label: str, a: dict, b: dict, lat: dict, rate: float) -> None:
     cpu = {k: (b["cpu"][k] - a["cpu"][k]) / TICK / dt for k in a["cpu"]}
     h = [y - x for x, y in zip(a["host"], b["host"])]
     total = sum(h) or 1
-    d = [y - x for x, y in zip(a["disk"], b["disk"])]
-    # diskstats: reads, merged, sectors, ms reading, writes, merged, sectors, ms writing,
-    # in flight, ms busy, weighted ms
-    print(f"{label}: reader {rate / MiB:.1f} MiB/s over {dt:.1f} s")
+    deltas = {n: [y - x for x, y in zip(a["disk"].get(n, b["disk"][n]), b["disk"][n])]
+              for n in b["disk"]}
+    print(f"{label}: " + (f"reader {rate / MiB:.1f} MiB/s " if rate else "") + f"over {dt:.1f} s")
     print("   cpu s/s: " + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
           + f"; host idle {h[3] / total:.0%}, iowait {h[4] / total:.0%}")
-    print(f"   vda: read {d[2] * 512 / MiB / dt:.1f} MiB/s, write {d[6] * 512 / MiB / dt:.1f} MiB/s, "
-          f"busy {d[9] / 1000 / dt:.0%}, wait per read {d[3] / max(d[0], 1):.1f} ms, "
-          f"per write {d[7] / max(d[4], 1):.1f} ms")
+    loop = max((n for n in deltas if n != "vda"), key=lambda n: deltas[n][2] + deltas[n][6],
+               default=None)
+    for name in ("vda", loop) if loop else ("vda",):
+        d = deltas[name]
+        print(f"   {name}: read {d[2] * 512 / MiB / dt:.1f} MiB/s, write "
+              f"{d[6] * 512 / MiB / dt:.1f} MiB/s, busy {d[9] / 1000 / dt:.0%}, wait per read "
+              f"{d[3] / max(d[0], 1):.1f} ms, per write {d[7] / max(d[4], 1):.1f} ms, "
+              f"queue {d[10] / 1000 / dt:.1f}")
     for k, v in lat.items():
         if v:
             v = sorted(v)
@@ -165,21 +173,39 @@ def main() -> int:
     app = Appliance(pool_size="6G")
     reader_pid = [None]
     me = os.getpid()
+    mine: set[int] = set()         # `strata up` and its descendants
+
+    def refresh():
+        kids: dict[int, list[int]] = {}
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue
+            kids.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(int(pid))
+        todo = [app.proc.pid] if app.proc else []
+        mine.clear()
+        while todo:
+            pid = todo.pop()
+            mine.add(pid)
+            todo += kids.get(pid, [])
 
     def classify(pid, cmd):
         if pid == reader_pid[0]:
             return "reader"
         if pid == me:
             return "burst clients"
-        if "ganesha" in cmd:
+        if "ganesha" in cmd and pid in mine:
             return "ganesha"
-        if "services.object.gateway" in cmd:
+        if "services.object.gateway" in cmd and pid in mine:
             return "s3 gateway"
-        if str(app.data_dir) in cmd or "strata" in cmd or "postgres" in cmd or "redis" in cmd:
+        if pid in mine:
             return "appliance other"
         return "host other"
     parties = {"names": ("reader", "burst clients", "ganesha", "s3 gateway", "appliance other",
-                        "host other"), "classify": classify}
+                        "host other"), "classify": classify, "refresh": refresh}
     try:
         app.start()
         creds = app.credentials
@@ -193,6 +219,15 @@ def main() -> int:
         step = 0
         for rnd in range(a.repeat):
             for proto in a.protocols.split(","):
+                def writers():
+                    nonlocal step
+                    step += 1
+                    return (bs.nfs_writers(app.nfs_port, a.jobs, a.ranks, step, block)
+                            if proto == "nfs" else bs.s3_writers(creds, a.jobs, a.ranks, step, block))
+                b0 = snapshot(parties)
+                solo = bs._burst(writers(), None)
+                b1 = snapshot(parties)
+                bs._clean(creds, where)
                 reader = (Reader(nfs_reader, app.nfs_port, f"/{bs.SAMPLES}", where["names"],
                                  where["train"], groups=groups) if proto == "nfs"
                           else Reader(s3_reader, creds, bs.SAMPLES, where["keys"], groups=groups))
@@ -205,17 +240,16 @@ def main() -> int:
                                  where["train"], groups=groups) if proto == "nfs"
                           else Reader(s3_reader, creds, bs.SAMPLES, where["keys"], groups=groups))
                 reader_pid[0] = reader.proc.pid
-                step += 1
-                writers = (bs.nfs_writers(app.nfs_port, a.jobs, a.ranks, step, block)
-                           if proto == "nfs" else bs.s3_writers(creds, a.jobs, a.ranks, step, block))
+                w = writers()
                 s2 = snapshot(parties)
-                both = bs._burst(writers, reader)
+                both = bs._burst(w, reader)
                 s3 = snapshot(parties)
                 lat_both = reader.latencies()
                 bs._clean(creds, where)
-                print(f"== {proto} round {rnd + 1}, shares {a.shares}, burst "
-                      f"{both['rate'] / MiB:.1f} MiB/s in {both['seconds']:.1f} s, reader "
-                      f"{both['reader'] / alone:.2f}x")
+                print(f"== {proto} round {rnd + 1}, shares {a.shares}, clients {a.clients}: burst "
+                      f"{solo['rate'] / MiB:.1f} -> {both['rate'] / MiB:.1f} MiB/s "
+                      f"({both['rate'] / solo['rate']:.2f}x), reader {both['reader'] / alone:.2f}x")
+                report("  burst alone", b0, b1, {}, 0.0)
                 report("  alone ", s0, s1, lat_alone, alone)
                 report("  during", s2, s3, lat_both, both["reader"])
                 sys.stdout.flush()
