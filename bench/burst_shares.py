@@ -335,6 +335,11 @@ def record(result: dict, args: dict, load: float) -> None:
                                                      "ratios": result["ratios"],
                                                      "ratio_of": "rounds",
                                                      "medians": result["medians"]})
+    write_table()
+
+
+def write_table() -> None:
+    """bench/results/checkpoint_burst_shares.md from every run recorded."""
     table = []
     for number, run_ in enumerate(bench_results.runs("checkpoint_burst_shares"), 1):
         cells = [str(number), run_["time"][:16], f"{run_['jobs']}x{run_['ranks']}x{run_['shard_mib']} MiB",
@@ -360,4 +365,4 @@ def record(result: dict, args: dict, load: float) -> None:
               "grouped: the reader's process and the burst's ranks each in a cpu group of "
               "1024 shares standing for their own hosts (bench/burst_shares.py); ungrouped: "
               "every client thread at the root like any process. What the reader waits for: "
-              "bench/README.md, 'Reads during bursts'.")
+              "services/qos/README.md, 'Measured'.")
