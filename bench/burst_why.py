@@ -12,7 +12,8 @@ same reader during J x R ranks' saves, and for each window
   the mean wait of a read and of a write (from /proc/diskstats).
 
 Run as root: .venv/bin/python bench/burst_why.py [--jobs 8 --ranks 4 --shard-mib 8]
-[--shares on|off|max] [--repeat 2] [--clients grouped|ungrouped]. It prints; it records nothing.
+[--shares on|off|max] [--repeat 2] [--clients grouped|ungrouped] [--protocols nfs,s3]
+[--loop-scheduler mq-deadline]. It prints; it records nothing.
 """
 from __future__ import annotations
 
@@ -169,6 +170,8 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--protocols", default="nfs,s3")
     p.add_argument("--clients", choices=("grouped", "ungrouped"), default="grouped")
+    p.add_argument("--loop-scheduler", default=None,
+                   help="an I/O scheduler for the pool's loop device (e.g. mq-deadline)")
     a = p.parse_args()
     app = Appliance(pool_size="6G")
     reader_pid = [None]
@@ -210,6 +213,16 @@ def main() -> int:
         app.start()
         creds = app.credentials
         api = Api(app.url, creds["token"])
+        if a.loop_scheduler:
+            import json
+            import subprocess
+            devs = json.loads(subprocess.run(["losetup", "--list", "--json"], capture_output=True,
+                                             text=True).stdout)["loopdevices"]
+            for dev in devs:
+                if str(app.data_dir) in (dev.get("back-file") or ""):
+                    name = os.path.basename(dev["name"])
+                    Path(f"/sys/block/{name}/queue/scheduler").write_text(a.loop_scheduler)
+                    print(name, Path(f"/sys/block/{name}/queue/scheduler").read_text().strip())
         where = bs.prepare(api, creds, a.samples_mib)
         mode = {m: (s, c) for m, s, c in bs.MODES}[a.shares]
         bs.set_mode(api, *mode)
