@@ -25,24 +25,30 @@ class ChunkWriter:
         self.io = ioctx
         self.base = f"{bucket_id}.d.{uuid.uuid4().hex}"
         self.pieces: list[list] = []
-        self.buf = bytearray()
+        self.blocks: list = []    # received, not yet written: joined once per data object
+        self.held = 0
 
     def write(self, blocks: list[bytes]) -> None:
-        for block in blocks:
-            self.buf += block
-            while len(self.buf) >= CHUNK:
-                self._flush(bytes(self.buf[:CHUNK]))
-                del self.buf[:CHUNK]
+        self.blocks += blocks
+        self.held += sum(len(b) for b in blocks)
+        if self.held >= CHUNK:
+            data = b"".join(self.blocks)
+            view = memoryview(data)
+            whole = len(data) - len(data) % CHUNK
+            for off in range(0, whole, CHUNK):
+                self._flush(view[off:off + CHUNK])
+            self.blocks = [view[whole:]] if whole < len(data) else []
+            self.held = len(data) - whole
 
     def finish(self) -> dict:
-        if self.buf or not self.pieces:
-            self._flush(bytes(self.buf))
-            self.buf = bytearray()
+        if self.held or not self.pieces:
+            self._flush(b"".join(self.blocks))
+            self.blocks, self.held = [], 0
         return {"r": self.pieces}
 
-    def _flush(self, data: bytes) -> None:
+    def _flush(self, data) -> None:
         name = f"{self.base}.{len(self.pieces)}"
-        self.io.write_full(name, data)
+        self.io.write_full(name, bytes(data) if isinstance(data, memoryview) else data)
         self.pieces.append([name, len(data)])
 
     def abort(self) -> None:
