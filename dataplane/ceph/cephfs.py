@@ -250,6 +250,27 @@ class CephFileSystems:
                 evicted.append(session["id"])
         return evicted
 
+    def evict_clients(self, entity: str) -> list:
+        """Close the MDS sessions of every client authenticated as cephx ``entity``
+        (``client.X`` or ``X``): a dead cluster node's NFS server, whose capabilities would
+        otherwise hold other clients' access to its files until the MDS gives up on it
+        (``session_autoclose``: 300 s by default). The MDS blocklists what it evicts. Returns
+        the client ids."""
+        wanted = entity.removeprefix("client.")
+        evicted = []
+        for rank in self.active_ranks():
+            rc, out, _err = self.fs.mds_command(str(rank), json.dumps(
+                {"prefix": "session ls", "format": "json"}), b"")
+            if rc != 0:
+                continue
+            for session in json.loads(out):
+                if session.get("client_metadata", {}).get("entity_id") != wanted:
+                    continue
+                self.fs.mds_command(str(rank), json.dumps(
+                    {"prefix": "session evict", "filters": [f"id={session['id']}"]}), b"")
+                evicted.append(session["id"])
+        return evicted
+
     # -- pools ---------------------------------------------------------------------------
     def pool_root(self, pool: str) -> str:
         """The pool's directory in the CephFS."""

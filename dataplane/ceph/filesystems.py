@@ -228,6 +228,11 @@ class CephFilesMixin:
         """Pin a directory of the pool (``fs/<name>/...``) to MDS ``rank``."""
         self._files_ready(pool)[1].pin(pool, relpath, rank)
 
+    def evict_fs_clients(self, pool: str, entity: str) -> list:
+        """Evict the CephFS sessions of cephx ``entity`` (a dead node's daemons) from the
+        pool's file system; the client ids."""
+        return self._files_ready(pool)[1].evict_clients(entity)
+
     def mds_ranks(self, pool: str) -> list:
         """The active MDS ranks of the pool's CephFS."""
         return self._files_ready(pool)[1].active_ranks()

@@ -2,9 +2,12 @@
 exports of Ceph pools together, members of one grace database: see
 ``services.file.runtime.grace`` and ``services.nodes.cluster.nfs_grace``).
 
-- A node written down (``node_down``, 15 s without a heartbeat): :func:`start_grace` puts
-  the cluster in grace for it (``ganesha-rados-grace start NODE``), so the survivors refuse
-  new state while the dead node's clients reclaim theirs on a survivor.
+- A node written down (``node_down``, 15 s without a heartbeat): :func:`start_grace` fences
+  its CephFS clients (their MDS sessions evicted, which blocklists them: the capabilities its
+  Ganesha held on files and directories would otherwise block every other node's clients
+  touching them until the MDS's ``session_autoclose``, 300 s by default) and puts the
+  cluster in grace for it (``ganesha-rados-grace start NODE``), so the survivors refuse new
+  state while the dead node's clients reclaim theirs on a survivor.
 - A node removed from the cluster (``node_removed``): :func:`end_grace` gives up its need
   (``lift``) and its membership (``remove``), so grace ends.
 - A node drained (``node_drained``): its Ganesha stops cleanly, and a clean stop puts the
@@ -51,6 +54,11 @@ def start_grace(names: list[str]) -> list[str]:
     members = db.dump().members
     dead = [n for n in names if n in members]
     if dead:
+        for name in dead:                 # their files' capabilities free for the others
+            fenced = storage.evict_node_clients(name)
+            if fenced:
+                log.warning("file: node %s down: its CephFS sessions evicted (%s)", name,
+                            ", ".join(fenced))
         db.start(*dead)
         log.warning("file: node(s) %s down: NFS grace started for their clients "
                     "(the other servers enforce it)", ", ".join(dead))

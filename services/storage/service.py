@@ -554,6 +554,23 @@ def revoke_node_keys(node: str) -> list[str]:
     return done
 
 
+def evict_node_clients(node: str) -> list[str]:
+    """Fence node ``node``'s CephFS clients (it is down): their MDS sessions on the file
+    systems of the Ceph pools are evicted, so that the capabilities its NFS server held stop
+    holding back the other nodes' clients (until the MDS's own ``session_autoclose``
+    otherwise). The entities evicted, for the log."""
+    done = []
+    for pool in Pool.objects.filter(driver="ceph", filesystems__isnull=False).distinct():
+        entity = node_entity(node, pool)
+        try:
+            if driver_for(pool.driver).evict_fs_clients(pool.name, entity):
+                done.append(entity)
+        except DataplaneError as exc:
+            log.error("node %s: the CephFS sessions of %s could not be evicted: %s", node,
+                      entity, exc)
+    return done
+
+
 def _keyring_of(pool: str, conf_path: str, client: str, keyring_path: str) -> str:
     """The ``[client.<client>]`` entry of the pool's keyring (its path as the pool names
     it, else as its ceph.conf says)."""

@@ -1,0 +1,309 @@
+"""Issue 36's node fault with real clients: TCG guests (Linux kernel NFS client, NFSv4.1,
+``nconnect=4``) write the shards of one checkpoint through three process nodes (a plane and
+three node agents, as tests/test_ceph_cluster_nfs.py, on the session's Ceph cluster), and a
+node is killed -9 in the middle of the burst.
+
+The network: the guests sit on a bridge in a network namespace of the test's own
+(tests/vmhost.py Netns) joined to the host by a veth; the nodes' data addresses are extra
+addresses of the veth's host end (``SUBNET.3`` to ``.5``), where each node's Ganesha listens
+(FSAL_CEPH, ``rados_cluster`` grace database in the pool's RADOS pool), so they are reachable
+from the guests (a 127.x address is not).
+
+The entries the guests mount: one per node, as a floating data address would be. Here
+keepalived cannot be what moves them: it is not installed on this machine, and process nodes
+share one network namespace and one port space (each node's Ganesha has its own port, and a
+Ganesha bound to 0.0.0.0, as a node with floating addresses binds, would take every other
+node's address too). So each entry is a TCP relay of the test's own (socat, on ``SUBNET.1``,
+one port per entry) to its node's Ganesha, and when a node is killed the test points its
+entry at the next survivor ``VRRP_TAKEOVER`` seconds later (keepalived's takeover: three
+missed adverts at one second), as an address moving to a survivor would. The guest is not
+told: its kernel client reconnects to the same address and port, finds another server (new
+session, its state reclaimed or reopened through the cluster's grace) and carries on without a
+remount. What keepalived itself does is left to the cluster's nspawn host tests.
+
+The test asserts: the shards every guest fsynced before the kill read back whole, by hash,
+through another node; the guest of the killed node finishes its burst without a remount; the
+plane's verified commit then succeeds with every shard (or, if a shard is missing, answers 409
+naming exactly the missing ones); and it prints the failover the guest saw (from the kill to
+its first write that completed with fsync after it)."""
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from services.file.tests.nfs_client import connect, read_hash
+from tests.ceph import ceph_pool_body
+from tests.cluster_support import Cluster
+from tests.guest import Boot
+from tests.test_ceph_cluster_nfs import grace_db
+from tests.kit import free_port, wait_for
+from tests.vmhost import Netns, ip
+
+pytestmark = pytest.mark.root
+pytest.importorskip("nfs_rs")
+
+REDIS_DB = os.environ.get("STRATA_CLUSTER_CEPH_TEST_REDIS_DB", "4")
+NODES = ("alpha", "beta", "gamma")
+GRACE = 10                # seconds: each Ganesha's grace and lease, short for the test
+VRRP_TAKEOVER = 3         # seconds from a node's death to its address on a survivor
+RANKS_PER_GUEST = 2
+PARTS = 4                 # shards per rank
+SHARD = 1024 * 1024 + 3   # bytes per shard
+KILLED = "alpha"
+
+SCRIPT = """load nfs
+hostname {hostname}
+ip link set eth0 up
+ip addr add {guest}/24 dev eth0
+mkdir -p /mnt/ckpt
+mount -t nfs4 -o vers=4.1,nconnect=4,port={port},addr={host},clientaddr={guest} \
+  {host}:/ckpt /mnt/ckpt || exit 1
+echo MOUNTED $(grep /mnt/ckpt /proc/mounts)
+dir=/mnt/ckpt/{rel}
+mkdir -p $dir/model
+for name in {names}; do
+  if dd if=/shards/$name of=$dir/model/$name bs=256k conv=fsync 2>/tmp/err; then
+    echo FSYNCED $name $(cut -d' ' -f1 /proc/uptime)
+  else
+    echo FAILED $name $(cat /tmp/err)
+  fi
+done
+echo DONE
+"""
+
+
+class Relay:
+    """An entry: ``socat`` listening on ``address:port`` and relaying each connection to a
+    node's Ganesha; :meth:`point` moves it to another node (the running relay is stopped by
+    PID; the connections it relayed end with the dead node's)."""
+
+    def __init__(self, address: str, port: int, log):
+        self.address, self.port, self.log = address, port, log
+        self.proc = None
+        self.target = None
+
+    def point(self, target: tuple[str, int]) -> None:
+        self.stop()
+        self.target = target
+        self.proc = subprocess.Popen(
+            ["socat", f"TCP-LISTEN:{self.port},bind={self.address},fork,reuseaddr",
+             f"TCP:{target[0]}:{target[1]}"], stdout=self.log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        wait_for(lambda: subprocess.run(["ss", "-Hltn", f"src {self.address}:{self.port}"],
+                                        capture_output=True, text=True).stdout.strip(),
+                 10, f"relay on {self.address}:{self.port}", interval=0.1)
+
+    def stop(self) -> None:
+        """The relay and the connections it forks (its own process group), by its PID."""
+        if self.proc and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(10)
+        self.proc = None
+
+
+@pytest.fixture(scope="module")
+def netns():
+    with Netns() as ns:
+        yield ns
+
+
+@pytest.fixture(scope="module")
+def cluster(ceph_cluster, netns, tmp_path_factory):
+    """The plane with a Ceph pool, file system ``ckpt`` exported to the guests' subnet and
+    checkpoint job ``llm``; three nodes serving files on addresses of the veth's host end."""
+    c = Cluster(redis_db=REDIS_DB).create()
+    pool = f"gst-{uuid.uuid4().hex[:6]}"
+    c.addresses = {name: f"{netns.subnet}.{3 + i}" for i, name in enumerate(NODES)}
+    c.ports = {}
+    for address in c.addresses.values():
+        ip("addr", "add", f"{address}/24", "dev", netns.host_if)
+    try:
+        c.start_plane()
+        made = c.api("POST", "pools/", json=ceph_pool_body(
+            ceph_cluster, pool, redundancy="replicated:3", failure_domain="host"))
+        assert made.status_code == 201, made.text
+        assert c.api("POST", "filesystems/", json={"name": "ckpt", "pool": pool}) \
+            .status_code == 201
+        for name, address in c.addresses.items():
+            joined = c.join(name, address)
+            assert joined.returncode == 0, joined.stderr
+            c.run_agent(name)
+        for name in NODES:
+            c.wait_state(name, "up", timeout=90)
+            c.ports[name] = free_port()
+            done = c.api("PATCH", f"nodes/{name}/", json={"services": ["file"], "options": {
+                "nfs_port": c.ports[name], "smb_port": free_port(),
+                "nfs_grace_seconds": GRACE, "nfs_lease_seconds": GRACE}})
+            assert done.status_code == 200, done.text
+        for name in NODES:
+            wait_for(lambda n=name: c.node(n)["daemons"], 180, f"{name}'s ganesha running",
+                     interval=0.5,
+                     until=lambda d: (d.get("ganesha") or {}).get("state") == "running")
+        made = c.api("POST", "nfs-exports/", json={
+            "filesystem": "ckpt", "pseudo": "/ckpt",
+            "clients": [f"{netns.subnet}.0/24 rw no_root_squash"]})
+        assert made.status_code == 201, made.text
+        job = c.api("POST", "checkpoint-jobs/", json={"name": "llm", "filesystem": "ckpt"})
+        assert job.status_code == 201, job.text
+        yield c
+    finally:
+        try:
+            for export in c.api("GET", "nfs-exports/").json().get("results", []):
+                c.api("DELETE", f"nfs-exports/{export['id']}/")
+        except Exception as exc:      # the plane may be gone: its cluster is deleted anyway
+            print(f"clean-up through the API: {exc}")
+        keep = tmp_path_factory.mktemp("cluster-logs")
+        for log in [*c.dir.glob("*.out"), *c.dir.glob("*/log/*.log")]:
+            shutil.copy(log, keep / f"{log.parent.parent.name}-{log.name}")
+        c.destroy()
+
+
+def readable_through(cluster, node: str, rel: str, names) -> dict:
+    """{name: (size, sha256)} of shards read through ``node``'s Ganesha (the host's nfs-rs
+    client), retried while the cluster is in grace."""
+    if not names:
+        return {}
+
+    def read():
+        with connect(cluster.ports[node], "/ckpt", host=cluster.addresses[node]) as client:
+            return {n: read_hash(client, f"{rel}/model/{n}") for n in names}
+    return wait_for(read, 120, f"shards read through {node}", interval=1,
+                    ignore=(Exception,))
+
+
+def fsynced(vm: Boot, alive: bool = False) -> list[str]:
+    """The shards a guest printed as fsynced; with ``alive``, AssertionError if it stopped
+    before the end of its burst (a wait on it would be in vain)."""
+    out = vm.output()
+    done = re.findall(r"^FSYNCED (\S+)", out, re.M)
+    if alive and vm.proc.poll() is not None and "\nDONE" not in out:
+        raise AssertionError(f"guest exited:\n{vm.output()[-3000:]}")
+    return done
+
+
+def test_a_node_killed_mid_burst_loses_no_fsynced_shard_and_its_guest_carries_on(
+        cluster, netns, own_guest_image, tmp_path, ceph_cluster):
+    guests = len(NODES)
+    ranks = guests * RANKS_PER_GUEST
+    version = cluster.api("POST", "checkpoint-jobs/llm/versions/", json={"step": 100})
+    assert version.status_code in (200, 201), version.text
+    version = version.json()
+    rel = version["nfs_path"].split(":", 1)[1][len("/ckpt/"):]
+    # the plane spreads the rank groups over the nodes: one guest per group
+    plan = cluster.api("GET", f"checkpoint-jobs/llm/entries/?ranks={ranks}"
+                              f"&group_size={RANKS_PER_GUEST}")
+    assert plan.status_code == 200, plan.text
+    plan = plan.json()
+    entries = plan["entries"]
+    by_guest = [entries[plan["rank_entry"][g * RANKS_PER_GUEST]]["node"]
+                for g in range(guests)]
+    assert sorted(by_guest) == sorted(NODES), plan
+
+    shards = {g: {f"rank{r}-part{k}.bin": os.urandom(SHARD + r)
+                  for r in range(g * RANKS_PER_GUEST, (g + 1) * RANKS_PER_GUEST)
+                  for k in range(PARTS)} for g in range(guests)}
+    relay_log = open(tmp_path / "relays.log", "wb")
+    relays = {node: Relay(netns.host_ip, free_port(), relay_log) for node in NODES}
+    vms: dict[int, Boot] = {}
+    try:
+        for node, relay in relays.items():
+            relay.point((cluster.addresses[node], cluster.ports[node]))
+        for g in range(guests):
+            node = by_guest[g]
+            script = SCRIPT.format(hostname=f"guest{g}", guest=netns.guest_ip(g),
+                                   host=netns.host_ip, port=relays[node].port, rel=rel,
+                                   names=" ".join(shards[g]))
+            initrd = own_guest_image.initrd_with(
+                script, {f"/shards/{n}": d for n, d in shards[g].items()}, tag=f"guest{g}")
+            tap = netns.add_tap()
+            argv = own_guest_image.boot_args(initrd) + [
+                "-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
+                "-device", f"virtio-net-pci,netdev=n0,romfile=,mac=52:54:00:00:00:{g + 10:02x}"]
+            vms[g] = Boot(argv, tmp_path / f"guest{g}.log", timeout=900, netns=netns.name)
+        victim = vms[by_guest.index(KILLED)]
+        # the burst is under way on the victim's node: two of its shards are fsynced
+        wait_for(lambda: fsynced(victim, alive=True), 600, f"two shards fsynced through {KILLED}",
+                 interval=0.05, until=lambda done: len(done) >= 2)
+        before = {g: fsynced(vm) for g, vm in vms.items()}
+        cluster.kill_node(KILLED)
+        killed = time.monotonic()
+        survivor = NODES[(NODES.index(KILLED) + 1) % len(NODES)]
+        time.sleep(VRRP_TAKEOVER)
+        relays[KILLED].point((cluster.addresses[survivor], cluster.ports[survivor]))
+        grace = grace_db(cluster, ceph_cluster)
+        shown = [0.0]
+
+        def progress():
+            if time.monotonic() - shown[0] >= 5:      # what the cluster does meanwhile
+                shown[0] = time.monotonic()
+                print(f"{shown[0] - killed:5.1f} s after the kill: {grace.dump()}; shards "
+                      f"fsynced per guest {[len(fsynced(vm)) for vm in vms.values()]}")
+            return fsynced(victim, alive=True)
+        after = wait_for(progress, 300, f"a write fsynced by {KILLED}'s guest after the kill",
+                         interval=0.05,
+                         until=lambda done: len(done) > len(before[by_guest.index(KILLED)]))
+        failover = time.monotonic() - killed
+        print(f"kill -9 of {KILLED} to its guest's first write fsynced after it: "
+              f"{failover:.1f} s (entry moved after {VRRP_TAKEOVER} s; grace {GRACE} s; "
+              f"{len(before[by_guest.index(KILLED)])} shards fsynced before, "
+              f"first after: {after[len(before[by_guest.index(KILLED)])]})")
+        for g, vm in vms.items():
+            out = vm.wait()
+            mounted = vm.marker("MOUNTED")
+            assert " nfs4 " in mounted and "vers=4.1" in mounted and "nconnect=4" in mounted
+            assert "FAILED" not in out, out[-3000:]
+            print(f"guest{g} through {by_guest[g]}: {len(fsynced(vm))} shards fsynced "
+                  f"({len(before[g])} before the kill)")
+    finally:
+        for vm in vms.values():
+            vm.kill()
+        for relay in relays.values():
+            relay.stop()
+        relay_log.close()
+
+    # the plane fenced the dead node's CephFS clients (the capabilities its Ganesha held
+    # would have held the survivors' clients back until the MDS's session_autoclose)
+    assert any(f"node {KILLED} down: its CephFS sessions evicted" in log.read_text()
+               for log in (cluster.dir / "plane" / "log").glob("*.log"))
+    # every shard fsynced before the kill reads back whole through another (live) node
+    alive = [n for n in NODES if n != KILLED]
+    for g in range(guests):
+        reader = next(n for n in alive if n != by_guest[g])
+        got = readable_through(cluster, reader, rel, before[g])
+        for name in before[g]:
+            assert got[name] == (len(shards[g][name]),
+                                 hashlib.sha256(shards[g][name]).hexdigest()), name
+
+    # the plane verifies and commits the whole checkpoint: every guest finished its burst
+    manifest = [{"name": f"model/{name}", "size": len(data),
+                 "sha256": hashlib.sha256(data).hexdigest()}
+                for g in range(guests) for name, data in shards[g].items()]
+    missing = {f"model/{n}" for g, vm in vms.items() for n in shards[g]
+               if n not in fsynced(vm)}
+    done = cluster.api("POST", f"checkpoint-jobs/llm/versions/{version['id']}/commit/",
+                       json={"manifest": manifest})
+    if missing:
+        assert done.status_code == 409, done.text
+        assert {s["name"] for s in done.json()["shards"]} == missing, done.text
+    else:
+        assert done.status_code == 200 and done.json()["state"] == "committed", done.text
+        latest = cluster.api("GET", "checkpoint-jobs/llm/latest/")
+        assert latest.status_code == 200 and latest.json()["step"] == 100, latest.text
+    # and every shard of the checkpoint reads back by hash through a node other than its
+    # writer's
+    for g in range(guests):
+        reader = next(n for n in alive if n != by_guest[g])
+        names = [n for n in shards[g] if f"model/{n}" not in missing]
+        got = readable_through(cluster, reader, rel, names)
+        for name in names:
+            assert got[name] == (len(shards[g][name]),
+                                 hashlib.sha256(shards[g][name]).hexdigest()), name
