@@ -28,8 +28,9 @@ the directory being written would otherwise block every guest touching them unti
 ``session_autoclose`` (45 s on the test cluster, 300 s by Ceph's default; a first version of
 this test without the eviction saw every guest stall for over 300 s once, 45 s the next).
 
-Duration: about 3.5 minutes (the three guests boot at once; 214 s measured on a quiet
-machine, the start of the session's Ceph cluster included).
+Failover seen by the guest: 6.1, 13.4 and 16.3 s in three runs (median 13.4 s). Duration:
+2.2-3.6 minutes (the three guests boot at once; 134-216 s in four runs on a quiet machine,
+the start of the session's Ceph cluster included).
 
 The test asserts: the shards every guest fsynced before the kill read back whole, by hash,
 through another node; the guest of the killed node finishes its burst without a remount; the
@@ -243,9 +244,11 @@ def test_a_node_killed_mid_burst_loses_no_fsynced_shard_and_its_guest_carries_on
         # the burst is under way on the victim's node: two of its shards are fsynced
         wait_for(lambda: fsynced(victim, alive=True), 600, f"two shards fsynced through {KILLED}",
                  interval=0.05, until=lambda done: len(done) >= 2)
-        before = {g: fsynced(vm) for g, vm in vms.items()}
         cluster.kill_node(KILLED)
         killed = time.monotonic()
+        # what the guests printed by now was fsynced before the kill (the guests go on
+        # writing while the test asks the plane for the node's daemons)
+        before = {g: fsynced(vm) for g, vm in vms.items()}
         survivor = NODES[(NODES.index(KILLED) + 1) % len(NODES)]
         time.sleep(VRRP_TAKEOVER)
         relays[KILLED].point((cluster.addresses[survivor], cluster.ports[survivor]))
@@ -282,8 +285,10 @@ def test_a_node_killed_mid_burst_loses_no_fsynced_shard_and_its_guest_carries_on
 
     # the plane fenced the dead node's CephFS clients (the capabilities its Ganesha held
     # would have held the survivors' clients back until the MDS's session_autoclose)
-    assert any(f"node {KILLED} down: its CephFS sessions evicted" in log.read_text()
-               for log in (cluster.dir / "plane" / "log").glob("*.log"))
+    # (the guests may have finished before the plane wrote the node down)
+    wait_for(lambda: any(f"node {KILLED} down: its CephFS sessions evicted" in log.read_text()
+                         for log in (cluster.dir / "plane" / "log").glob("*.log")),
+             90, f"the plane's eviction of {KILLED}'s CephFS sessions", interval=1)
     # every shard fsynced before the kill reads back whole through another (live) node
     alive = [n for n in NODES if n != KILLED]
     for g in range(guests):
