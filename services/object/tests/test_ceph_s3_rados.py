@@ -274,3 +274,50 @@ def test_every_acknowledged_put_reads_back_after_a_gateway_is_killed(gateways, p
     other = gateways[1].client()
     for key, md5 in acked.items():
         assert hashlib.md5(other.get_object(Bucket=bucket, Key=key)["Body"].read()).hexdigest() == md5
+
+
+def test_puts_go_on_while_an_osd_is_killed_and_every_acknowledged_object_reads_back(ceph_cluster, gateways,
+                                                                                     bucket):
+    """The pool keeps 3 copies (2 needed to write): an OSD killed -9 during a PUT loop stalls
+    writes until the monitors mark it down, then they go on; every acknowledged object reads
+    back through the other gateway, during the failure and after the OSD is back."""
+    c = gateways[0].client()
+    acked: dict[str, str] = {}
+    errors: list = []
+    stop = threading.Event()
+
+    def loop():
+        i = 0
+        while not stop.is_set():
+            body = os.urandom(100_000 if i % 2 else 1000)
+            try:
+                c.put_object(Bucket=bucket, Key=f"o{i}", Body=body)
+            except Exception as exc:  # noqa: BLE001 - recorded: a PUT must not fail, only wait
+                errors.append(exc)
+            else:
+                acked[f"o{i}"] = hashlib.md5(body).hexdigest()
+            i += 1
+
+    thread = threading.Thread(target=loop)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(acked) < 5 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        ceph_cluster.kill_osd(1)
+        before = len(acked)
+        deadline = time.monotonic() + 150
+        while len(acked) < before + 10 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(acked) >= before + 10, f"{len(acked) - before} PUTs acknowledged with osd.1 down"
+    finally:
+        stop.set()
+        thread.join(120)
+        ceph_cluster.start_osd(1)
+    assert not errors, errors
+    other = gateways[1].client()
+    for key, md5 in acked.items():
+        assert hashlib.md5(other.get_object(Bucket=bucket, Key=key)["Body"].read()).hexdigest() == md5
+    ceph_cluster.wait_healthy(timeout=180)
+    for key, md5 in list(acked.items())[::7]:
+        assert hashlib.md5(other.get_object(Bucket=bucket, Key=key)["Body"].read()).hexdigest() == md5
