@@ -229,11 +229,9 @@ class CephFileSystems:
         except cephfs.ObjectNotFound:
             return False
 
-    def evict_dead_local_clients(self) -> list:
-        """Close the sessions of clients of this host whose process is gone (an NFS server
-        that exited without unmounting its libcephfs): the capabilities they held are
-        released now rather than when the MDS gives up on them. Returns the client ids."""
-        host = os.uname().nodename
+    def _evict_sessions(self, chosen) -> list:
+        """Close the MDS sessions for which ``chosen(client_metadata)`` is true, on every
+        active rank (the MDS blocklists what it evicts); the client ids."""
         evicted = []
         for rank in self.active_ranks():
             rc, out, _err = self.fs.mds_command(str(rank), json.dumps(
@@ -241,35 +239,32 @@ class CephFileSystems:
             if rc != 0:
                 continue
             for session in json.loads(out):
-                meta = session.get("client_metadata", {})
-                pid = meta.get("pid")
-                if meta.get("hostname") != host or not pid or os.path.exists(f"/proc/{pid}"):
+                if not chosen(session.get("client_metadata", {})):
                     continue
                 self.fs.mds_command(str(rank), json.dumps(
                     {"prefix": "session evict", "filters": [f"id={session['id']}"]}), b"")
                 evicted.append(session["id"])
         return evicted
 
+    def evict_dead_local_clients(self) -> list:
+        """Close the sessions of clients of this host whose process is gone (an NFS server
+        that exited without unmounting its libcephfs): the capabilities they held are
+        released now rather than when the MDS gives up on them. Returns the client ids."""
+        host = os.uname().nodename
+
+        def dead_here(meta: dict) -> bool:
+            pid = meta.get("pid")
+            return (meta.get("hostname") == host and bool(pid)
+                    and not os.path.exists(f"/proc/{pid}"))
+        return self._evict_sessions(dead_here)
+
     def evict_clients(self, entity: str) -> list:
         """Close the MDS sessions of every client authenticated as cephx ``entity``
         (``client.X`` or ``X``): a dead cluster node's NFS server, whose capabilities would
         otherwise hold other clients' access to its files until the MDS gives up on it
-        (``session_autoclose``: 300 s by default). The MDS blocklists what it evicts. Returns
-        the client ids."""
+        (``session_autoclose``: 300 s by default). Returns the client ids."""
         wanted = entity.removeprefix("client.")
-        evicted = []
-        for rank in self.active_ranks():
-            rc, out, _err = self.fs.mds_command(str(rank), json.dumps(
-                {"prefix": "session ls", "format": "json"}), b"")
-            if rc != 0:
-                continue
-            for session in json.loads(out):
-                if session.get("client_metadata", {}).get("entity_id") != wanted:
-                    continue
-                self.fs.mds_command(str(rank), json.dumps(
-                    {"prefix": "session evict", "filters": [f"id={session['id']}"]}), b"")
-                evicted.append(session["id"])
-        return evicted
+        return self._evict_sessions(lambda meta: meta.get("entity_id") == wanted)
 
     # -- pools ---------------------------------------------------------------------------
     def pool_root(self, pool: str) -> str:
