@@ -18,7 +18,8 @@ same ``NfsServer`` and ``NfsCluster`` settings). No plane: the bench measures th
 2. Server CPU per MiB of the single-node paths in the same run: the same burst through one
    Ganesha (FSAL_VFS) on a ``directory`` pool, and S3 PUTs of the same shards to the S3
    gateway with its data on the Ceph pool's file system (through its ceph-fuse mount, where
-   the gateway's CPU and ceph-fuse's both count) and on the ``directory`` pool.
+   the gateway's CPU and ceph-fuse's both count), on the ``directory`` pool, and in the Ceph
+   pool's RADOS pool (the RADOS store, librados inside the gateway).
 3. Frontend: a 1 GiB write through one entry against ceph-fuse straight (``write`` + one
    ``fsync``), with nfs-rs called with 4 MiB (one WRITE, then its COMMIT) and with
    ``--big-call-mib`` per call (8 WRITEs in flight, one COMMIT): nfs-rs makes every
@@ -195,9 +196,11 @@ def entries_part(servers, cluster, args, run) -> None:
           "ms per MiB", flush=True)
 
 
-def single_node_part(tmp, fs_path, cluster, args, run) -> None:
+def single_node_part(tmp, fs_path, cluster, rados_pool, args, run) -> None:
     """Ganesha FSAL_VFS on a directory pool, and the S3 gateway on the Ceph pool's file
-    system and on the directory pool: server CPU per MiB of the same burst."""
+    system (through ceph-fuse), on the directory pool and with its buckets in the Ceph
+    pool's RADOS pool (``"store": {"kind": "rados"}``, the layout every node can serve):
+    server CPU per MiB of the same burst."""
     from tests.kit import Gateway
     import boto3
 
@@ -209,7 +212,11 @@ def single_node_part(tmp, fs_path, cluster, args, run) -> None:
                                 bind_address=ENTRIES[0]))
     vfs.start([NfsExport(1, lfs, "/bench", [NfsClientRule("127.0.0.0/8", "rw",
                                                           "no_root_squash")])])
-    s3dirs = {"S3 on Ceph": os.path.join(fs_path, "s3"), "S3 on directory": os.path.join(lfs, "s3")}
+    s3dirs = {"S3 on Ceph": os.path.join(fs_path, "s3"), "S3 on directory": os.path.join(lfs, "s3"),
+              "S3 on RADOS": str(tmp / "s3-rados-root")}
+    stores = {"S3 on RADOS": {"store": {"kind": "rados", "ceph_conf": str(cluster.conf),
+                                        "client": cluster.client,
+                                        "keyring": str(cluster.keyring), "pool": rados_pool}}}
     gateways = {}
     try:
         for side, root in s3dirs.items():
@@ -217,7 +224,7 @@ def single_node_part(tmp, fs_path, cluster, args, run) -> None:
             work = tmp / side.replace(" ", "-")
             work.mkdir()
             gw = Gateway(work, {ACCESS: {"secret_key": SECRET, "user": "u", "admin": True}},
-                         data_root=root, workers=2).start(timeout=60)
+                         data_root=root, workers=2, **stores.get(side, {})).start(timeout=60)
             gateways[side] = gw
             boto3.client("s3", endpoint_url=gw.endpoint, aws_access_key_id=ACCESS,
                          aws_secret_access_key=SECRET, region_name="us-east-1"
@@ -409,14 +416,15 @@ def table() -> None:
             f"{e.get('mbps_3', 0):.1f} / {e.get('mbps_1', 0):.1f} = {e.get('ratio', 0):.2f}x",
             f"{e.get('ganesha_ms_per_mib_3', 0):.1f} / {e.get('ganesha_ms_per_mib_1', 0):.1f}",
             f"{e.get('ceph_ms_per_mib_3', 0):.0f}",
-            " / ".join(f"{v['ms_per_mib']:.1f}" for v in s.values()),
+            " / ".join(f"{v['ms_per_mib']:.1f}" for v in s.values())
+            + ("" if "S3 on RADOS" in s else " / -"),
             f"{f.get('ratio_4mib', 0):.2f}x / {f.get('ratio_big', 0):.2f}x / "
             + (f"{f['ratio_2clients']:.2f}x" if "ratio_2clients" in f else "-"),
             " / ".join(f"{v:.0f}" for v in f.get("creates", {}).values())])
     results.write_table(
         "cluster_entries", "Every node an entry: 3 Ganesha entries vs 1, CPU per MiB, NFS vs ceph-fuse",
         ["time (UTC)", "commit", "load", "burst MB/s 3 entries / 1 entry", "Ganesha ms CPU/MiB "
-         "per node (3 / 1)", "Ceph daemons ms/MiB", "ms CPU/MiB: NFS VFS dir / S3 Ceph / S3 dir",
+         "per node (3 / 1)", "Ceph daemons ms/MiB", "ms CPU/MiB: NFS VFS dir / S3 CephFS (gateway + ceph-fuse) / S3 dir / S3 RADOS",
          "1 GiB NFS/ceph-fuse (4 MiB calls / 32 MiB calls / 2 clients)",
          "creates/s NFS / ceph-fuse (/ ceph-fuse, fsync per file)"], rows,
         notes="`bench/cluster_entries.py --record`; medians of each run's rounds. Ceph: the "
@@ -475,7 +483,7 @@ def main() -> int:
         if args.only in (None, "frontend"):
             frontend_part(servers[0], fs.path, files, tmp, args, run)
         if args.only in (None, "single"):
-            single_node_part(tmp, fs.path, cluster, args, run)
+            single_node_part(tmp, fs.path, cluster, rados_pool, args, run)
         run["load"] = os.getloadavg()[0]
         print(f"(load average {run['load']:.1f} at the end)")
         if args.record:
