@@ -416,8 +416,8 @@ def table() -> None:
             f"{e.get('mbps_3', 0):.1f} / {e.get('mbps_1', 0):.1f} = {e.get('ratio', 0):.2f}x",
             f"{e.get('ganesha_ms_per_mib_3', 0):.1f} / {e.get('ganesha_ms_per_mib_1', 0):.1f}",
             f"{e.get('ceph_ms_per_mib_3', 0):.0f}",
-            " / ".join(f"{v['ms_per_mib']:.1f}" for v in s.values())
-            + ("" if "S3 on RADOS" in s else " / -"),
+            " / ".join(f"{s[k]['ms_per_mib']:.1f}" if k in s else "-" for k in (
+                "NFS VFS on directory", "S3 on Ceph", "S3 on directory", "S3 on RADOS")),
             f"{f.get('ratio_4mib', 0):.2f}x / {f.get('ratio_big', 0):.2f}x / "
             + (f"{f['ratio_2clients']:.2f}x" if "ratio_2clients" in f else "-"),
             " / ".join(f"{v:.0f}" for v in f.get("creates", {}).values())])
