@@ -39,7 +39,9 @@ import argparse
 import multiprocessing
 import os
 import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -149,6 +151,24 @@ def ceph_fuse_pid(under: str) -> int | None:
             if argv and argv[0].endswith(b"ceph-fuse") and any(under.encode() in a for a in argv):
                 return int(entry)
     return None
+
+
+def end_pid(pid, grace: float = 15) -> None:
+    """Wait for process ``pid`` (the pool's ceph-fuse, after its lazy unmount) to end;
+    SIGTERM then SIGKILL after ``grace`` seconds: left alone, it outlives the cluster."""
+    if pid is None:
+        return
+    deadline = time.monotonic() + grace
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        while time.monotonic() < deadline:
+            if not os.path.exists(f"/proc/{pid}"):
+                return
+            time.sleep(0.2)
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + 5
 
 
 # -- the parts ------------------------------------------------------------------------------
@@ -495,13 +515,17 @@ def main() -> int:
                 server.stop()
             except Exception as exc:  # noqa: BLE001
                 print(f"cleanup: {exc}", file=sys.stderr)
-        if drv is not None:
+        if drv is not None:     # the pool's ceph-fuse goes before the cluster it talks to
+            fuse = ceph_fuse_pid(str(tmp))
             try:
                 drv.deactivate_pool("bench")
             except Exception as exc:  # noqa: BLE001
                 print(f"cleanup: {exc}", file=sys.stderr)
+            end_pid(fuse)
         if cluster is not None:
             cluster.destroy()
+        for mountpoint in (tmp / "state" / "pools").glob("*"):   # guarded (chattr +i)
+            subprocess.run(["chattr", "-i", str(mountpoint)], check=False)
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
