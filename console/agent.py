@@ -38,12 +38,13 @@ from pathlib import Path
 
 from console.daemons import read_states
 from plumbing import keepalived, nodeceph
-from plumbing.atomic import write_if_changed
+from plumbing.atomic import write_if_changed, write_json_atomic
 from console.supervisor import (Supervisor, _claim, _sweep, service_up_modules,
                                 DAEMON_START_TIMEOUT)
 from plumbing.process import ChildFailed
 from plumbing.workclass import read_shares
 from plumbing.restclient import ApiError, RestClient
+from services.object import gatewayconf
 
 HEARTBEAT_EVERY = 5.0
 WATCH_POLL = 0.2
@@ -99,6 +100,7 @@ class Agent:
         self.answer: dict | None = None   # the plane's latest answer, not applied yet
         self.revoked: CredentialRevoked | None = None
         self.vrrp: dict = {}                # keepalived's configuration ({}: not running)
+        self.s3_pending = True              # the S3 gateway's config is to be fetched
         self.woken = threading.Event()
 
     def env(self) -> dict:
@@ -219,6 +221,9 @@ class Agent:
             options = {**WILDCARD_BINDS, **options}
         started = set(self.services)
         self.apply(answer.get("services") or [], options)
+        if "object" in self.services and (moved or self.s3_pending or
+                                          not gatewayconf.gate_path(self.data).exists()):
+            self.s3_pending = not self.follow_s3()
         if moved and self.revision is not None:
             for service in [s for s in self.services if s in started]:
                 self.sup.run_quietly(f"reconcile-{service}",
@@ -241,6 +246,39 @@ class Agent:
             print(f"strata node: pool {pool}: {error}", flush=True)
         nodeceph.forget_others(self.data, list(answer.get("pools") or {}) +
                                list(answer.get("errors") or {}))
+
+    def follow_s3(self) -> bool:
+        """The S3 gateway's config from the plane (RADOS store: every node assigned
+        ``object`` serves the same buckets), with this node's Ceph client files of the pool
+        (:meth:`fetch_ceph_files`) and a local data root for its run and temporary files;
+        written 0600 (the gateway re-reads it when it changes), then the launcher's gate
+        opened. False when it could not be done (tried again at the next heartbeat)."""
+        try:
+            config = self.client.get("nodes/self/s3/")["config"]
+        except ApiError as exc:
+            print(f"strata node: the S3 gateway's config could not be fetched: {exc}",
+                  flush=True)
+            return False
+        store = dict(config.get("store") or {})
+        pool = store.pop("ceph_pool", "")
+        files = nodeceph.read_pool(self.data, pool)
+        if files is None:
+            print(f"strata node: no Ceph client files of pool {pool} yet; S3 waits for them",
+                  flush=True)
+            return False
+        store.update(ceph_conf=files["conf"], keyring=files["keyring"], client=files["client"])
+        root = gatewayconf.rados_data_root(self.data)
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = gatewayconf.config_path(self.data)
+        with gatewayconf.locked(path):
+            if gatewayconf.write_config(path, {**config, "store": store,
+                                               "data_root": str(root)}):
+                print(f"strata node: S3 gateway config written (RADOS pool {store['pool']})",
+                      flush=True)
+        gate = gatewayconf.gate_path(self.data)
+        if not gate.exists():
+            write_json_atomic(gate, {"data_root": str(root)})
+        return True
 
     def follow_vrrp(self) -> None:
         """keepalived for the cluster's floating addresses: started when the first one

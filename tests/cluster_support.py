@@ -56,10 +56,11 @@ class Cluster:
         return {**embedded_env(), "STRATA_DATABASE_URL": self.database_url,
                 "STRATA_REDIS_URL": self.redis_url, "STRATA_NODE_NAME": "plane-host"}
 
-    def start_plane(self, timeout: float = 180) -> None:
+    def start_plane(self, timeout: float = 180, args: tuple = ()) -> None:
         log = open(self.dir / "plane.out", "a")
         self.plane = subprocess.Popen(
-            STRATA + ["--data-dir", str(self.dir / "plane"), "plane", "--port", str(self.port)],
+            STRATA + ["--data-dir", str(self.dir / "plane"), "plane", "--port", str(self.port),
+                      *args],
             env=self.env(), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
 
         def healthy():

@@ -16,6 +16,7 @@ from plane.cli.jobs import JOB_COLS, watch_job
 from plane.cli.output import show
 from plane.discovery import modules_named
 from plumbing.restclient import ApiError, RestClient
+from services.object import up as object_up
 
 def _parser() -> tuple[argparse.ArgumentParser, dict]:
     p = argparse.ArgumentParser(prog="strata", description="Strata storage appliance")
@@ -48,6 +49,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
     plane.add_argument("--tls", action="store_true", help="serve the API and console over TLS")
     plane.add_argument("--tls-cert", default=None, help="PEM certificate (chain) for --tls")
     plane.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
+    plane.add_argument("--s3-pool", default=None,
+                       help="pool of the cluster's S3 buckets (with --s3-store rados: a Ceph "
+                            "pool; S3 waits while it does not exist)")
+    object_up.add_store_argument(plane)
 
     sub.add_parser("health", help="component states")
 
@@ -70,7 +75,7 @@ def run(args, handlers: dict | None = None) -> int:
         return up(args.data_dir or "var", args.host, args.port, args.default_pool_size, options)
     if args.cmd == "plane":
         options = {"tls": args.tls, "tls_cert": args.tls_cert, "tls_key": args.tls_key,
-                   "plane_only": True}
+                   "plane_only": True, "s3_pool": args.s3_pool, "s3_store": args.s3_store}
         return up(args.data_dir or "var", args.host, args.port, "0", options)
     out = lambda data, cols: show(data, cols, args.json)  # noqa: E731
     handler = (handlers or {}).get(args.cmd)

@@ -280,6 +280,24 @@ def ceph_files(node: Node) -> dict:
     return {"pools": pools, "errors": errors}
 
 
+def s3_gateway_config(node: Node) -> dict:
+    """The gateway config of ``node`` (assigned ``object``, RADOS store): see
+    ``services.object.service.node_gateway_config``; Conflict when it may not serve S3."""
+    from services.object import public as s3   # noqa: PLC0415  (the plane's side only)
+    if not serves_service(node, "object"):
+        raise Conflict(f"Node {node.name} is not assigned the object service.",
+                       code="not_assigned")
+    return {"config": s3.node_gateway_config(node.name, node_redis_url())}
+
+
+def refuse_services(node: Node, services: list[str]) -> None:
+    """Conflict when ``services`` newly gives ``node`` a service it cannot run: ``object``
+    while the S3 buckets are in the file store."""
+    if "object" in services and "object" not in node.services and not node.local:
+        from services.object import public as s3   # noqa: PLC0415
+        s3.refuse_on_nodes(node.name)
+
+
 def is_down(node: Node, now=None) -> bool:
     """True when the node's heartbeats stopped (older than DOWN_AFTER), also before the
     periodic task wrote it down."""

@@ -92,6 +92,12 @@ def bootstrap(creds: dict) -> dict:
         log.warning("object service: no pool to keep S3 data on; create pool %s (e.g. `strata "
                     "pool create %s --driver ceph ...`) and restart `strata up`", wanted, wanted)
         return {}
+    if service.store_kind() == service.RADOS:
+        try:
+            service.store_pool(gw)
+        except service.Conflict as exc:
+            log.error("object service: %s S3 is not served.", exc.message)
+            return {}
     key, secret = ensure_admin_key(creds)
     service.ensure_plane_key()
     service.ensure_master_key(gw)
@@ -104,6 +110,8 @@ def bootstrap(creds: dict) -> dict:
     answer = {"s3_endpoint": service.public_endpoint(), "s3_access_key": key.access_key,
               "s3_secret_key": secret, "s3_region": gw.region}
     fs = gw.filesystem
+    if service._options().get("plane_only") and service.store_kind() == service.RADOS:
+        return answer   # `strata plane`: the nodes assigned `object` run the gateways
     if not _attached(fs):
         # never start the gateway on an empty directory where the pool should be mounted: it
         # would serve no buckets, and the reconcile would forget them all
@@ -117,6 +125,8 @@ def bootstrap(creds: dict) -> dict:
 
 
 def _attached(fs: FileSystem) -> bool:
+    if service.store_kind() == service.RADOS:   # the buckets are in RADOS, not on a mount
+        return fs.pool.state in service.USABLE_POOL_STATES
     return fs.pool.state in service.USABLE_POOL_STATES and os.path.isdir(fs.path)
 
 

@@ -37,6 +37,11 @@ def config_path(data_dir: Path) -> Path:
     return run_dir(data_dir) / "gateway.json"
 
 
+def rados_data_root(data_dir: Path) -> Path:
+    """The data root of a gateway with the RADOS store: local, its run and temporary files."""
+    return run_dir(data_dir) / "rados"
+
+
 def gate_path(data_dir: Path) -> Path:
     return run_dir(data_dir) / "start"
 

@@ -6,6 +6,8 @@ from services.object.service import (
     admin_client,
     admin_endpoint,
     create_bucket,
+    node_gateway_config,
+    refuse_on_nodes,
     plane_s3_config,
     public_endpoint,
     refresh_usage,
@@ -13,5 +15,6 @@ from services.object.service import (
 )
 
 __all__ = ["BUCKET_NAME_RE", "Bucket", "admin_call", "admin_client", "admin_endpoint",
-           "class_as_checkpoints", "create_bucket", "plane_s3_config", "public_endpoint",
+           "class_as_checkpoints", "create_bucket", "node_gateway_config", "plane_s3_config",
+           "refuse_on_nodes", "public_endpoint",
            "refresh_usage", "write_gateway_config"]

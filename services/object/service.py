@@ -90,7 +90,41 @@ def gateway() -> Gateway:
 
 
 def data_root(gw: Gateway) -> str:
+    """The gateway's data root: a directory in its file system; with the RADOS store a
+    private local directory (its run and temporary files only: the buckets are in RADOS)."""
+    if store_kind() == RADOS:
+        return str(gatewayconf.rados_data_root(settings.DATA_DIR))
     return f"{gw.filesystem.path.rstrip('/')}/{DATA_SUBDIR}"
+
+
+# -- the store: files in the data root (default) or a RADOS pool shared by every node --------
+
+FILE, RADOS = "file", "rados"
+STORE_KINDS = (FILE, RADOS)
+
+
+def store_kind() -> str:
+    """``s3_store`` of `strata up` / `strata plane` (``--s3-store``): file (default) or rados."""
+    return _options().get("s3_store") or FILE
+
+
+def store_pool(gw: Gateway):
+    """The Ceph pool whose RADOS pool keeps the buckets (the gateway file system's pool);
+    Conflict (a clear reason) when the RADOS store is asked for on a pool that is not Ceph."""
+    pool = gw.filesystem.pool
+    if pool.driver != "ceph":
+        raise Conflict(f"The RADOS S3 store needs the S3 pool to be a Ceph pool; pool "
+                       f"{pool.name} is {pool.driver} (choose one with --s3-pool, or drop "
+                       "--s3-store rados).", code="s3_store_needs_ceph")
+    return pool
+
+
+def rados_store(gw: Gateway, client: str, ceph_conf: str, keyring: str) -> dict:
+    """The config's ``store`` entry for a gateway reaching the pool as ``client``."""
+    from services.storage import service as storage   # noqa: PLC0415  (the plane's side)
+    pool = store_pool(gw)
+    return {"kind": RADOS, "pool": storage.rados_pool(pool), "client": client,
+            "ceph_conf": ceph_conf, "keyring": keyring}
 
 
 def admin_client(timeout: float = 10.0) -> GatewayAdminClient:
@@ -124,15 +158,62 @@ def render_gateway_config() -> dict | None:
     gw = Gateway.objects.select_related("filesystem").first()
     if gw is None:
         return None
+    store = None
+    if store_kind() == RADOS:
+        try:
+            ceph = store_pool(gw).ceph
+        except Conflict as exc:
+            log.error("object service: %s", exc.message)
+            return None
+        store = rados_store(gw, ceph.get("client") or "admin", ceph.get("conf") or "",
+                            ceph.get("keyring") or "")
+    return _render(gw, data_root(gw), settings.CELERY_BROKER_URL, store)
+
+
+def _render(gw: Gateway, root: str, redis_url: str, store: dict | None) -> dict:
     users = {k.access_key: {"secret_key": unseal(k.sealed_secret), "user": k.user, "admin": k.admin}
              for k in S3Key.objects.all()}
-    return gatewayconf.render_config(data_root=data_root(gw), admin_token=gw.admin_token,
+    return gatewayconf.render_config(data_root=root, admin_token=gw.admin_token,
                                      users=users, region=gw.region,
                                      domains=_options().get("s3_domains"),
-                                     io_budget_redis=settings.CELERY_BROKER_URL,
-                                     io_budget=io_budget_rates(), cold_root=cold_root(),
+                                     io_budget_redis=redis_url,
+                                     io_budget=io_budget_rates(),
+                                     cold_root=None if store else cold_root(),
                                      sse_master_key=unseal(gw.sealed_master_key) if gw.sealed_master_key else "",
-                                     kms_keys=kms_keys_config(gw.region), qos=qos_config())
+                                     kms_keys=kms_keys_config(gw.region), qos=qos_config(),
+                                     store=store)
+
+
+def refuse_on_nodes(node: str) -> None:
+    """Conflict when cluster node ``node`` may not be assigned ``object``: the file store
+    keeps the buckets in the plane's data root, which one gateway serves."""
+    if store_kind() != RADOS:
+        raise Conflict(f"Node {node} cannot serve S3 while the buckets are in the file store "
+                       "(one gateway); start the plane with `--s3-store rados --s3-pool "
+                       "CEPH_POOL` to serve them from every node.", code="s3_store_not_shared")
+
+
+def node_gateway_config(node: str, redis_url: str) -> dict:
+    """The gateway config of cluster node ``node`` (RADOS store only): the plane's document
+    with the node's own cephx client of the pool; ``ceph_conf``, ``keyring`` and
+    ``data_root`` are left for the node's agent to fill (its files, under its data dir),
+    ``store.ceph_pool`` names the Ceph pool whose client files it uses. Conflict when the
+    store is the file store (a node has no share of the plane's data root)."""
+    from services.object import bootstrap   # noqa: PLC0415  (bootstrap imports this module)
+    from services.storage import service as storage   # noqa: PLC0415
+    if store_kind() != RADOS:
+        raise Conflict("S3 on cluster nodes needs the RADOS store (`strata plane --s3-store "
+                       "rados --s3-pool CEPH_POOL`); the file store is served by one gateway.",
+                       code="s3_store_not_shared")
+    gw = bootstrap.ensure_gateway()
+    if gw is None:
+        raise Unavailable(f"The S3 pool {_options().get('s3_pool') or 'default'} does not "
+                          "exist yet.", code="s3_pool_missing")
+    ensure_plane_key()
+    ensure_master_key(gw)
+    pool = store_pool(gw)
+    store = rados_store(gw, storage.node_entity(node, pool)[len("client."):], "", "")
+    return _render(gw, "", redis_url, {**store, "ceph_pool": pool.name})
 
 
 def ensure_master_key(gw: Gateway) -> None:
@@ -203,7 +284,11 @@ def write_gateway_config() -> bool:
         config = render_gateway_config()
         if config is None:
             return False
-        return gatewayconf.write_config(path, config)
+        changed = gatewayconf.write_config(path, config)
+    if changed and store_kind() == RADOS:
+        from services.nodes.placement import bump   # noqa: PLC0415
+        bump()      # the nodes' gateways fetch their configs again (keys, KMS keys, classes)
+    return changed
 
 
 def _write_config_after_commit() -> None:

@@ -39,6 +39,17 @@ def add_arguments(parser) -> None:
                              "on the first start), e.g. a ceph pool so that buckets survive "
                              "the loss of an OSD (default: the pool named default); "
                              "S3 waits while the pool does not exist")
+    add_store_argument(parser)
+
+
+def add_store_argument(parser) -> None:
+    """``--s3-store file|rados`` (`strata up` and `strata plane`)."""
+    parser.add_argument("--s3-store", choices=("file", "rados"), default="file",
+                        help="where buckets are kept: 'file' (default), files in the S3 "
+                             "pool's file system, one gateway; 'rados', the --s3-pool Ceph "
+                             "pool's RADOS pool, shared by the gateway of every cluster node "
+                             "assigned 'object' (some S3 features are not supported on it: "
+                             "see services/object/README.md)")
 
 
 def s3_address(options: dict) -> tuple[str, int]:

@@ -52,7 +52,10 @@ class NodeSerializer(serializers.ModelSerializer):
         return placement.serves(node)
 
     def validate_services(self, value):
-        return cluster.validate_services(value)
+        value = cluster.validate_services(value)
+        if self.instance is not None:   # a Conflict (409), not a field error
+            cluster.refuse_services(self.instance, value)
+        return value
 
     def validate_floating_address(self, value):
         try:
@@ -138,6 +141,12 @@ class CephPoolFilesSerializer(serializers.Serializer):
 class CephFilesSerializer(serializers.Serializer):
     pools = serializers.DictField(child=CephPoolFilesSerializer())
     errors = serializers.DictField(child=serializers.CharField())
+
+
+class S3ConfigSerializer(serializers.Serializer):
+    config = serializers.DictField(help_text="the node's S3 gateway config (its access keys "
+                                   "and sealing keys; the agent fills in its Ceph files' "
+                                   "paths and writes it 0600)")
 
 
 class EntrySerializer(serializers.Serializer):

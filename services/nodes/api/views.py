@@ -28,7 +28,7 @@ class NodeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Updat
         super().check_permissions(request)
         # an undeclared method has no action: DRF answers it 405 after this check
         if request.method not in ("GET", "HEAD", "OPTIONS") and self.action is not None \
-                and self.action not in ("join", "heartbeat", "me", "ceph", "vrrp") \
+                and self.action not in ("join", "heartbeat", "me", "ceph", "vrrp", "s3") \
                 and role_of(request.user) != ADMIN:
             raise Forbidden("Only admins manage the cluster's nodes.")
 
@@ -113,6 +113,19 @@ class NodeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Updat
         pool's client and its key (node credentials only; the agent writes them 0600 under
         its data directory)."""
         response = Response(cluster.ceph_files(request.auth))
+        response.audited = False
+        return response
+
+    @extend_schema(responses={200: s.S3ConfigSerializer, 409: OpenApiResponse(
+        description="s3_store_not_shared (the buckets are in the file store) or "
+                    "not_assigned")})
+    @action(detail=False, methods=["get"], url_path="self/s3", authentication_classes=[
+        NodeCredentialAuthentication], permission_classes=[IsNode])
+    def s3(self, request):
+        """The node's S3 gateway config (node credentials only; RADOS store, node assigned
+        ``object``): the cluster's access keys, its own cephx client of the S3 pool. The
+        agent fetches it again whenever the revision moves (keys change)."""
+        response = Response(cluster.s3_gateway_config(request.auth))
         response.audited = False
         return response
 
