@@ -9,6 +9,7 @@ An object PUT through alpha reads back through beta at once; eight clients racin
 ``If-None-Match: *`` over both nodes: one wins; alpha killed -9 (agent and every daemon)
 during a PUT loop against it: the client moves to beta and every acknowledged object reads
 back through beta (the time from the kill to the first PUT acknowledged by beta is printed)."""
+import json
 import os
 import threading
 import time
@@ -77,10 +78,19 @@ def serving(cluster, name: str):
 
 
 def test_every_node_serves_the_same_buckets_and_a_dead_node_loses_no_acknowledged_put(
-        cluster):
+        cluster, ceph_cluster):
     a, b = serving(cluster, "alpha"), serving(cluster, "beta")
-    config = (cluster.agent_data("alpha") / "run" / "s3" / "gateway.json")
-    assert oct(config.stat().st_mode & 0o777) == "0o600"
+    path = cluster.agent_data("alpha") / "run" / "s3" / "gateway.json"
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    store = json.loads(path.read_text())["store"]     # the node's own cephx client
+    assert (store["kind"], store["client"]) == ("rados", f"strata-node.alpha.{cluster.pool}")
+    assert store["keyring"].startswith(str(cluster.agent_data("alpha") / "ceph"))
+    # the plane renders the same RADOS pool with the pool's own client (`strata up` would
+    # run its gateway on it; `strata plane` runs none)
+    plane = json.loads((cluster.dir / "plane" / "run" / "s3" / "gateway.json").read_text())
+    assert (plane["store"]["pool"], plane["store"]["client"]) == (store["pool"],
+                                                                 ceph_cluster.client)
+    assert plane["users"] == json.loads(path.read_text())["users"]
     bucket = f"b-{uuid.uuid4().hex[:10]}"
     a.create_bucket(Bucket=bucket)
     body = os.urandom(300_000)
@@ -145,3 +155,5 @@ def test_every_node_serves_the_same_buckets_and_a_dead_node_loses_no_acknowledge
         assert b.get_object(Bucket=bucket, Key=key)["Body"].read() == data, key
     listed = b.list_objects_v2(Bucket=bucket, Prefix="loop/", MaxKeys=1000)
     assert {o["Key"] for o in listed["Contents"]} >= set(acked)
+    # nothing of the buckets on the node's disk: its data root holds run files only
+    assert not (cluster.agent_data("beta") / "run" / "s3" / "rados" / "buckets").exists()
