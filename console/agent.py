@@ -21,6 +21,11 @@ reloaded with SIGHUP when it changes. The data daemons then listen on every addr
 node (``file_bind`` and ``s3_host`` 0.0.0.0, unless the node's options say otherwise), so that
 a floating address that lands here is served at once.
 
+S3 (RADOS store, `strata plane --s3-store rados`): a node assigned ``object`` fetches its
+gateway's config (``GET nodes/self/s3/``, with its own cephx key of the pool) and writes it
+0600 to ``<data dir>/run/s3/gateway.json``, again whenever the revision moves (the plane
+moves it when the keys change); its gateway serves the cluster's buckets on the data address.
+
 Under `strata up` (single host) the agent only reports: `strata up` supervises the daemons
 and the agent heartbeats for them (``report_only``, states from ``run/daemons.json``).
 """

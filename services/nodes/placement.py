@@ -32,8 +32,9 @@ SHARED = ("ceph",)                    # pool drivers whose resources any node ca
 # the service whose daemons serve each kind of resource
 SERVICE_OF = {"filesystem": "file", "volume": "block"}
 # the rows whose changes a node's daemons must follow (app_label.Model). Not the object
-# service's buckets: its gateway is not placed on nodes yet, and its periodic usage reconcile
-# saves every bucket (it would wake every node every 5 minutes)
+# service's buckets: every node's gateway reads them from RADOS (RADOS store; its config's
+# changes move the revision themselves), and its periodic usage reconcile saves every bucket
+# (it would wake every node every 5 minutes)
 WATCHED = {"file.NfsExport", "file.SmbShare", "file.SmbUser", "block.BlockExport",
            "block.Host", "block.HostGroup"}
 # fields that record an outcome, not a wish
