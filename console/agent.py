@@ -17,7 +17,8 @@ Floating data addresses: once any node of the cluster has one, the agent runs ke
 (supervised as the other daemons, group ``vrrp``) with the configuration
 :mod:`plumbing.keepalived` makes from the cluster's nodes (``GET nodes/self/vrrp/``, fetched
 again whenever the revision moves), written to ``<data dir>/run/vrrp/keepalived.conf`` and
-reloaded with SIGHUP when it changes. The data daemons then listen on every address of the
+reloaded with SIGHUP when it changes; taking another node's address over runs
+``services.file.takeover`` (NFS grace for that node's clients at once). The data daemons then listen on every address of the
 node (``file_bind`` and ``s3_host`` 0.0.0.0, unless the node's options say otherwise), so that
 a floating address that lands here is served at once.
 
@@ -57,6 +58,10 @@ DEFAULT_CONFIG = "/etc/strata/node.json"
 DEFAULT_DATA_DIR = "/var/lib/strata"
 # where the data daemons listen while the cluster has floating addresses: every address
 WILDCARD_BINDS = {"file_bind": "0.0.0.0", "s3_host": "0.0.0.0"}
+# what keepalived runs with the owner's name when this node takes another node's floating
+# address over (NFS grace for the owner's clients at once), and the file it reads
+TAKEOVER = "services.file.takeover"
+TAKEOVER_STATE = "nfs-cluster.json"
 
 
 class CredentialRevoked(Exception):
@@ -222,6 +227,7 @@ class Agent:
             self.fetch_ceph_files()
             self.follow_vrrp()
         options = answer.get("options") or {}
+        self.keep_nfs_cluster(options.get("nfs_cluster"))
         if self.vrrp:
             options = {**WILDCARD_BINDS, **options}
         started = set(self.services)
@@ -284,6 +290,17 @@ class Agent:
         if not gate.exists():
             write_json_atomic(gate, {"data_root": str(root)})
         return True
+
+    def keep_nfs_cluster(self, grace: dict | None) -> None:
+        """Where this node's Ganesha is a member of the NFS grace database (the plane's
+        ``nfs_cluster`` option), for keepalived's takeover command
+        (``services.file.takeover``); removed while it is none."""
+        path = self.data / "run" / "vrrp" / TAKEOVER_STATE
+        if grace:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            write_if_changed(path, json.dumps(grace, sort_keys=True), mode=0o600)
+        else:
+            path.unlink(missing_ok=True)
 
     def follow_vrrp(self) -> None:
         """keepalived for the cluster's floating addresses: started when the first one
@@ -353,7 +370,8 @@ class Agent:
                   "floating addresses stay off this node", flush=True)
             return {}
         return keepalived.config(self.config["name"], members, interface,
-                                 keepalived.auth_pass(self.config["secret_key"]))
+                                 keepalived.auth_pass(self.config["secret_key"]),
+                                 notify=f"{sys.executable} -m {TAKEOVER} {self.data}")
 
     def apply(self, services: list[str], options: dict) -> None:
         """Start the daemons of services newly assigned, stop those of services taken away

@@ -13,6 +13,13 @@ multicast), from the interface that carries this node's data address, with a PAS
 authentication derived from the cluster's sealing key (never logged, never sent by the
 plane again).
 
+NFS grace at once: with ``notify`` (a command), each instance of another node's address runs
+``notify_master "<notify> <owner>"`` when this node takes that address over, so that the
+survivor puts the NFS cluster in grace for the owner's clients within a second of the move
+(``services.file.takeover``), not only once the plane writes the owner down (15 s later).
+keepalived runs it as root (``script_user root``) and refuses it unless the command and its
+directories are writable by root only (``enable_script_security``).
+
 The configuration is built as a dict (:func:`config`, unit-tested) and only printed by
 :func:`render`; the agent writes it when it changes and sends keepalived SIGHUP.
 """
@@ -66,11 +73,13 @@ def priority(own: str, owner: str, names: list[str], drained: set[str] = frozens
     return max(1, BACKUP_PRIORITY - backups_of(owner, names).index(own))
 
 
-def config(own: str, members: list[dict], interface: str, password: str) -> dict:
+def config(own: str, members: list[dict], interface: str, password: str,
+           notify: str = "") -> dict:
     """keepalived's configuration for node ``own``: ``members`` are every node of the cluster
     as ``{"name", "data_address" (an IP), "floating_address" ("" when none), "drained"
-    (optional)}``. Empty
-    (``{}``) when no node has a floating address: keepalived does not run then."""
+    (optional)}``; ``notify``, when given, the command run with the owner's name when this
+    node takes another node's address over. Empty (``{}``) when no node has a floating
+    address: keepalived does not run then."""
     owners = {m["name"]: m["floating_address"] for m in members if m.get("floating_address")}
     if not owners or own not in {m["name"] for m in members}:
         return {}
@@ -90,8 +99,10 @@ def config(own: str, members: list[dict], interface: str, password: str) -> dict
             "unicast_src_ip": source, "unicast_peer": peers,
             "authentication": {"auth_type": "PASS", "auth_pass": password},
             "virtual_ipaddress": [f"{address} dev {interface}"]})
+        if notify and owner != own:
+            instances[-1]["notify_master"] = f'"{notify} {owner}"'
     return {"global_defs": {"router_id": own, "enable_script_security": None,
-                            "vrrp_garp_master_refresh": 10},
+                            "script_user": "root", "vrrp_garp_master_refresh": 10},
             "vrrp_instance": instances}
 
 

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.nodes import ROOT, SUBNET, Hosts
+from tests.nodes import ROOT, Hosts
 
 ANSIBLE = ROOT / "ansible"
 BIN = Path(sys.executable).parent
@@ -33,11 +33,13 @@ def cluster_commands() -> bool:
 
 def floating_address(host) -> str:
     """The node's floating data address on the bridge (its own address + 100: .111 for .11)."""
-    return f"{SUBNET}.{host.index + 100}"
+    return f"{host.address.rsplit('.', 1)[0]}.{host.index + 100}"
 
 
-def write_inventory(hosts: Hosts, plane: list[str], nodes: list[str], wheels: str) -> Path:
-    """An inventory of the session's hosts (the ansible/inventory.example.ini layout)."""
+def write_inventory(hosts: Hosts, plane: list[str], nodes: list[str], wheels: str,
+                    extra: dict | None = None) -> Path:
+    """An inventory of the session's hosts (the ansible/inventory.example.ini layout), with
+    ``extra`` variables for all (the Ceph client settings)."""
     h = hosts.hosts
     lines = ["[plane]"] + [f"{n} ansible_host={h[n].address} strata_plane_address={h[n].address}"
                            for n in plane]
@@ -47,7 +49,8 @@ def write_inventory(hosts: Hosts, plane: list[str], nodes: list[str], wheels: st
               f"ansible_ssh_private_key_file={hosts.key}",
               f"ansible_ssh_common_args='-o UserKnownHostsFile={hosts.known_hosts} "
               "-o StrictHostKeyChecking=yes'",
-              f"strata_cluster_network={SUBNET}.0/24", f"strata_wheelhouse={wheels}"]
+              f"strata_cluster_network={hosts.subnet}.0/24", f"strata_wheelhouse={wheels}"]
+    lines += [f"{key}={value}" for key, value in (extra or {}).items()]
     path = hosts.folder / "inventory" / "hosts.ini"
     path.parent.mkdir(exist_ok=True)
     path.write_text("\n".join(lines) + "\n")

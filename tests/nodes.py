@@ -27,14 +27,21 @@ import subprocess
 import tempfile
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from tests.ceph import CEPH_ADDRESS
+
 ROOT = Path(__file__).resolve().parent.parent
 SUBNET = "10.77.0"                     # private: only these tests use it
 BRIDGE = "strata-br77"
+# the hosts of the Ceph group's cluster tests (test_ceph_cluster_deploy.py): a bridge of their
+# own, since that group runs beside the cluster group's session (tests/parallel.py)
+CEPH_SUBNET = "10.79.0"
+CEPH_BRIDGE = "strata-br79"
 CGROUP_BASE = Path("/sys/fs/cgroup/unified")
 
 
@@ -86,15 +93,16 @@ class Host:
 class Hosts:
     """The bridge, the apt proxy and the nspawn nodes of one test session."""
 
-    def __init__(self, root: Path, folder: Path | None = None):
-        self.root = root
+    def __init__(self, root: Path, folder: Path | None = None, subnet: str = SUBNET,
+                 bridge: str = BRIDGE):
+        self.root, self.subnet, self.bridge_name = root, subnet, bridge
         self.folder = folder or Path(tempfile.mkdtemp(prefix="strata-test-hosts-"))
         self.tag = self.folder.name.rsplit("-", 1)[-1][:6]
         self.cgroup = CGROUP_BASE / self.folder.name
         self.hosts: dict[str, Host] = {}
         self.key = self.folder / "id_ed25519"
         self.known_hosts = self.folder / "known_hosts"
-        self.gateway = f"{SUBNET}.1"
+        self.gateway = f"{subnet}.1"
         self.proxy = None
         self.bridge = None                 # set once this session made it
         self._record()
@@ -115,14 +123,14 @@ class Hosts:
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "strata-cluster-tests",
              "-f", str(self.key))
         self.cgroup.mkdir(exist_ok=True)
-        if _run("ip", "link", "show", BRIDGE, check=False).returncode == 0:
-            raise RuntimeError(f"bridge {BRIDGE} exists: another cluster test session is running "
+        if _run("ip", "link", "show", self.bridge_name, check=False).returncode == 0:
+            raise RuntimeError(f"bridge {self.bridge_name} exists: another cluster test session is running "
                                "(or a crashed one left it: python tests/cleanup_leftovers.py)")
-        self.bridge = BRIDGE
+        self.bridge = self.bridge_name
         self._record()
-        _run("ip", "link", "add", BRIDGE, "type", "bridge")
-        _run("ip", "addr", "add", f"{self.gateway}/24", "dev", BRIDGE)
-        _run("ip", "link", "set", BRIDGE, "up")
+        _run("ip", "link", "add", self.bridge, "type", "bridge")
+        _run("ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge)
+        _run("ip", "link", "set", self.bridge, "up")
         self.proxy = AptProxy(self.gateway)
         return self
 
@@ -131,9 +139,9 @@ class Hosts:
         """Make host ``name`` (overlay, namespace, veth, address) and boot it; returns when
         its ssh answers."""
         index = len(self.hosts) + 10
-        host = Host(name=name, index=index, address=f"{SUBNET}.{index}",
+        host = Host(name=name, index=index, address=f"{self.subnet}.{index}",
                     folder=self.folder / name, netns=f"st-{self.tag}-{name}"[:32],
-                    veth=f"st{self.tag}{index}"[:15], mac=f"02:77:00:00:00:{index:02x}",
+                    veth=f"st{self.tag}{index}"[:15], mac=f"02:{self.subnet.split('.')[1]}:00:00:00:{index:02x}",
                     machine_id=uuid.uuid4().hex, cgroup=self.cgroup / name)
         self.hosts[name] = host
         self._record()
@@ -146,12 +154,14 @@ class Hosts:
         _run("ip", "netns", "add", host.netns)
         _run("ip", "link", "add", host.veth, "type", "veth", "peer", "name", "eth0",
              "netns", host.netns)
-        _run("ip", "link", "set", host.veth, "master", BRIDGE, "up")
+        _run("ip", "link", "set", host.veth, "master", self.bridge, "up")
         ns = ("ip", "-n", host.netns)
         _run(*ns, "link", "set", "eth0", "address", host.mac)
         _run(*ns, "addr", "add", f"{host.address}/24", "dev", "eth0")
         _run(*ns, "link", "set", "eth0", "up")
         _run(*ns, "link", "set", "lo", "up")
+        # the session's Ceph cluster listens on this host's CEPH_ADDRESS (tests/ceph.py)
+        _run(*ns, "route", "add", f"{CEPH_ADDRESS}/32", "via", self.gateway)
         self.boot(host)
         return host
 
@@ -283,15 +293,23 @@ def teardown_recorded(folder: Path) -> list[str]:
     return done
 
 
-@pytest.fixture(scope="session")
-def cluster_hosts():
-    """The session's bridge and apt proxy; tests add hosts with ``add(name)`` (booted once
-    per session; torn down at its end, even on failure)."""
+@contextmanager
+def hosts_on(subnet: str = SUBNET, bridge: str = BRIDGE):
+    """A bridge on ``subnet`` with its apt proxy; add hosts with ``add(name)``; all torn down
+    at the end, even on failure (skips where hosts cannot run)."""
     why = unavailable()
     if why:
         pytest.skip(why)
-    hosts = Hosts(debian_root())
+    hosts = Hosts(debian_root(), subnet=subnet, bridge=bridge)
     try:
         yield hosts.start()
     finally:
         hosts.close()
+
+
+@pytest.fixture(scope="session")
+def cluster_hosts():
+    """The session's bridge and apt proxy (10.77.0.0/24); tests add hosts with ``add(name)``
+    (booted once per session; torn down at its end, even on failure)."""
+    with hosts_on() as hosts:
+        yield hosts

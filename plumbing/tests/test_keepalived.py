@@ -87,3 +87,16 @@ def test_a_drained_node_holds_no_address_while_another_node_lives():
     assert {n: i["priority"] for n, i in instances("node1").items()} == {
         "strata_node1": 1, "strata_node2": 1, "strata_node3": 1}
     assert instances("node2")["strata_node2"]["state"] == "MASTER"
+
+
+def test_taking_another_nodes_address_over_runs_the_notify_command_with_its_owner():
+    notify = "/opt/strata/venv/bin/python -m services.file.takeover /var/lib/strata"
+    conf = keepalived.config("node2", MEMBERS, "eth0", "pw", notify=notify)
+    mine = {i["name"]: i for i in conf["vrrp_instance"]}
+    assert mine["strata_node1"]["notify_master"] == f'"{notify} node1"'
+    assert mine["strata_node3"]["notify_master"] == f'"{notify} node3"'
+    assert "notify_master" not in mine["strata_node2"]      # its own address: nothing to do
+    assert conf["global_defs"]["script_user"] == "root"
+    assert all("notify_master" not in i for i in _instances("node2").values())  # none asked
+    text = keepalived.render(conf)
+    assert f'    notify_master "{notify} node3"\n' in text
