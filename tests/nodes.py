@@ -195,7 +195,7 @@ class Hosts:
             ["systemd-nspawn", "-b", "--register=no", "--keep-unit", "-q",
              "-D", str(host.merged), "-M", host.name, f"--uuid={host.machine_id}",
              f"--network-namespace-path=/run/netns/{host.netns}", "--console=passive",
-             "--capability=CAP_NET_ADMIN"],
+             "--capability=CAP_NET_ADMIN", "--bind=/dev/fuse"],   # the plane's ceph-fuse
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, preexec_fn=own_cgroup)
         log.close()
         _run("ip", "link", "set", host.veth, "up")

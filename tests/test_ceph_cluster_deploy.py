@@ -262,9 +262,16 @@ def test_crashed_node_the_address_moves_grace_at_once_reads_back_through_it(serv
     runs = []
     victims = NODES[:max(1, RUNS)]
     for i, victim in enumerate(victims):
-        if i:
-            restore(hosts, plane, grace, victims[i - 1])
-        runs.append(crash_and_follow(hosts, plane, grace, victim))
+        try:
+            if i:
+                restore(hosts, plane, grace, victims[i - 1])
+            runs.append(crash_and_follow(hosts, plane, grace, victim))
+        except Exception:
+            taker = backups_of(victim, NODES)[0]
+            print(f"grace database: {grace.dump()}")
+            print(hosts.ssh(taker, f"cat {DATA}/log/takeover.log; journalctl -u strata-node "
+                                   "--no-pager | tail -60", check=False).stdout)
+            raise
     median = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     print(f"median of {len(runs)} crash(es), seconds from the crash: " +
           ", ".join(f"{k} {v:.1f}" for k, v in median.items()))
