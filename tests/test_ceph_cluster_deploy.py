@@ -181,8 +181,11 @@ def test_every_node_serves_the_export_through_its_floating_address(served):
         wait_for(lambda n=name, p=payload: write(floating(hosts, n), f"first-{n}", p) or True,
                  60, f"a write through {name}'s floating address", interval=1,
                  ignore=(Exception,))
-        other = NODES[(i + 1) % len(NODES)]
-        assert read(floating(hosts, other), f"first-{name}") == (len(payload), sha(payload))
+        other = NODES[(i + 1) % len(NODES)]      # each node follows the export within beats
+        got = wait_for(lambda n=name, o=other: read(floating(hosts, o), f"first-{n}"), 60,
+                       f"first-{name} read through {other}'s floating address", interval=1,
+                       ignore=(Exception,))
+        assert got == (len(payload), sha(payload))
 
 
 def _tcp_answers(address: str, port: int) -> bool:
