@@ -209,7 +209,9 @@ def crash_and_follow(hosts, plane, grace, victim: str) -> dict:
 
     def since(check, timeout: float, what: str, interval: float = 0.1) -> float:
         wait_for(check, timeout, what, interval=interval)
-        return time.monotonic() - start
+        seconds = time.monotonic() - start
+        print(f"  {what}: {seconds:.1f} s after the crash", flush=True)
+        return seconds
 
     def first_read() -> bool:
         try:
@@ -272,8 +274,12 @@ def test_crashed_node_the_address_moves_grace_at_once_reads_back_through_it(serv
         except Exception:
             taker = backups_of(victim, NODES)[0]
             print(f"grace database: {grace.dump()}")
-            print(hosts.ssh(taker, f"cat {DATA}/log/takeover.log; journalctl -u strata-node "
-                                   "--no-pager | tail -60", check=False).stdout)
+            print(hosts.ssh(taker, f"cd {DATA}; cat log/takeover.log; ls -la run/vrrp; grep "
+                                   "-B2 -A2 notify run/vrrp/keepalived.conf; tail -40 "
+                                   "log/keepalived.log", check=False).stdout)
+            print(hosts.ssh("plane1", f"grep -rhi 'grace\\|down' {DATA}/log/ | tail -40; "
+                                      "journalctl -u strata-plane --no-pager | grep -i "
+                                      "'grace\\|down' | tail -40", check=False).stdout)
             raise
     median = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     print(f"median of {len(runs)} crash(es), seconds from the crash: " +

@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
     began = time.monotonic()
     try:
         said, code = start_for(data_dir, owner), 0
-    except CommandError as exc:
+    except (CommandError, ValueError) as exc:     # Ceph did not answer; a bad state file
         said, code = f"took {owner}'s address over; NFS grace NOT started: {exc}", 1
     line = (f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} {said} "
             f"({time.monotonic() - began:.1f} s)\n")
