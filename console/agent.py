@@ -371,7 +371,23 @@ class Agent:
             return {}
         return keepalived.config(self.config["name"], members, interface,
                                  keepalived.auth_pass(self.config["secret_key"]),
-                                 notify=f"{sys.executable} -m {TAKEOVER} {self.data}")
+                                 notify=self.takeover_script())
+
+    def takeover_script(self) -> str:
+        """The command keepalived runs with the owner's name when this node takes another
+        node's address over: a script that runs ``services.file.takeover`` with this venv's
+        Python. A script, since keepalived runs the real path of a command (a venv's python
+        is a symlink to the system's, which then knows nothing of the venv); errors go to
+        ``log/takeover.log`` (keepalived drops a script's output)."""
+        run = self.data / "run" / "vrrp"
+        run.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (self.data / "log").mkdir(parents=True, exist_ok=True)
+        script = run / "takeover"
+        write_if_changed(script, "#!/bin/sh\n# written by the Strata node agent: keepalived's "
+                         "notify_master (services/file/takeover.py)\n"
+                         f'exec {sys.executable} -m {TAKEOVER} {self.data} "$1" '
+                         f'2>>{self.data}/log/takeover.log\n', mode=0o700)
+        return str(script)
 
     def apply(self, services: list[str], options: dict) -> None:
         """Start the daemons of services newly assigned, stop those of services taken away

@@ -1,9 +1,9 @@
 """A node took another node's floating address over: NFS grace for the owner's clients at once
 (no Django here).
 
-keepalived runs ``python -m services.file.takeover DATA_DIR OWNER`` as ``notify_master`` of the
-instance of OWNER's address (:mod:`plumbing.keepalived`), about 3.5 s after OWNER's last VRRP
-advert. Until then the plane started the grace only once it wrote OWNER down, 15 s after its
+keepalived runs ``python -m services.file.takeover DATA_DIR OWNER`` (through the script
+``DATA_DIR/run/vrrp/takeover`` the agent writes) as ``notify_master`` of the instance of
+OWNER's address (:mod:`plumbing.keepalived`), about 3.5 s after OWNER's last VRRP advert. Until then the plane started the grace only once it wrote OWNER down, 15 s after its
 last heartbeat: a client that followed the address in between met a survivor not in grace
 (its reclaims refused, its locks open to others). Now the survivor runs ``ganesha-rados-grace
 start OWNER`` itself, within a second of the move, when OWNER is a member of the grace
