@@ -13,9 +13,10 @@ Then, for each node in turn: a shard written through its floating address, the n
 (every process killed, its link down); the address moves to the next node by name
 (keepalived), whose ``notify_master`` puts the NFS cluster in grace for the crashed node at
 once (services/file/takeover.py), before the plane writes the node down (15 s without a
-heartbeat); new opens through the address are refused while grace lasts; the plane gives up
-the node's need one grace period after writing it down; the shard then reads back through the
-same address and a new file is written and read there. The times from the crash to each step
+heartbeat); a new client's open through the address waits out the grace (nfs-rs retries
+NFS4ERR_GRACE, as the Linux client does); the plane gives up the node's need one grace period
+after writing it down; the shard then reads back through the same address and a new file is
+written and read there. The times from the crash to each step
 are printed (median over the runs), and the node is booted again for the next run.
 
 Its own bridge (10.79.0.0/24, tests/nodes.py ``CEPH_SUBNET``): the module runs in the Ceph
@@ -36,8 +37,7 @@ import pytest
 import requests
 
 from plumbing.keepalived import backups_of
-from services.file.tests.nfs_client import (connect, error_codes, read_hash, sha,
-                                            write_file)
+from services.file.tests.nfs_client import connect, read_hash, sha, write_file
 from tests.ansible_support import (cluster_commands, floating_address, playbook, wheelhouse,
                                    write_inventory)
 from tests.kit import wait_for
@@ -205,8 +205,6 @@ def crash_and_follow(hosts, plane, grace, victim: str) -> dict:
     shard = f"shard-{victim}-{uuid.uuid4().hex[:4]}"
     wait_for(lambda: write(address, shard, payload) or True, 60,
              f"a write through {victim}'s floating address", interval=1, ignore=(Exception,))
-    refused = []
-
     def since(check, timeout: float, what: str, interval: float = 0.1) -> float:
         wait_for(check, timeout, what, interval=interval)
         seconds = time.monotonic() - start
@@ -216,8 +214,7 @@ def crash_and_follow(hosts, plane, grace, victim: str) -> dict:
     def first_read() -> bool:
         try:
             return read(address, shard) == (len(payload), sha(payload))
-        except Exception as exc:      # refused in grace, or no answer yet: try again
-            refused.append((round(time.monotonic() - start, 1), error_codes(exc)[:120]))
+        except Exception:      # no answer yet: try again
             return False
 
     start = time.monotonic()
@@ -243,7 +240,6 @@ def crash_and_follow(hosts, plane, grace, victim: str) -> dict:
     log = hosts.ssh(taker, f"cat {DATA}/log/takeover.log").stdout
     assert f"took {victim}'s address over; NFS grace started for its clients" in log, log
     print(f"crash of {victim}: " + ", ".join(f"{k} {v:.1f} s" for k, v in times.items()))
-    print(f"  reads refused through {address} before: {refused[-3:]}")
     # the survivor started grace itself, before the plane wrote the node down
     assert times["in grace"] < times["down"], times
     assert times["in grace"] - times["moved"] < 5, times
