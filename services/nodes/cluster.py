@@ -282,7 +282,7 @@ def ceph_files(node: Node) -> dict:
 
 def s3_gateway_config(node: Node) -> dict:
     """The gateway config of ``node`` (assigned ``object``, RADOS store): see
-    ``services.object.service.node_gateway_config``; Conflict when it may not serve S3."""
+    ``services.object.bootstrap.node_gateway_config``; Conflict when it may not serve S3."""
     from services.object import public as s3   # noqa: PLC0415  (the plane's side only)
     if not serves_service(node, "object"):
         raise Conflict(f"Node {node.name} is not assigned the object service.",

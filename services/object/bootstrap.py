@@ -159,3 +159,24 @@ def open_gate_when_attached() -> str:
                 gw.filesystem.pool.name)
     _serve(gw)
     return "opened"
+
+
+def node_gateway_config(node: str, redis_url: str) -> dict:
+    """The gateway config of cluster node ``node`` (RADOS store only): the plane's document
+    with the node's own cephx client of the pool; ``ceph_conf``, ``keyring`` and
+    ``data_root`` are left for the node's agent to fill (its files, under its data dir),
+    ``store.ceph_pool`` names the Ceph pool whose client files it uses. Conflict when the
+    store is the file store (a node has no share of the plane's data root)."""
+    if service.store_kind() != service.RADOS:
+        raise service.Conflict("S3 on cluster nodes needs the RADOS store (`strata plane "
+                               "--s3-store rados --s3-pool CEPH_POOL`); the file store is "
+                               "served by one gateway.", code="s3_store_not_shared")
+    gw = ensure_gateway()
+    if gw is None:
+        raise service.Unavailable(f"The S3 pool {service._options().get('s3_pool') or 'default'} "
+                                  "does not exist yet.", code="s3_pool_missing")
+    service.ensure_plane_key()
+    service.ensure_master_key(gw)
+    pool = service.store_pool(gw)
+    store = service.rados_store(gw, storage.node_entity(node, pool)[len("client."):], "", "")
+    return service._render(gw, "", redis_url, {**store, "ceph_pool": pool.name})

@@ -1,4 +1,5 @@
 """What other services may use of the object service (they import nothing else of it)."""
+from services.object.bootstrap import node_gateway_config
 from services.object.models import BUCKET_NAME_RE, Bucket
 from services.object.service import (
     admin_call,
@@ -6,7 +7,7 @@ from services.object.service import (
     admin_client,
     admin_endpoint,
     create_bucket,
-    node_gateway_config,
+    node_config_changed,
     refuse_on_nodes,
     plane_s3_config,
     public_endpoint,
@@ -15,6 +16,6 @@ from services.object.service import (
 )
 
 __all__ = ["BUCKET_NAME_RE", "Bucket", "admin_call", "admin_client", "admin_endpoint",
-           "class_as_checkpoints", "create_bucket", "node_gateway_config", "plane_s3_config",
+           "class_as_checkpoints", "create_bucket", "node_config_changed", "node_gateway_config", "plane_s3_config",
            "refuse_on_nodes", "public_endpoint",
            "refresh_usage", "write_gateway_config"]

@@ -16,6 +16,7 @@ import time
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from plane.models import IOBudgetSetting
@@ -29,6 +30,8 @@ from services.object.up import s3_address
 from services.storage.models import FileSystem
 
 log = logging.getLogger(__name__)
+# sent when the rendered gateway config changed while every node runs a gateway (RADOS store)
+node_config_changed = Signal()
 DATA_SUBDIR = "gateway"  # the gateway's data root inside its file system
 KEY_ALPHABET = string.ascii_uppercase + string.digits
 
@@ -193,29 +196,6 @@ def refuse_on_nodes(node: str) -> None:
                        "CEPH_POOL` to serve them from every node.", code="s3_store_not_shared")
 
 
-def node_gateway_config(node: str, redis_url: str) -> dict:
-    """The gateway config of cluster node ``node`` (RADOS store only): the plane's document
-    with the node's own cephx client of the pool; ``ceph_conf``, ``keyring`` and
-    ``data_root`` are left for the node's agent to fill (its files, under its data dir),
-    ``store.ceph_pool`` names the Ceph pool whose client files it uses. Conflict when the
-    store is the file store (a node has no share of the plane's data root)."""
-    from services.object import bootstrap   # noqa: PLC0415  (bootstrap imports this module)
-    from services.storage import service as storage   # noqa: PLC0415
-    if store_kind() != RADOS:
-        raise Conflict("S3 on cluster nodes needs the RADOS store (`strata plane --s3-store "
-                       "rados --s3-pool CEPH_POOL`); the file store is served by one gateway.",
-                       code="s3_store_not_shared")
-    gw = bootstrap.ensure_gateway()
-    if gw is None:
-        raise Unavailable(f"The S3 pool {_options().get('s3_pool') or 'default'} does not "
-                          "exist yet.", code="s3_pool_missing")
-    ensure_plane_key()
-    ensure_master_key(gw)
-    pool = store_pool(gw)
-    store = rados_store(gw, storage.node_entity(node, pool)[len("client."):], "", "")
-    return _render(gw, "", redis_url, {**store, "ceph_pool": pool.name})
-
-
 def ensure_master_key(gw: Gateway) -> None:
     """Give the gateway its SSE master key on the first start (sealed in the database; the
     gateway gets it in its 0600 config file, outside the data root; never logged)."""
@@ -286,8 +266,9 @@ def write_gateway_config() -> bool:
             return False
         changed = gatewayconf.write_config(path, config)
     if changed and store_kind() == RADOS:
-        from services.nodes.placement import bump   # noqa: PLC0415
-        bump()      # the nodes' gateways fetch their configs again (keys, KMS keys, classes)
+        # the nodes' gateways fetch their configs again (keys, KMS keys, classes): the nodes
+        # service listens (the object service imports nothing of it)
+        node_config_changed.send(sender=Gateway)
     return changed
 
 
