@@ -182,9 +182,12 @@ def _render(gw: Gateway, root: str, redis_url: str, store: dict | None) -> dict:
                                      io_budget_redis=redis_url,
                                      io_budget=io_budget_rates(),
                                      cold_root=None if store else cold_root(),
-                                     sse_master_key=unseal(gw.sealed_master_key) if gw.sealed_master_key else "",
-                                     kms_keys=kms_keys_config(gw.region), qos=qos_config(),
-                                     store=store)
+                                     # a RADOS store refuses SSE (501): its gateways, every
+                                     # node's among them, get no key material
+                                     sse_master_key=("" if store or not gw.sealed_master_key
+                                                     else unseal(gw.sealed_master_key)),
+                                     kms_keys={} if store else kms_keys_config(gw.region),
+                                     qos=qos_config(), store=store)
 
 
 def refuse_on_nodes(node: str) -> None:
