@@ -6,7 +6,10 @@ the checkpoint bucket in the samples class) and on (the defaults, the bucket tag
 checkpoints), and as a diagnostic "max" (samples 10000, checkpoints and background 1). Per
 mode and protocol: reader during the burst / reader alone, and burst with the reader /
 burst alone, each ratio taken within a round and the median of the rounds given; the modes
-are interleaved round by round so that the machine's drift hits them alike.
+are interleaved round by round so that the machine's drift hits them alike. ``protos``
+adds NFS layouts of the samples (:data:`NFS_LAYOUTS`: their own pool, a second Ganesha, both),
+interleaved the same way; ``ckpt_pool`` puts the checkpoints' file system on another pool (a
+ceph pool with ``checkpoint_burst.py --ceph``).
 
 The NFS reader drops each file from the page cache (on the host's path of the file system)
 after reading it, so it reads the disk as a training loader with a data set larger than
@@ -41,6 +44,17 @@ ON = {"samples": 1000, "checkpoints": 400, "background": 50}
 MAX = {"samples": 10000, "checkpoints": 1, "background": 1}
 MODES = (("off", OFF, "samples"), ("on", ON, "checkpoints"), ("max", MAX, "checkpoints"))
 CKPT, SAMPLES = "burst-ckpt", "burst-samples"    # file systems, exports and buckets
+# NFS layouts tried for the reader (``protos``; "nfs" and "s3" are the bench's own):
+#   nfs-pool     the samples' file system on a pool of its own (another loop device, so
+#                another disk queue than the checkpoints'), the appliance's one Ganesha;
+#   nfs-ganesha  the samples (default pool) served by a second Ganesha in the samples cpu
+#                group, the appliance's Ganesha (serving the burst) moved to the checkpoints
+#                group for the window: one Ganesha a class;
+#   nfs-split    both.
+PROTOS = ("nfs", "s3")
+NFS_LAYOUTS = ("nfs", "nfs-pool", "nfs-ganesha", "nfs-split")
+SAMPLES_POOL = "burst-samples"       # nfs-pool, nfs-split: the samples' own pool
+OWN_POOL_FS = "burst-samples-own"     # ... and the file system on it
 CLIENT_GROUPS = Path("/sys/fs/cgroup/cpu/strata-bench-clients")   # see the docstring
 
 
@@ -79,9 +93,17 @@ class ClientGroups:
 
 
 def _nfs(port: int, pseudo: str):
+    """An nfs-rs client; a connect refused with NFS4ERR_COMPLETE_ALREADY (seen now and then
+    when many clients of this process and its forked reader connect) is tried again."""
     import nfs_rs
-    return nfs_rs.Client.connect(f"nfs://127.0.0.1:{port}{pseudo}?version=4.1",
-                                 connect_timeout=10, operation_timeout=120)
+    for attempt in range(5):
+        try:
+            return nfs_rs.Client.connect(f"nfs://127.0.0.1:{port}{pseudo}?version=4.1",
+                                         connect_timeout=10, operation_timeout=120)
+        except nfs_rs.NfsProtocolError as exc:
+            if "reclaim complete already" not in str(exc) or attempt == 4:
+                raise
+            time.sleep(0.2)
 
 
 def nfs_reader_loop(port, pseudo, names, local_dir, counter, stop) -> None:
@@ -218,88 +240,180 @@ def set_mode(api, shares: dict, bucket_class: str) -> None:
     time.sleep(1.5)      # the gateway re-reads its config at most every second
 
 
-def prepare(api, creds, samples_mib: int) -> dict:
-    """File systems, exports and buckets of the phase, and the samples in them."""
+def prepare(api, creds, samples_mib: int, protos=PROTOS, ckpt_pool: str = "default") -> dict:
+    """File systems, exports and buckets of the phase, and the samples in them. The
+    checkpoints' file system is on ``ckpt_pool``, the samples' on ``default`` (and, for the
+    nfs-pool layouts, also on a pool of their own); the buckets on the gateway's pool."""
     import nfs_rs  # noqa: F401 - fails here, before anything is made, when it is missing
+    fss = [(CKPT, ckpt_pool), (SAMPLES, "default")]
+    if {"nfs-pool", "nfs-split"} & set(protos):
+        gib = max(1, -(-samples_mib * 2 // 1024))
+        api.post("pools/", {"name": SAMPLES_POOL, "driver": "local", "devices": [f"image:{gib}G"]})
+        fss.append((OWN_POOL_FS, SAMPLES_POOL))
     paths = {}
-    for name in (CKPT, SAMPLES):
-        paths[name] = api.post("filesystems/", {"name": name, "pool": "default"})["path"]
+    for name, pool in fss:
+        paths[name] = api.post("filesystems/", {"name": name, "pool": pool})["path"]
         api.post("nfs-exports/", {"filesystem": name, "pseudo": f"/{name}",
                                   "clients": ["127.0.0.1 rw no_root_squash"]})
+    for name in (CKPT, SAMPLES):
         api.post("buckets/", {"name": name})
-    train = os.path.join(paths[SAMPLES], "train")
-    os.makedirs(train, exist_ok=True)
     ckpt_dir = os.path.join(paths[CKPT], "burst")
     os.makedirs(ckpt_dir, exist_ok=True)
     block = os.urandom(4 * MiB)
     names = [f"sample{i:05d}.bin" for i in range(samples_mib // 4)]
-    for name in names:
-        with open(os.path.join(train, name), "wb") as f:
-            f.write(block)
+    for fs in paths:
+        if fs == CKPT:
+            continue
+        os.makedirs(os.path.join(paths[fs], "train"), exist_ok=True)
+        for name in names:
+            with open(os.path.join(paths[fs], "train", name), "wb") as f:
+                f.write(block)
     s3 = s3_client(creds)
     for i in range(samples_mib // 4):
         s3.put_object(Bucket=SAMPLES, Key=f"train/sample{i:05d}.bin", Body=block)
     os.sync()
-    return {"train": train, "names": names, "ckpt_dir": ckpt_dir,
+    return {"paths": paths, "train": os.path.join(paths[SAMPLES], "train"), "names": names,
+            "ckpt_dir": ckpt_dir,
             "keys": [f"train/sample{i:05d}.bin" for i in range(samples_mib // 4)]}
 
 
-def _clean(creds, where: dict) -> None:
-    for name in os.listdir(where["ckpt_dir"]):
-        os.remove(os.path.join(where["ckpt_dir"], name))
+class SampleGanesha:
+    """nfs-ganesha, nfs-split: a second Ganesha (the file service's own runtime, on a port
+    of its own) serving the samples' file systems, in the appliance's samples cpu group; while
+    a layout of it runs (:meth:`classes_apart`), the appliance's Ganesha, which serves the
+    checkpoints, is in the checkpoints group."""
+
+    def __init__(self, data_dir, paths: dict):
+        import tempfile
+        from plumbing.process import free_port
+        from plumbing.workclass import ClassGroups
+        from services.file.runtime import NfsExport, NfsServer, NfsSettings
+
+        self.groups = ClassGroups(data_dir)
+        self.main = next(p for p in self.groups.pids("samples")
+                         if Path(f"/proc/{p}/comm").read_text().strip() == "ganesha.nfsd")
+        self.state = tempfile.mkdtemp(prefix="strata-bench-ganesha-")
+        self.port = free_port()
+        self.server = NfsServer(NfsSettings(state_dir=self.state, port=self.port,
+                                            bind_address="127.0.0.1"))
+        rule = {"address": "127.0.0.1", "access": "rw", "squash": "no_root_squash"}
+        self.server.start([NfsExport(export_id=i + 1, path=paths[fs], pseudo=f"/{fs}",
+                                     clients=[rule], snapshots=False)
+                           for i, fs in enumerate(f for f in paths if f != CKPT)])
+        self._join("samples", self.server.pid)
+
+    def _join(self, name: str, pid: int) -> None:
+        (self.groups.group(name) / "cgroup.procs").write_text(f"{pid}\n")
+
+    def classes_apart(self):
+        """A context: the appliance's Ganesha in the checkpoints group meanwhile."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def apart():
+            self._join("checkpoints", self.main)
+            try:
+                yield
+            finally:
+                self._join("samples", self.main)
+        return apart()
+
+    def close(self) -> None:
+        self.server.stop()
+        import shutil
+        shutil.rmtree(self.state, ignore_errors=True)
+
+
+def _clean(creds, where: dict, nfs_port: int) -> None:
+    """Delete the burst's files and objects. The files through NFS, as the ranks' hosts
+    would: on a Ceph pool, Ganesha's CephFS client holds the capabilities of what it wrote,
+    and a file deleted through another client (the plane's mount) stays a stray the MDS
+    cannot purge until Ganesha lets its cache entry go (measured: 64 strays, 512 MiB not
+    freed after 3 minutes)."""
+    client = _nfs(nfs_port, f"/{CKPT}")
+    try:
+        for name in client.listdir("burst"):
+            client.remove(f"burst/{name}")
+    finally:
+        client.close()
     s3 = s3_client(creds)
     while objs := s3.list_objects_v2(Bucket=CKPT).get("Contents", []):
         s3.delete_objects(Bucket=CKPT, Delete={"Objects": [{"Key": o["Key"]} for o in objs]})
 
 
 def run(api, creds, nfs_port: int, jobs: int, ranks: int, shard_mib: int, repeat: int,
-        samples_mib: int, reader_seconds: float, log=print, clients: str = "grouped") -> dict:
+        samples_mib: int, reader_seconds: float, log=print, clients: str = "grouped",
+        protos=PROTOS, modes=("off", "on", "max"), ckpt_pool: str = "default",
+        data_dir=None, settle=None) -> dict:
     """The phase; {mode: {protocol: {reader_solo, reader_during, burst_solo, burst_with_reader}}}
-    (bytes/s, medians) and the ratios. ``clients``: "grouped" or "ungrouped" (the docstring)."""
-    where = prepare(api, creds, samples_mib)
+    (bytes/s, medians) and the ratios. ``clients``: "grouped" or "ungrouped" (the docstring);
+    ``protos``: of "s3" and :data:`NFS_LAYOUTS` (the nfs-ganesha ones need ``data_dir``, the
+    appliance's); ``ckpt_pool``: the pool of the checkpoints' file system; ``settle``, if
+    given, is called once before the rounds and after each burst's files are deleted (outside
+    the measured windows): a Ceph pool waits there for the space to be freed."""
+    where = prepare(api, creds, samples_mib, protos, ckpt_pool)
+    settle = settle or (lambda: None)
+    settle()
     groups = ClientGroups(clients == "grouped")
+    second = (SampleGanesha(data_dir, where["paths"])
+              if {"nfs-ganesha", "nfs-split"} & set(protos) else None)
     try:
         groups.join("burst", os.getpid())  # after `strata up`: its daemons stay where they are
         return _rounds(api, creds, nfs_port, jobs, ranks, shard_mib, repeat, reader_seconds,
-                       log, where, groups)
+                       log, where, groups, protos, [m for m in MODES if m[0] in modes], second,
+                       settle)
     finally:
         groups.remove()
+        if second is not None:
+            second.close()
+
+
+def _reader(proto, creds, nfs_port, where, groups, second) -> StreamReader:
+    if proto == "s3":
+        return StreamReader(s3_reader_loop, creds, SAMPLES, where["keys"], groups=groups)
+    fs = OWN_POOL_FS if proto in ("nfs-pool", "nfs-split") else SAMPLES
+    port = second.port if proto in ("nfs-ganesha", "nfs-split") else nfs_port
+    return StreamReader(nfs_reader_loop, port, f"/{fs}", where["names"],
+                        os.path.join(where["paths"][fs], "train"), groups=groups)
 
 
 def _rounds(api, creds, nfs_port, jobs, ranks, shard_mib, repeat, reader_seconds, log, where,
-            groups) -> dict:
+            groups, protos, modes, second, settle) -> dict:
+    import contextlib
     block = os.urandom(shard_mib * MiB)
     figures = {m: {p: {k: [] for k in ("reader_solo", "reader_during", "burst_solo",
-                                       "burst_with_reader")} for p in ("nfs", "s3")}
-               for m, _, _ in MODES}
+                                       "burst_with_reader")} for p in protos}
+               for m, _, _ in modes}
     step = 0
     for rnd in range(repeat):
-        for mode, shares, bucket_class in MODES:
+        for mode, shares, bucket_class in modes:
             set_mode(api, shares, bucket_class)
-            for proto in ("nfs", "s3"):
+            for proto in protos:
                 def writers(step):
-                    return (nfs_writers(nfs_port, jobs, ranks, step, block) if proto == "nfs"
-                            else s3_writers(creds, jobs, ranks, step, block))
-                step += 1
-                solo = _burst(writers(step), None)
-                _clean(creds, where)
-                reader = (StreamReader(nfs_reader_loop, nfs_port, f"/{SAMPLES}", where["names"],
-                                       where["train"], groups=groups) if proto == "nfs"
-                          else StreamReader(s3_reader_loop, creds, SAMPLES, where["keys"],
-                                            groups=groups))
-                try:
-                    alone = reader.rate_over(reader_seconds)
+                    return (s3_writers(creds, jobs, ranks, step, block) if proto == "s3"
+                            else nfs_writers(nfs_port, jobs, ranks, step, block))
+                apart = (second.classes_apart() if proto in ("nfs-ganesha", "nfs-split")
+                         else contextlib.nullcontext())
+                with apart:
                     step += 1
-                    both = _burst(writers(step), reader)
-                finally:
-                    reader.close()
-                _clean(creds, where)
+                    solo = _burst(writers(step), None)
+                    _clean(creds, where, nfs_port)
+                    settle()
+                    reader = _reader(proto, creds, nfs_port, where, groups, second)
+                    try:
+                        alone = reader.rate_over(reader_seconds)
+                        step += 1
+                        both = _burst(writers(step), reader)
+                    finally:
+                        reader.close()
+                    _clean(creds, where, nfs_port)
+                    settle()
                 f = figures[mode][proto]
                 f["reader_solo"].append(alone)
                 f["reader_during"].append(both["reader"])
                 f["burst_solo"].append(solo["rate"])
                 f["burst_with_reader"].append(both["rate"])
-                log(f"  shares {mode:3} {proto:3} round {rnd + 1}: reader {alone / MiB:7.1f} -> "
+                log(f"  shares {mode:3} {proto:11} round {rnd + 1}: reader {alone / MiB:7.1f} -> "
                     f"{both['reader'] / MiB:7.1f} MiB/s ({both['reader'] / alone:.2f}x), burst "
                     f"{solo['rate'] / MiB:7.1f} -> {both['rate'] / MiB:7.1f} MiB/s "
                     f"({both['rate'] / solo['rate']:.2f}x)")
@@ -317,9 +431,9 @@ def _rounds(api, creds, nfs_port, jobs, ranks, shard_mib, repeat, reader_seconds
 def rows(result: dict) -> list:
     """Rows of the bench's table."""
     out = []
-    for mode, _, _ in MODES:
-        for proto in ("nfs", "s3"):
-            m, r = result["medians"][mode][proto], result["ratios"][mode][proto]
+    for mode, per in result["medians"].items():
+        for proto in per:
+            m, r = per[proto], result["ratios"][mode][proto]
             out += [(f"shares {mode}, {proto.upper()}: reader during burst / alone",
                      f"{m['reader_during'] / MiB:8.1f} MiB/s",
                      f"{r['reader']:.2f}x of {m['reader_solo'] / MiB:.1f} MiB/s (aim >= 0.7)"),
@@ -338,23 +452,38 @@ def record(result: dict, args: dict, load: float) -> None:
     write_table()
 
 
+LAYOUT = {"nfs": "NFS: samples on default, the one Ganesha",
+          "nfs-pool": "NFS: samples on a pool of their own, the one Ganesha",
+          "nfs-ganesha": "NFS: samples on default, a 2nd Ganesha (samples group)",
+          "nfs-split": "NFS: samples on a pool of their own, a 2nd Ganesha",
+          "s3": "S3: both buckets on the gateway's pool"}
+
+
 def write_table() -> None:
-    """bench/results/checkpoint_burst_shares.md from every run recorded."""
+    """bench/results/checkpoint_burst_shares.md from every run recorded: a row per run and
+    reader layout."""
     table = []
     for number, run_ in enumerate(bench_results.runs("checkpoint_burst_shares"), 1):
-        cells = [str(number), run_["time"][:16], f"{run_['jobs']}x{run_['ranks']}x{run_['shard_mib']} MiB",
-                 str(run_["repeat"]), run_.get("clients", "ungrouped")]
-        for mode, _, _ in MODES:
-            for proto in ("nfs", "s3"):
+        protos = sorted({p for per in run_["ratios"].values() for p in per},
+                        key=lambda p: (p == "s3", NFS_LAYOUTS.index(p) if p in NFS_LAYOUTS else 0))
+        for proto in protos:
+            where = LAYOUT.get(proto, proto)
+            if proto == "s3":
+                where += f" ({run_.get('s3_pool', 'default')})"
+            cells = [str(number), run_["time"][:16],
+                     f"{run_['jobs']}x{run_['ranks']}x{run_['shard_mib']} MiB",
+                     str(run_["repeat"]), run_.get("clients", "ungrouped"),
+                     run_.get("ckpt_pool", "default"), where]
+            for mode, _, _ in MODES:
                 r = run_["ratios"].get(mode, {}).get(proto)
                 cells.append(f"{r['reader']:.2f} / {r['burst']:.2f}" if r else "-")
-        cells.append(str(run_.get("load_median", "-")))
-        table.append(cells)
+            cells.append(str(run_.get("load_median", "-")))
+            table.append(cells)
     bench_results.write_table(
         "checkpoint_burst_shares",
         "bench/checkpoint_burst.py: reads during bursts, with and without the shares",
-        ["run", "time", "burst", "rounds", "clients", "NFS, shares off", "S3, shares off", "NFS, shares on",
-         "S3, shares on", "NFS, max", "S3, max", "load median"], table,
+        ["run", "time", "burst", "rounds", "clients", "checkpoints' pool", "the reader",
+         "shares off", "shares on", "max", "load median"], table,
         notes="Each cell: reader during the burst / reader alone, then burst with the reader / "
               "burst alone. Aims: reader >= 0.7, burst >= 0.8. Shares off: every class 100 and "
               "the checkpoint bucket in the samples class; on: samples 1000, checkpoints 400, "
@@ -364,5 +493,8 @@ def write_table() -> None:
               "1-minute load average (2 cores, shared with other work) during the run. Clients "
               "grouped: the reader's process and the burst's ranks each in a cpu group of "
               "1024 shares standing for their own hosts (bench/burst_shares.py); ungrouped: "
-              "every client thread at the root like any process. What the reader waits for: "
-              "services/qos/README.md, 'Measured'.")
+              "every client thread at the root like any process. The checkpoints' pool holds "
+              "the NFS burst's file system; the S3 gateway keeps every bucket on one pool (in "
+              "brackets: `default`, or `ceph` with `--ceph`). The NFS layouts: "
+              "bench/burst_shares.py. What the reader waits for: services/qos/README.md, "
+              "'Measured'.")

@@ -26,8 +26,18 @@ One `strata up` (tests/appliance.py, destroyed at the end even on failure), then
   through NFS and through S3 while a reader streams samples from another file system or
   bucket, with the classes of work's shares off, on and at a diagnostic maximum; reader
   during / alone and burst with the reader / alone, recorded in
-  bench/results/checkpoint_burst_shares.{jsonl,md}. The burst on a Ceph pool is not
-  measured: this bench has no Ceph pool.
+  bench/results/checkpoint_burst_shares.{jsonl,md}. `--layouts` adds NFS layouts of the
+  samples (their own pool, a second Ganesha in the samples group, both: burst_shares.py);
+  `--modes` picks of off, on and max.
+- `--ceph` (implies --shares-only): the burst on a Ceph pool. A development Ceph cluster
+  (dataplane/ceph/devcluster.py: 3 OSDs on file-backed BlueStore, 2 MDS) beside the
+  appliance; a ceph pool `ceph` (replicated:3 over its hosts) holds the checkpoints' file
+  system (the NFS burst, through Ganesha's FSAL_CEPH) and the S3 gateway's data (`strata up
+  --s3-pool ceph`, as bench/soak.py --ceph does). Where the samples are: NFS, on the local
+  `default` pool (a data set read hot is kept on the fast local pool, the checkpoints on the
+  shared cluster); S3, on the Ceph pool too, as one gateway keeps all its buckets on one
+  pool. The burst's files are deleted through NFS after each burst and the bench waits,
+  outside the measured windows, until Ceph has freed their space (CephSpace).
 
 Each figure is the median of --repeat rounds. Run as root:
 
@@ -43,6 +53,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from datetime import datetime
@@ -54,11 +65,13 @@ sys.path.insert(0, str(ROOT))
 import requests
 
 from bench import burst_shares
+from bench.soak import wait_s3
 from services.checkpoints.sdk import CheckpointClient
 from tests.appliance import Appliance, embedded_env
 
 MiB = 1 << 20
 READ_BLOCK = 1 * MiB
+CEPH_POOL = "ceph"       # --ceph: the pool of the checkpoints' file system and of S3's data
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -375,12 +388,26 @@ def main(argv=None) -> int:
     p.add_argument("--full", action="store_true", help="also 64 concurrent jobs")
     p.add_argument("--shares-only", action="store_true",
                    help="only the reads-during-bursts phase (shares off and on)")
+    p.add_argument("--ceph", action="store_true",
+                   help="the burst on a Ceph pool of a development cluster (implies "
+                        "--shares-only)")
+    p.add_argument("--layouts", default="nfs,s3",
+                   help="reads during bursts: the readers, of s3, " + ", ".join(
+                       burst_shares.NFS_LAYOUTS) + " (comma-separated)")
+    p.add_argument("--modes", default="off,on,max",
+                   help="reads during bursts: the shares' modes, of off, on, max")
     p.add_argument("--ungrouped-clients", action="store_true",
                    help="reads during bursts: the clients' processes not in cpu groups of "
                         "their own (as runs 1 and 2; see bench/burst_shares.py)")
     a = p.parse_args(argv)
     if a.quick:
         a.repeat, a.shard_mib, a.samples_mib, a.reader_seconds = 1, 8, 128, 2.0
+    a.layouts, a.modes = a.layouts.split(","), a.modes.split(",")
+    bad = ([x for x in a.layouts if x not in ("s3",) + burst_shares.NFS_LAYOUTS]
+           + [m for m in a.modes if m not in ("off", "on", "max")])
+    if bad:
+        p.error(f"unknown layout or mode: {', '.join(bad)}")
+    a.shares_only = a.shares_only or a.ceph
     if os.geteuid() != 0:
         print("run as root: the appliance makes btrfs pools on loop devices", file=sys.stderr)
         return 2
@@ -392,23 +419,47 @@ def main(argv=None) -> int:
                + a.samples_mib * MiB + 64 * MiB)
     pool_gib = max(4, math.ceil(written * 1.5 / (1 << 30)))
 
-    # the reads-during-bursts phase: 3 modes x 2 protocols x 2 bursts a round, counted whole
-    # (the gateway frees a deleted object's space only later)
-    shares_bytes = a.repeat * 12 * burst_bytes + 2 * a.samples_mib * MiB
+    # the reads-during-bursts phase: modes x readers x 2 bursts a round, counted whole (the
+    # gateway frees a deleted object's space only later)
+    shares_bytes = (a.repeat * len(a.modes) * len(a.layouts) * 2 * burst_bytes
+                    + 2 * a.samples_mib * MiB)
     pool_gib = max(pool_gib, math.ceil(shares_bytes * 1.3 / (1 << 30)))
     print(f"checkpoint burst: {a.jobs} jobs x {a.ranks} ranks x {a.shard_mib} MiB "
           f"({burst_bytes / MiB:.0f} MiB a burst), {a.repeat} round(s), default pool "
           f"{pool_gib} GiB", flush=True)
-    app = Appliance(pool_size=f"{pool_gib}G")
+    ceph = None
+    if a.ceph:
+        from dataplane.ceph.devcluster import DevCluster
+        # file-backed BlueStore never gives freed space back to the host's file system:
+        # each OSD's file grows to what was ever written, up to its size (8 GiB: the live
+        # data is the samples and one burst; BlueStore reuses what the deletes free)
+        ceph = DevCluster(tempfile.mkdtemp(prefix="strata-bench-burst-ceph-"), osd_size=8 << 30)
+    app = Appliance(pool_size=f"{pool_gib}G", extra_args=("--s3-pool", CEPH_POOL) if ceph else ())
     reader = None
     rows, notes = [], []
     t_start = time.perf_counter()
     try:
-        app.start()
+        if ceph:
+            ceph.up(timeout=300)
+            app.start(timeout=300)
+            # the gateway's pool must exist when `strata up` starts to serve S3 from it
+            Api(app.url, app.credentials["token"]).post("pools/", {
+                "name": CEPH_POOL, "driver": "ceph", "ceph_conf": str(ceph.conf),
+                "ceph_client": ceph.client, "redundancy": "replicated:3",
+                "failure_domain": "host"})
+            app.stop()
+            app.start(timeout=300)
+            wait_s3(app)
+        else:
+            app.start()
         creds = app.credentials
         api = Api(app.url, creds["token"])
         if a.shares_only:
-            rows = shares_phase(app, api, creds, a)
+            space = CephSpace(ceph, 3 * a.jobs * a.ranks * a.shard_mib * MiB) if ceph else None
+            rows = shares_phase(app, api, creds, a, space)
+            if space is not None:
+                notes.append(f"ceph: waits for deleted bursts' space, median "
+                             f"{med(space.waits):.1f} s, longest {max(space.waits):.1f} s")
             return 0        # the finally below destroys the appliance and prints the table
         client = CheckpointClient(app.url, creds["token"])
         block = os.urandom(S)
@@ -555,13 +606,17 @@ def main(argv=None) -> int:
     finally:
         if reader is not None:
             reader.close()
-        app.destroy()
+        try:
+            app.destroy()
+        finally:
+            if ceph is not None:
+                ceph.destroy()
         if a.shares_only:
-            print_table(rows, [], a.repeat, t_start)
+            print_table(rows, notes, a.repeat, t_start)
     return print_table(rows, notes, a.repeat, t_start)
 
 
-def shares_phase(app: Appliance, api: Api, creds: dict, a) -> list:
+def shares_phase(app: Appliance, api: Api, creds: dict, a, ceph=None) -> list:
     """Reads during bursts, shares off and on (bench/burst_shares.py), recorded."""
     load = []
     clients = "ungrouped" if a.ungrouped_clients else "grouped"
@@ -570,7 +625,10 @@ def shares_phase(app: Appliance, api: Api, creds: dict, a) -> list:
                                   a.repeat, a.samples_mib, a.reader_seconds,
                                   log=lambda line: (load.append(os.getloadavg()[0]),
                                                     print(line, flush=True)),
-                                  clients=clients)
+                                  clients=clients, protos=a.layouts, modes=a.modes,
+                                  ckpt_pool=CEPH_POOL if a.ceph else "default",
+                                  data_dir=app.data_dir,
+                                  settle=ceph)
     except Exception:
         for name in ("s3.log", "ganesha.log"):   # the data directory goes with the appliance
             log = app.data_dir / "log" / name
@@ -580,9 +638,40 @@ def shares_phase(app: Appliance, api: Api, creds: dict, a) -> list:
         raise
     burst_shares.record(result, {"jobs": a.jobs, "ranks": a.ranks, "shard_mib": a.shard_mib,
                                  "repeat": a.repeat, "samples_mib": a.samples_mib,
-                                 "clients": clients},
+                                 "clients": clients,
+                                 "ckpt_pool": CEPH_POOL if a.ceph else "default",
+                                 "s3_pool": CEPH_POOL if a.ceph else "default",
+                                 **({"ceph_settle_s": {"median": round(med(ceph.waits), 1),
+                                                       "max": round(max(ceph.waits), 1)}}
+                                    if ceph is not None and ceph.waits else {})},
                         statistics.median(load) if load else float("nan"))
     return burst_shares.rows(result)
+
+
+class CephSpace:
+    """--ceph: after a burst's files are deleted, wait until the cluster's raw use is back
+    within ``slack`` of what it was before the rounds (CephFS purges deleted files in the
+    background; without the wait the OSDs fill within a few rounds). Waits are logged."""
+
+    def __init__(self, cluster, slack: int, timeout: float = 180):
+        self.cluster, self.slack, self.timeout = cluster, slack, timeout
+        self.base, self.waits = None, []
+
+    def used(self) -> int:
+        return int(self.cluster.command("df")["stats"]["total_used_raw_bytes"])
+
+    def __call__(self) -> None:
+        if self.base is None:
+            self.base = self.used()
+            return
+        t0 = time.monotonic()
+        while (used := self.used()) > self.base + self.slack:
+            if time.monotonic() - t0 > self.timeout:
+                print(f"  ceph: {(used - self.base) / MiB:.0f} MiB still used after "
+                      f"{self.timeout:.0f} s; going on", flush=True)
+                break
+            time.sleep(1)
+        self.waits.append(time.monotonic() - t0)
 
 
 def print_table(rows: list, notes: list, repeat: int, t_start: float) -> int:

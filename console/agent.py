@@ -11,7 +11,9 @@ service taken away (a drain). Heartbeats go from a thread of their own,
 so that a daemon's slow start or a long reconcile never silences the node (the plane writes a
 node down after 15 s without one, and fences its Ceph clients). A plane that cannot be
 reached is retried; a credential the plane refuses (the node was removed) stops the agent with
-that reason.
+that reason. A node the plane fenced (written down while it was only paused or cut off: its
+CephFS sessions evicted, so its Ganesha's client blocklisted) restarts its file daemons when
+the heartbeat's answer shows the fence.
 
 Floating data addresses: once any node of the cluster has one, the agent runs keepalived
 (supervised as the other daemons, group ``vrrp``) with the configuration
@@ -111,6 +113,7 @@ class Agent:
         self.revoked: CredentialRevoked | None = None
         self.vrrp: dict = {}                # keepalived's configuration ({}: not running)
         self.s3_pending = True              # the S3 gateway's config is to be fetched
+        self.fenced: str | None = None      # the plane's last fence of this node (None: unseen)
         self.woken = threading.Event()
 
     def env(self) -> dict:
@@ -226,6 +229,7 @@ class Agent:
         if moved:
             self.fetch_ceph_files()
             self.follow_vrrp()
+        self.restart_fenced(answer.get("fenced") or "")
         options = answer.get("options") or {}
         self.keep_nfs_cluster(options.get("nfs_cluster"))
         if self.vrrp:
@@ -240,6 +244,18 @@ class Agent:
                 self.sup.run_quietly(f"reconcile-{service}",
                                      self.sup.reconcile_argv + [service])
         self.revision = revision
+
+    def restart_fenced(self, fenced: str) -> None:
+        """The plane fenced this node's CephFS clients (evicted, so blocklisted: it wrote the
+        node down while it was paused or cut off) since the agent last looked: the file
+        service's daemons (Ganesha) hold a client that serves nothing any more; they are
+        stopped here and :meth:`apply` starts them again with fresh ones."""
+        if self.fenced is not None and fenced != self.fenced and "file" in self.services:
+            print(f"strata node: the plane fenced this node's Ceph clients ({fenced}); "
+                  "restarting the file service's daemons with fresh ones", flush=True)
+            self.sup.stop_group("file")
+            self.services.remove("file")
+        self.fenced = fenced
 
     def fetch_ceph_files(self) -> None:
         """What the daemons need to open the cluster's Ceph pools, from the plane (node

@@ -32,7 +32,8 @@ import socket
 import subprocess
 
 OWNER_PRIORITY = 200
-BACKUP_PRIORITY = 100          # the first backup; each next one a point lower
+FIRST_BACKUP_PRIORITY = 190    # the backups spread evenly from here ...
+LAST_BACKUP_PRIORITY = 10      # ... down to here (see priority())
 DRAINED_PRIORITY = 1           # a drained node: the last resort for every address
 ADVERT_INT = 1                 # seconds: a backup takes over ~3 adverts after the last one
 CONFIG_NAME = "keepalived.conf"
@@ -66,11 +67,20 @@ def backups_of(owner: str, names: list[str]) -> list[str]:
 
 
 def priority(own: str, owner: str, names: list[str], drained: set[str] = frozenset()) -> int:
+    """``own``'s priority on ``owner``'s address. The backups' priorities are spread far
+    apart, not a point each: a backup declares the master dead after 3 adverts plus a skew of
+    (256 - priority)/256 advert, so with priorities 100 and 99 the first two backups both took
+    the address within 4 ms and it flapped between them (a client's connection reset) until
+    their adverts settled it; 190 and 10 are 0.7 s apart."""
     if own in drained:
         return DRAINED_PRIORITY
     if own == owner:
         return OWNER_PRIORITY
-    return max(1, BACKUP_PRIORITY - backups_of(owner, names).index(own))
+    backups = backups_of(owner, names)
+    if len(backups) == 1:
+        return FIRST_BACKUP_PRIORITY
+    step = max(1, (FIRST_BACKUP_PRIORITY - LAST_BACKUP_PRIORITY) // (len(backups) - 1))
+    return max(DRAINED_PRIORITY + 1, FIRST_BACKUP_PRIORITY - step * backups.index(own))
 
 
 def config(own: str, members: list[dict], interface: str, password: str,

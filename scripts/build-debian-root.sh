@@ -15,14 +15,15 @@ SUITE=bookworm
 # systemd as PID 1 and ssh (nspawn nodes, reached by Ansible), Python for Ansible and for
 # Strata's venv, the clients a node or a guest runs (NFS, iSCSI, NVMe-oF, Ceph), and what
 # the Ansible roles install (Ganesha with its Ceph FSAL, PostgreSQL and Redis for the plane,
-# keepalived for the nodes' floating addresses),
+# keepalived for the nodes' floating addresses, Samba, tgt with its RBD backing store,
+# qemu-storage-daemon with its RBD driver),
 # so that a role's apt task finds them present instead of fetching them per node.
 PACKAGES=(systemd systemd-sysv dbus openssh-server python3 python3-venv python3-apt
           iproute2 iputils-ping ca-certificates kmod udev procps less
           e2fsprogs xfsprogs util-linux mount
           nfs-common open-iscsi nvme-cli ceph-common ceph-fuse
           nfs-ganesha nfs-ganesha-ceph nfs-ganesha-rados-grace postgresql redis-server
-          keepalived)
+          keepalived samba tgt tgt-rbd qemu-system-common qemu-block-extra)
 key=$( { echo "$SUITE ${PACKAGES[*]}"; } | sha256sum | cut -c1-12)
 cache=${STRATA_ROOT_CACHE:-/var/cache/strata}
 root=$cache/debian-root-$SUITE-$key

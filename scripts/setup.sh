@@ -17,6 +17,9 @@ APT_PACKAGES=(
   tgt-rbd ceph-fuse nfs-ganesha-ceph nfs-ganesha-rados-grace radosgw
   chromium
   golang-go
+  # the cluster tests' hosts (tests/nodes.py: nspawn, ssh) and relays; checked before the
+  # Debian root is built, so they must be here (else those tests skip on a fresh machine)
+  debootstrap systemd-container socat openssh-client
 )
 
 installed=$(dpkg-query -W -f='${Status}\n' "${APT_PACKAGES[@]}" 2>/dev/null | grep -c "install ok installed" || true)

@@ -134,3 +134,6 @@ def plane_ceph_pool(api, cluster, name: str):
         for fs_name in drv.list_filesystems(name):
             drv.delete_filesystem(name, fs_name)
         drv.destroy_pool(name)
+        # a client that held capabilities on what was deleted (a stopped Ganesha's) warns
+        # until the MDS lets it go: the next test finds the cluster healthy
+        cluster.wait_healthy()

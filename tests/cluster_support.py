@@ -2,14 +2,21 @@
 database and role (with a password, allowed to make the nodes' roles) and a Redis user with a
 password, and node agents (`strata node run`) as real processes, each with its own data
 directory and a 127.0.0.x address. Everything made is removed by :meth:`Cluster.destroy`,
-also after a failure."""
+also after a failure.
+
+:func:`ceph_nodes` is the whole fixture of the modules with process nodes serving a Ceph pool
+of the session's cluster (tests/ceph.py); :func:`join_node` joins a node in a Django test (no
+process) and gives its API client."""
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import tempfile
 import time
+import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import requests
@@ -20,6 +27,8 @@ from tests.kit import free_port, wait_for
 
 PG = ["psql", "-h", "127.0.0.1", "-U", "postgres", "-v", "ON_ERROR_STOP=1", "-qAt"]
 REDIS_DB = os.environ.get("STRATA_CLUSTER_TEST_REDIS_DB", "3")
+# the modules on the session's Ceph cluster (which may run beside test_cluster.py)
+CEPH_REDIS_DB = os.environ.get("STRATA_CLUSTER_CEPH_TEST_REDIS_DB", "4")
 
 
 def psql(sql: str, database: str = "postgres") -> str:
@@ -104,6 +113,16 @@ class Cluster:
                         "--management-address", address, "--data-address", address,
                         "--config", str(self.config(name)))
 
+    def add_nodes(self, addresses: dict[str, str], timeout: float = 60) -> None:
+        """Nodes joined with these addresses (name: address), their agents started; returns
+        once every one is up."""
+        for name, address in addresses.items():
+            joined = self.join(name, address)
+            assert joined.returncode == 0, joined.stderr
+            self.run_agent(name)
+        for name in addresses:
+            self.wait_state(name, "up", timeout=timeout)
+
     def agent_data(self, name: str) -> Path:
         return self.dir / name / "data"
 
@@ -132,18 +151,42 @@ class Cluster:
                 proc.kill()
                 proc.wait()
 
+    def signal_node(self, name: str, sig: int, pids: list[int] | None = None) -> list[int]:
+        """Send ``sig`` to node ``name``'s agent and every daemon it reported (or to
+        ``pids``); the PIDs signalled."""
+        if pids is None:
+            pids = [self.agents[name].pid, *(d["pid"] for d in self.node(name)["daemons"]
+                                             .values() if d.get("pid"))]
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        return pids
+
     def kill_node(self, name: str) -> None:
         """Node ``name`` dies: its agent and every daemon it reported, kill -9."""
-        daemons = self.node(name)["daemons"]
-        agent = self.agents.pop(name)
-        os.kill(agent.pid, signal.SIGKILL)
-        agent.wait()
-        for d in daemons.values():
-            if d.get("pid"):
-                try:
-                    os.kill(d["pid"], signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        self.signal_node(name, signal.SIGKILL)
+        self.agents.pop(name).wait()
+
+    def take_over(self, survivor: str, owner: str) -> str:
+        """What keepalived's ``notify_master`` runs on ``survivor`` when it takes ``owner``'s
+        floating address over (:mod:`services.file.takeover`: NFS grace for ``owner``'s
+        clients at once), for process nodes, which run no keepalived; its line of output."""
+        done = subprocess.run([STRATA[0], "-m", "services.file.takeover",
+                               str(self.agent_data(survivor)), owner], env=embedded_env(),
+                              cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout.strip()
+
+    def plane_logged(self, text: str) -> bool:
+        """Whether the plane's log says ``text``."""
+        return any(text in log.read_text() for log in (self.dir / "plane" / "log").glob("*.log"))
+
+    def keep_logs(self, keep: Path) -> None:
+        """Copy the plane's and agents' logs into ``keep`` (before :meth:`destroy`)."""
+        for log in [*self.dir.glob("*.out"), *self.dir.glob("*/log/*.log")]:
+            shutil.copy(log, keep / f"{log.parent.parent.name}-{log.name}")
 
     # --- clean-up --------------------------------------------------------------------------
 
@@ -161,3 +204,76 @@ class Cluster:
             psql(f'DROP ROLE IF EXISTS "{role}"')
         subprocess.run(["redis-cli", "ACL", "DELUSER", self.redis_user], capture_output=True)
         subprocess.run(["rm", "-rf", str(self.dir)], check=False)
+
+
+@contextmanager
+def ceph_nodes(ceph_cluster, addresses: dict[str, str], service: str, *,
+               filesystem: str | None = None, pool_options: dict | None = None,
+               grace: int = 10, keep_logs: Path | None = None, up_timeout: float = 60):
+    """A plane with a Ceph pool of ``ceph_cluster`` (``c.pool``; by ``pool_options`` replicated:3,
+    one copy a host), file system ``filesystem`` on it when given, and node agents at
+    ``addresses`` (``c.addresses``) assigned ``service`` on ports of their own (``c.ports``):
+
+    - ``"file"``: Ganesha (and smbd), NFS grace and lease ``grace`` seconds (short: a node that
+      starts or takes over begins in grace); yields once every node's Ganesha runs;
+    - ``"object"``: the S3 gateway (one worker); the plane keeps the buckets in the pool's
+      RADOS pool (``--s3-store rados``); a gateway serves once the plane's config reached it.
+
+    After: NFS exports, file systems and the pool deleted through the API (the RADOS pools go
+    from the session's cluster), logs copied to ``keep_logs``, the cluster destroyed."""
+    from tests.ceph import ceph_pool_body    # pytest's: bench/cluster_idle.py imports this module
+
+    c = Cluster(redis_db=CEPH_REDIS_DB).create()
+    c.pool = f"{service[:3]}-{uuid.uuid4().hex[:6]}"
+    c.addresses, c.ports = dict(addresses), {}
+    try:
+        c.start_plane(args=("--s3-store", "rados", "--s3-pool", c.pool)
+                      if service == "object" else ())
+        made = c.api("POST", "pools/", json=ceph_pool_body(
+            ceph_cluster, c.pool, **({"redundancy": "replicated:3", "failure_domain": "host"}
+                                     if pool_options is None else pool_options)))
+        assert made.status_code == 201, made.text
+        if filesystem:
+            made = c.api("POST", "filesystems/", json={"name": filesystem, "pool": c.pool})
+            assert made.status_code == 201, made.text
+        c.add_nodes(addresses, timeout=up_timeout)
+        for name in addresses:
+            c.ports[name] = free_port()
+            options = ({"nfs_port": c.ports[name], "smb_port": free_port(),
+                        "nfs_grace_seconds": grace, "nfs_lease_seconds": grace}
+                       if service == "file" else {"s3_port": c.ports[name], "s3_workers": 1})
+            done = c.api("PATCH", f"nodes/{name}/", json={"services": [service],
+                                                          "options": options})
+            assert done.status_code == 200, done.text
+        if service == "file":
+            for name in addresses:
+                wait_for(lambda n=name: c.node(n)["daemons"], 180, f"{name}'s ganesha running",
+                         interval=0.5,
+                         until=lambda d: (d.get("ganesha") or {}).get("state") == "running")
+        yield c
+    finally:
+        try:
+            for export in c.api("GET", "nfs-exports/").json().get("results", []):
+                c.api("DELETE", f"nfs-exports/{export['id']}/")
+            for fs in c.api("GET", "filesystems/").json().get("results", []):
+                c.api("DELETE", f"filesystems/{fs['name']}/")
+            c.api("DELETE", f"pools/{c.pool}/")
+        except Exception as exc:      # the plane may be gone: its cluster is deleted anyway
+            print(f"clean-up through the API: {exc}")
+        if keep_logs:
+            c.keep_logs(keep_logs)
+        c.destroy()
+
+
+def join_node(name: str, address: str):
+    """Node ``name`` joined to the plane of a Django test (no agent process): an API client
+    with the node's credential."""
+    from rest_framework.test import APIClient
+
+    from services.nodes import cluster
+
+    key, _ = cluster.create_join_token()
+    _node, answer = cluster.join(key, name, address, address)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {answer['credential']}")
+    return client

@@ -51,7 +51,7 @@ def cluster(ceph_cluster):
 def data_options() -> dict:
     """Ports of its own for a node's Ganesha, smbd, tgtd and qemu-storage-daemon, and a short
     NFS grace: the node that takes over after the drain starts in grace (its Ganesha joins the
-    cluster's grace database), and opens wait it out (90 s by default)."""
+    cluster's grace database), and opens wait it out (90 s by default, 10 s here)."""
     return {"nfs_port": free_port(), "smb_port": free_port(), "iscsi_port": free_port(),
             "nbd_port": free_port(), "spdk": "off", "nfs_grace_seconds": 10,
             "nfs_lease_seconds": 10}

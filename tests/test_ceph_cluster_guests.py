@@ -1,11 +1,13 @@
 """Issue 36's node fault with real clients: TCG guests (Linux kernel NFS client, NFSv4.1,
 ``nconnect=4``) write the shards of one checkpoint through three process nodes (a plane and
-three node agents, as tests/test_ceph_cluster_nfs.py, on the session's Ceph cluster), and a
-node is killed -9 in the middle of the burst.
+node agents, as tests/test_ceph_cluster_nfs.py, on the session's Ceph cluster: cluster_support's
+``ceph_nodes``), and a node is killed -9 in the middle of the burst, one OSD of the Ceph
+cluster with it. A fourth node (``READER``) serves the file system too, but no guest writes
+through it: every shard is read back through it.
 
 The network: the guests sit on a bridge in a network namespace of the test's own
 (tests/vmhost.py Netns) joined to the host by a veth; the nodes' data addresses are extra
-addresses of the veth's host end (``SUBNET.3`` to ``.5``), where each node's Ganesha listens
+addresses of the veth's host end (``SUBNET.3`` to ``.6``), where each node's Ganesha listens
 (FSAL_CEPH, ``rados_cluster`` grace database in the pool's RADOS pool), so they are reachable
 from the guests (a 127.x address is not).
 
@@ -16,10 +18,12 @@ has its own port, and a Ganesha bound to 0.0.0.0, as a node with floating addres
 would take every other node's address too). So each entry is a TCP relay of the test's own (socat, on ``SUBNET.1``,
 one port per entry) to its node's Ganesha, and when a node is killed the test points its
 entry at the next survivor ``VRRP_TAKEOVER`` seconds later (keepalived's takeover: three
-missed adverts at one second), as an address moving to a survivor would. The guest is not
-told: its kernel client reconnects to the same address and port, finds another server (new
-session, its state reclaimed or reopened through the cluster's grace) and carries on without a
-remount. What keepalived itself does (the address on a survivor ~4 s after a crash) is
+missed adverts at one second), as an address moving to a survivor would, and runs on the
+survivor what keepalived's ``notify_master`` runs there (``services.file.takeover``: NFS
+grace for the dead node's clients at once). The guest is not
+told: its kernel client reconnects to the same address and port, finds another server (a new
+session; its reclaims refused, since ``rados_cluster`` has no takeover, its files opened anew
+once the grace ends) and carries on without a remount. What keepalived itself does (the address on a survivor ~4 s after a crash) is
 tested with nspawn hosts in tests/test_cluster_deploy.py.
 
 When the plane writes the dead node down (15 s without a heartbeat) it evicts the node's
@@ -28,29 +32,42 @@ the directory being written would otherwise block every guest touching them unti
 ``session_autoclose`` (45 s on the test cluster, 300 s by Ceph's default; a first version of
 this test without the eviction saw every guest stall for over 300 s once, 45 s the next).
 
-Failover seen by the guest: 6.1, 13.4, 16.3, 16.4 and 40.4 s in five runs (median 16.3 s).
+Failover seen by the guest (the kill to its first fsynced write after it): 21.8, 23.4 and 24.8 s
+in three runs (median 23.4 s, 2026-12-07): a new open waits for the grace to end, which the
+plane ends once it has written the dead node down and fenced it (about 21 s after the kill
+here), then for the Linux client's retry back-off. While the plane waited one grace period
+more it was 6.3, 32.7 and 44.0 s (6.3 s when the shard in flight finished on the survivor);
+before the survivor started the grace itself (the test only moved the entry), 6.1-40.4 s
+(median 16.3 s, five runs).
 Duration: 2.2-3.8 minutes (the three guests boot at once; 134-225 s in six runs, load average
 up to 17, the start of the session's Ceph cluster included).
 
-The test asserts: the shards every guest fsynced before the kill read back whole, by hash,
-through another node; the guest of the killed node finishes its burst without a remount; the
-plane's verified commit then succeeds with every shard (or, if a shard is missing, answers 409
-naming exactly the missing ones); and it prints the failover the guest saw (from the kill to
-its first write that completed with fsync after it)."""
+The OSD (``OSD``, the only one of CRUSH host ``host1``: the pool keeps a copy on each of the
+three hosts) is killed -9 just before the node and started again once the guests are done;
+the test ends with the Ceph cluster back to HEALTH_OK and every PG active+clean, so that the
+next modules find it healthy. With both faults the failover the guest saw was 13.2 s.
+
+The test asserts: the guest of the killed node finishes its burst without a remount; every
+shard a guest fsynced (before the kill or after) reads back whole, by hash, through the
+fourth node; the plane's verified commit then succeeds with every shard (or, if a shard is
+missing, answers 409 naming exactly the missing ones); and it prints the failover the guest
+saw (from the kill to its first write that completed with fsync after it). The one write the
+kill may cost is the killed node's guest's shard in flight: its open lived on the dead
+server, and when the client cannot recover it on the survivor the writer gets an I/O error
+(seen once, in CI on 2026-12-07, while the nodes' Ganesha servers could share an epoch, the
+likely cause; not since); that shard was never acknowledged, and the commit then names it.
+Any other failed write fails the test."""
 import hashlib
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
-import uuid
 
 import pytest
 
-from services.file.tests.nfs_client import connect, read_hash
-from tests.ceph import ceph_pool_body
-from tests.cluster_support import Cluster
+from services.file.tests.nfs_client import connect, ganesha_epoch, read_hash
+from tests.cluster_support import ceph_nodes
 from tests.guest import Boot
 from tests.test_ceph_cluster_nfs import grace_db
 from tests.kit import free_port, wait_for
@@ -59,14 +76,16 @@ from tests.vmhost import Netns, ip
 pytestmark = pytest.mark.root
 pytest.importorskip("nfs_rs")
 
-REDIS_DB = os.environ.get("STRATA_CLUSTER_CEPH_TEST_REDIS_DB", "4")
-NODES = ("alpha", "beta", "gamma")
+WRITERS = ("alpha", "beta", "gamma")      # one guest writes through each
+READER = "omega"          # serves the file system too; no guest writes through it
+NODES = (*WRITERS, READER)   # by name: the plane gives the rank groups to the writers
 GRACE = 10                # seconds: each Ganesha's grace and lease, short for the test
 VRRP_TAKEOVER = 3         # seconds from a node's death to its address on a survivor
 RANKS_PER_GUEST = 2
 PARTS = 4                 # shards per rank
 SHARD = 1024 * 1024 + 3   # bytes per shard
 KILLED = "alpha"
+OSD = 1                   # killed -9 with the node, started again once the guests are done
 
 SCRIPT = """load nfs
 hostname {hostname}
@@ -130,52 +149,25 @@ def netns():
 @pytest.fixture(scope="module")
 def cluster(ceph_cluster, netns, tmp_path_factory):
     """The plane with a Ceph pool, file system ``ckpt`` exported to the guests' subnet and
-    checkpoint job ``llm``; three nodes serving files on addresses of the veth's host end."""
-    c = Cluster(redis_db=REDIS_DB).create()
-    pool = f"gst-{uuid.uuid4().hex[:6]}"
-    c.addresses = {name: f"{netns.subnet}.{3 + i}" for i, name in enumerate(NODES)}
-    c.ports = {}
-    for address in c.addresses.values():
+    checkpoint job ``llm``; four nodes serving files on addresses of the veth's host end."""
+    addresses = {name: f"{netns.subnet}.{3 + i}" for i, name in enumerate(NODES)}
+    for address in addresses.values():
         ip("addr", "add", f"{address}/24", "dev", netns.host_if)
-    try:
-        c.start_plane()
-        made = c.api("POST", "pools/", json=ceph_pool_body(
-            ceph_cluster, pool, redundancy="replicated:3", failure_domain="host"))
-        assert made.status_code == 201, made.text
-        assert c.api("POST", "filesystems/", json={"name": "ckpt", "pool": pool}) \
-            .status_code == 201
-        for name, address in c.addresses.items():
-            joined = c.join(name, address)
-            assert joined.returncode == 0, joined.stderr
-            c.run_agent(name)
-        for name in NODES:
-            c.wait_state(name, "up", timeout=90)
-            c.ports[name] = free_port()
-            done = c.api("PATCH", f"nodes/{name}/", json={"services": ["file"], "options": {
-                "nfs_port": c.ports[name], "smb_port": free_port(),
-                "nfs_grace_seconds": GRACE, "nfs_lease_seconds": GRACE}})
-            assert done.status_code == 200, done.text
-        for name in NODES:
-            wait_for(lambda n=name: c.node(n)["daemons"], 180, f"{name}'s ganesha running",
-                     interval=0.5,
-                     until=lambda d: (d.get("ganesha") or {}).get("state") == "running")
+    with ceph_nodes(ceph_cluster, addresses, "file", filesystem="ckpt", grace=GRACE,
+                    keep_logs=tmp_path_factory.mktemp("cluster-logs"), up_timeout=90) as c:
         made = c.api("POST", "nfs-exports/", json={
             "filesystem": "ckpt", "pseudo": "/ckpt",
             "clients": [f"{netns.subnet}.0/24 rw no_root_squash"]})
         assert made.status_code == 201, made.text
         job = c.api("POST", "checkpoint-jobs/", json={"name": "llm", "filesystem": "ckpt"})
         assert job.status_code == 201, job.text
+        # the nodes' Ganesha servers started within a second or two: each has an epoch of its
+        # own all the same (else a client moved to a survivor finds its session there, held
+        # by another client, services.file.runtime.nfs_server.ganesha_argv)
+        epochs = {n: ganesha_epoch(c.agent_data(n) / "run" / "nfs" / "ganesha.log")
+                  for n in NODES}
+        assert len(set(epochs.values())) == len(NODES), epochs
         yield c
-    finally:
-        try:
-            for export in c.api("GET", "nfs-exports/").json().get("results", []):
-                c.api("DELETE", f"nfs-exports/{export['id']}/")
-        except Exception as exc:      # the plane may be gone: its cluster is deleted anyway
-            print(f"clean-up through the API: {exc}")
-        keep = tmp_path_factory.mktemp("cluster-logs")
-        for log in [*c.dir.glob("*.out"), *c.dir.glob("*/log/*.log")]:
-            shutil.copy(log, keep / f"{log.parent.parent.name}-{log.name}")
-        c.destroy()
 
 
 def readable_through(cluster, node: str, rel: str, names) -> dict:
@@ -203,13 +195,14 @@ def fsynced(vm: Boot, alive: bool = False) -> list[str]:
 
 def test_a_node_killed_mid_burst_loses_no_fsynced_shard_and_its_guest_carries_on(
         cluster, netns, own_guest_image, tmp_path, ceph_cluster):
-    guests = len(NODES)
+    guests = len(WRITERS)
     ranks = guests * RANKS_PER_GUEST
     version = cluster.api("POST", "checkpoint-jobs/llm/versions/", json={"step": 100})
     assert version.status_code in (200, 201), version.text
     version = version.json()
     rel = version["nfs_path"].split(":", 1)[1][len("/ckpt/"):]
-    # the plane spreads the rank groups over the nodes: one guest per group
+    # the plane spreads the rank groups over the nodes (in name order): one guest per group,
+    # the reader gets none
     plan = cluster.api("GET", f"checkpoint-jobs/llm/entries/?ranks={ranks}"
                               f"&group_size={RANKS_PER_GUEST}")
     assert plan.status_code == 200, plan.text
@@ -217,14 +210,15 @@ def test_a_node_killed_mid_burst_loses_no_fsynced_shard_and_its_guest_carries_on
     entries = plan["entries"]
     by_guest = [entries[plan["rank_entry"][g * RANKS_PER_GUEST]]["node"]
                 for g in range(guests)]
-    assert sorted(by_guest) == sorted(NODES), plan
+    assert sorted(by_guest) == sorted(WRITERS), plan
 
     shards = {g: {f"rank{r}-part{k}.bin": os.urandom(SHARD + r)
                   for r in range(g * RANKS_PER_GUEST, (g + 1) * RANKS_PER_GUEST)
                   for k in range(PARTS)} for g in range(guests)}
     relay_log = open(tmp_path / "relays.log", "wb")
-    relays = {node: Relay(netns.host_ip, free_port(), relay_log) for node in NODES}
+    relays = {node: Relay(netns.host_ip, free_port(), relay_log) for node in WRITERS}
     vms: dict[int, Boot] = {}
+    osd_killed = False
     try:
         for node, relay in relays.items():
             relay.point((cluster.addresses[node], cluster.ports[node]))
@@ -246,14 +240,22 @@ def test_a_node_killed_mid_burst_loses_no_fsynced_shard_and_its_guest_carries_on
         # the burst is under way on the victim's node: two of its shards are fsynced
         wait_for(lambda: fsynced(victim, alive=True), 600, f"two shards fsynced through {KILLED}",
                  interval=0.05, until=lambda done: len(done) >= 2)
+        # an OSD dies too (one copy of every object: the pool keeps one a host), then the node
+        ceph_cluster.kill_osd(OSD)
+        osd_killed = True
         cluster.kill_node(KILLED)
         killed = time.monotonic()
         # what the guests printed by now was fsynced before the kill (the guests go on
         # writing while the test asks the plane for the node's daemons)
         before = {g: fsynced(vm) for g, vm in vms.items()}
-        survivor = NODES[(NODES.index(KILLED) + 1) % len(NODES)]
+        survivor = WRITERS[(WRITERS.index(KILLED) + 1) % len(WRITERS)]
         time.sleep(VRRP_TAKEOVER)
         relays[KILLED].point((cluster.addresses[survivor], cluster.ports[survivor]))
+        # and the survivor does what keepalived's notify_master makes it do on taking an
+        # address over (tests/test_ceph_cluster_deploy.py runs keepalived itself): NFS grace
+        # for the dead node's clients at once, not 15 s later when the plane writes it down
+        took = cluster.take_over(survivor, KILLED)
+        assert "NFS grace started" in took, took
         grace = grace_db(cluster, ceph_cluster)
         shown = [0.0]
 
@@ -275,7 +277,18 @@ def test_a_node_killed_mid_burst_loses_no_fsynced_shard_and_its_guest_carries_on
             out = vm.wait()
             mounted = vm.marker("MOUNTED")
             assert " nfs4 " in mounted and "vers=4.1" in mounted and "nconnect=4" in mounted
-            assert "FAILED" not in out, out[-3000:]
+            assert "\nDONE" in out, out[-3000:]
+            failed = re.findall(r"^FAILED (\S+)", out, re.M)
+            if failed:
+                # the one write the kill may cost: the victim's shard in flight, when its
+                # open could not be recovered on the survivor (the writer got an error: it
+                # was not acknowledged, and the commit must name it); every other shard of
+                # that guest, before and after it, is fsynced
+                assert g == by_guest.index(KILLED) and len(failed) == 1, out[-3000:]
+                assert failed[0] not in before[g], out[-3000:]
+                assert set(fsynced(vm)) | set(failed) == set(shards[g]), out[-3000:]
+                print(f"guest{g}: the write in flight at the kill failed: "
+                      f"{re.search(r'^FAILED .*$', out, re.M).group(0)}")
             print(f"guest{g} through {by_guest[g]}: {len(fsynced(vm))} shards fsynced "
                   f"({len(before[g])} before the kill)")
     finally:
@@ -284,19 +297,21 @@ def test_a_node_killed_mid_burst_loses_no_fsynced_shard_and_its_guest_carries_on
         for relay in relays.values():
             relay.stop()
         relay_log.close()
+        if osd_killed:
+            ceph_cluster.start_osd(OSD)
 
     # the plane fenced the dead node's CephFS clients (the capabilities its Ganesha held
     # would have held the survivors' clients back until the MDS's session_autoclose)
     # (the guests may have finished before the plane wrote the node down)
-    wait_for(lambda: any(f"node {KILLED} down: its CephFS sessions evicted" in log.read_text()
-                         for log in (cluster.dir / "plane" / "log").glob("*.log")),
+    wait_for(lambda: cluster.plane_logged(f"node {KILLED} down: its CephFS sessions evicted"),
              90, f"the plane's eviction of {KILLED}'s CephFS sessions", interval=1)
-    # every shard fsynced before the kill reads back whole through another (live) node
-    alive = [n for n in NODES if n != KILLED]
+    # every shard a guest fsynced (before the kill and after) reads back whole, by hash,
+    # through the node no guest wrote through
+    written = {g: fsynced(vm) for g, vm in vms.items()}
     for g in range(guests):
-        reader = next(n for n in alive if n != by_guest[g])
-        got = readable_through(cluster, reader, rel, before[g])
-        for name in before[g]:
+        assert set(before[g]) <= set(written[g])
+        got = readable_through(cluster, READER, rel, written[g])
+        for name in written[g]:
             assert got[name] == (len(shards[g][name]),
                                  hashlib.sha256(shards[g][name]).hexdigest()), name
 
@@ -304,8 +319,7 @@ def test_a_node_killed_mid_burst_loses_no_fsynced_shard_and_its_guest_carries_on
     manifest = [{"name": f"model/{name}", "size": len(data),
                  "sha256": hashlib.sha256(data).hexdigest()}
                 for g in range(guests) for name, data in shards[g].items()]
-    missing = {f"model/{n}" for g, vm in vms.items() for n in shards[g]
-               if n not in fsynced(vm)}
+    missing = {f"model/{n}" for g in range(guests) for n in shards[g] if n not in written[g]}
     done = cluster.api("POST", f"checkpoint-jobs/llm/versions/{version['id']}/commit/",
                        json={"manifest": manifest})
     if missing:
@@ -315,12 +329,10 @@ def test_a_node_killed_mid_burst_loses_no_fsynced_shard_and_its_guest_carries_on
         assert done.status_code == 200 and done.json()["state"] == "committed", done.text
         latest = cluster.api("GET", "checkpoint-jobs/llm/latest/")
         assert latest.status_code == 200 and latest.json()["step"] == 100, latest.text
-    # and every shard of the checkpoint reads back by hash through a node other than its
-    # writer's
-    for g in range(guests):
-        reader = next(n for n in alive if n != by_guest[g])
-        names = [n for n in shards[g] if f"model/{n}" not in missing]
-        got = readable_through(cluster, reader, rel, names)
-        for name in names:
-            assert got[name] == (len(shards[g][name]),
-                                 hashlib.sha256(shards[g][name]).hexdigest()), name
+
+    # the OSD back, the session's cluster heals (the next modules find it healthy)
+    ceph_cluster.wait_healthy(180)
+    pgs = wait_for(lambda: ceph_cluster.command("pg stat")["pg_summary"], 60,
+                   "every PG active+clean", interval=1,
+                   until=lambda p: [s["name"] for s in p["num_pg_by_state"]] == ["active+clean"])
+    print(f"Ceph back to HEALTH_OK, {pgs['num_pgs']} PGs active+clean")

@@ -7,26 +7,28 @@ Both nodes' Ganesha servers (FSAL_CEPH, ``rados_cluster`` recovery) are members 
 database, in the Ceph pool's RADOS pool under namespace ``strata-nfs-grace``, reached with
 each node's own cephx key. A shard written through alpha reads back through beta; the
 export's API lists both entries and their mount commands. alpha killed -9 (agent and every
-daemon): once the plane writes it down, it puts the cluster in grace for alpha's clients
-and beta enforces it; one grace period later the plane gives up alpha's need (still down),
-grace ends and a new client reads the shard through beta; alpha drained and removed, it
-leaves the grace database and beta still serves."""
+daemon): once the plane writes it down, it fences alpha's CephFS clients, puts the cluster in
+grace for alpha's clients and gives up alpha's need at once (no survivor can take their
+reclaims, services/file/grace.py): grace ends with alpha still a member and a new client
+reads the shard through beta; a late takeover's grace for alpha (a survivor that took its
+address over only now) is lifted by the plane's sweep; alpha drained and removed, it
+leaves the grace database and beta still serves. Then beta is paused past the down threshold,
+fenced by the plane and resumed: its agent restarts Ganesha with a fresh CephFS client (the
+fence in the heartbeat's answer) and beta's entry serves again."""
 import os
 import re
+import signal
 import time
-import uuid
 
 import pytest
 
 from services.file.tests.nfs_client import connect, read_hash, sha, write_file
-from tests.ceph import ceph_pool_body
-from tests.cluster_support import Cluster
-from tests.kit import free_port, wait_for
+from tests.cluster_support import ceph_nodes
+from tests.kit import wait_for
 
 pytestmark = pytest.mark.root
 pytest.importorskip("nfs_rs")
 
-REDIS_DB = os.environ.get("STRATA_CLUSTER_CEPH_TEST_REDIS_DB", "4")
 ADDRESSES = {"alpha": "127.0.0.2", "beta": "127.0.0.3"}
 GRACE = 10          # seconds: each server's own grace and lease, short for the test
 
@@ -34,40 +36,8 @@ GRACE = 10          # seconds: each server's own grace and lease, short for the 
 @pytest.fixture(scope="module")
 def cluster(ceph_cluster):
     """The plane with a Ceph pool and a file system on it; alpha and beta serving files."""
-    c = Cluster(redis_db=REDIS_DB).create()
-    pool = f"nfs-{uuid.uuid4().hex[:6]}"
-    c.pool, c.ports = pool, {}
-    try:
-        c.start_plane()
-        made = c.api("POST", "pools/", json=ceph_pool_body(
-            ceph_cluster, pool, redundancy="replicated:3", failure_domain="host"))
-        assert made.status_code == 201, made.text
-        assert c.api("POST", "filesystems/", json={"name": "ckpt", "pool": pool}) \
-            .status_code == 201
-        for name, address in ADDRESSES.items():
-            assert c.join(name, address).returncode == 0
-            c.run_agent(name)
-        for name in ADDRESSES:
-            c.wait_state(name, "up", timeout=60)
-            c.ports[name] = free_port()
-            done = c.api("PATCH", f"nodes/{name}/", json={"services": ["file"], "options": {
-                "nfs_port": c.ports[name], "smb_port": free_port(),
-                "nfs_grace_seconds": GRACE, "nfs_lease_seconds": GRACE}})
-            assert done.status_code == 200, done.text
-        for name in ADDRESSES:
-            wait_for(lambda n=name: c.node(n)["daemons"], 120, f"{name}'s ganesha running",
-                     interval=0.5,
-                     until=lambda d: (d.get("ganesha") or {}).get("state") == "running")
+    with ceph_nodes(ceph_cluster, ADDRESSES, "file", filesystem="ckpt", grace=GRACE) as c:
         yield c
-    finally:
-        try:
-            for export in c.api("GET", "nfs-exports/").json().get("results", []):
-                c.api("DELETE", f"nfs-exports/{export['id']}/")
-            c.api("DELETE", "filesystems/ckpt/")
-            c.api("DELETE", f"pools/{pool}/")
-        except Exception as exc:      # the plane may be gone: its cluster is deleted anyway
-            print(f"clean-up through the API: {exc}")
-        c.destroy()
 
 
 def grace_db(cluster, ceph_cluster):
@@ -85,11 +55,12 @@ def grace_db(cluster, ceph_cluster):
                               pool=pool, namespace=namespace, nodeid="test"))
 
 
-def read_back(address: str, port: int, payload: bytes, timeout: float = 120) -> None:
+def read_back(address: str, port: int, payload: bytes, timeout: float = 120,
+              name: str = "shard-0") -> None:
     def answers():
         with connect(port, "/ckpt", host=address) as client:
-            return read_hash(client, "shard-0")
-    got = wait_for(answers, timeout, f"shard-0 read back through {address}:{port}",
+            return read_hash(client, name)
+    got = wait_for(answers, timeout, f"{name} read back through {address}:{port}",
                    interval=1, ignore=(Exception,))
     assert got == (len(payload), sha(payload))
 
@@ -134,21 +105,31 @@ def test_both_nodes_serve_one_export_and_a_dead_node_puts_the_other_in_grace(
     killed = time.monotonic()
     cluster.wait_state("alpha", "down", timeout=60)
     down = time.monotonic() - killed
-    state = wait_for(grace.dump, 60, "the cluster in grace for alpha", interval=0.5,
-                     until=lambda s: s.in_grace and s.needs("alpha"))
+    # the plane started the grace for alpha's clients, then gave up alpha's need at once:
+    # grace over with alpha still down and a member, and beta takes new opens again (the
+    # cluster waits neither for an operator nor for a grace period)
+    wait_for(lambda: cluster.plane_logged("node(s) alpha down: NFS grace started"), 60,
+             "the plane's grace for alpha", interval=0.5)
     started = time.monotonic() - killed
-    wait_for(grace.dump, 60, "beta enforcing grace", interval=0.5,
-             until=lambda s: s.enforcing("beta"))
+    wait_for(lambda: cluster.plane_logged("node alpha down: NFS grace lifted"), 60,
+             "the plane lifting alpha's need", interval=0.5)
+    wait_for(grace.dump, 60, "grace over with alpha still down", interval=0.5,
+             until=lambda s: not s.in_grace and "alpha" in s.members and not s.needs("alpha"))
     print(f"kill -9 to alpha down: {down:.1f} s; to grace started: {started:.1f} s; "
-          f"to beta enforcing: {time.monotonic() - killed:.1f} s")
+          f"to grace over: {time.monotonic() - killed:.1f} s")
     assert cluster.api("GET", f"nfs-exports/{export['id']}/").json()["recommended"][
         "node"] == "beta"
-    # alpha's clients had their grace period: the plane gives up its need while it is still
-    # down, and beta takes new opens again (the cluster does not wait for an operator)
-    wait_for(grace.dump, 90, "grace over with alpha still down", interval=1,
-             until=lambda s: not s.in_grace and "alpha" in s.members)
-    print(f"kill -9 to grace over: {time.monotonic() - killed:.1f} s")
     read_back(ADDRESSES["beta"], cluster.ports["beta"], payload)
+
+    # a late takeover: a survivor that takes alpha's address over now (keepalived heard
+    # alpha after the plane had lost it) starts the grace for alpha again, as
+    # services.file.takeover does; no signal follows, and the plane's sweep gives the need up
+    grace.start("alpha")
+    assert grace.dump().needs("alpha")
+    again = time.monotonic()
+    wait_for(grace.dump, 60, "the sweep lifting alpha's need again", interval=0.5,
+             until=lambda s: not s.in_grace and not s.needs("alpha"))
+    print(f"a late takeover's grace lifted by the sweep in {time.monotonic() - again:.1f} s")
 
     # alpha taken out of the cluster: its need given up, grace ends, beta serves new clients
     assert cluster.cli("node", "drain", "alpha").returncode == 0
@@ -157,3 +138,41 @@ def test_both_nodes_serve_one_export_and_a_dead_node_puts_the_other_in_grace(
     wait_for(grace.dump, 90, "grace over without alpha", interval=1,
              until=lambda s: not s.in_grace and "alpha" not in s.members)
     read_back(ADDRESSES["beta"], cluster.ports["beta"], payload)
+
+
+def test_a_node_fenced_while_paused_serves_again_without_an_agent_restart(cluster):
+    """beta paused (SIGSTOP: its agent and daemons) past the down threshold: the plane writes
+    it down and fences its CephFS clients (evicted, so blocklisted). Resumed, its Ganesha's
+    client serves nothing any more: the agent sees the fence in the heartbeat's answer and
+    restarts Ganesha with a fresh client, and beta's entry serves again, the agent itself
+    never restarted."""
+    if not cluster.api("GET", "nfs-exports/").json()["results"]:
+        made = cluster.api("POST", "nfs-exports/", json={
+            "filesystem": "ckpt", "pseudo": "/ckpt",
+            "clients": ["127.0.0.0/8 rw no_root_squash"]})
+        assert made.status_code == 201, made.text
+    address, port = ADDRESSES["beta"], cluster.ports["beta"]
+    payload = os.urandom(2**20 + 5)
+
+    def write():
+        with connect(port, "/ckpt", host=address) as client:
+            write_file(client, "fenced-0", payload)
+        return True
+    wait_for(write, 120, "a write through beta's Ganesha", interval=1, ignore=(Exception,))
+    agent = cluster.agents["beta"]
+    ganesha = cluster.node("beta")["daemons"]["ganesha"]["pid"]
+    pids = cluster.signal_node("beta", signal.SIGSTOP)
+    paused = time.monotonic()
+    try:
+        cluster.wait_state("beta", "down", timeout=60)
+        wait_for(lambda: cluster.plane_logged("node beta down: its CephFS sessions evicted"),
+                 60, "the plane's eviction of beta's CephFS sessions", interval=0.5)
+    finally:
+        cluster.signal_node("beta", signal.SIGCONT, pids)
+    resumed = time.monotonic()
+    read_back(address, port, payload, name="fenced-0")
+    print(f"beta paused to fenced and resumed: {resumed - paused:.1f} s; resumed to its entry "
+          f"serving again: {time.monotonic() - resumed:.1f} s")
+    assert cluster.agents["beta"] is agent and agent.poll() is None
+    assert cluster.node("beta")["daemons"]["ganesha"]["pid"] != ganesha
+    assert "restarting the file service's daemons" in (cluster.dir / "beta.out").read_text()

@@ -2,14 +2,17 @@
 Ceph cluster: each checkpoint job's directory is pinned to its own MDS rank when the job is
 created; a version is committed through the catalog only once every shard is whole, and a
 restore reads every byte back by hash (also through a libcephfs client of its own, so the
-bytes are in the cluster, not in a cache); an NFS export of the file system is served by
+bytes are in the cluster, not in a cache); retention frees the space of versions written
+through NFS while Ganesha still serves them; an NFS export of the file system is served by
 Ganesha through FSAL_CEPH to nfs-rs, which writes, reads and lists directories; and
 `strata up --s3-pool` on a ceph pool keeps the S3 gateway's data in the CephFS."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -203,3 +206,73 @@ def test_s3_pool_option_puts_the_gateway_data_on_the_ceph_pool(api, ceph_cluster
         where = f"/strata/{name}/fs/{gw_row.filesystem.name}".encode()
         wait_for(lambda: int(cephfs.fs.getxattr(where, "ceph.dir.rbytes")) >= len(body),
                  90, "the object's bytes counted in the CephFS directory", interval=0.5)
+
+
+def _mds_strays(cephfs) -> int:
+    """Unlinked inodes the active MDS ranks still keep (``perf dump`` mds_cache.num_strays)."""
+    total = 0
+    for rank in cephfs.active_ranks():
+        rc, out, err = cephfs.fs.mds_command(str(rank), json.dumps({"prefix": "perf dump"}), b"")
+        assert rc == 0, err
+        total += json.loads(out)["mds_cache"]["num_strays"]
+    return total
+
+
+def _pool_stored(ceph_cluster, data_pool: str) -> int:
+    """Bytes stored in RADOS pool ``data_pool`` (``ceph df``, before replication)."""
+    pools = ceph_cluster.command("df")["pools"]
+    return next(p["stats"]["stored"] for p in pools if p["name"] == data_pool)
+
+
+def test_retention_frees_versions_written_through_nfs(api, ceph_pool, cephfs, ceph_cluster,
+                                                      data_dir, settings):
+    """Versions written through Ganesha (FSAL_CEPH) and deleted by retention through the
+    plane's mount give their space back: Ganesha's CephFS client must not keep the unlinked
+    files as strays the MDS cannot purge."""
+    pytest.importorskip("nfs_rs")
+    from services.checkpoints import retention
+    from services.checkpoints.models import CheckpointJob
+
+    root = f"/strata/{ceph_pool}"
+    data_pool = cephfs.fs.getxattr(root.encode(), "ceph.dir.layout.pool").decode()
+    with plane_daemons(data_dir, settings) as daemons:
+        made = api.post("/api/v1/nfs-exports/", {"filesystem": "train",
+                                                 "clients": ["127.0.0.1 rw no_root_squash"]},
+                        format="json")
+        assert made.status_code == 201 and made.json()["state"] == "online", (
+            made.json(), daemons.log("ganesha"))
+        job = api.post("/api/v1/checkpoint-jobs/", {"name": "llm", "filesystem": "train",
+                                                    "keep_last": 1}, format="json")
+        assert job.status_code == 201, job.json()
+        fs_path = api.get("/api/v1/filesystems/train/").json()["path"]
+        shard = os.urandom(8 * MiB)
+        with connect(settings.SERVICE_OPTIONS["nfs_port"], "/train") as client:
+            for step in (100, 200, 300):
+                v = api.post("/api/v1/checkpoint-jobs/llm/versions/", {"step": step},
+                             format="json").json()
+                where = os.path.relpath(v["path"], fs_path)
+                for r in range(4):
+                    write_file(client, f"{where}/rank{r}.distcp", shard)
+                done = api.post(f"/api/v1/checkpoint-jobs/llm/versions/{v['id']}/commit/",
+                                {"manifest": [{"name": f"rank{r}.distcp", "size": len(shard),
+                                               "sha256": sha(shard)} for r in range(4)]},
+                                format="json")
+                assert done.status_code == 200, done.json()
+            wait_for(lambda: _pool_stored(ceph_cluster, data_pool) >= 12 * len(shard), 60,
+                     "the pool's usage to show the versions", interval=1)
+            before = _pool_stored(ceph_cluster, data_pool)
+
+            result = retention.apply(CheckpointJob.objects.get(name="llm"))
+            assert sorted(result["deleted_steps"]) == [100, 200]
+            freed, start = 8 * len(shard), time.monotonic()
+            # Ganesha still serves the export (the client stays connected, as on a training
+            # host) and its CephFS client keeps the unlinked inodes (the MDS strays) cached
+            try:
+                wait_for(lambda: before - _pool_stored(ceph_cluster, data_pool) >= 0.9 * freed,
+                         90, "the space of the deleted versions to be freed", interval=1)
+            finally:
+                print(f"strays {_mds_strays(cephfs)}, stored {before} -> "
+                      f"{_pool_stored(ceph_cluster, data_pool)} "
+                      f"after {time.monotonic() - start:.1f} s")
+            kept = os.path.relpath(v["path"], fs_path)
+            assert read_hash(client, f"{kept}/rank3.distcp") == (len(shard), sha(shard))

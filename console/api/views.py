@@ -168,7 +168,9 @@ def health_report() -> dict:
     daemons = read_states(settings.DATA_DIR)   # restarts and last exit of strata up's children
     healthy = (all(c["state"] == "ok" for c in components.values())
                and all(p["state"] == "online" for p in pools.values())
-               and all(d.get("state") == "ok" for s in services.values() for d in s.values())
+               # a daemon not installed is a protocol off on this host, not a fault
+               and all(d.get("state") in ("ok", "not_installed")
+                       for s in services.values() for d in s.values())
                and all(d.get("state") == "running" for d in daemons.values()))
     return {
         "status": "ok" if healthy else "degraded",

@@ -23,7 +23,9 @@ def test_one_instance_per_floating_address_owner_master_with_the_highest_priorit
     priorities = {own: _instances(own)["strata_node3"]["priority"] for own in
                   ("node1", "node2", "node3", "node4")}
     # the owner first, then the nodes after it by name, wrapping round: node4, node1, node2
-    assert priorities == {"node3": 200, "node4": 100, "node1": 99, "node2": 98}
+    # the backups spread from 190 to 10, so that the second does not take the address
+    # within the same few milliseconds as the first (their skews differ by 0.7 s, not 4 ms)
+    assert priorities == {"node3": 200, "node4": 190, "node1": 100, "node2": 10}
     # every node agrees on each instance's router id, and no two instances share one
     ids = {own: {n: i["virtual_router_id"] for n, i in _instances(own).items()}
            for own in ("node1", "node4")}
@@ -83,7 +85,7 @@ def test_a_drained_node_holds_no_address_while_another_node_lives():
     assert (own["state"], own["priority"]) == ("BACKUP", keepalived.DRAINED_PRIORITY)
     # its first backup now has the highest priority for its address, and it is the last
     # resort for every other address
-    assert instances("node2")["strata_node1"]["priority"] == 100
+    assert instances("node2")["strata_node1"]["priority"] == 190
     assert {n: i["priority"] for n, i in instances("node1").items()} == {
         "strata_node1": 1, "strata_node2": 1, "strata_node3": 1}
     assert instances("node2")["strata_node2"]["state"] == "MASTER"

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import transaction
 
 from plumbing.errors import Conflict, Invalid, StrataError
+from plumbing.packages import not_installed
 from services.block import attach, paths, up
 from services.block.models import BlockExport, Host, HostGroup
 from services.block.transports import BlockRuntime, ExportNotFound, QosLimits, TransportError
@@ -217,6 +218,10 @@ def delete_host_group(group: HostGroup) -> None:
                        "delete them or move them to another group first.")
     with transaction.atomic():
         group.delete()
+        # tgtd knows a group only through its exports: nothing to tell on a plane alone (the
+        # nodes apply it) or a host without tgt (a group of NBD/NVMe-oF exports only)
+        if plane_only() or not_installed("tgtd", "tgtadm"):
+            return
         with runtime() as rt:
             rt.iscsi.remove_host_group(group.name)
 

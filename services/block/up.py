@@ -13,10 +13,10 @@ and the bootstrap reconciles every export into them.
 """
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
+from plumbing.packages import not_installed
 from plumbing.process import DaemonSpec, data_address, port_open, probe_address
 
 DEFAULT_ISCSI_PORT = 3260
@@ -152,12 +152,12 @@ def daemons(data_dir: Path, options: dict) -> list[DaemonSpec]:
     kw = runtime_kwargs(data_dir, options)
     kw["state_dir"].mkdir(parents=True, exist_ok=True)
     specs = []
-    for binaries, make, package in ((("tgtd", "tgtadm"), _tgtd_spec, "tgt"),
-                                    (("qemu-storage-daemon",), _qsd_spec, "qemu-system-common")):
-        missing = [b for b in binaries if shutil.which(b) is None]
-        if missing:
-            print(f"strata up: {', '.join(missing)} not installed (apt-get install {package}); "
-                  "block exports over it are unavailable", file=sys.stderr, flush=True)
+    for programs, make in ((("tgtd", "tgtadm"), _tgtd_spec),
+                           (("qemu-storage-daemon",), _qsd_spec)):
+        why = not_installed(*programs)
+        if why:
+            print(f"strata up: {why}; block exports over it are unavailable", file=sys.stderr,
+                  flush=True)
         else:
             specs.append(make(kw))
     if wants_spdk(data_dir, options):

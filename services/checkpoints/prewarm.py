@@ -15,7 +15,6 @@ A pre-warm cut off by a dead worker leaves the version `warming` with no live Jo
 again (a lease, `POST .../prewarm/`) starts a new Job that finishes the copy.
 """
 import os
-import shutil
 
 from django.db import transaction
 
@@ -160,5 +159,5 @@ def mark_cold(version: CheckpointVersion, cold_path: str, *, manifest: list | No
             fields["manifest"] = manifest
         CheckpointVersion.objects.filter(pk=version.pk).update(**fields)
         if current.path and os.path.isdir(current.path):
-            shutil.rmtree(current.path)
+            sources.remove_tree(current.path)
     return True

@@ -9,12 +9,11 @@ does not take data from a snapshot (or a clone made from one).
 """
 import logging
 import os
-import shutil
 
 from django.db import transaction
 from django.utils import timezone
 
-from services.checkpoints import service
+from services.checkpoints import service, sources
 from services.checkpoints.models import CheckpointJob, CheckpointVersion, active_job
 from services.checkpoints.tierdown import JOB_KIND
 
@@ -103,7 +102,7 @@ def _remove(path: str, job: CheckpointJob) -> None:
     if os.path.basename(os.path.dirname(real)) != job.name or real.count("/") < 3:
         raise UnsafeDelete(f"{path} is not a step directory of job {job.name}; "
                            "not deleting it (fix the version's path)")
-    shutil.rmtree(real)
+    sources.remove_tree(real)
 
 
 def apply(job: CheckpointJob, progress=lambda pct, msg="": None) -> dict:

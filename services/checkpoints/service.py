@@ -7,7 +7,6 @@ so two commits of one job never interleave and a refused commit changes nothing.
 import contextlib
 import logging
 import os
-import shutil
 from datetime import timedelta
 
 from django.conf import settings
@@ -83,7 +82,7 @@ def s3_prefix(job: CheckpointJob, dirname: str) -> str:
 
 def _clear_directory(path: str) -> None:
     if path and os.path.isdir(path):
-        shutil.rmtree(path)
+        sources.remove_tree(path)
 
 
 # -- jobs and begin ------------------------------------------------------------------------

@@ -43,7 +43,6 @@ refused (see `signals.py`). Pre-warm (`prewarm.py`) brings a cold version back.
 import hashlib
 import logging
 import os
-import shutil
 
 from django.db import IntegrityError, transaction
 from django.db.models import BigIntegerField, Exists, F, OuterRef
@@ -156,7 +155,7 @@ def _fsync_dirs(root: str) -> None:
 
 def _remove(path: str) -> None:
     if path and os.path.isdir(path):
-        shutil.rmtree(path)
+        sources.remove_tree(path)
 
 
 def move_version(version: CheckpointVersion,

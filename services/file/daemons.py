@@ -44,6 +44,7 @@ from services.file.runtime import (
 )
 from services.file.runtime.btrfs_mounts import bind_mount_self, is_mount_point, unmount
 from services.file.runtime.grace import GraceDb
+from services.file.runtime.nfs_server import ganesha_argv
 from services.file.runtime.process import require_binary
 from services.file.runtime.samba import STATE_SUBDIRS
 
@@ -72,8 +73,9 @@ def nfs_settings(data_dir, options: dict) -> NfsSettings:
 
 def nfs_cluster(data_dir, grace: dict | None) -> NfsCluster | None:
     """A cluster node's membership of the NFS grace database, from the plane's heartbeat
-    answer (``{"pool", "rados_pool", "namespace", "nodeid"}``), reached with the node's own
-    Ceph client files of that pool (:mod:`plumbing.nodeceph`); None when serving alone."""
+    answer (``{"pool", "rados_pool", "namespace", "nodeid", "serial"}``), reached with the
+    node's own Ceph client files of that pool (:mod:`plumbing.nodeceph`); None when serving
+    alone."""
     if not grace:
         return None
     files = nodeceph.read_pool(data_dir, grace["pool"]) or {}
@@ -81,7 +83,7 @@ def nfs_cluster(data_dir, grace: dict | None) -> NfsCluster | None:
     client = files.get("client") or f"strata-node.{grace['nodeid']}.{grace['pool']}"
     return NfsCluster(conf=str(pool_dir / "ceph.conf"), client=client,
                       pool=grace["rados_pool"], namespace=grace["namespace"],
-                      nodeid=grace["nodeid"])
+                      nodeid=grace["nodeid"], serial=grace.get("serial"))
 
 
 def smb_interfaces(bind: str) -> list[str]:
@@ -182,8 +184,8 @@ class PlaneNfsServer(NfsServer):
 
     def argv(self) -> list[str]:
         """The command line `strata up` runs (the same as ``NfsServer.start``)."""
-        return [require_binary("ganesha.nfsd"), "-F", "-f", self.conf_path, "-L", self.log_path,
-                "-p", self.pid_path]
+        return ganesha_argv(require_binary("ganesha.nfsd"), self.conf_path, self.log_path,
+                            self.pid_path, self.settings.cluster)
 
     def ready(self) -> bool:
         """True when Ganesha answers an RPC NULL call on its port."""

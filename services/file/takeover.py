@@ -15,7 +15,8 @@ start does not wait on the plane (which may be the host that died, or busy) nor 
 queue, and no new API is needed. Idempotent with the plane's own start
 (:func:`services.file.grace.start_grace`): a member already in need stays as it is, and a
 cluster already in grace keeps its epoch. Who ends the grace does not change: the plane gives
-up OWNER's need one grace period after writing it down (:func:`services.file.grace.release`);
+up OWNER's need once it wrote it down and fenced its CephFS clients
+(:func:`services.file.grace.release`);
 an OWNER that was alive after all (adverts lost for 3 s) lifts its own need when its Ganesha's
 grace period ends, as after any grace.
 

@@ -50,19 +50,25 @@ def end_grace(self, name: str) -> bool:
 
 
 @shared_task(name="file.release_grace", bind=True, max_retries=RETRIES)
-def release_grace(self, name: str, waited: bool = False) -> bool:
-    """A node down or drained: once (for a drained one) its Ganesha stopped and one grace
-    period passed, its need of grace is given up (see services.file.grace)."""
-    if not waited:
-        wait = grace.release_wait(name)
-        if wait is None:                          # a drained node's Ganesha still runs
-            raise self.retry(countdown=RETRY_EVERY)
-        if wait:
-            release_grace.apply_async((name, True), countdown=wait)
-        return False
+def release_grace(self, name: str) -> bool:
+    """A node down (fenced) or drained: its need of grace is given up, for a drained one once
+    its Ganesha stopped (see services.file.grace)."""
+    if not grace.release_ready(name):             # a drained node's Ganesha still runs
+        raise self.retry(countdown=RETRY_EVERY)
     try:
         return grace.release(name)
     except (FileServiceError, DataplaneError) as exc:
         log.error("file: NFS grace of node %s not lifted (%s); retrying in %.0f s",
                   name, exc, RETRY_EVERY)
         raise self.retry(countdown=RETRY_EVERY) from exc
+
+
+@shared_task(name="file.release_stale_grace")
+def release_stale_grace() -> list:
+    """Needs of grace of nodes long down or drained that nothing else gives up (see
+    services.file.grace.release_stale); the next run tries again when Ceph does not answer."""
+    try:
+        return grace.release_stale()
+    except (FileServiceError, DataplaneError) as exc:
+        log.error("file: stale NFS grace needs not checked (%s)", exc)
+        return []

@@ -226,14 +226,37 @@ def heartbeat(node: Node, daemons: dict, version: str = "") -> dict:
             if isinstance(answer, Exception):
                 log.error("node %s up again: %s failed: %s", node.name,
                           getattr(receiver, "__qualname__", receiver), answer)
-    options = {"host": node.management_address, "data_host": node.data_address,
-               **node.options}
+    options = daemon_options(node)
     grace = nfs_grace(node)
     if grace:
         options["nfs_cluster"] = grace
     return {"name": node.name, "services": node.services, "options": options,
             "schedule": node.schedule, "heartbeat_every": HEARTBEAT_EVERY,
-            "revision": node.revision}
+            "revision": node.revision,
+            "fenced": node.fenced_at.isoformat() if node.fenced_at else ""}
+
+
+def fenced(name: str) -> None:
+    """Node ``name``'s CephFS clients were fenced (evicted, so blocklisted) while it was
+    down: recorded, so that its agent, once it answers again, restarts its file daemons with
+    fresh clients (a blocklisted one serves nothing until then)."""
+    Node.objects.filter(name=name).update(fenced_at=timezone.now())
+
+
+def daemon_options(node: Node) -> dict:
+    """The options ``node``'s daemons start with (as `strata up`'s): its addresses, then what
+    the plane set for it."""
+    return {"host": node.management_address, "data_host": node.data_address, **node.options}
+
+
+def s3_gateways() -> list[dict]:
+    """``[{"name", "options"}]``: the nodes whose S3 gateway runs now (up, assigned
+    ``object``, its daemon reported running), with their daemons' options: the plane calls
+    their admin interface (services.object's ``find_node_gateways``)."""
+    return [{"name": n.name, "options": daemon_options(n)}
+            for n in Node.objects.filter(local=False, state=Node.State.UP)
+            if not is_down(n) and "object" in n.services
+            and (n.daemons.get("s3") or {}).get("state") == "running"]
 
 
 def nfs_grace_pool() -> Pool | None:
@@ -246,7 +269,8 @@ def nfs_grace_pool() -> Pool | None:
 
 def nfs_grace(node: Node) -> dict | None:
     """Where ``node``'s Ganesha is a member of the NFS grace database (``{"pool",
-    "rados_pool", "namespace", "nodeid"}``), when it serves file systems of Ceph pools;
+    "rados_pool", "namespace", "nodeid", "serial"}``: ``serial`` sets its Ganesha epoch
+    apart from the other nodes'), when it serves file systems of Ceph pools;
     None on the single host and on nodes without the file service (they serve alone)."""
     from services.storage import service as storage   # noqa: PLC0415  (as in ceph_files)
     if node.local or not serves_service(node, "file"):
@@ -260,7 +284,7 @@ def nfs_grace(node: Node) -> dict | None:
         log.warning("node %s: no NFS grace database (pool %s: %s)", node.name, pool.name, exc)
         return None
     return {"pool": pool.name, "rados_pool": rados_pool, "namespace": NFS_GRACE_NAMESPACE,
-            "nodeid": node.name}
+            "nodeid": node.name, "serial": node.pk}
 
 
 def ceph_files(node: Node) -> dict:

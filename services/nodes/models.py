@@ -45,6 +45,9 @@ class Node(models.Model):
     db_role = models.CharField(max_length=63, blank=True, default="")  # its PostgreSQL role
     joined_at = models.DateTimeField(auto_now_add=True)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
+    # when the plane last fenced its CephFS clients (written down: services.file.grace); the
+    # heartbeat's answer carries it, and an agent that sees it move restarts its file daemons
+    fenced_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]

@@ -6,6 +6,7 @@
 - ``node_up``: sent (``name``) by the heartbeat of a node that was down.
 - ``node_removed``: sent (``name``) once a node was taken out of the cluster.
 - ``node_drained``: sent (``name``) once a node was drained (its services moved to others).
+- :func:`fenced`: a node's CephFS clients were fenced (its agent restarts its file daemons).
 - :func:`nfs_grace_pool`, ``NFS_GRACE_NAMESPACE``: where the nodes' Ganesha servers keep
   their grace database (the Ceph pool's RADOS pool, that namespace).
 - :func:`bump`: every node reconciles at its next heartbeat (for a change the placement's
@@ -14,13 +15,13 @@
 - :func:`serving_nodes`, :func:`node_is_up`: the nodes that are up, take new work and run a
   service's daemon; whether one node is up.
 """
-from services.nodes.cluster import (NFS_GRACE_NAMESPACE, is_down, nfs_grace_pool, node_down,
-                                    node_drained, node_removed, node_up)
+from services.nodes.cluster import (NFS_GRACE_NAMESPACE, fenced, is_down, nfs_grace_pool,
+                                    node_down, node_drained, node_removed, node_up)
 from services.nodes.models import Node
 from services.nodes.placement import bump, served_here
 from services.nodes.placement import nodes_serving as _names_serving
 
-__all__ = ["served_here", "node_down", "node_up", "node_removed", "node_drained", "bump",
+__all__ = ["served_here", "fenced", "node_down", "node_up", "node_removed", "node_drained", "bump",
            "serving_nodes", "node_is_up", "nodes_serving", "nfs_grace_pool", "NFS_GRACE_NAMESPACE", "Node"]
 
 

@@ -5,9 +5,14 @@ The management plane uses it to mirror its desired state into the gateway::
     client = GatewayAdminClient("http://127.0.0.1:9000", token)
     client.create_bucket("ckpt", owner="alice", quota={"bytes": 10 << 30})
     client.list_buckets()   # [{"name", "owner", "bytes", "objects", "quota", ...}]
+
+Given several endpoints (gateways serving the same buckets: the cluster nodes of the RADOS
+store), a call goes to the one that last answered and moves on to the next only when a
+gateway cannot be reached (the request did not get to it: no call is made twice).
 """
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -23,21 +28,39 @@ class GatewayAdminError(Exception):
 
 
 class GatewayAdminClient:
-    """Calls ``/_strata/admin/`` on one gateway with its Bearer token."""
+    """Calls ``/_strata/admin/`` on a gateway with its Bearer token: ``endpoint`` one URL,
+    or a list of gateways serving the same buckets (tried in turn when one is unreachable)."""
 
-    def __init__(self, endpoint: str, token: str, timeout: float = 10.0):
-        self.endpoint = endpoint.rstrip("/")
+    def __init__(self, endpoint: str | list[str], token: str, timeout: float = 10.0):
+        endpoints = [endpoint] if isinstance(endpoint, str) else list(endpoint)
+        if not endpoints:
+            raise ValueError("GatewayAdminClient needs at least one endpoint")
+        self.endpoints = [e.rstrip("/") for e in endpoints]
+        self.endpoint = self.endpoints[0]       # the one that answered last
         self.token = token
         self.timeout = timeout
 
     def _call(self, method: str, path: str, body: dict | None = None):
+        unreachable = []
+        for endpoint in [self.endpoint] + [e for e in self.endpoints if e != self.endpoint]:
+            try:
+                raw = self._request(endpoint, method, path, body)
+            except urllib.error.URLError as exc:    # not sent (refused, no route): the next one
+                unreachable.append(f"{endpoint}: {exc.reason}")
+                continue
+            self.endpoint = endpoint
+            return json.loads(raw) if raw else None
+        raise GatewayAdminError(0, "Unreachable", "S3 gateway not answering: "
+                                + "; ".join(unreachable))
+
+    def _request(self, endpoint: str, method: str, path: str, body: dict | None) -> bytes:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(f"{self.endpoint}/_strata/admin/{path}", data=data, method=method,
+        req = urllib.request.Request(f"{endpoint}/_strata/admin/{path}", data=data, method=method,
                                      headers={"Authorization": f"Bearer {self.token}",
                                               "Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                raw = resp.read()
+                return resp.read()
         except urllib.error.HTTPError as exc:
             raw = exc.read()
             try:
@@ -45,15 +68,23 @@ class GatewayAdminClient:
             except ValueError:
                 err = {"error": "HTTPError", "message": raw.decode(errors="replace")}
             raise GatewayAdminError(exc.code, err.get("error", ""), err.get("message", "")) from None
-        except urllib.error.URLError as exc:
-            raise GatewayAdminError(0, "Unreachable", f"S3 gateway at {self.endpoint} is not answering: "
-                                    f"{exc.reason}") from None
-        return json.loads(raw) if raw else None
+        except urllib.error.URLError:
+            raise
+        except (OSError, http.client.HTTPException) as exc:
+            # sent, but no answer (timed out, connection lost): the gateway may have done it,
+            # so it is not sent again elsewhere
+            raise GatewayAdminError(0, "NoAnswer", f"S3 gateway at {endpoint} did not answer: "
+                                    f"{exc!r}") from None
 
     def apply_lifecycle(self) -> dict:
         """Run one lifecycle pass now; its counts (``transitioned``, ``transitioned_bytes``,
         ``expired``, ...)."""
         return self._call("POST", "lifecycle")
+
+    def collect_orphans(self, min_age: float | None = None) -> dict:
+        """Remove what no entry names, older than ``min_age`` seconds (the gateway's own grace
+        if None): a local store's orphan files, a RADOS store's sweep; its counts."""
+        return self._call("POST", "gc" if min_age is None else f"gc?min_age={min_age:g}")
 
     def health(self) -> dict:
         """``{"status": "ok", "buckets": N}``."""

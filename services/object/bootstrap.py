@@ -4,6 +4,7 @@ of media ``capacity``, its cold root for lifecycle transitions (a file system
 ``s3-cold-<pool>`` on the first such pool by name, made once), make sure the admin has an S3 key,
 write the gateway's config, open the launcher's gate, wait for the gateway, and reconcile
 buckets. Returns the admin's S3 credentials for credentials.json."""
+import json
 import logging
 import os
 import secrets
@@ -18,6 +19,7 @@ from services.storage.models import FileSystem, Pool
 
 log = logging.getLogger(__name__)
 FILESYSTEM = "s3"
+NODE_LIFECYCLE_INTERVAL = 3600   # seconds, as beat runs the plane's lifecycle Job
 
 
 def _pick_pool() -> Pool | None:
@@ -89,9 +91,10 @@ def bootstrap(creds: dict) -> dict:
     gw = ensure_gateway()
     if gw is None:
         wanted = service._options().get("s3_pool") or "default"
-        log.warning("object service: no pool to keep S3 data on; create pool %s (e.g. `strata "
-                    "pool create %s --driver ceph ...`) and restart `strata up`", wanted, wanted)
+        log.warning("object service: no pool to keep S3 data on; S3 starts once pool %s is "
+                    "created (e.g. `strata pool create %s --driver ceph ...`)", wanted, wanted)
         return {}
+    service.ensure_master_key(gw)   # before the pool is checked: nodes may render it first
     if service.store_kind() == service.RADOS:
         try:
             service.store_pool(gw)
@@ -100,7 +103,6 @@ def bootstrap(creds: dict) -> dict:
             return {}
     key, secret = ensure_admin_key(creds)
     service.ensure_plane_key()
-    service.ensure_master_key(gw)
     try:
         ensure_cold_filesystem()
     except Exception:  # noqa: BLE001 - S3 serves without a capacity tier; the log says why
@@ -152,13 +154,32 @@ def open_gate_when_attached() -> str:
         return "open"
     gw = Gateway.objects.select_related("filesystem", "filesystem__pool").first()
     if gw is None:
-        return "no gateway"
+        if service._options().get("plane_only") and service.store_kind() != service.RADOS:
+            return "no gateway"   # `strata plane` with the file store serves no S3
+        return _bootstrap_when_pool_exists()
     if not _attached(gw.filesystem):
         return f"waiting for pool {gw.filesystem.pool.name}"
     log.warning("object service: pool %s is attached: starting the S3 gateway",
                 gw.filesystem.pool.name)
     _serve(gw)
     return "opened"
+
+
+def _bootstrap_when_pool_exists() -> str:
+    """The start found no pool to keep S3 data on (`--s3-pool` names one not made yet): once
+    it exists, do what that start could not (the bootstrap above: the gateway's file system,
+    the admin's key, the config, the gate) and add the admin's S3 credentials to
+    credentials.json."""
+    pool = _pick_pool()
+    if pool is None or pool.state not in service.USABLE_POOL_STATES:
+        return f"waiting for pool {service._options().get('s3_pool') or 'default'}"
+    log.warning("object service: pool %s exists: starting the S3 gateway", pool.name)
+    path = settings.DATA_DIR / "credentials.json"
+    creds = json.loads(path.read_text()) if path.exists() else {}
+    answer = bootstrap(creds)
+    if answer:
+        write_json_atomic(path, {**creds, **answer}, mode=0o600, indent=2)
+    return "bootstrapped" if answer else "no gateway"
 
 
 def node_gateway_config(node: str, redis_url: str) -> dict:
@@ -176,7 +197,12 @@ def node_gateway_config(node: str, redis_url: str) -> dict:
         raise service.Unavailable(f"The S3 pool {service._options().get('s3_pool') or 'default'} "
                                   "does not exist yet.", code="s3_pool_missing")
     service.ensure_plane_key()
-    service.ensure_master_key(gw)
+    if service.ensure_master_key(gw):
+        service.write_gateway_config()   # the plane's own rendering holds the same key
     pool = service.store_pool(gw)
     store = service.rados_store(gw, storage.node_entity(node, pool)[len("client."):], "", "")
-    return service._render(gw, "", redis_url, {**store, "ceph_pool": pool.name})
+    config = service._render(gw, "", redis_url, {**store, "ceph_pool": pool.name})
+    # lifecycle passes from the nodes' own timers, one at a time under the pool's RADOS lock
+    # and about one per interval between them (the plane may run no gateway to run its Job)
+    config["lifecycle_interval"] = NODE_LIFECYCLE_INTERVAL
+    return config

@@ -6,7 +6,9 @@ from services.object.service import (
     class_as_checkpoints,
     admin_client,
     admin_endpoint,
+    admin_endpoints,
     create_bucket,
+    find_node_gateways,
     node_config_changed,
     refuse_on_nodes,
     plane_s3_config,
@@ -16,6 +18,7 @@ from services.object.service import (
 )
 
 __all__ = ["BUCKET_NAME_RE", "Bucket", "admin_call", "admin_client", "admin_endpoint",
-           "class_as_checkpoints", "create_bucket", "node_config_changed", "node_gateway_config", "plane_s3_config",
+           "admin_endpoints",
+           "class_as_checkpoints", "create_bucket", "find_node_gateways", "node_config_changed", "node_gateway_config", "plane_s3_config",
            "refuse_on_nodes", "public_endpoint",
            "refresh_usage", "write_gateway_config"]

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from plane.models import IOBudgetSetting
 from plane.secrets import seal, unseal
+from plumbing.process import WILDCARDS
 from plumbing.errors import Conflict, Invalid, NotFound, Unavailable
 from plumbing.workclass import CHECKPOINTS, SAMPLES, read_shares
 from services.object import gatewayconf
@@ -32,6 +33,9 @@ from services.storage.models import FileSystem
 log = logging.getLogger(__name__)
 # sent when the rendered gateway config changed while every node runs a gateway (RADOS store)
 node_config_changed = Signal()
+# sent to find the cluster nodes whose gateway runs now (RADOS store): the nodes service
+# answers ``[{"name", "options"}]``, each node's daemon options (as its heartbeat gets them)
+find_node_gateways = Signal()
 DATA_SUBDIR = "gateway"  # the gateway's data root inside its file system
 KEY_ALPHABET = string.ascii_uppercase + string.digits
 
@@ -78,9 +82,42 @@ def admin_endpoint() -> str:
     return f"{scheme}://{_reachable_host(host)}:{port}"
 
 
+def node_endpoints() -> list[str]:
+    """The admin URLs of the cluster nodes' gateways that run now (RADOS store: each serves
+    every bucket), by node name; where each node's gateway listens, as its agent starts it."""
+    urls = []
+    for receiver, answer in find_node_gateways.send_robust(sender=Gateway):
+        if isinstance(answer, Exception):
+            log.error("object service: the nodes serving S3 could not be listed (%s): %s",
+                      getattr(receiver, "__qualname__", receiver), answer)
+            continue
+        for node in sorted(answer, key=lambda n: n["name"]):
+            host, port = s3_address(node["options"])
+            if host in WILDCARDS:       # every address of the node: its data address
+                host = node["options"].get("data_host") or node["options"].get("host") or host
+            urls.append(f"http://{_reachable_host(host)}:{port}")
+    return urls
+
+
+def admin_endpoints() -> list[str]:
+    """The gateways the plane calls, in the order tried: the one `strata up` runs, then (RADOS
+    store) every cluster node's that runs now; none under `strata plane` with no such node."""
+    own = [] if _options().get("plane_only") else [admin_endpoint()]
+    return own + (node_endpoints() if store_kind() == RADOS else [])
+
+
+def gateway_endpoint() -> str:
+    """The first gateway the plane calls: `strata up`'s own or, under `strata plane` (which
+    runs none), a cluster node's that runs now (the plane's own address only while none
+    does)."""
+    return (admin_endpoints() or [admin_endpoint()])[0]
+
+
 def public_endpoint() -> str:
-    """The S3 endpoint users are given (credentials.json, the console)."""
-    return _options().get("s3_endpoint") or admin_endpoint()
+    """The S3 endpoint users are given (credentials.json, the console, a new key): the
+    ``s3_endpoint`` option when set (a load balancer, a name of the nodes), else
+    :func:`gateway_endpoint`."""
+    return _options().get("s3_endpoint") or gateway_endpoint()
 
 
 def gateway() -> Gateway:
@@ -130,8 +167,31 @@ def rados_store(gw: Gateway, client: str, ceph_conf: str, keyring: str) -> dict:
             "ceph_conf": ceph_conf, "keyring": keyring}
 
 
-def admin_client(timeout: float = 10.0) -> GatewayAdminClient:
-    return GatewayAdminClient(admin_endpoint(), gateway().admin_token, timeout=timeout)
+ADMIN_TIMEOUT = 10.0
+# RADOS store: a bucket's creation, deletion or settings change answers once every gateway
+# watching it acknowledged the notify; one that died is waited for until its watch lapses,
+# up to 30 s (gateway/rados_buckets.py NOTIFY_MS): the plane waits longer than that
+RADOS_ADMIN_TIMEOUT = 45.0
+
+
+def admin_client(timeout: float | None = None) -> GatewayAdminClient:
+    """A client of the gateways' admin interface (:func:`admin_endpoints`, the next one tried
+    when one cannot be reached); GatewayUnavailable when there is none to call. Without
+    ``timeout``, the store's (RADOS: long enough for a notify that waits on a dead node)."""
+    if timeout is None:
+        timeout = RADOS_ADMIN_TIMEOUT if store_kind() == RADOS else ADMIN_TIMEOUT
+    gw = gateway()
+    endpoints = admin_endpoints()
+    if not endpoints:
+        if store_kind() != RADOS:
+            raise GatewayUnavailable("`strata plane` runs no S3 gateway and the file store is "
+                                     "served by `strata up` alone; start the plane with "
+                                     "`--s3-store rados --s3-pool CEPH_POOL` to serve buckets "
+                                     "from the cluster's nodes.", code="no_s3_gateway")
+        raise GatewayUnavailable("No cluster node serves S3 now: assign the object service to "
+                                 "a node (`strata node assign NAME --services object`) and "
+                                 "wait until its gateway runs.", code="no_s3_gateway")
+    return GatewayAdminClient(endpoints, gw.admin_token, timeout=timeout)
 
 
 def admin_call(fn, *args, **kwargs):
@@ -182,12 +242,11 @@ def _render(gw: Gateway, root: str, redis_url: str, store: dict | None) -> dict:
                                      io_budget_redis=redis_url,
                                      io_budget=io_budget_rates(),
                                      cold_root=None if store else cold_root(),
-                                     # a RADOS store refuses SSE (501): its gateways, every
-                                     # node's among them, get no key material
-                                     sse_master_key=("" if store or not gw.sealed_master_key
-                                                     else unseal(gw.sealed_master_key)),
-                                     kms_keys={} if store else kms_keys_config(gw.region),
-                                     qos=qos_config(), store=store)
+                                     # every gateway of a RADOS store (each node's) decrypts
+                                     # what any other encrypted: all hold the same keys
+                                     sse_master_key=unseal(gw.sealed_master_key) if gw.sealed_master_key else "",
+                                     kms_keys=kms_keys_config(gw.region), qos=qos_config(),
+                                     store=store)
 
 
 def refuse_on_nodes(node: str) -> None:
@@ -199,12 +258,15 @@ def refuse_on_nodes(node: str) -> None:
                        "CEPH_POOL` to serve them from every node.", code="s3_store_not_shared")
 
 
-def ensure_master_key(gw: Gateway) -> None:
+def ensure_master_key(gw: Gateway) -> bool:
     """Give the gateway its SSE master key on the first start (sealed in the database; the
-    gateway gets it in its 0600 config file, outside the data root; never logged)."""
-    if not gw.sealed_master_key:
-        gw.sealed_master_key = seal(base64.b64encode(secrets.token_bytes(32)).decode())
-        gw.save(update_fields=["sealed_master_key"])
+    gateway gets it in its 0600 config file, outside the data root; never logged). True when
+    it was made now."""
+    if gw.sealed_master_key:
+        return False
+    gw.sealed_master_key = seal(base64.b64encode(secrets.token_bytes(32)).decode())
+    gw.save(update_fields=["sealed_master_key"])
+    return True
 
 
 # -- KMS keys (SSE-KMS) -----------------------------------------------------------------------
@@ -330,7 +392,7 @@ def plane_s3_config() -> dict | None:
     gw = Gateway.objects.first()
     if key is None or gw is None:
         return None
-    return {"endpoint": admin_endpoint(), "access_key": key.access_key,
+    return {"endpoint": gateway_endpoint(), "access_key": key.access_key,
             "secret_key": secret_of(key), "region": gw.region}
 
 
@@ -559,8 +621,9 @@ def sync_for_listing() -> None:
 
 
 def wait_until_serving(timeout: float = 30.0) -> dict:
-    """Poll the gateway's health until it answers (after the launcher started it)."""
-    client = admin_client(timeout=2)
+    """Poll the health of the gateway `strata up` runs until it answers (after the launcher
+    started it)."""
+    client = GatewayAdminClient(admin_endpoint(), gateway().admin_token, timeout=2)
     deadline = time.monotonic() + timeout
     while True:
         try:

@@ -26,6 +26,7 @@ from pathlib import Path
 from dataplane.ceph.rbd import image_size as rbd_image_size
 from dataplane.ceph.rbd import parse_rbd_path
 from plumbing import errors
+from plumbing.packages import not_installed
 from plumbing.process import Child
 
 EXPORT_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
@@ -217,6 +218,14 @@ def check_volume_file(volume_path: str) -> Path | str:
     if not path.is_file() and not path.is_block_device():
         raise InvalidExport(f"volume {volume_path} is not a file or block device")
     return path.resolve()
+
+
+def require_installed(*programs: str) -> None:
+    """Raise DaemonError naming the package to install when one of ``programs`` is not on
+    PATH."""
+    why = not_installed(*programs)
+    if why:
+        raise DaemonError(why)
 
 
 def start_child(name: str, argv: list[str], log_path: Path) -> Child:

@@ -54,6 +54,7 @@ from .base import (
     check_volume_file,
     is_rbd,
     parse_rbd_path,
+    require_installed,
     start_child,
     volume_size,
 )
@@ -194,6 +195,7 @@ class TgtdTarget(Transport):
             self._secrets = {}
             self.reconcile()
             return
+        require_installed("tgtd", "tgtadm")
         if self.adopt_only:
             raise DaemonError("tgtd is not running (it is being started again); try again "
                               "in a moment")

@@ -40,6 +40,7 @@ from .base import (
     check_volume_file,
     is_rbd,
     parse_rbd_path,
+    require_installed,
     start_child,
     volume_size,
 )
@@ -104,6 +105,7 @@ class QemuStorageDaemon(Transport):
                     if export_id not in live:
                         self._attach(export_id, rec)
                 return
+        require_installed(self.binary)
         if self.adopt_only:
             raise DaemonError("qemu-storage-daemon is not running (it is being started "
                               "again); try again in a moment")

@@ -25,7 +25,10 @@ import fcntl
 import os
 from pathlib import Path
 
+from plumbing.errors import StrataError
+
 from .base import (
+    DaemonError,
     ExportExists,
     ExportInUse,
     ExportNotFound,
@@ -64,6 +67,8 @@ class BlockRuntime:
                                                  "vhost-user-blk": self.qsd}
         if self.nvmf is not None:
             self.transports["nvmf"] = self.nvmf
+        # protocols whose daemon is missing or did not start: {protocol: why} (see start())
+        self.unavailable: dict[str, StrataError] = {}
 
     def _unique(self) -> list[Transport]:
         seen, out = set(), []
@@ -74,9 +79,21 @@ class BlockRuntime:
         return out
 
     def start(self) -> None:
-        """Start every daemon and re-apply the recorded exports."""
+        """Start every daemon and re-apply the recorded exports.
+
+        A daemon that is not installed or does not start disables only its own protocols:
+        they leave ``transports`` for ``unavailable`` and a call for them raises a DaemonError
+        saying why (503); this raises only when no daemon runs at all.
+        """
         for t in self._unique():
-            t.start()
+            try:
+                t.start()
+            except StrataError as exc:
+                for protocol in [p for p, tr in self.transports.items() if tr is t]:
+                    self.unavailable[protocol] = exc
+                    del self.transports[protocol]
+        if not self.transports:
+            raise next(iter(self.unavailable.values()))
 
     def stop(self) -> None:
         """Stop the daemons this runtime started (exports stay recorded)."""
@@ -120,6 +137,9 @@ class BlockRuntime:
 
     def transport_for(self, protocol: str) -> Transport:
         """The transport that serves ``protocol``."""
+        if protocol in self.unavailable:
+            raise DaemonError(f"{protocol} exports are unavailable on this host: "
+                              f"{self.unavailable[protocol]}")
         try:
             return self.transports[protocol]
         except KeyError:
@@ -174,7 +194,8 @@ class BlockRuntime:
 
     def set_host_group(self, group: HostGroup) -> None:
         """Apply a host group's hosts/CHAP to its iSCSI target and its NVMe-oF exports."""
-        self.iscsi.set_host_group(group)
+        if "iscsi" in self.transports:    # else re-applied once tgtd runs (the reconcile)
+            self.iscsi.set_host_group(group)
         # nvmf exports are per volume; the plane passes the group again per export when
         # it changes membership (see NvmfTarget.set_hosts)
 

@@ -36,6 +36,10 @@ def test_retention_keeps_last_every_kth_pinned_leased_and_deletes_the_rest(api, 
     assert keep[300] == ["every 300th step"] and keep[200] == ["pinned: best eval"]
     assert keep[400][0].startswith("leased by eval-7 until")
 
+    # a file of a deleted version hard-linked into a kept one keeps its bytes there
+    linked = os.path.join(saved[1000]["path"], "linked.bin")
+    os.link(os.path.join(saved[100]["path"], "rank0.bin"), linked)
+
     r = api.post("/api/v1/checkpoint-jobs/llm/retention/")
     assert r.status_code == 202
     job = wait_job(api, r.json()["job"])
@@ -48,6 +52,8 @@ def test_retention_keeps_last_every_kth_pinned_leased_and_deletes_the_rest(api, 
         assert CheckpointVersion.objects.get(pk=v["id"]).state == (
             "deleted" if gone else ("committed" if step == 1000 else "superseded"))
     assert not os.path.exists(aborted["path"])
+    with open(linked, "rb") as f:
+        assert f.read() == b"100" * 100
     assert api.get("/api/v1/checkpoint-jobs/llm/latest/").json()["step"] == 1000
 
     # a version kept only by a lease or a pin goes once the lease and the pin are gone

@@ -19,7 +19,7 @@ from .ganesha import (build_ganesha_config, ceph_client_conf, ceph_client_conf_p
                       render_ganesha_conf)
 from .grace import GraceDb
 from .process import ChildDaemon, require_binary
-from .specs import SNAPSHOT_DIR, NfsExport, NfsSettings
+from .specs import SNAPSHOT_DIR, NfsCluster, NfsExport, NfsSettings
 
 _RELOAD_DONE = "Reread exports complete"
 _RELOAD_ERRORS = (":CRIT :", ":MAJ :", ":FATAL :")
@@ -48,6 +48,26 @@ def nfs_null_ping(host: str, port: int, timeout: float = 2.0) -> bool:
         return False
     rxid, mtype, stat, _flavor, _vlen, accept = struct.unpack(">6I", reply[4:28])
     return rxid == xid and mtype == 1 and stat == 0 and accept == 0
+
+
+def ganesha_argv(binary: str, conf_path: str, log_path: str, pid_path: str,
+                 cluster: NfsCluster | None) -> list[str]:
+    """Ganesha's command line; a server of a cluster gets an epoch of its own (``-E``).
+
+    Ganesha makes its client IDs, session IDs and state IDs from its epoch (by default its
+    start time in seconds) and counters that start at 1. Two servers of one cluster started
+    in the same second therefore hand out the same IDs: a client whose address moved to the
+    other server found its old session there, belonging to another client (its requests
+    accepted on that session for 40 s). The epoch of a cluster's server is
+    its start time in seconds with :attr:`NfsCluster.epoch_tag` as the low byte, so it differs
+    from every other node's and from the node's own earlier starts, as Ganesha's own does.
+    It is computed at each start, through ``sh`` (which execs Ganesha: same PID), since a
+    supervisor starts the same command line again."""
+    argv = [binary, "-F", "-f", conf_path, "-L", log_path, "-p", pid_path]
+    if cluster is None:
+        return argv
+    epoch = f"$(( ($(date +%s) << 8 | {cluster.epoch_tag}) & 4294967295 ))"
+    return ["/bin/sh", "-c", f'exec "$0" -E {epoch} "$@"', *argv]
 
 
 class NfsServer(ChildDaemon):
@@ -80,8 +100,8 @@ class NfsServer(ChildDaemon):
         text = self._render(exports)
         write_if_changed(self.conf_path, text)
         offset = _size(self.log_path)
-        self._spawn([binary, "-F", "-f", self.conf_path, "-L", self.log_path,
-                     "-p", self.pid_path], self.log_path + ".stdout")
+        self._spawn(ganesha_argv(binary, self.conf_path, self.log_path, self.pid_path,
+                                 self.settings.cluster), self.log_path + ".stdout")
         try:
             self._wait_until(self.healthy, timeout, "waiting for NFS RPC", self.log_path)
         except DaemonStartError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import zlib
 from dataclasses import dataclass, field
 
 from .errors import InvalidShareSpec
@@ -133,13 +134,22 @@ class NfsCluster:
     """Ganesha as one of several servers of the same CephFS exports (active-active): the
     ``rados_cluster`` recovery backend, its grace database and client records in RADOS
     ``pool`` (namespace ``namespace``) of the cluster of ``conf``, reached as cephx user
-    ``client``; ``nodeid`` names this server in it (one per node, kept across restarts)."""
+    ``client``; ``nodeid`` names this server in it (one per node, kept across restarts);
+    ``serial`` is the node's number in the cluster (the plane's), for :attr:`epoch_tag`."""
 
     conf: str
     client: str
     pool: str
     namespace: str
     nodeid: str
+    serial: int | None = None
+
+    @property
+    def epoch_tag(self) -> int:
+        """1 to 255: this server's byte of its Ganesha epoch (``nfs_server.ganesha_argv``),
+        from the node's serial number (distinct for up to 255 nodes), else from its nodeid."""
+        number = self.serial if self.serial is not None else zlib.crc32(self.nodeid.encode())
+        return number % 255 + 1
 
     def __post_init__(self) -> None:
         for what in ("conf", "client", "pool", "namespace", "nodeid"):

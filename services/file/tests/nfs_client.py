@@ -1,8 +1,11 @@
-"""Small helpers over the nfs-rs client used by the NFS tests and the benchmark."""
+"""Small helpers over the nfs-rs client used by the NFS tests and the benchmark (and what a
+Ganesha's log says of its epoch)."""
 
 from __future__ import annotations
 
 import hashlib
+import re
+from pathlib import Path
 
 CHUNK = 4 * 1024 * 1024
 
@@ -63,3 +66,11 @@ def error_codes(exc: BaseException) -> str:
 def sha(data: bytes) -> str:
     """sha256 hex of ``data``."""
     return hashlib.sha256(data).hexdigest()
+
+
+def ganesha_epoch(log_path) -> int:
+    """The epoch of the Ganesha that last wrote ``log_path`` (each of its lines says it): its
+    client, session and state IDs are made from it."""
+    found = re.findall(r" : epoch ([0-9a-f]{8}) : ", Path(log_path).read_text())
+    assert found, Path(log_path).read_text()[-2000:]
+    return int(found[-1], 16)

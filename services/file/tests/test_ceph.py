@@ -15,7 +15,7 @@ import pytest
 from services.file.runtime import CephExportSource, NfsClientRule, NfsExport, SmbShare
 from tests.ceph_fs_support import cephfs_pool
 
-from .nfs_client import connect, listdir, read_hash, sha, write_file
+from .nfs_client import connect, ganesha_epoch, listdir, read_hash, sha, write_file
 from .smb_client import SmbProtocolClient, smbclient
 
 MiB = 1 << 20
@@ -121,6 +121,11 @@ def _two_servers(files, nfs_factory, export, member):
     a = nfs_factory([export], cluster=member("a"), **settings)
     b = nfs_factory([export], cluster=member("b"), **settings)
     assert "RecoveryBackend = rados_cluster;" in Path(a.conf_path).read_text()
+    # client, session and state IDs are made from a server's epoch: two servers of one
+    # cluster started in the same second must not share it (each has its own byte)
+    epochs = {s.settings.cluster.nodeid: ganesha_epoch(s.log_path) for s in (a, b)}
+    assert epochs["a"] != epochs["b"], epochs
+    assert {e & 0xFF for e in epochs.values()} == {member(n).epoch_tag for n in "ab"}, epochs
     wait_for(lambda: not grace.dump().in_grace, 90, "the grace of the first start to end")
 
     payload = os.urandom(8 * MiB + 3)

@@ -3,20 +3,12 @@
 in the API, and handed to the nodes (``nodes/self/vrrp/``) with the revision moved so that
 every node's keepalived follows."""
 import pytest
-from rest_framework.test import APIClient
 
 from services.nodes import cluster
 from services.nodes.models import Node
+from tests.cluster_support import join_node
 
 pytestmark = pytest.mark.django_db
-
-
-def _join(name: str, address: str) -> APIClient:
-    key, _ = cluster.create_join_token()
-    _node, answer = cluster.join(key, name, address, address)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {answer['credential']}")
-    return client
 
 
 def _revisions() -> dict:
@@ -24,7 +16,7 @@ def _revisions() -> dict:
 
 
 def test_set_shown_and_handed_to_every_node(api):
-    node1, _node2 = _join("n1", "10.0.0.1"), _join("n2", "10.0.0.2")
+    node1, _node2 = join_node("n1", "10.0.0.1"), join_node("n2", "10.0.0.2")
     before = _revisions()
     r = api.patch("/api/v1/nodes/n2/", {"floating_address": " 10.0.0.102/24 "}, format="json")
     assert r.status_code == 200, r.content
@@ -46,7 +38,7 @@ def test_set_shown_and_handed_to_every_node(api):
     assert _revisions()["n1"] == after["n1"] + 2
     after = _revisions()
     # a node joining or leaving moves the revision too: the peers change
-    _join("n3", "10.0.0.3")
+    join_node("n3", "10.0.0.3")
     assert _revisions()["n1"] == after["n1"] + 1
     cluster.remove("n3")
     assert _revisions()["n1"] == after["n1"] + 2

@@ -4,19 +4,11 @@ buckets are in the file store (one gateway, the plane's data root); the node's o
 config itself needs a Ceph pool: tests/test_ceph_cluster_s3.py)."""
 import pytest
 from django.conf import settings
-from rest_framework.test import APIClient
 
 from services.nodes import cluster
+from tests.cluster_support import join_node
 
 pytestmark = pytest.mark.django_db
-
-
-def _join(name: str, address: str) -> APIClient:
-    key, _ = cluster.create_join_token()
-    _node, answer = cluster.join(key, name, address, address)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {answer['credential']}")
-    return client
 
 
 @pytest.fixture()
@@ -28,7 +20,7 @@ def options():
 
 def test_object_on_a_node_is_refused_with_the_file_store(api, options):
     settings.SERVICE_OPTIONS = {}
-    node = _join("n1", "10.0.0.1")
+    node = join_node("n1", "10.0.0.1")
     r = api.patch("/api/v1/nodes/n1/", {"services": ["object"]}, format="json")
     assert r.status_code == 409, r.content
     assert r.json()["error"] == "s3_store_not_shared"

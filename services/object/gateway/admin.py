@@ -74,6 +74,8 @@ async def _route(gw: Gateway, req: Request, parts: list[str]) -> Response:
     if parts == ["compact"] and m == "POST":
         return _json(await compact_once(gw))
     if parts == ["gc"] and m == "POST":
+        if gw.kind == "rados":   # the sweep of the pool (rados_sweep), its own grace if none given
+            return _json(await gw.sweep(float(req.query["min_age"]) if "min_age" in req.query else None))
         min_age = float(req.query.get("min_age", "600"))
         return _json(await collect_all_orphans(gw, min_age))
     if parts == ["lifecycle"] and m == "POST":

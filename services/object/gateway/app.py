@@ -198,7 +198,7 @@ async def dispatch(gw: Gateway, req: Request) -> Response:
     route = routes.resolve(level, req.method, req.query, req.headers)
     if route is None:
         raise S3Error("MethodNotAllowed")
-    route = route_for(gw, route, req.headers)   # the store's own handler, or NotImplemented for what it lacks
+    route = route_for(gw, route)   # the store's own handler, or NotImplemented for what it lacks
     bucket = None
     if route.checks == routes.AUTHORIZE:
         bucket = access.authorize(gw, req, route.action_for(req.query))

@@ -144,7 +144,7 @@ async def put_versioning(gw: Gateway, req: Request, bucket: Bucket) -> Response:
 async def put_lifecycle(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """PutBucketLifecycleConfiguration (see :mod:`.lifecycle` for the supported actions)."""
     body = await req.body().read_all(256 * 1024)
-    rules = parse_rules(body, gw.cold.root)
+    rules = parse_rules(body, gw.cold.root if gw.cold else None, gw.no_tier)
     xml = name_rules(body.decode(), rules)
     await gw.run(bucket.set_setting, "lifecycle", {"rules": rules, "xml": xml})
     return Response(200)

@@ -30,7 +30,7 @@ from .buckets import Bucket, BucketStore
 from .checksums import Digests, requested_algorithms
 from .commit import GATHER_SECONDS, GroupCommitter
 from .compaction import INTERVAL_SECONDS, collect_all_orphans, compaction_loop
-from .lifecycle import lifecycle_loop
+from .lifecycle import abort_stale_uploads, lifecycle_loop
 from .config import ConfigWatcher
 from .errors import S3Error
 from .index import Op, OpResult, Record, shards_for_workers
@@ -112,6 +112,7 @@ class Gateway:
     it or :class:`.rados_store.RadosGateway` from the config."""
 
     kind = "local"
+    no_tier: str | None = None   # why the store can have no capacity tier (None: it depends on cold_root)
 
     def __init__(self, config_path: str, role: WorkerRole | None = None):
         self.watcher = ConfigWatcher(config_path)
@@ -414,6 +415,11 @@ class Gateway:
         rec = self.make_record(bucket, key, None, "", {}, marker=True)
         await self.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled"))
         return {"DeleteMarker": True, "DeleteMarkerVersionId": rec.version_id}
+
+    def abort_stale_uploads(self, bucket: Bucket, prefix: str, older_than: float) -> int:
+        """Remove the multipart uploads of keys under ``prefix`` initiated before ``older_than``
+        (blocking; the lifecycle's AbortIncompleteMultipartUpload); how many went."""
+        return abort_stale_uploads(bucket, prefix, older_than)
 
     # -- helpers ---------------------------------------------------------------------------
 

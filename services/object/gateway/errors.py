@@ -44,6 +44,7 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "MissingContentLength": (411, "You must provide the Content-Length HTTP header."),
     "MissingSecurityHeader": (400, "Your request is missing a required header."),
     "NoSuchBucket": (404, "The specified bucket does not exist"),
+    "OperationAborted": (409, "A conflicting conditional operation is currently in progress against this resource. Try again."),
     "NoSuchKey": (404, "The specified key does not exist."),
     "NoSuchUpload": (404, "The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed."),
     "NoSuchVersion": (404, "The specified version does not exist."),

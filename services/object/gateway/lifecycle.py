@@ -18,6 +18,12 @@ restored copies. It runs every ``lifecycle_interval`` seconds in the background 
 the appliance's plane runs it instead, as a Job) and on demand through the admin interface
 (``POST /_strata/admin/lifecycle``). A "day" lasts
 ``lifecycle_day_seconds`` from the config (86400 unless a test shortens it).
+
+The same pass runs over buckets stored in RADOS (:mod:`.rados_store`): the rules are a bucket
+setting every gateway of the pool shares, the lock is a RADOS lock with a lease
+(:mod:`.rados_lock`), so one pass at a time across every gateway on every node, and timed
+passes skip while another gateway ended one less than half an interval ago. That store has
+no capacity tier: a rule with a transition is refused (``InvalidStorageClass``, saying so).
 """
 from __future__ import annotations
 
@@ -42,8 +48,9 @@ DAY_SECONDS = 86400
 log = logging.getLogger("strata.s3.lifecycle")
 
 
-def parse_rules(body: bytes, cold_root: str | None = None) -> list[dict]:
-    """Rules from a LifecycleConfiguration document (``MalformedXML`` / ``InvalidStorageClass``)."""
+def parse_rules(body: bytes, cold_root: str | None = None, no_tier: str | None = None) -> list[dict]:
+    """Rules from a LifecycleConfiguration document (``MalformedXML`` / ``InvalidStorageClass``;
+    ``no_tier``: why the store has no capacity tier, the refusal of any transition)."""
     root = parse_xml(body)
     if root.tag != "LifecycleConfiguration":
         raise S3Error("MalformedXML")
@@ -81,7 +88,7 @@ def parse_rules(body: bytes, cold_root: str | None = None) -> list[dict]:
             if abort is not None:
                 rule["abort_days"] = int(child_text(abort, "DaysAfterInitiation"))
             for tr in node.findall("Transition"):
-                step = {"class": check_transition_class(child_text(tr, "StorageClass"), cold_root)}
+                step = {"class": check_transition_class(child_text(tr, "StorageClass"), cold_root, no_tier)}
                 if child_text(tr, "Days") is not None:
                     step["days"] = int(child_text(tr, "Days"))
                 elif child_text(tr, "Date"):
@@ -90,7 +97,7 @@ def parse_rules(body: bytes, cold_root: str | None = None) -> list[dict]:
                     raise S3Error("MalformedXML", "A Transition needs Days or Date")
                 rule.setdefault("transitions", []).append(step)
             for tr in node.findall("NoncurrentVersionTransition"):
-                step = {"class": check_transition_class(child_text(tr, "StorageClass"), cold_root),
+                step = {"class": check_transition_class(child_text(tr, "StorageClass"), cold_root, no_tier),
                         "days": int(child_text(tr, "NoncurrentDays"))}
                 rule.setdefault("noncurrent_transitions", []).append(step)
         except (TypeError, ValueError):
@@ -274,7 +281,8 @@ def _transition_candidates(bucket: Bucket, rule: dict, now: float, day: float) -
     return out
 
 
-def _abort_stale_uploads(bucket: Bucket, prefix: str, older_than: float) -> int:
+def abort_stale_uploads(bucket: Bucket, prefix: str, older_than: float) -> int:
+    """The local store's :meth:`.core.Gateway.abort_stale_uploads` (upload directories)."""
     count = 0
     for upload_id in os.listdir(bucket.uploads_dir):
         path = os.path.join(bucket.uploads_dir, upload_id)
@@ -289,10 +297,18 @@ def _abort_stale_uploads(bucket: Bucket, prefix: str, older_than: float) -> int:
     return count
 
 
-async def apply_lifecycle(gw) -> dict:
-    """One lifecycle pass over every bucket (see the module doc); returns counts."""
+async def apply_lifecycle(gw, every: float = 0.0) -> dict | None:
+    """One lifecycle pass over every bucket (see the module doc); returns counts. With
+    ``every``, on a lock shared by several gateways (the RADOS store's, which records when a
+    pass ended): None, no pass, when any of them ended one less than ``every`` / 2 ago."""
     async with gw.lifecycle_lock.hold():
-        return await _apply(gw)
+        ended = getattr(gw.lifecycle_lock, "last_pass", None)
+        if every and ended is not None and time.time() - await gw.run(ended) < every / 2:
+            return None
+        stats = await _apply(gw)
+        if ended is not None:
+            await gw.run(gw.lifecycle_lock.record_pass)
+        return stats
 
 
 async def _apply(gw) -> dict:
@@ -301,8 +317,9 @@ async def _apply(gw) -> dict:
     stats = {"expired": 0, "versions_removed": 0, "uploads_aborted": 0, "transitioned": 0,
              "transitioned_bytes": 0, "transition_failed": 0, "restores_expired": 0,
              "cold_orphans_removed": 0}
-    buckets = list(gw.buckets.buckets.values())
-    stats.update(await gw.run(gw.cold.collect_cold_orphans, buckets))
+    buckets = list(await gw.run(lambda: gw.buckets.buckets.values()))
+    if gw.cold is not None:   # (the RADOS store has no capacity tier)
+        stats.update(await gw.run(gw.cold.collect_cold_orphans, buckets))
     for bucket in buckets:
         for rule in (bucket.settings.get("lifecycle") or {}).get("rules", []):
             if not rule["enabled"]:
@@ -321,16 +338,17 @@ async def _apply(gw) -> dict:
                     continue
                 stats["versions_removed"] += 1
             if "abort_days" in rule:
-                stats["uploads_aborted"] += await gw.run(_abort_stale_uploads, bucket, rule["prefix"],
+                stats["uploads_aborted"] += await gw.run(gw.abort_stale_uploads, bucket, rule["prefix"],
                                                          now - rule["abort_days"] * day)
             if "transitions" in rule or "noncurrent_transitions" in rule:
                 await _transition(gw, bucket, rule, now, day, stats)
-        stats["restores_expired"] += await gw.cold.expire_restores(bucket, time.time())
+        if gw.cold is not None:
+            stats["restores_expired"] += await gw.cold.expire_restores(bucket, time.time())
     return stats
 
 
 async def _transition(gw, bucket: Bucket, rule: dict, now: float, day: float, stats: dict) -> None:
-    if not gw.cold.root or not os.path.isdir(gw.cold.root):
+    if gw.cold is None or not gw.cold.root or not os.path.isdir(gw.cold.root):
         log.warning("lifecycle rule %r of bucket %s has transitions but the capacity tier (%s) is not "
                     "available; skipped", rule["id"], bucket.name, gw.cold.root)
         return
@@ -351,8 +369,8 @@ async def lifecycle_loop(gw, interval: float) -> None:
     while True:
         await asyncio.sleep(interval)
         try:
-            stats = await apply_lifecycle(gw)
-            if any(stats.values()):
+            stats = await apply_lifecycle(gw, every=interval)
+            if stats and any(stats.values()):
                 log.info("lifecycle: %s", stats)
         except Exception:  # noqa: BLE001 - try again next interval; the log says why
             log.exception("lifecycle pass failed")

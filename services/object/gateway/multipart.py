@@ -61,9 +61,11 @@ def _parts(path: str) -> dict[int, dict]:
     return parts
 
 
-async def create(gw: Gateway, req: Request, bucket: Bucket) -> Response:
-    """CreateMultipartUpload (STANDARD only; ``x-amz-checksum-algorithm`` with the COMPOSITE
-    checksum type: Complete then stores the checksum of the part checksums)."""
+# -- the handlers' flow, shared with the RADOS store (:mod:`.rados_multipart`): what differs
+# between the stores is only where an upload, its parts and its completion are kept
+
+def new_upload(gw: Gateway, req: Request, bucket: Bucket) -> tuple[str, dict, dict]:
+    """CreateMultipartUpload's checks: (upload id, the upload's info, the answer's headers)."""
     check_write_class(req.headers)
     algo = (req.headers.get("x-amz-checksum-algorithm") or "").lower()
     if algo and algo not in ALGORITHMS:
@@ -77,6 +79,165 @@ async def create(gw: Gateway, req: Request, bucket: Bucket) -> Response:
             "owner": req.auth.user, "ck_algo": algo, "ck_type": ck_type}
     if wk:
         info["sse"] = wk.upload_info()
+    headers = {"x-amz-checksum-algorithm": algo.upper(), "x-amz-checksum-type": ck_type} if algo else {}
+    headers.update(wk.headers() if wk else {})
+    return upload_id, info, headers
+
+
+def created(bucket: Bucket, req: Request, upload_id: str, headers: dict) -> Response:
+    return xml_response(xml_doc("InitiateMultipartUploadResult", el("Bucket", bucket.name) + el("Key", req.key)
+                                + el("UploadId", upload_id)), headers=headers)
+
+
+async def store_part(gw: Gateway, req: Request, bucket: Bucket, info: dict, **where):
+    """UploadPart's body into the store (``where``: the store's own arguments): (stored, cipher, key)."""
+    body = req.body()
+    if body.size is None:
+        raise S3Error("MissingContentLength")
+    wk = sse.for_upload(gw.keyring, info.get("sse"), req.headers)
+    cipher = wk.cipher() if wk else None
+    stored = await gw.store_body(bucket, body, req.headers, force_file=True, cipher=cipher, **where)
+    return stored, cipher, wk
+
+
+async def copy_part(gw: Gateway, req: Request, bucket: Bucket, info: dict, **where):
+    """UploadPartCopy's bytes (an optional x-amz-copy-source-range) into the store: (stored, cipher, key)."""
+    src = await copy_source(gw, req)
+    src_key = sse.check_read(gw.keyring, src.meta, req.headers, sse.COPY_CUSTOMER)
+    wk = sse.for_upload(gw.keyring, info.get("sse"), req.headers)
+    cipher = wk.cipher() if wk else None
+    start, end = 0, src.size
+    rng = req.headers.get("x-amz-copy-source-range")
+    if rng is not None:
+        start, end = _copy_range(rng, src.size)
+    algorithms = {info["ck_algo"]} if info.get("ck_algo") else set()
+    stored = await gw.copy_data(bucket, src, start, end, cipher=cipher, src_key=src_key, algorithms=algorithms,
+                                **where)
+    return stored, cipher, wk
+
+
+def new_part(stored: Stored, cipher, **where) -> dict:
+    """A part's record (``where``: where the store keeps its bytes)."""
+    return {"etag": stored.md5_hex, "size": stored.size, **where, "mtime": time.time(), "ck": stored.checksums,
+            "np": sse.nonce_text(cipher)}
+
+
+def part_stored(stored: Stored, wk) -> Response:
+    headers = {"etag": f'"{stored.md5_hex}"', **(wk.headers() if wk else {})}
+    for algo, value in stored.checksums.items():
+        headers[f"x-amz-checksum-{algo}"] = value
+    return Response(200, headers)
+
+
+def part_copied(stored: Stored, part: dict, wk) -> Response:
+    checks = "".join(el(f"Checksum{a.upper()}", v) for a, v in stored.checksums.items())
+    return xml_response(xml_doc("CopyPartResult", el("LastModified", iso_time(part["mtime"]))
+                                + el("ETag", f'"{stored.md5_hex}"') + checks), headers=wk.headers() if wk else {})
+
+
+def choose_parts(req: Request, bucket: Bucket, upload_id: str, info: dict, parts: dict, wanted: list,
+                 raw: bytes) -> tuple[list, dict, str, int, str]:
+    """CompleteMultipartUpload's checks of the part list against the parts kept: (the parts
+    chosen, the object's checksums, their type, its size, its ETag)."""
+    numbers = [n for n, _ in wanted]
+    if any(b <= a for a, b in zip(numbers, numbers[1:])):
+        raise S3Error("InvalidPartOrder", UploadId=upload_id)
+    chosen = []
+    for n, etag in wanted:
+        part = parts.get(n)
+        if part is None or part["etag"] != etag:
+            raise S3Error("InvalidPart", UploadId=upload_id, PartNumber=str(n), ETag=etag)
+        chosen.append(part)
+    for i, ((n, _), part) in enumerate(zip(wanted, chosen)):
+        if i < len(wanted) - 1 and part["size"] < MIN_PART_SIZE:
+            raise S3Error("EntityTooSmall", UploadId=upload_id, PartNumber=str(n), ProposedSize=str(part["size"]),
+                          MinSizeAllowed=str(MIN_PART_SIZE))
+    checksums = _composite_checksums(wanted, chosen, _part_checksum_claims(raw), upload_id)
+    ck_type = info.get("ck_type") or "COMPOSITE"
+    if ck_type == "FULL_OBJECT":
+        checksums = _full_object_checksums(info["ck_algo"], chosen, req.headers)
+    else:
+        checksums.pop("crc64nvme", None)  # CRC64NVME has no COMPOSITE form
+    check_claimed_checksums(req.headers, checksums, info.get("ck_algo") or "")
+    total = sum(p["size"] for p in chosen)
+    bucket.check_quota(total)
+    etag = hashlib.md5(b"".join(bytes.fromhex(p["etag"]) for p in chosen)).hexdigest() + f"-{len(chosen)}"
+    return chosen, checksums, ck_type, total, etag
+
+
+def completed_meta(info: dict, chosen: list, checksums: dict) -> dict:
+    """The completed object's metadata."""
+    meta = dict(info["meta"])
+    meta["ck"] = checksums
+    if any(p.get("ck") for p in chosen):
+        meta["pck"] = [p.get("ck", {}) for p in chosen]
+    if info.get("sse"):
+        meta["sse"] = sse.completed_meta(info["sse"], [p["np"] for p in chosen])
+    return meta
+
+
+def done_record(req: Request, wanted: list, etag: str, version_id: str, checksums: dict, ck_type: str,
+                info: dict) -> dict:
+    """What answers a repeated Complete as the first."""
+    return {"key": req.key, "parts": [list(p) for p in wanted], "etag": etag, "version_id": version_id,
+            "checksums": checksums, "ck_type": ck_type, "sse": sse.describe(info.get("sse"))}
+
+
+def parts_listed(req: Request, bucket: Bucket, upload_id: str, info: dict, parts: dict) -> Response:
+    """ListParts' answer (part-number-marker, max-parts) over an upload's parts by number."""
+    try:
+        marker = int(req.query.get("part-number-marker", "0") or 0)
+        max_parts = min(int(req.query.get("max-parts", "1000")), 1000)
+    except ValueError:
+        raise S3Error("InvalidArgument", "part-number-marker and max-parts must be integers") from None
+    numbers = sorted(n for n in parts if n > marker)
+    page, truncated = numbers[:max_parts], len(numbers) > max_parts
+    body = [el("Bucket", bucket.name), el("Key", req.key), el("UploadId", upload_id),
+            # the Initiator is who created the upload; the Owner is the bucket owner, as S3 names it
+            owner_xml(info["owner"]).replace("Owner>", "Initiator>"), owner_xml(bucket.owner),
+            el("StorageClass", "STANDARD"), el("PartNumberMarker", marker),
+            el("NextPartNumberMarker", page[-1] if page else marker), el("MaxParts", max_parts),
+            el("IsTruncated", truncated)]
+    for n in page:
+        p = parts[n]
+        ck = "".join(el(f"Checksum{a.upper()}", v) for a, v in p.get("ck", {}).items())
+        body.append(f"<Part>{el('PartNumber', n)}{el('LastModified', iso_time(p['mtime']))}"
+                    f"{el('ETag', chr(34) + p['etag'] + chr(34))}{el('Size', p['size'])}{ck}</Part>")
+    return xml_response(xml_doc("ListPartsResult", "".join(body)))
+
+
+def uploads_query(req: Request) -> tuple[str, str, str, int]:
+    """ListMultipartUploads' (prefix, key-marker, upload-id-marker, max-uploads)."""
+    q = req.query
+    try:
+        limit = min(int(q.get("max-uploads", "1000")), 1000)
+    except ValueError:
+        raise S3Error("InvalidArgument", "max-uploads must be an integer") from None
+    return q.get("prefix", ""), q.get("key-marker", ""), q.get("upload-id-marker", ""), limit
+
+
+def uploads_listed(bucket: Bucket, prefix: str, key_marker: str, id_marker: str, limit: int,
+                   found: list) -> Response:
+    """ListMultipartUploads' answer over the uploads under ``prefix``, (key, id, info) sorted."""
+    uploads = [u for u in found if (u[0], u[1]) > (key_marker, id_marker)]
+    page, truncated = uploads[:limit], len(uploads) > limit
+    body = [el("Bucket", bucket.name), el("KeyMarker", key_marker), el("UploadIdMarker", id_marker),
+            el("Prefix", prefix), el("MaxUploads", limit), el("IsTruncated", truncated)]
+    if truncated and page:
+        body += [el("NextKeyMarker", page[-1][0]), el("NextUploadIdMarker", page[-1][1])]
+    for key, upload_id, info in page:
+        body.append(f"<Upload>{el('Key', key)}{el('UploadId', upload_id)}"
+                    f"{owner_xml(info['owner']).replace('Owner>', 'Initiator>')}{owner_xml(info['owner'])}"
+                    f"{el('StorageClass', 'STANDARD')}{el('Initiated', iso_time(info['initiated']))}</Upload>")
+    return xml_response(xml_doc("ListMultipartUploadsResult", "".join(body)))
+
+
+# -- the local store's handlers
+
+async def create(gw: Gateway, req: Request, bucket: Bucket) -> Response:
+    """CreateMultipartUpload (STANDARD only; ``x-amz-checksum-algorithm`` with the COMPOSITE
+    checksum type: Complete then stores the checksum of the part checksums)."""
+    upload_id, info, headers = new_upload(gw, req, bucket)
 
     def make():
         path = os.path.join(bucket.uploads_dir, upload_id)
@@ -85,10 +246,7 @@ async def create(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         fsync_dir(bucket.uploads_dir)
 
     await gw.run(make)
-    headers = {"x-amz-checksum-algorithm": algo.upper(), "x-amz-checksum-type": ck_type} if algo else {}
-    headers.update(wk.headers() if wk else {})
-    return xml_response(xml_doc("InitiateMultipartUploadResult", el("Bucket", bucket.name) + el("Key", req.key)
-                                + el("UploadId", upload_id)), headers=headers)
+    return created(bucket, req, upload_id, headers)
 
 
 def _checksum_type(headers: dict[str, str], algo: str) -> str:
@@ -140,20 +298,9 @@ async def upload_part(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """UploadPart: the part is durable before the 200."""
     number = _part_number(req)
     path, info = await gw.run(_load_upload, bucket, req.query["uploadId"], req.key)
-    body = req.body()
-    if body.size is None:
-        raise S3Error("MissingContentLength")
-    wk = sse.for_upload(gw.keyring, info.get("sse"), req.headers)
-    cipher = wk.cipher() if wk else None
-    stored = await gw.store_body(bucket, body, req.headers, dest_dir=os.path.join(path, "parts"), force_file=True,
-                                 cipher=cipher)
-    part = {"etag": stored.md5_hex, "size": stored.size, "file": stored.loc["file"], "mtime": time.time(),
-            "ck": stored.checksums, "np": sse.nonce_text(cipher)}
-    await gw.run(_record_part, path, number, part)
-    headers = {"etag": f'"{stored.md5_hex}"', **(wk.headers() if wk else {})}
-    for algo, value in stored.checksums.items():
-        headers[f"x-amz-checksum-{algo}"] = value
-    return Response(200, headers)
+    stored, cipher, wk = await store_part(gw, req, bucket, info, dest_dir=os.path.join(path, "parts"))
+    await gw.run(_record_part, path, number, new_part(stored, cipher, file=stored.loc["file"]))
+    return part_stored(stored, wk)
 
 
 def _copy_range(value: str, size: int) -> tuple[int, int]:
@@ -175,23 +322,11 @@ async def upload_part_copy(gw: Gateway, req: Request, bucket: Bucket) -> Respons
     """UploadPartCopy, with an optional x-amz-copy-source-range."""
     number = _part_number(req)
     path, info = await gw.run(_load_upload, bucket, req.query["uploadId"], req.key)
-    src = await copy_source(gw, req)
-    src_key = sse.check_read(gw.keyring, src.meta, req.headers, sse.COPY_CUSTOMER)
-    wk = sse.for_upload(gw.keyring, info.get("sse"), req.headers)
-    cipher = wk.cipher() if wk else None
-    start, end = 0, src.size
-    rng = req.headers.get("x-amz-copy-source-range")
-    if rng is not None:
-        start, end = _copy_range(rng, src.size)
-    algorithms = {info["ck_algo"]} if info.get("ck_algo") else set()
-    stored = await gw.copy_data(bucket, src, start, end, dest_dir=os.path.join(path, "parts"), force_file=True,
-                                cipher=cipher, src_key=src_key, algorithms=algorithms)
-    part = {"etag": stored.md5_hex, "size": stored.size, "file": stored.loc["file"], "mtime": time.time(),
-            "ck": stored.checksums, "np": sse.nonce_text(cipher)}
+    stored, cipher, wk = await copy_part(gw, req, bucket, info, dest_dir=os.path.join(path, "parts"),
+                                         force_file=True)
+    part = new_part(stored, cipher, file=stored.loc["file"])
     await gw.run(_record_part, path, number, part)
-    checks = "".join(el(f"Checksum{a.upper()}", v) for a, v in stored.checksums.items())
-    return xml_response(xml_doc("CopyPartResult", el("LastModified", iso_time(part["mtime"]))
-                                + el("ETag", f'"{stored.md5_hex}"') + checks), headers=wk.headers() if wk else {})
+    return part_copied(stored, part, wk)
 
 
 def _part_checksum_claims(body: bytes) -> dict[int, dict[str, str]]:
@@ -333,29 +468,7 @@ async def complete(gw: Gateway, req: Request, bucket: Bucket) -> Response:
         return _complete_result(gw, bucket, req, done)
     conditions = write_conditions(bucket, req.key, req.headers)
     parts = await gw.run(_parts, path)
-    numbers = [n for n, _ in wanted]
-    if any(b <= a for a, b in zip(numbers, numbers[1:])):
-        raise S3Error("InvalidPartOrder", UploadId=upload_id)
-    chosen = []
-    for n, etag in wanted:
-        part = parts.get(n)
-        if part is None or part["etag"] != etag:
-            raise S3Error("InvalidPart", UploadId=upload_id, PartNumber=str(n), ETag=etag)
-        chosen.append(part)
-    for i, ((n, _), part) in enumerate(zip(wanted, chosen)):
-        if i < len(wanted) - 1 and part["size"] < MIN_PART_SIZE:
-            raise S3Error("EntityTooSmall", UploadId=upload_id, PartNumber=str(n), ProposedSize=str(part["size"]),
-                          MinSizeAllowed=str(MIN_PART_SIZE))
-    checksums = _composite_checksums(wanted, chosen, _part_checksum_claims(raw), upload_id)
-    ck_type = info.get("ck_type") or "COMPOSITE"
-    if ck_type == "FULL_OBJECT":
-        checksums = _full_object_checksums(info["ck_algo"], chosen, req.headers)
-    else:
-        checksums.pop("crc64nvme", None)  # CRC64NVME has no COMPOSITE form
-    check_claimed_checksums(req.headers, checksums, info.get("ck_algo") or "")
-    total = sum(p["size"] for p in chosen)
-    bucket.check_quota(total)
-    etag = hashlib.md5(b"".join(bytes.fromhex(p["etag"]) for p in chosen)).hexdigest() + f"-{len(chosen)}"
+    chosen, checksums, ck_type, total, etag = choose_parts(req, bucket, upload_id, info, parts, wanted, raw)
     final_dir = os.path.join(bucket.data_dir, f"mpu-{upload_id}")
 
     def seal() -> list:
@@ -381,19 +494,12 @@ async def complete(gw: Gateway, req: Request, bucket: Bucket) -> Response:
 
     locs = await gw.run(seal)
     stored = Stored({"parts": locs, "dir": final_dir}, total, etag, {}, False)
-    meta = dict(info["meta"])
-    meta["ck"] = checksums
-    if any(p.get("ck") for p in chosen):
-        meta["pck"] = [p.get("ck", {}) for p in chosen]
-    if info.get("sse"):
-        meta["sse"] = sse.completed_meta(info["sse"], [p["np"] for p in chosen])
-    rec = gw.make_record(bucket, req.key, stored, etag, meta)
+    rec = gw.make_record(bucket, req.key, stored, etag, completed_meta(info, chosen, checksums))
     result = await gw.commit(bucket, Op("put", rec, versioned=bucket.versioning == "Enabled", **conditions))
     if result.precondition:
         await gw.run(unseal)
         raise_precondition(result.precondition, conditions)
-    done = {"key": req.key, "parts": [list(p) for p in wanted], "etag": etag, "version_id": rec.version_id,
-            "checksums": checksums, "ck_type": ck_type, "sse": sse.describe(info.get("sse"))}
+    done = done_record(req, wanted, etag, rec.version_id, checksums, ck_type, info)
     await gw.run(_record_done, bucket, upload_id, done)
     resp = _complete_result(gw, bucket, req, done)
     add_expiration(gw, bucket, rec, resp.headers)
@@ -411,37 +517,12 @@ async def list_parts(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """ListParts with part-number-marker and max-parts."""
     upload_id = req.query["uploadId"]
     path, info = await gw.run(_load_upload, bucket, upload_id, req.key)
-    parts = await gw.run(_parts, path)
-    try:
-        marker = int(req.query.get("part-number-marker", "0") or 0)
-        max_parts = min(int(req.query.get("max-parts", "1000")), 1000)
-    except ValueError:
-        raise S3Error("InvalidArgument", "part-number-marker and max-parts must be integers") from None
-    numbers = sorted(n for n in parts if n > marker)
-    page, truncated = numbers[:max_parts], len(numbers) > max_parts
-    body = [el("Bucket", bucket.name), el("Key", req.key), el("UploadId", upload_id),
-            # the Initiator is who created the upload; the Owner is the bucket owner, as S3 names it
-            owner_xml(info["owner"]).replace("Owner>", "Initiator>"), owner_xml(bucket.owner),
-            el("StorageClass", "STANDARD"), el("PartNumberMarker", marker),
-            el("NextPartNumberMarker", page[-1] if page else marker), el("MaxParts", max_parts),
-            el("IsTruncated", truncated)]
-    for n in page:
-        p = parts[n]
-        ck = "".join(el(f"Checksum{a.upper()}", v) for a, v in p.get("ck", {}).items())
-        body.append(f"<Part>{el('PartNumber', n)}{el('LastModified', iso_time(p['mtime']))}"
-                    f"{el('ETag', chr(34) + p['etag'] + chr(34))}{el('Size', p['size'])}{ck}</Part>")
-    return xml_response(xml_doc("ListPartsResult", "".join(body)))
+    return parts_listed(req, bucket, upload_id, info, await gw.run(_parts, path))
 
 
 async def list_uploads(gw: Gateway, req: Request, bucket: Bucket) -> Response:
     """ListMultipartUploads (prefix, key-marker, upload-id-marker, max-uploads)."""
-    q = req.query
-    prefix = q.get("prefix", "")
-    key_marker, id_marker = q.get("key-marker", ""), q.get("upload-id-marker", "")
-    try:
-        limit = min(int(q.get("max-uploads", "1000")), 1000)
-    except ValueError:
-        raise S3Error("InvalidArgument", "max-uploads must be an integer") from None
+    prefix, key_marker, id_marker, limit = uploads_query(req)
 
     def scan():
         found = []
@@ -455,14 +536,4 @@ async def list_uploads(gw: Gateway, req: Request, bucket: Bucket) -> Response:
                 found.append((info["key"], upload_id, info))
         return sorted(found)
 
-    uploads = [u for u in await gw.run(scan) if (u[0], u[1]) > (key_marker, id_marker)]
-    page, truncated = uploads[:limit], len(uploads) > limit
-    body = [el("Bucket", bucket.name), el("KeyMarker", key_marker), el("UploadIdMarker", id_marker),
-            el("Prefix", prefix), el("MaxUploads", limit), el("IsTruncated", truncated)]
-    if truncated and page:
-        body += [el("NextKeyMarker", page[-1][0]), el("NextUploadIdMarker", page[-1][1])]
-    for key, upload_id, info in page:
-        body.append(f"<Upload>{el('Key', key)}{el('UploadId', upload_id)}"
-                    f"{owner_xml(info['owner']).replace('Owner>', 'Initiator>')}{owner_xml(info['owner'])}"
-                    f"{el('StorageClass', 'STANDARD')}{el('Initiated', iso_time(info['initiated']))}</Upload>")
-    return xml_response(xml_doc("ListMultipartUploadsResult", "".join(body)))
+    return uploads_listed(bucket, prefix, key_marker, id_marker, limit, await gw.run(scan))

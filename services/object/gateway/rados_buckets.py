@@ -6,9 +6,18 @@ name exactly one wins. A bucket's settings (owner, versioning, policy, ACL, CORS
 are the omap value ``s`` of ``<bucket-id>.settings``, changed by compare-and-write on the value
 read, then ``notify``. Every gateway watches the settings object of each bucket it has loaded,
 and the registry: a notify marks the bucket stale (or the registry changed) and is acknowledged,
-and ``notify`` returns only when every watcher acknowledged, so the change holds on every
-gateway from the changer's answer on. A gateway whose watch is not confirmed (``Watch.check``
-raises: its session with the OSD was lost) reads the settings on every request until it is.
+and ``notify`` returns only when every watcher acknowledged or the OSD dropped its watch, so
+the change holds on every gateway from the changer's answer on.
+
+A watch is registered with a lease of :data:`WATCH_TIMEOUT` seconds: librados pings it every
+:data:`PING_INTERVAL` (the gateway's ``objecter_tick_interval``) and the OSD drops a watch not
+pinged for that long, a dead gateway's too, which is all a notify waits for a gateway that
+died (Ceph's default lease, 30 s, made every bucket change wait ~30 s after a node's death).
+A gateway trusts its cached settings only while its watch was confirmed by the OSD less than
+:data:`TRUSTED_FOR` ago (``Watch.check``): a gateway cut off from the OSD for longer may have
+had its watch dropped and missed a notify, so it reads the settings on every request until
+a ping is confirmed again; a watch that failed (``Watch.check`` raises: the OSD dropped it)
+is registered again, then the settings read.
 """
 from __future__ import annotations
 
@@ -24,11 +33,14 @@ import rados
 from .buckets import Bucket, validate_bucket_name
 from .errors import S3Error
 from .rados_data import remove
-from .rados_index import RadosIndex
+from .rados_index import DELETING, STALE_MARK, RadosIndex, clear_mark
 
 log = logging.getLogger("strata.s3.rados")
 REGISTRY = "strata.buckets"
-NOTIFY_MS = 30000   # longer than a watch's lease: a gateway cut off has stopped trusting its cache
+WATCH_TIMEOUT = 10   # s: a watch's lease (the longest a dead gateway holds a notify back)
+PING_INTERVAL = 2    # s: how often librados pings every watch (objecter_tick_interval)
+TRUSTED_FOR = WATCH_TIMEOUT - 2   # s: a cache is used while its watch's last ping is younger
+NOTIFY_MS = 30000    # longer than a watch's lease: a gateway cut off has stopped trusting its cache
 
 
 def uploads_oid(bucket_id: str) -> str:
@@ -69,6 +81,35 @@ def _read(io, oid: str, key: str) -> bytes:
         return dict(it).get(key, b"")
 
 
+class Watched:
+    """A watch of object ``oid`` whose ``changed`` callback runs on a notify and when the
+    watch fails."""
+
+    def __init__(self, io, oid: str, changed):
+        self.io, self.oid, self.changed = io, oid, changed
+        self.lock = threading.Lock()   # requests check it from several threads
+        self.handle = self.io.watch(oid, changed, changed, WATCH_TIMEOUT)
+
+    def confirmed(self) -> bool:
+        """True while no notify can have been missed: the OSD confirmed the watch less than
+        :data:`TRUSTED_FOR` ago. A failed watch is registered again (False: read what it
+        guards after this)."""
+        with self.lock:
+            try:
+                return self.handle.check().total_seconds() < TRUSTED_FOR
+            except rados.Error as exc:
+                log.warning("watch of %s lost (%s): registering it again", self.oid, exc)
+            self.close()
+            self.handle = self.io.watch(self.oid, self.changed, self.changed, WATCH_TIMEOUT)
+            return False
+
+    def close(self) -> None:
+        try:
+            self.handle.close()
+        except rados.Error:
+            pass
+
+
 class RadosBucket:
     """One bucket: its settings (cached, dropped on a notify) and its :class:`.rados_index.RadosIndex`."""
 
@@ -85,30 +126,22 @@ class RadosBucket:
 
     def open(self) -> "RadosBucket":
         """Watch the settings object, then read the settings."""
-        self.watch = self.io.watch(self.settings_oid, self._notified, self._lost)
+        self.watch = Watched(self.io, self.settings_oid, self._notified)
         self.reload()
         return self
 
     def close(self) -> None:
         if self.watch is not None:
-            try:
-                self.watch.close()
-            except rados.Error:
-                pass
+            self.watch.close()
             self.watch = None
 
     def _notified(self, *_args) -> None:
         self.stale = True
 
-    def _lost(self, *_args) -> None:
-        self.stale = True
-
     def fresh(self) -> "RadosBucket":
         """Settings as every gateway sees them now (read again after a notify, or while the
         watch is not confirmed)."""
-        try:
-            self.watch.check()
-        except (rados.Error, AttributeError):
+        if self.watch is None or not self.watch.confirmed():
             self.stale = True
         if self.stale:
             self.reload()
@@ -173,7 +206,7 @@ class RadosBucketStore:
         with rados.WriteOpCtx() as op:
             op.new(rados.LIBRADOS_CREATE_IDEMPOTENT)
             self.io.operate_write_op(op, REGISTRY)
-        self.watch = self.io.watch(REGISTRY, self._changed, self._changed)
+        self.watch = Watched(self.io, REGISTRY, self._changed)
 
     def _changed(self, *_args) -> None:
         self.registry_changed = True
@@ -197,9 +230,7 @@ class RadosBucketStore:
 
     def _sync(self) -> None:
         """Drop buckets deleted (or deleted and made again) by any gateway."""
-        try:
-            self.watch.check()
-        except rados.Error:
+        if not self.watch.confirmed():
             self.registry_changed = True
         if not self.registry_changed:
             return
@@ -263,18 +294,42 @@ class RadosBucketStore:
         return self._load(name, entry).fresh()
 
     def delete(self, name: str) -> None:
-        """Delete an empty bucket (``BucketNotEmpty`` otherwise)."""
+        """Delete an empty bucket (``BucketNotEmpty`` otherwise). Every index shard is marked
+        first (no index op lands on a marked shard: :data:`.rados_index.DELETING`), then found
+        empty, then the registry entry goes: an object write racing it on any gateway either
+        landed before the mark (``BucketNotEmpty``) or waits for the mark and finds the bucket
+        gone (``NoSuchBucket``)."""
         bucket = self.get(name)
-        if not bucket.index.is_empty():
-            raise S3Error("BucketNotEmpty", BucketName=name)
-        raw = _read(self.io, REGISTRY, name)
-        if not raw or json.loads(raw)["id"] != bucket.id or not _cas(self.io, REGISTRY, name, raw, None):
-            raise S3Error("NoSuchBucket", BucketName=name, resource=f"/{name}")
+        index = bucket.index
+        mark = f"{time.time()} {uuid.uuid4().hex}".encode()
+        marked: list[str] = []
+        try:
+            for n in range(index.shards):
+                try:
+                    if not _cas(self.io, index.oid(n), DELETING, b"", mark):
+                        other = _read(self.io, index.oid(n), DELETING)
+                        if other and time.time() - float(other.split()[0]) >= STALE_MARK:
+                            clear_mark(self.io, index.oid(n), other)   # its deleter died
+                        if not _cas(self.io, index.oid(n), DELETING, b"", mark):
+                            raise S3Error("OperationAborted", "Another DeleteBucket of this bucket is in "
+                                          "progress", BucketName=name)
+                except rados.ObjectNotFound:
+                    raise S3Error("NoSuchBucket", BucketName=name, resource=f"/{name}") from None
+                marked.append(index.oid(n))
+            if not index.is_empty():
+                raise S3Error("BucketNotEmpty", BucketName=name)
+            raw = _read(self.io, REGISTRY, name)
+            if not raw or json.loads(raw)["id"] != bucket.id or not _cas(self.io, REGISTRY, name, raw, None):
+                raise S3Error("NoSuchBucket", BucketName=name, resource=f"/{name}")
+        except BaseException:
+            for oid in marked:
+                clear_mark(self.io, oid, mark)
+            raise
         with self._lock:
             self._by_name.pop(name, None)
         bucket.close()
+        self._destroy(bucket)   # before the notify: writes waiting on the marks end at once
         self._notify()
-        self._destroy(bucket)
 
     def _destroy(self, bucket: RadosBucket) -> None:
         """Remove a bucket's objects: index shards, settings, uploads left open (their parts)."""

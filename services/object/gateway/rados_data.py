@@ -90,3 +90,24 @@ def read_blocks(ioctx, pieces: list[tuple[str, int, int]]):
                 raise IOError(f"{name}: {len(data)} bytes at {off}, {n} expected")
             yield data
             off, length = off + n, length - n
+
+
+def omap_vals(io, oid: str, keys=None, prefix: str = "", after: str = "") -> dict[str, bytes]:
+    """Omap values of ``oid``: those of ``keys``, or every one with ``prefix`` after ``after``
+    (read a page at a time; none if the object is gone)."""
+    out: dict[str, bytes] = {}
+    while True:
+        with rados.ReadOpCtx() as op:
+            if keys is not None:
+                it, _ = io.get_omap_vals_by_keys(op, tuple(keys))
+            else:
+                it, _ = io.get_omap_vals(op, after, prefix, 1000)
+            try:
+                io.operate_read_op(op, oid)
+            except rados.ObjectNotFound:
+                return out
+            page = list(it)
+        out.update(page)
+        if keys is not None or len(page) < 1000:
+            return out
+        after = page[-1][0]

@@ -4,8 +4,8 @@
 Omap keys of a shard object:
 
 - ``c/<key>``: the current version's record (a delete marker too), JSON;
-- ``v/<key>\\x01<inverted seq>``: every version's record, newest first within a key;
-- ``d/<key>\\x01<inverted seq>``: the bytes of a small version stored inline (not in the
+- ``v/<esc key>\\x01<inverted seq>``: every version's record, newest first within a key;
+- ``d/<esc key>\\x01<inverted seq>``: the bytes of a small version stored inline (not in the
   record, so that a listing of ``c/`` never reads them).
 
 Every change of one key (a new version, the latest moved, a delete marker, a version removed)
@@ -15,16 +15,21 @@ op fail with ECANCELED, and the change is read and decided again. So ``If-None-M
 ``If-Match`` have exactly one winner across every gateway of the pool, and an op is atomic and
 durable once the OSDs acknowledge it (no group commit, no compaction).
 
-The ``\\x01`` separator orders a key's versions right after the key and before any longer key
-(librados takes omap keys as C strings: no ``\\0``); keys holding ``\\x01`` itself list out of
-order against their neighbours. Usage is summed over the versions when asked (a quota set, the
-admin interface): no counters yet.
+Omap keys sort as bytes, and S3 orders keys by their UTF-8 bytes, so ``c/<key>`` lists in S3
+order as it is. In ``v/`` and ``d/`` the key is followed by ``\\x01`` and 20 digits: a key's
+versions sort right after the key and before any longer key (librados takes omap keys as C
+strings, and S3 keys hold no ``\\0``); ``\\x01`` in a key itself is written ``\\x01\\x7f``
+(:func:`esc`), above the separator's ``\\x01<digit>`` and below every other byte a key holds,
+so that any two keys' versions sort as the keys do, and ``v/<esc key>\\x01`` followed by a digit names one key's
+versions only. A key without ``\\x01`` is written as it is. Usage is summed over the versions
+when asked (a quota set, the admin interface): no counters yet.
 """
 from __future__ import annotations
 
 import dataclasses
 import errno
 import json
+import time
 import zlib
 from typing import Iterator
 
@@ -33,21 +38,41 @@ import rados
 from .index import MergedCursor, Op, OpResult, Record
 
 SEP = "\x01"
+ESC = "\x01\x7f"    # \x01 in a key (see the module's docstring)
+# after any key (of at most 1024 bytes, the gateway's limit) that starts with a given prefix:
+# the prefix and this (omap keys are given as text, so the highest character, not a 0xff byte)
+PAST = "\U0010ffff" * (1024 // 4 + 1)
 MAX_SEQ = (1 << 64) - 1
 PAGE = 500
 RETRIES = 200
+# set on every shard (a token: "<time> <id>") while a DeleteBucket decides: every index op
+# compares it with "" in its own write op, so none lands from then on (see
+# :meth:`.rados_buckets.RadosBucketStore.delete`); a mark older than STALE_MARK seconds was
+# left by a gateway that died deleting, and the next op takes it away
+DELETING = "!deleting"
+STALE_MARK = 60
+WAIT = object()
+
+
+class BucketGone(Exception):
+    """The bucket's index shards are gone: some gateway deleted the bucket."""
 
 
 def inv(seq: int) -> str:
     return f"{MAX_SEQ - seq:020d}"
 
 
+def esc(key: str) -> str:
+    """``key`` as it is written in a ``v/`` or ``d/`` omap key."""
+    return key.replace(SEP, ESC)
+
+
 def vkey(key: str, seq: int) -> str:
-    return f"v/{key}{SEP}{inv(seq)}"
+    return f"v/{esc(key)}{SEP}{inv(seq)}"
 
 
 def dkey(key: str, seq: int) -> str:
-    return f"d/{key}{SEP}{inv(seq)}"
+    return f"d/{esc(key)}{SEP}{inv(seq)}"
 
 
 def dump(rec: Record) -> str:
@@ -104,11 +129,12 @@ class RadosIndex:
 
     def _versions_raw(self, key: str) -> list[tuple[str, bytes]]:
         """(omap key, record) of every version of ``key``, newest first."""
-        oid, prefix, out, after = self.shard_oid(key), f"v/{key}{SEP}", [], ""
+        oid, prefix, out, after = self.shard_oid(key), f"v/{esc(key)}{SEP}", [], ""
         while True:
             page = self._scan(oid, after, prefix, PAGE)
-            out += page
-            if len(page) < PAGE:
+            mine = [(k, v) for k, v in page if k[len(prefix)].isdigit()]   # not key + "\x01..."
+            out += mine
+            if len(page) < PAGE or len(mine) < len(page):
                 return out
             after = page[-1][0]
 
@@ -157,16 +183,30 @@ class RadosIndex:
     def apply(self, op: Op, data: bytes | None = None) -> OpResult:
         """Apply one op atomically against whatever any gateway wrote meanwhile (retried while
         another change of the same key got in between the read and the write)."""
-        for _ in range(RETRIES):
-            result = self._try(op, data)
-            if result is not None:
+        tries = 0
+        while tries < RETRIES:
+            try:
+                result = self._try(op, data)
+            except rados.ObjectNotFound:
+                raise BucketGone(self.bid) from None
+            if result is WAIT:   # a DeleteBucket is deciding: it goes (BucketGone next) or not
+                time.sleep(0.02)
+            elif result is not None:
                 return result
+            else:
+                tries += 1
         raise RuntimeError(f"index: {op.kind} of {op.key or op.record.key} kept losing to concurrent changes")
 
     def _try(self, op: Op, data: bytes | None) -> OpResult | None:
         key = op.record.key if op.kind == "put" else op.key
         oid = self.shard_oid(key)
-        current = self._by_keys(oid, [f"c/{key}"]).get(f"c/{key}", b"")
+        vals = self._by_keys(oid, [f"c/{key}", DELETING])
+        if vals.get(DELETING):
+            mark = vals[DELETING]
+            if time.time() - float(mark.split()[0]) < STALE_MARK:
+                return WAIT
+            clear_mark(self.io, oid, mark)
+        current = vals.get(f"c/{key}", b"")
         cur = load(current, True) if current else None
         sets: dict[str, bytes] = {}
         drops: list[str] = []
@@ -225,6 +265,7 @@ class RadosIndex:
         else:
             raise ValueError(f"the RADOS index does not do {op.kind!r}")
         with rados.WriteOpCtx() as wop:
+            wop.omap_cmp(DELETING, "", rados.LIBRADOS_CMPXATTR_OP_EQ)
             wop.omap_cmp(f"c/{key}", current.decode(), rados.LIBRADOS_CMPXATTR_OP_EQ)
             if drops:
                 self.io.remove_omap_keys(wop, tuple(drops))
@@ -239,6 +280,18 @@ class RadosIndex:
         return result
 
 
+def clear_mark(io, oid: str, mark: bytes) -> None:
+    """Take DeleteBucket's mark ``mark`` off shard ``oid`` (if it is still that one)."""
+    with rados.WriteOpCtx() as wop:
+        wop.omap_cmp(DELETING, mark.decode(), rados.LIBRADOS_CMPXATTR_OP_EQ)
+        io.remove_omap_keys(wop, (DELETING,))
+        try:
+            io.operate_write_op(wop, oid)
+        except rados.Error as exc:   # changed or gone meanwhile: nothing of ours to clear
+            if getattr(exc, "errno", None) not in (errno.ECANCELED, errno.ENOENT):
+                raise
+
+
 class _OmapCursor:
     """One shard's ``c/`` or ``v/`` entries in key order, a page at a time (the interface of
     :class:`.index._ShardCursor`, so :class:`.index.MergedCursor` merges them)."""
@@ -246,7 +299,7 @@ class _OmapCursor:
     def __init__(self, index: RadosIndex, n: int, prefix: str, versions: bool):
         self.index, self.oid = index, index.oid(n)
         self.ns = "v/" if versions else "c/"
-        self.prefix, self.versions = prefix, versions
+        self.prefix, self.versions = (esc(prefix) if versions else prefix), versions
         self.buf: list[tuple[str, bytes]] = []
         self.pos = 0
         self.head: Record | None = None
@@ -262,12 +315,13 @@ class _OmapCursor:
         if not after:
             self._load("")
         elif after_seq is not None:
-            self._load(f"v/{after}{SEP}{inv(after_seq)}")
-        else:
-            self._load(f"{self.ns}{after}{SEP}\x7f" if self.versions else f"c/{after}")
+            self._load(vkey(after, after_seq))
+        else:   # past the key's versions ("\x01" and digits), not past longer keys ("\x01\x7f...")
+            self._load(f"v/{esc(after)}{ESC}" if self.versions else f"c/{after}")
 
-    def seek_ge(self, key: str) -> None:
-        self._load(self.ns + key[:-1] + chr(ord(key[-1]) - 1) + "\U0010ffff" if key else "")
+    def seek_past(self, prefix: str) -> None:
+        """Position after every key starting with ``prefix``."""
+        self._load(f"{self.ns}{esc(prefix) if self.versions else prefix}{PAST}")
         self.last_key = None
 
     def peek(self) -> Record | None:
@@ -315,3 +369,9 @@ class _Merged(MergedCursor):
 
     def __iter__(self) -> Iterator[Record]:
         return self
+
+    def skip_past(self, prefix: str) -> None:
+        for c in self.cursors:
+            rec = c.peek()
+            if rec is not None and rec.key.startswith(prefix):
+                c.seek_past(prefix)

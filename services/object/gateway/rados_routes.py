@@ -12,27 +12,16 @@ from .routes import Route
 
 # S3 operations over features this store does not have yet: what is missing
 UNSUPPORTED = {
-    **dict.fromkeys(("GetBucketLifecycleConfiguration", "PutBucketLifecycleConfiguration",
-                     "DeleteBucketLifecycle"), "lifecycle rules (expiration, transitions)"),
-    **dict.fromkeys(("PutBucketEncryption",), "server-side encryption"),
     **dict.fromkeys(("RestoreObject",), "the capacity tier"),
 }
-SSE_OPERATIONS = ("PutObject", "CopyObject", "CreateMultipartUpload", "UploadPart", "UploadPartCopy", "GetObject",
-                  "HeadObject", "PostObject")
 
 
-def adapt(route: Route, headers: dict[str, str]) -> Route:
+def adapt(route: Route) -> Route:
     """``route`` on this store (NotImplemented when the request needs what it lacks)."""
-    what = UNSUPPORTED.get(route.operation) or _unsupported_headers(route.operation, headers)
+    what = UNSUPPORTED.get(route.operation)
     if what:
         async def refuse(gw, req, bucket):
             raise not_implemented(what)
         return dataclasses.replace(route, handler=refuse)
     handler = rados_multipart.HANDLERS.get(route.operation)
     return dataclasses.replace(route, handler=handler) if handler else route
-
-
-def _unsupported_headers(operation: str, headers: dict[str, str]) -> str:
-    if operation in SSE_OPERATIONS and any(h.startswith("x-amz-server-side-encryption") for h in headers):
-        return "server-side encryption"
-    return ""

@@ -18,9 +18,9 @@ def open_gateway(config_path: str, role: WorkerRole | None = None) -> Gateway:
     return Gateway(config_path, role)
 
 
-def route_for(gw: Gateway, route: Route, headers: dict[str, str]) -> Route:
+def route_for(gw: Gateway, route: Route) -> Route:
     """The route a request of ``route``'s shape takes on ``gw``'s store."""
     if gw.kind != "rados":
         return route
     from . import rados_routes   # librados: loaded only by gateways of this store
-    return rados_routes.adapt(route, headers)
+    return rados_routes.adapt(route)

@@ -89,11 +89,14 @@ def storage_class(rec: Record) -> str:
     return rec.meta.get("sc") or STANDARD
 
 
-def check_transition_class(value: str | None, cold_root: str | None) -> str:
-    """The storage class a lifecycle transition names, or ``InvalidStorageClass`` saying why."""
+def check_transition_class(value: str | None, cold_root: str | None, no_tier: str | None = None) -> str:
+    """The storage class a lifecycle transition names, or ``InvalidStorageClass`` saying why
+    (``no_tier``: why this store has no capacity tier at all)."""
     if value not in COLD_CLASSES:
         raise S3Error("InvalidStorageClass", f"Transitions may name {', '.join(COLD_CLASSES)}; "
                       f"{value!r} is not one of them", StorageClassRequested=str(value))
+    if no_tier:
+        raise S3Error("InvalidStorageClass", no_tier, StorageClassRequested=value)
     if not cold_root:
         raise S3Error("InvalidStorageClass", "This appliance has no capacity tier for the S3 gateway "
                       "(no cold_root in its config): create a pool with media 'capacity' (or bring it "

@@ -33,9 +33,23 @@ def start_plane_gateway(api, data_dir, settings, pool: dict | None = None,
     made = api.post("/api/v1/pools/", {"name": "default", "driver": "directory", **(pool or {})},
                     format="json")
     assert made.status_code == 201, made.content
+    procs = start_launcher(data_dir, settings.SERVICE_OPTIONS)
+    try:
+        creds = bootstrap.bootstrap({"username": "admin"})
+    except BaseException:
+        stop_procs(procs)
+        raise
+    return SimpleNamespace(creds=creds, endpoint=creds["s3_endpoint"], procs=procs, port=port,
+                           admin_s3=s3_client(creds["s3_endpoint"], creds["s3_access_key"],
+                                              creds["s3_secret_key"]))
+
+
+def start_launcher(data_dir, options: dict) -> list:
+    """The object service's daemons as `strata up` starts them (the gateway's launcher, which
+    waits for the bootstrap's gate), each ready; returns their processes."""
     procs = []
     try:
-        for spec in up.daemons(data_dir, settings.SERVICE_OPTIONS):
+        for spec in up.daemons(data_dir, options):
             with open(data_dir / f"{spec.name}.log", "ab") as log:
                 procs.append(subprocess.Popen(spec.argv, env={**os.environ, **spec.env}, stdout=log,
                                               stderr=subprocess.STDOUT, cwd=data_dir))
@@ -48,13 +62,10 @@ def start_plane_gateway(api, data_dir, settings, pool: dict | None = None,
                 return False
 
             wait_for(ready, 30, f"{spec.name} to be ready", interval=0.05)
-        creds = bootstrap.bootstrap({"username": "admin"})
     except BaseException:
         stop_procs(procs)
         raise
-    return SimpleNamespace(creds=creds, endpoint=creds["s3_endpoint"], procs=procs, port=port,
-                           admin_s3=s3_client(creds["s3_endpoint"], creds["s3_access_key"],
-                                              creds["s3_secret_key"]))
+    return procs
 
 
 def stop_procs(procs) -> None:

@@ -2,7 +2,8 @@ from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from plane.api.limits import INT64
-from services.object.public import BUCKET_NAME_RE, admin_endpoint, public_endpoint
+from services.object.public import (BUCKET_NAME_RE, admin_endpoint, admin_endpoints,
+                                    public_endpoint)
 from services.protection import beat, bucket_snapshots
 from services.protection.models import (
     Backup,
@@ -301,7 +302,8 @@ class BucketReplicationSerializer(serializers.ModelSerializer):
                                                           "the replication anew."})
             return attrs
         target = attrs["target"]
-        ours = {admin_endpoint().rstrip("/"), public_endpoint().rstrip("/")}
+        ours = {url.rstrip("/") for url in (admin_endpoint(), public_endpoint(),
+                                            *admin_endpoints())}
         if (target.endpoint_url.rstrip("/") in ours and target.bucket == attrs["bucket"]
                 and not target.prefix.strip("/")):
             raise serializers.ValidationError({"target": (

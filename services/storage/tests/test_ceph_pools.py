@@ -31,7 +31,7 @@ def test_a_ceph_pool_reports_health_per_failure_domain_and_holds_volumes(api, ce
     pool = r.json()
     assert pool["state"] == "online" and pool["redundancy"] == "replicated:3"
     assert pool["size_bytes"] > 0
-    assert pool["health_detail"]["status"] == "HEALTH_OK"
+    assert pool["health_detail"]["status"] == "HEALTH_OK", pool["health_detail"]
     assert pool["health_detail"]["failed_domains"] == []
     assert sorted(d["fault_domain"] for d in pool["device_status"]) == ["host0", "host1",
                                                                         "host2"]

@@ -31,6 +31,9 @@ Random nonce prefixes (not derived from part numbers) matter because a part can 
 again under the same number with the same data key. Small objects (in segments) and large
 ones (their own files, or one file per part) use the same layout.
 
+Both stores use this package: a RADOS bucket's encrypted pieces are its data objects (or
+inline bytes) holding the same packages, end to end (:func:`read_stream`).
+
 Modules: :mod:`.keys` (master and KMS keys, wrapping), :mod:`.customer` (SSE-C headers),
 :mod:`.cipher` (the package format), :mod:`.data_keys` (each object's key: chosen for a write,
 unwrapped for a read, described in headers), :mod:`.ranges` (which packages a range reads, and
@@ -44,13 +47,13 @@ from .data_keys import (BUCKET_KEY_HEADER, KMS_KEY_HEADER, SSE_HEADER, WriteKey,
                         completed_meta, data_key, describe, etag_for, for_upload, for_write,
                         headers_for, refuse_on_read, requested, same_as)
 from .keys import DEFAULT_KMS_KEY, Keyring
-from .ranges import open_decrypting, physical_ranges, physical_size
+from .ranges import open_decrypting, physical_ranges, physical_size, read_stream
 
 __all__ = [
     "BUCKET_KEY_HEADER", "COPY_CUSTOMER", "CUSTOMER", "DEFAULT_KMS_KEY", "KMS_KEY_HEADER",
     "SSE_HEADER", "ChunkCipher", "CustomerKey", "Keyring", "WriteKey", "bucket_encryption_xml",
     "check_read", "completed_meta", "customer_key", "data_key", "describe", "etag_for",
     "for_upload", "for_write", "headers_for", "nonce_text", "open_decrypting",
-    "parse_bucket_encryption", "physical_ranges", "physical_size", "refuse_on_read",
-    "requested", "same_as", "stored_size",
+    "parse_bucket_encryption", "physical_ranges", "physical_size", "read_stream",
+    "refuse_on_read", "requested", "same_as", "stored_size",
 ]

@@ -1,10 +1,11 @@
-"""Reading encrypted versions: where each piece's packages are on disk (a segment, a part's
-file, or a cold copy joining the parts), which packages a byte range overlaps, and the
-plaintext stream of that range (every byte returned authenticated)."""
+"""Reading encrypted versions: where each piece's packages are stored (a segment, a part's
+file, a cold copy joining the parts, or a RADOS store's stream of data objects joining them),
+which packages a byte range overlaps, and the plaintext stream of that range (every byte
+returned authenticated)."""
 from __future__ import annotations
 
 import os
-from typing import AsyncIterator, Iterator
+from typing import AsyncIterator, Callable, Iterator
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -43,7 +44,7 @@ def _pieces(rec, loc: dict, segment_dir: str) -> list[tuple[str, int, int, bytes
         return [(os.path.join(segment_dir, f"{loc['seg']:08d}.seg"), loc["off"], rec.size, nps[0])]
     if "parts" in loc:
         return [(path, 0, size, np) for (path, size), np in zip(loc["parts"], nps)]
-    sizes = _part_sizes(rec.loc) or [rec.size]   # a cold copy joins the parts in one file
+    sizes = _part_sizes(rec.loc) or [rec.size]   # a cold copy (or a RADOS stream) joins the parts
     out, off = [], 0
     for size, np in zip(sizes, nps):
         out.append((loc["file"], off, size, np))
@@ -66,18 +67,18 @@ def _plan(pieces, start: int, end: int) -> list[tuple[int, int, int, int, int, b
     return plan
 
 
-def read_plain(handles: list, pieces, plan, dek: bytes) -> Iterator[bytes]:
-    """Plaintext of ``plan`` from the opened piece files (blocking), about 1 MiB at a time."""
+def read_plain(pread: Callable[[int, int, int], bytes], pieces, plan, dek: bytes) -> Iterator[bytes]:
+    """Plaintext of ``plan`` (blocking), about 1 MiB at a time; ``pread(piece index, length,
+    offset)`` reads stored bytes of a piece."""
     aes = AESGCM(dek)
     for i, first, count, skip, want, np in plan:
-        fd = handles[i].fileno()
         path, off, size, _ = pieces[i]
         done = 0
         while done < count:
             n = min(READ_PACKAGES, count - done)
             pkg = first + done
             length = min((pkg + n) * CHUNK, size) - pkg * CHUNK + n * TAG
-            data = os.pread(fd, length, off + pkg * PACKAGE)
+            data = pread(i, length, off + pkg * PACKAGE)
             if len(data) != length:
                 raise IOError(f"{path} is shorter than the index says; run a scrub")
             plain = b"".join(open_packages(aes, np, pkg, data, path))
@@ -98,7 +99,7 @@ async def open_decrypting(gw, rec, loc: dict, start: int, end: int, ckey: Custom
     plan = _plan(pieces, start, end)
     if "seg" in loc:  # small: inline, as plaintext segment reads are
         with open(pieces[0][0], "rb", buffering=0) as fh:
-            data = b"".join(read_plain([fh], pieces, plan, dek))
+            data = b"".join(read_plain(_file_pread([fh]), pieces, plan, dek))
         return _once(data)
 
     def open_all():
@@ -113,7 +114,20 @@ async def open_decrypting(gw, rec, loc: dict, start: int, end: int, ckey: Custom
         return handles
 
     handles = await gw.run(open_all)
-    return gw.stream_blocks(read_plain(handles, pieces, plan, dek), list(handles.values()))
+    return gw.stream_blocks(read_plain(_file_pread(handles), pieces, plan, dek), list(handles.values()))
+
+
+def _file_pread(handles) -> Callable[[int, int, int], bytes]:
+    return lambda i, length, offset: os.pread(handles[i].fileno(), length, offset)
+
+
+def read_stream(rec, start: int, end: int, dek: bytes, pread: Callable[[int, int], bytes],
+                where: str) -> Iterator[bytes]:
+    """Plaintext [start, end) of an encrypted version whose pieces are stored end to end in
+    one stream (a RADOS store's data objects, or its inline bytes): ``pread(length, offset)``
+    reads that stream (blocking), ``where`` names it in errors."""
+    pieces = _pieces(rec, {"file": where}, "")
+    return read_plain(lambda _i, length, offset: pread(length, offset), pieces, _plan(pieces, start, end), dek)
 
 
 async def _once(data: bytes) -> AsyncIterator[bytes]:
