@@ -44,6 +44,7 @@ class Cluster:
         self.redis_user = self.tag.replace("_", "-")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.redis_db = str(redis_db)
         self.plane = None
         self.agents: dict[str, subprocess.Popen] = {}
         self.database_url = (f"postgres://{self.tag}:{self.pg_password}@127.0.0.1:5432/"
@@ -56,10 +57,19 @@ class Cluster:
     def create(self) -> "Cluster":
         psql(f"CREATE ROLE {self.tag} LOGIN CREATEROLE PASSWORD '{self.pg_password}'")
         psql(f"CREATE DATABASE {self.tag} OWNER {self.tag}")
+        self._flush_redis()
         subprocess.run(["redis-cli", "ACL", "SETUSER", self.redis_user, "on",
                         f">{self.redis_password}", "~*", "&*", "+@all"], check=True,
                        capture_output=True)
         return self
+
+    def _flush_redis(self) -> None:
+        """The Redis database is the tests' own: a plane killed with a task in flight leaves
+        it unacknowledged there, and Celery hands such a message back an hour later (its
+        visibility timeout) to whatever plane then uses the database, which would claim the
+        job row of that id in its own database. Emptied before a plane starts and after."""
+        subprocess.run(["redis-cli", "-n", self.redis_db, "FLUSHDB"], check=True,
+                       capture_output=True)
 
     def env(self) -> dict:
         return {**embedded_env(), "STRATA_DATABASE_URL": self.database_url,
@@ -203,6 +213,7 @@ class Cluster:
         for role in psql(f"SELECT rolname FROM pg_roles WHERE rolname LIKE '{self.tag}%'").split():
             psql(f'DROP ROLE IF EXISTS "{role}"')
         subprocess.run(["redis-cli", "ACL", "DELUSER", self.redis_user], capture_output=True)
+        self._flush_redis()
         subprocess.run(["rm", "-rf", str(self.dir)], check=False)
 
 

@@ -8,13 +8,16 @@ Loaded early by pyproject's ``-p tests.parallel``, before pytest-django imports 
   appliance, start once), and the tests that use the cluster's nspawn hosts, the Ceph cluster, the guest
   kernel or the SPDK target (session fixtures) go as one group each to one worker, so each is built once;
 - the groups are handed out first, so that the longest pieces of work do not start last;
-- every test has an id of its own (the scheduler runs one test per id).
+- every test has an id of its own (the scheduler runs one test per id);
+- a failure is printed the moment it is reported, with the time: a run stopped from outside
+  (CI's time limit) never reaches pytest's summary, and its log still names what failed.
 
 PostgreSQL needs nothing here: pytest-django gives each worker its own test database.
 """
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 
 import pytest
@@ -93,3 +96,23 @@ def pytest_xdist_make_scheduler(config, log):
 
     return ModuleOrGroup(config, log)
 
+
+_config = []  # the controller's
+
+
+def pytest_configure(config):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        _config.append(config)
+
+
+def pytest_runtest_logreport(report):
+    """One line per failed test as it happens (in the controller; a worker's output is not
+    shown): the time, the phase unless the test itself, the id and the first line of why."""
+    terminal = _config and _config[0].pluginmanager.getplugin("terminalreporter")
+    if not report.failed or not terminal:
+        return
+    crash = getattr(report.longrepr, "reprcrash", None)
+    why = (crash.message if crash else str(report.longrepr)).strip().splitlines() or [""]
+    what = "FAILED" if report.when == "call" else f"ERROR at {report.when} of"
+    terminal.write_line(f"\n{time.strftime('%H:%M:%S')} {what} {report.nodeid} after "
+                        f"{report.duration:.0f} s: {why[0][:200]}")
