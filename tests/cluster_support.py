@@ -64,10 +64,12 @@ class Cluster:
         return self
 
     def _flush_redis(self) -> None:
-        """The Redis database is the tests' own: a plane killed with a task in flight leaves
-        it unacknowledged there, and Celery hands such a message back an hour later (its
-        visibility timeout) to whatever plane then uses the database, which would claim the
-        job row of that id in its own database. Emptied before a plane starts and after."""
+        """The Redis database is the tests' own, and every module's nodes have the same
+        names: a plane stopped with a task pending (a retry's countdown) puts it back on the
+        queue, one killed leaves it unacknowledged for Celery to hand back five minutes
+        later, and the next module's plane would run it against its own nodes (a grace
+        started for a node that serves) or claim its own job row of that id. Emptied before
+        a plane starts and after."""
         subprocess.run(["redis-cli", "-n", self.redis_db, "FLUSHDB"], check=True,
                        capture_output=True)
 

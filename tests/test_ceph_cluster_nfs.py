@@ -140,7 +140,7 @@ def test_both_nodes_serve_one_export_and_a_dead_node_puts_the_other_in_grace(
     read_back(ADDRESSES["beta"], cluster.ports["beta"], payload)
 
 
-def test_a_node_fenced_while_paused_serves_again_without_an_agent_restart(cluster):
+def test_a_node_fenced_while_paused_serves_again_without_an_agent_restart(cluster, ceph_cluster):
     """beta paused (SIGSTOP: its agent and daemons) past the down threshold: the plane writes
     it down and fences its CephFS clients (evicted, so blocklisted). Resumed, its Ganesha's
     client serves nothing any more: the agent sees the fence in the heartbeat's answer and
@@ -176,3 +176,17 @@ def test_a_node_fenced_while_paused_serves_again_without_an_agent_restart(cluste
     assert cluster.agents["beta"] is agent and agent.poll() is None
     assert cluster.node("beta")["daemons"]["ganesha"]["pid"] != ganesha
     assert "restarting the file service's daemons" in (cluster.dir / "beta.out").read_text()
+
+    # the grace task for beta run again now that beta serves (a retry once Ceph answers, or a
+    # plane restarted with it pending: Celery puts it back): beta is not fenced a second time
+    from celery import Celery
+    serving = cluster.node("beta")["daemons"]["ganesha"]["pid"]
+    Celery(broker=cluster.redis_url).send_task("file.start_grace", args=[["beta"]])
+    wait_for(lambda: cluster.plane_logged("node(s) beta no longer down: no NFS grace"), 60,
+             "the plane running the late grace task", interval=0.5)
+    assert not grace_db(cluster, ceph_cluster).dump().needs("beta")
+    read_back(address, port, payload, name="fenced-0")
+    assert cluster.node("beta")["daemons"]["ganesha"]["pid"] == serving
+    evictions = sum(log.read_text().count("node beta down: its CephFS sessions evicted")
+                    for log in (cluster.dir / "plane" / "log").glob("*.log"))
+    assert evictions == 1

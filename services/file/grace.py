@@ -68,13 +68,24 @@ def grace_db() -> GraceDb | None:
 
 
 def start_grace(names: list[str]) -> list[str]:
-    """Put the cluster in grace for the nodes ``names`` that are members (dead servers);
-    returns those it was started for. Raises CommandError when Ceph does not answer."""
-    db = grace_db()
+    """Put the cluster in grace for the nodes ``names`` that are still down and members (dead
+    servers); returns those it was started for. Raises CommandError when Ceph does not answer.
+
+    Still down when this runs, not only when written down: the task is retried for ten
+    minutes while Ceph does not answer, and a plane stopped or killed with it pending runs it
+    when it starts again (Celery puts back what a worker held), so the node may have come back
+    meanwhile; fencing it then would evict the sessions of a Ganesha that serves."""
+    down = set(Node.objects.filter(name__in=names, state=Node.State.DOWN)
+               .values_list("name", flat=True))
+    back = [n for n in names if n not in down]
+    if back:
+        log.warning("file: node(s) %s no longer down: no NFS grace started for them",
+                    ", ".join(back))
+    db = grace_db() if down else None
     if db is None:
         return []
     members = db.dump().members
-    dead = [n for n in names if n in members]
+    dead = [n for n in names if n in members and n in down]
     if dead:
         for name in dead:                 # their files' capabilities free for the others
             evicted = storage.evict_node_clients(name)
