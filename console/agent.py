@@ -20,7 +20,9 @@ Floating data addresses: once any node of the cluster has one, the agent runs ke
 :mod:`plumbing.keepalived` makes from the cluster's nodes (``GET nodes/self/vrrp/``, fetched
 again whenever the revision moves), written to ``<data dir>/run/vrrp/keepalived.conf`` and
 reloaded with SIGHUP when it changes; taking another node's address over runs
-``services.file.takeover`` (NFS grace for that node's clients at once). The data daemons then listen on every address of the
+``services.file.takeover`` (NFS grace for that node's clients at once; the agent gives that
+grace up itself 75 s later if the plane did not, :meth:`Agent.lift_taken_over_graces`). The
+data daemons then listen on every address of the
 node (``file_bind`` and ``s3_host`` 0.0.0.0, unless the node's options say otherwise), so that
 a floating address that lands here is served at once.
 
@@ -52,6 +54,8 @@ from console.supervisor import (Supervisor, _claim, _sweep, service_up_modules,
 from plumbing.process import ChildFailed
 from plumbing.workclass import read_shares
 from plumbing.restclient import ApiError, RestClient
+from services.file import takeover
+from services.file.runtime.errors import CommandError
 from services.object import gatewayconf
 
 HEARTBEAT_EVERY = 5.0
@@ -61,9 +65,8 @@ DEFAULT_DATA_DIR = "/var/lib/strata"
 # where the data daemons listen while the cluster has floating addresses: every address
 WILDCARD_BINDS = {"file_bind": "0.0.0.0", "s3_host": "0.0.0.0"}
 # what keepalived runs with the owner's name when this node takes another node's floating
-# address over (NFS grace for the owner's clients at once), and the file it reads
-TAKEOVER = "services.file.takeover"
-TAKEOVER_STATE = "nfs-cluster.json"
+# address over (NFS grace for the owner's clients at once) or gives it back
+TAKEOVER = takeover.__name__
 
 
 class CredentialRevoked(Exception):
@@ -115,6 +118,7 @@ class Agent:
         self.s3_pending = True              # the S3 gateway's config is to be fetched
         self.fenced: str | None = None      # the plane's last fence of this node (None: unseen)
         self.woken = threading.Event()
+        self.next_lift = 0.0                # when to look at this node's takeovers again
 
     def env(self) -> dict:
         """The environment of the daemons and the reconcile steps: the cluster's database,
@@ -161,6 +165,9 @@ class Agent:
                 if not self.report_only and not self.sup.watch_once():
                     code = 0 if self.stopping else 1   # a child's exit while stopping: no failure
                     break
+                if not self.report_only and time.monotonic() >= self.next_lift:
+                    self.next_lift = time.monotonic() + HEARTBEAT_EVERY
+                    self.lift_taken_over_graces()
                 time.sleep(WATCH_POLL)
         except CredentialRevoked as exc:
             print(f"strata node: {exc}", file=sys.stderr, flush=True)
@@ -257,6 +264,21 @@ class Agent:
             self.services.remove("file")
         self.fenced = fenced
 
+    def lift_taken_over_graces(self) -> None:
+        """The NFS grace of a node whose floating address this node took over, given up once
+        the MDS has closed the dead server's sessions, when the plane did not (it is down):
+        :func:`services.file.takeover.lift_due`."""
+        try:
+            lifted = takeover.lift_due(self.data)
+        except (CommandError, OSError, ValueError) as exc:   # Ceph did not answer: next time
+            print(f"strata node: the NFS grace of a node taken over could not be given up: "
+                  f"{exc}", flush=True)
+            return
+        if lifted:
+            print(f"strata node: NFS grace of {', '.join(lifted)} given up "
+                  f"{takeover.LIFT_AFTER:.0f} s after taking its address over (the plane "
+                  "did not)", flush=True)
+
     def fetch_ceph_files(self) -> None:
         """What the daemons need to open the cluster's Ceph pools, from the plane (node
         credential), written 0600 under ``<data dir>/ceph/<pool>/``."""
@@ -311,7 +333,7 @@ class Agent:
         """Where this node's Ganesha is a member of the NFS grace database (the plane's
         ``nfs_cluster`` option), for keepalived's takeover command
         (``services.file.takeover``); removed while it is none."""
-        path = self.data / "run" / "vrrp" / TAKEOVER_STATE
+        path = takeover.state_path(self.data)
         if grace:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             write_if_changed(path, json.dumps(grace, sort_keys=True), mode=0o600)
@@ -401,7 +423,7 @@ class Agent:
         script = run / "takeover"
         write_if_changed(script, "#!/bin/sh\n# written by the Strata node agent: keepalived's "
                          "notify_master (services/file/takeover.py)\n"
-                         f'exec {sys.executable} -m {TAKEOVER} {self.data} "$1" '
+                         f'exec {sys.executable} -m {TAKEOVER} {self.data} "$@" '
                          f'2>>{self.data}/log/takeover.log\n', mode=0o700)
         return str(script)
 

@@ -14,9 +14,10 @@ authentication derived from the cluster's sealing key (never logged, never sent 
 plane again).
 
 NFS grace at once: with ``notify`` (a command), each instance of another node's address runs
-``notify_master "<notify> <owner>"`` when this node takes that address over, so that the
-survivor puts the NFS cluster in grace for the owner's clients within a second of the move
-(``services.file.takeover``), not only once the plane writes the owner down (15 s later).
+``notify_master "<notify> <owner> master"`` when this node takes that address over, so that
+the survivor puts the NFS cluster in grace for the owner's clients within a second of the
+move (``services.file.takeover``), not only once the plane writes the owner down (15 s
+later), and ``notify_backup`` / ``notify_fault`` with ``backup`` when the address leaves it.
 keepalived runs it as root (``script_user root``) and refuses it unless the command and its
 directories are writable by root only (``enable_script_security``).
 
@@ -87,8 +88,9 @@ def config(own: str, members: list[dict], interface: str, password: str,
            notify: str = "") -> dict:
     """keepalived's configuration for node ``own``: ``members`` are every node of the cluster
     as ``{"name", "data_address" (an IP), "floating_address" ("" when none), "drained"
-    (optional)}``; ``notify``, when given, the command run with the owner's name when this
-    node takes another node's address over. Empty (``{}``) when no node has a floating
+    (optional)}``; ``notify``, when given, the command run with the owner's name and
+    ``master`` when this node takes another node's address over, ``backup`` when it no longer
+    holds it. Empty (``{}``) when no node has a floating
     address: keepalived does not run then."""
     owners = {m["name"]: m["floating_address"] for m in members if m.get("floating_address")}
     if not owners or own not in {m["name"] for m in members}:
@@ -110,7 +112,9 @@ def config(own: str, members: list[dict], interface: str, password: str,
             "authentication": {"auth_type": "PASS", "auth_pass": password},
             "virtual_ipaddress": [f"{address} dev {interface}"]})
         if notify and owner != own:
-            instances[-1]["notify_master"] = f'"{notify} {owner}"'
+            instances[-1]["notify_master"] = f'"{notify} {owner} master"'
+            for state in ("notify_backup", "notify_fault"):   # the address left this node
+                instances[-1][state] = f'"{notify} {owner} backup"'
     return {"global_defs": {"router_id": own, "enable_script_security": None,
                             "script_user": "root", "vrrp_garp_master_refresh": 10},
             "vrrp_instance": instances}

@@ -11,17 +11,21 @@ daemon): once the plane writes it down, it fences alpha's CephFS clients, puts t
 grace for alpha's clients and gives up alpha's need at once (no survivor can take their
 reclaims, services/file/grace.py): grace ends with alpha still a member and a new client
 reads the shard through beta; a late takeover's grace for alpha (a survivor that took its
-address over only now) is lifted by the plane's sweep; alpha drained and removed, it
+address over only now) is lifted by the plane's sweep; one taken while the plane is down is
+given up by beta's agent itself (services/file/takeover.py); alpha drained and removed, it
 leaves the grace database and beta still serves. Then beta is paused past the down threshold,
 fenced by the plane and resumed: its agent restarts Ganesha with a fresh CephFS client (the
 fence in the heartbeat's answer) and beta's entry serves again."""
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
 
+from services.file.takeover import LIFT_AFTER
 from services.file.tests.nfs_client import connect, read_hash, sha, write_file
 from tests.cluster_support import ceph_nodes
 from tests.kit import wait_for
@@ -130,6 +134,33 @@ def test_both_nodes_serve_one_export_and_a_dead_node_puts_the_other_in_grace(
     wait_for(grace.dump, 60, "the sweep lifting alpha's need again", interval=0.5,
              until=lambda s: not s.in_grace and not s.needs("alpha"))
     print(f"a late takeover's grace lifted by the sweep in {time.monotonic() - again:.1f} s")
+
+    # the plane down when beta takes alpha's address over (keepalived runs this command:
+    # tests/test_ceph_cluster_deploy.py): nothing would end that grace until the plane is
+    # back, so beta's agent gives alpha's need up itself, LIFT_AFTER s later (the MDS has
+    # closed a dead server's CephFS sessions by then), and the cluster takes new opens again
+    cluster.stop_plane()
+    try:
+        took = subprocess.run([sys.executable, "-m", "services.file.takeover",
+                               str(cluster.agent_data("beta")), "alpha", "master"],
+                              capture_output=True, text=True, timeout=60)
+        assert "NFS grace started for its clients" in took.stdout, took.stdout + took.stderr
+        taken = time.monotonic()
+        assert grace.dump().needs("alpha")
+        wait_for(grace.dump, LIFT_AFTER + 60, "beta's agent giving alpha's need up",
+                 interval=1, until=lambda s: not s.in_grace and not s.needs("alpha"))
+        lifted = time.monotonic() - taken
+        assert lifted >= LIFT_AFTER - 1, lifted     # not before the MDS closed the sessions
+        assert "NFS grace of alpha given up" in (cluster.dir / "beta.out").read_text()
+        write_through_beta = os.urandom(2**20 + 3)
+        with connect(cluster.ports["beta"], "/ckpt", host=ADDRESSES["beta"]) as client:
+            write_file(client, "while-the-plane-is-down", write_through_beta)   # a new open
+        print(f"the plane down: a takeover's grace given up by the survivor in {lifted:.1f} s")
+    finally:
+        cluster.start_plane()
+    read_back(ADDRESSES["beta"], cluster.ports["beta"], write_through_beta,
+              name="while-the-plane-is-down")
+    assert cluster.node("beta")["state"] == "up"        # the plane back wrote no node down
 
     # alpha taken out of the cluster: its need given up, grace ends, beta serves new clients
     assert cluster.cli("node", "drain", "alpha").returncode == 0

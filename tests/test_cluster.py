@@ -175,6 +175,11 @@ def test_the_plane_restarted_loses_no_job_and_no_node(cluster):
     assert job["node"] == "plane-host"             # the node whose worker ran it
     before = {n["name"]: n["services"] for n in cluster.api("GET", "nodes/").json()["results"]}
     cluster.stop_plane()
+    # away longer than a node may be silent (15 s): no heartbeat reached it meanwhile, and the
+    # plane back must not take that for the nodes' silence (written down, their Ceph clients
+    # fenced, their NVMe-oF paths failed over: every node of the cluster at once)
+    time.sleep(DOWN_AFTER + 5)
+    downs = _plane_says(cluster, "node(s) down")
     cluster.start_plane()
     after = {n["name"]: n["services"] for n in cluster.api("GET", "nodes/").json()["results"]}
     assert after == before == {"beta": ["block"]}
@@ -184,3 +189,10 @@ def test_the_plane_restarted_loses_no_job_and_no_node(cluster):
     node = cluster.wait_state("beta", "up", timeout=30)
     assert cluster.agents["beta"].poll() is None
     assert {d["state"] for d in node["daemons"].values()} == {"running"}
+    time.sleep(DOWN_AFTER)                     # the plane's down detection ran meanwhile
+    assert _plane_says(cluster, "node(s) down") == downs
+    assert cluster.node("beta")["state"] == "up"
+
+
+def _plane_says(cluster, text: str) -> int:
+    return sum(log.read_text().count(text) for log in (cluster.dir / "plane" / "log").glob("*.log"))

@@ -95,10 +95,14 @@ def test_taking_another_nodes_address_over_runs_the_notify_command_with_its_owne
     notify = "/opt/strata/venv/bin/python -m services.file.takeover /var/lib/strata"
     conf = keepalived.config("node2", MEMBERS, "eth0", "pw", notify=notify)
     mine = {i["name"]: i for i in conf["vrrp_instance"]}
-    assert mine["strata_node1"]["notify_master"] == f'"{notify} node1"'
-    assert mine["strata_node3"]["notify_master"] == f'"{notify} node3"'
-    assert "notify_master" not in mine["strata_node2"]      # its own address: nothing to do
+    assert mine["strata_node1"]["notify_master"] == f'"{notify} node1 master"'
+    assert mine["strata_node3"]["notify_master"] == f'"{notify} node3 master"'
+    # the address left this node (its owner back, or this node's interface down): the
+    # takeover's record goes, so that the survivor does not end the owner's own grace
+    assert mine["strata_node3"]["notify_backup"] == f'"{notify} node3 backup"'
+    assert mine["strata_node3"]["notify_fault"] == f'"{notify} node3 backup"'
+    assert not {"notify_master", "notify_backup"} & set(mine["strata_node2"])  # its own
     assert conf["global_defs"]["script_user"] == "root"
     assert all("notify_master" not in i for i in _instances("node2").values())  # none asked
     text = keepalived.render(conf)
-    assert f'    notify_master "{notify} node3"\n' in text
+    assert f'    notify_master "{notify} node3 master"\n' in text
