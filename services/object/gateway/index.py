@@ -27,7 +27,6 @@ import json
 import os
 import resource
 import sqlite3
-import struct
 import threading
 import zlib
 from collections import OrderedDict
@@ -35,6 +34,8 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 import orjson
+
+from .shared import set_nocow
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS versions (
@@ -151,9 +152,6 @@ class OpResult:
     precondition: str = ""         # a conditional put not applied: "failed" or "conflict"
 
 
-FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_NOCOW_FL = 0x80086601, 0x40086602, 0x00800000
-
-
 def prepare_shm(db_path: str) -> None:
     """Create ``<db>-shm`` empty and NOCOW when it does not exist yet (SQLite then uses it);
     a file system without the flag (not btrfs) keeps an ordinary file."""
@@ -163,10 +161,7 @@ def prepare_shm(db_path: str) -> None:
     except FileExistsError:
         return
     try:
-        flags = struct.unpack("i", fcntl.ioctl(fd, FS_IOC_GETFLAGS, struct.pack("i", 0)))[0]
-        fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("i", flags | FS_NOCOW_FL))
-    except OSError:
-        pass
+        set_nocow(fd)
     finally:
         os.close(fd)
 

@@ -166,6 +166,20 @@ def next_seq() -> int:
         return _last_seq
 
 
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_NOCOW_FL = 0x80086601, 0x40086602, 0x00800000
+
+
+def set_nocow(fd: int) -> None:
+    """Mark an empty file NOCOW (btrfs; nothing elsewhere). A memory-mapped file on a full
+    btrfs otherwise gets SIGBUS on a write to a clean page: copy-on-write needs a new block
+    for it."""
+    try:
+        flags = struct.unpack("i", fcntl.ioctl(fd, FS_IOC_GETFLAGS, struct.pack("i", 0)))[0]
+        fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("i", flags | FS_NOCOW_FL))
+    except OSError:
+        pass
+
+
 class SeqFloors:
     """One 8-byte slot per worker in ``run/seqfloors``: the lowest sequence number that worker
     may still commit (:data:`IDLE` when it has nothing in flight). A worker writes its floor
@@ -176,8 +190,12 @@ class SeqFloors:
         path = os.path.join(run_dir(root), "seqfloors")
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            if os.fstat(fd).st_size < MAX_WORKERS * 8:
-                os.ftruncate(fd, MAX_WORKERS * 8)
+            size = os.fstat(fd).st_size
+            if size == 0:           # new: NOCOW, its blocks written (not sparse) before the map
+                set_nocow(fd)
+            if size < MAX_WORKERS * 8:
+                os.pwrite(fd, bytes(MAX_WORKERS * 8 - size), size)
+                os.fsync(fd)
             self.map = mmap.mmap(fd, MAX_WORKERS * 8)
         finally:
             os.close(fd)
