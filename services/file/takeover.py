@@ -61,9 +61,14 @@ def state_path(data_dir) -> Path:
     return Path(data_dir) / "run" / "vrrp" / STATE_NAME
 
 
+def took_dir(data_dir) -> Path:
+    """Where this node records its takeovers, a file per owner."""
+    return Path(data_dir) / "run" / "vrrp" / "took"
+
+
 def took_path(data_dir, owner: str) -> Path:
     """The record of this node's takeover of ``owner``'s address: the time, as text."""
-    return Path(data_dir) / "run" / "vrrp" / "took" / owner
+    return took_dir(data_dir) / owner
 
 
 def _grace_db(data_dir) -> GraceDb | None:
@@ -104,7 +109,7 @@ def lift_due(data_dir, now: float | None = None) -> list[str]:
     module's docstring); their names. Each due record is removed. Asks Ceph nothing while no
     record is due. Raises CommandError when Ceph does not answer (the records stay)."""
     now = time.time() if now is None else now
-    folder = took_path(data_dir, "-").parent
+    folder = took_dir(data_dir)
     due = []
     for record in sorted(folder.iterdir()) if folder.is_dir() else []:
         try:

@@ -13,7 +13,8 @@ WATCHING_KEY = "strata:nodes:watching-since"
 
 
 def _redis():
-    return current_app.connection_for_write()
+    """A connection of the broker's pool (the down detection runs every 5 s)."""
+    return current_app.pool.acquire(block=True)
 
 
 @worker_ready.connect
