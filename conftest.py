@@ -20,6 +20,21 @@ def pytest_configure(config):
         settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's report shows what its fixtures can tell of the failure (a cluster's
+    logs: tests/cluster_support.Cluster.failure_context), since CI keeps only the report."""
+    report = (yield).get_result()
+    if report.failed:
+        for name, value in getattr(item, "funcargs", {}).items():
+            context = getattr(value, "failure_context", None)
+            if callable(context):
+                try:
+                    report.sections.append((f"{name}: logs", context()))
+                except Exception as exc:        # a report, not a second failure
+                    report.sections.append((f"{name}: logs", f"(not read: {exc})"))
+
+
 def pytest_sessionfinish(session, exitstatus):
     stop_shared_cluster()
     stop_shared_target()

@@ -191,6 +191,10 @@ class Agent:
             except CredentialRevoked as exc:
                 self.revoked = exc
                 return
+            except Exception as exc:     # a bug here must not silence the node: it would be fenced
+                print(f"strata node: heartbeat not sent: {exc.__class__.__name__}: {exc}",
+                      flush=True)
+                answer = None
             if answer is not None:
                 self.answer = answer
             self.woken.wait(HEARTBEAT_EVERY)

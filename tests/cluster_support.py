@@ -9,6 +9,7 @@ of the session's cluster (tests/ceph.py); :func:`join_node` joins a node in a Dj
 process) and gives its API client."""
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -191,9 +192,24 @@ class Cluster:
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout.strip()
 
+    def plane_log(self) -> str:
+        """What the plane's processes logged (every file of its log folder)."""
+        return "".join(log.read_text() for log in sorted((self.dir / "plane" / "log")
+                                                         .glob("*.log")))
+
     def plane_logged(self, text: str) -> bool:
         """Whether the plane's log says ``text``."""
-        return any(text in log.read_text() for log in (self.dir / "plane" / "log").glob("*.log"))
+        return text in self.plane_log()
+
+    def failure_context(self, lines: int = 40) -> str:
+        """For a failed test's report (conftest.py): the plane's log without the worker's
+        routine lines, and each agent's output, their last ``lines`` lines each."""
+        routine = re.compile(r"Task \S+\[[0-9a-f-]+\] (received|succeeded)")
+        plane = [line for line in self.plane_log().splitlines() if not routine.search(line)]
+        parts = [("plane", plane[-lines:])]
+        for out in sorted(self.dir.glob("*.out")):
+            parts.append((out.stem, out.read_text(errors="replace").splitlines()[-lines:]))
+        return "\n".join(f"--- {name} ---\n" + "\n".join(text) for name, text in parts)
 
     def keep_logs(self, keep: Path) -> None:
         """Copy the plane's and agents' logs into ``keep`` (before :meth:`destroy`)."""
