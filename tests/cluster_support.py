@@ -150,6 +150,12 @@ class Cluster:
     def node(self, name: str) -> dict:
         return self.api("GET", f"nodes/{name}/").json()
 
+    def wait_daemon(self, name: str, daemon: str, timeout: float = 180) -> dict:
+        """Wait until node ``name`` reports its ``daemon`` running; its daemons."""
+        return wait_for(lambda: self.node(name)["daemons"], timeout,
+                        f"{name}'s {daemon} running", interval=0.5,
+                        until=lambda d: (d.get(daemon) or {}).get("state") == "running")
+
     def wait_state(self, name: str, state: str, timeout: float = 30) -> dict:
         return wait_for(lambda: self.node(name), timeout, f"node {name} {state}",
                         interval=0.25, until=lambda n: n.get("state") == state)
@@ -276,9 +282,7 @@ def ceph_nodes(ceph_cluster, addresses: dict[str, str], service: str, *,
             assert done.status_code == 200, done.text
         if service == "file":
             for name in addresses:
-                wait_for(lambda n=name: c.node(n)["daemons"], 180, f"{name}'s ganesha running",
-                         interval=0.5,
-                         until=lambda d: (d.get("ganesha") or {}).get("state") == "running")
+                c.wait_daemon(name, "ganesha")
         yield c
     finally:
         try:

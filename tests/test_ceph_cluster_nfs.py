@@ -15,7 +15,8 @@ address over only now) is lifted by the plane's sweep; one taken while the plane
 given up by beta's agent itself (services/file/takeover.py); alpha drained and removed, it
 leaves the grace database and beta still serves. Then beta is paused past the down threshold,
 fenced by the plane and resumed: its agent restarts Ganesha with a fresh CephFS client (the
-fence in the heartbeat's answer) and beta's entry serves again."""
+fence in the heartbeat's answer) and beta's entry serves again; a late grace task and a late
+membership end for beta (tasks run after it came back) leave it fenced once and a member."""
 import os
 import re
 import signal
@@ -225,3 +226,11 @@ def test_a_node_fenced_while_paused_serves_again_without_an_agent_restart(cluste
     read_back(address, port, payload, name="fenced-0")
     assert cluster.node("beta")["daemons"]["ganesha"]["pid"] == serving
     assert cluster.plane_log().count("node beta down: its CephFS sessions evicted") == 1
+
+    # a late membership end for beta (a removal's task run after beta joined again under its
+    # name): beta stays a member of the grace database and serves
+    Celery(broker=cluster.redis_url).send_task("file.end_grace", args=["beta"])
+    wait_for(lambda: cluster.plane_logged("node beta is in the cluster again"), 60,
+             "the plane running the late membership end", interval=0.5)
+    assert "beta" in grace_db(cluster, ceph_cluster).dump().members
+    read_back(address, port, payload, name="fenced-0")

@@ -64,9 +64,7 @@ def cluster(ceph_cluster):
                          "--option", f"nvmf_port={free_port()}", "--option", "spdk=on")
             assert done.returncode == 0, done.stderr
         for name, _ in NODES:
-            wait_for(lambda n=name: c.node(n)["daemons"], 120, f"{name}'s nvmf_tgt running",
-                     interval=0.5,
-                     until=lambda d: (d.get("nvmf_tgt") or {}).get("state") == "running")
+            c.wait_daemon(name, "nvmf_tgt", timeout=120)
         yield c
     finally:
         try:

@@ -13,7 +13,8 @@ exports of Ceph pools together, members of one grace database: see
   comes back has a blocklisted Ganesha, which its agent restarts with a fresh client when it
   sees the mark.
 - A node removed from the cluster (``node_removed``): :func:`end_grace` gives up its need
-  (``lift``) and its membership (``remove``), so grace ends.
+  (``lift``) and its membership (``remove``), so grace ends (unless a node of that name
+  joined again before the task ran).
 - A node drained (``node_drained``): its Ganesha stops cleanly, and a clean stop puts the
   cluster in grace for its clients (Ganesha's ``rados_cluster`` does so on shutdown).
 - Either way :func:`release` then gives up the node's need if it is still down or drained
@@ -101,7 +102,15 @@ def start_grace(names: list[str]) -> list[str]:
 
 def end_grace(name: str) -> bool:
     """Node ``name`` left the cluster: its need of grace is given up and it is a member no
-    more; True if it was one. Raises CommandError when Ceph does not answer."""
+    more; True if it was one. Raises CommandError when Ceph does not answer.
+
+    Nothing when a node of that name is in the cluster when this runs (the task is retried
+    while Ceph does not answer, and runs late after a plane's restart): it joined again
+    meanwhile, and its Ganesha is a member of its own."""
+    if Node.objects.filter(name=name).exists():
+        log.warning("file: node %s is in the cluster again: its NFS grace membership kept",
+                    name)
+        return False
     db = grace_db()
     if db is None or name not in db.dump().members:
         return False
