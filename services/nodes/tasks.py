@@ -3,8 +3,10 @@ import time
 
 from celery import shared_task
 from celery.signals import worker_ready
+from django.conf import settings
 
 from plane.broker import redis_client
+from plumbing.redisurl import redis_from_url
 from services.nodes import cluster
 
 log = logging.getLogger(__name__)
@@ -29,8 +31,10 @@ def forget_watching(**_):
 def started_hearing() -> None:
     """The web server (re)started (console/asgi.py): heartbeats sent while it was away went
     unheard, so nodes' silence counts from now."""
-    try:
-        redis_client().set(HEARING_KEY, f"{time.time():.3f}", ex=3600)
+    try:    # a client of its own with a timeout: a broker that does not answer delays the
+        # web server's start by seconds at most
+        redis_from_url(settings.CELERY_BROKER_URL, timeout=5.0).set(
+            HEARING_KEY, f"{time.time():.3f}", ex=3600)
     except Exception as exc:        # the broker not there yet: the worker's count still holds
         log.warning("nodes: the web server's start could not be recorded: %s", exc)
 
