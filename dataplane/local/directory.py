@@ -10,9 +10,10 @@ import fcntl
 import os
 import shutil
 import stat
-import struct
 import time
 from pathlib import Path
+
+from plumbing.inodeflags import FS_IMMUTABLE_FL, set_flag
 
 from .layout import DATA_FILE, BaseDriver, remove_tree, tree_usage
 from .devices import IMAGE_PREFIX, is_image
@@ -21,9 +22,6 @@ from ..driver import (SNAPSHOTS_DIR, DeviceInfo, FileSystemInfo, PoolInfo, Snaps
 from ..errors import AlreadyExists, InUse, InvalidArgument, NotFound, Unsupported
 
 FICLONE = 0x40049409
-FS_IOC_GETFLAGS = 0x80086601
-FS_IOC_SETFLAGS = 0x40086602
-FS_IMMUTABLE_FL = 0x00000010
 
 FEATURES_OFF = {
     "quotas": "the directory driver cannot limit a directory's size; use the local (btrfs) "
@@ -65,13 +63,7 @@ def _set_immutable(path: Path, on: bool) -> bool:
     except OSError:
         return False
     try:
-        buf = fcntl.ioctl(fd, FS_IOC_GETFLAGS, struct.pack("l", 0))
-        flags = struct.unpack("l", buf)[0]
-        flags = flags | FS_IMMUTABLE_FL if on else flags & ~FS_IMMUTABLE_FL
-        fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("l", flags))
-        return True
-    except OSError:
-        return False
+        return set_flag(fd, FS_IMMUTABLE_FL, on)
     finally:
         os.close(fd)
 

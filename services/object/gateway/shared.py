@@ -28,6 +28,8 @@ import struct
 import threading
 import time
 
+from plumbing.inodeflags import FS_NOCOW_FL, set_flag
+
 IDLE = (1 << 63) - 1     # a floor of a worker with nothing in flight
 MAX_WORKERS = 256
 
@@ -166,18 +168,11 @@ def next_seq() -> int:
         return _last_seq
 
 
-FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_NOCOW_FL = 0x80086601, 0x40086602, 0x00800000
-
-
 def set_nocow(fd: int) -> None:
     """Mark an empty file NOCOW (btrfs; nothing elsewhere). A memory-mapped file on a full
     btrfs otherwise gets SIGBUS on a write to a clean page: copy-on-write needs a new block
     for it."""
-    try:
-        flags = struct.unpack("i", fcntl.ioctl(fd, FS_IOC_GETFLAGS, struct.pack("i", 0)))[0]
-        fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("i", flags | FS_NOCOW_FL))
-    except OSError:
-        pass
+    set_flag(fd, FS_NOCOW_FL)
 
 
 class SeqFloors:
